@@ -1,0 +1,38 @@
+# The CUDA backend (cuBLAS + NCCL + a few .cu kernels). DT_CUDA=AUTO enables it
+# when a CUDA toolkit with NCCL is found; it must compile without a GPU present.
+set(DT_HAVE_CUDA OFF)
+if(NOT DT_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  find_package(CUDAToolkit QUIET)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+  if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    set(DT_HAVE_CUDA ON)
+    enable_language(CUDA)
+  elseif(DT_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "DT_CUDA=ON but CUDA toolkit/NCCL not found (nvcc=${CMAKE_CUDA_COMPILER}, nccl=${NCCL_LIBRARY})")
+  endif()
+endif()
+message(STATUS "dtensor CUDA backend: ${DT_HAVE_CUDA}")
+
+function(dt_cuda_add_sources target)
+  if(DT_HAVE_CUDA)
+    file(GLOB_RECURSE cuda_src CONFIGURE_DEPENDS
+      ${PROJECT_SOURCE_DIR}/src/kernels/cuda/*.c ${PROJECT_SOURCE_DIR}/src/kernels/cuda/*.cu
+      ${PROJECT_SOURCE_DIR}/src/comm/nccl/*.c)
+    target_sources(${target} PRIVATE ${cuda_src})
+    target_compile_definitions(${target} PRIVATE DT_HAVE_CUDA=1)
+    target_include_directories(${target} PRIVATE ${CUDAToolkit_INCLUDE_DIRS} ${NCCL_INCLUDE_DIR})
+    set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "70;80;90")
+  endif()
+endfunction()
+
+function(dt_cuda_link target)
+  if(DT_HAVE_CUDA)
+    target_link_libraries(${target} PRIVATE CUDA::cudart CUDA::cublas ${NCCL_LIBRARY})
+  endif()
+endfunction()

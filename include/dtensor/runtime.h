@@ -1,0 +1,68 @@
+/*
+ * dtensor/runtime.h - process start-up: environment, device, world group.
+ *
+ * dt_init reads the launcher's environment (dtrun / torchrun: RANK,
+ * WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+ * DT_JOB_TOKEN; else Open MPI's OMPI_COMM_WORLD_*, PMI_*, Slurm's SLURM_*;
+ * else a single process), picks the device, sets up compute threads and the
+ * BLAS kernel, connects the bootstrap store and creates the world comm.
+ * Collective over the world. One runtime per process.
+ */
+#ifndef DTENSOR_RUNTIME_H
+#define DTENSOR_RUNTIME_H
+
+#include "dtensor/comm.h"
+#include "dtensor/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dt_runtime dt_runtime;
+
+enum {
+    DT_INIT_PARAM_FIELD_DEVICE = 1u << 0,
+    DT_INIT_PARAM_FIELD_TIMEOUT = 1u << 1,
+    DT_INIT_PARAM_FIELD_NUM_THREADS = 1u << 2,
+};
+
+typedef struct dt_init_params {
+    uint64_t field_mask;
+    dt_device_type device; /* default: DT_DEVICE env, else CUDA when built and present, else CPU */
+    double timeout_s;      /* default DT_TIMEOUT_S (300) */
+    int num_threads;       /* default DT_NUM_THREADS, else cores / local ranks */
+} dt_init_params;
+
+/** Start the runtime (collective over the world). Caller destroys. */
+DT_API dt_status dt_init(const dt_init_params *params, dt_runtime **out);
+/** Tear down comms, the store and caches (not collective). NULL-safe. */
+DT_API void dt_runtime_destroy(dt_runtime *rt);
+
+DT_API int dt_runtime_rank(const dt_runtime *rt);
+DT_API int dt_runtime_size(const dt_runtime *rt);
+DT_API int dt_runtime_local_rank(const dt_runtime *rt);
+DT_API int dt_runtime_local_size(const dt_runtime *rt);
+DT_API dt_device dt_runtime_device(const dt_runtime *rt);
+/** The world group. Borrowed; lives as long as the runtime. */
+DT_API dt_comm *dt_runtime_world(dt_runtime *rt);
+/** The bootstrap store. Borrowed. */
+DT_API dt_store *dt_runtime_store(dt_runtime *rt);
+
+/** What the runtime found: BLAS library, version, kernel, threads; CPU features. */
+typedef struct dt_runtime_info {
+    char blas_library[64];
+    char blas_version[64];
+    char blas_kernel[64];    /* core name in use, e.g. "SkylakeX" */
+    int blas_threads;
+    char cpu_features[128];  /* e.g. "avx2 fma avx512f avx512bw avx512vl avx512dq" */
+    bool blas_kernel_generic; /* a fallback kernel on a CPU that supports a better one */
+    int num_threads;
+} dt_runtime_info;
+
+/** Fill @p out (works before dt_init too, for single-process programs). */
+DT_API dt_status dt_runtime_info_get(dt_runtime_info *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DTENSOR_RUNTIME_H */

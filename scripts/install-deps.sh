@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages dtensor needs, and only those that are missing.
+# Idempotent: does nothing (and needs no root) when everything is present.
+# Extra packages can be asked for as arguments (e.g. openmpi-bin for the benchmarks).
+set -eu
+required="cmake make gcc pkg-config libopenblas-dev libucx-dev libcmocka-dev libcjson-dev"
+missing=""
+for pkg in $required "$@"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $pkg"
+  fi
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != "0" ]; then
+  echo "install-deps: missing Debian packages:$missing" >&2
+  echo "install-deps: run as root, or: sudo apt-get install -y$missing" >&2
+  exit 1
+fi
+echo "install-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+if ! apt-get install -y --no-install-recommends $missing; then
+  apt-get update
+  apt-get install -y --no-install-recommends $missing
+fi

@@ -1,0 +1,45 @@
+/*
+ * Internal error helpers (UCX's rules): the first function that detects an
+ * error records the message with DT_ERR(); callers only propagate with
+ * DT_CHECK / DT_CHECK_GOTO. Outputs are written only after success.
+ */
+#ifndef DT_CORE_ERROR_H
+#define DT_CORE_ERROR_H
+
+#include "dtensor/core.h"
+
+/* Record "what and why" for this thread and return @p status. printf-style. */
+dt_status dt__error(dt_status status, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* The trace hop log used by the check macros at DT_LOG=trace. */
+void dt__trace_hop(dt_status status, const char *file, int line, const char *expr);
+
+#define DT_ERR(status, ...) dt__error((status), __FILE__, __LINE__, __VA_ARGS__)
+
+#define DT_CHECK(call)                                                               \
+    do {                                                                             \
+        dt_status dt_check_s_ = (call);                                              \
+        if (dt_check_s_ != DT_OK) {                                                  \
+            dt__trace_hop(dt_check_s_, __FILE__, __LINE__, #call);                   \
+            return dt_check_s_;                                                      \
+        }                                                                            \
+    } while (0)
+
+#define DT_CHECK_GOTO(call, status, label)                                           \
+    do {                                                                             \
+        (status) = (call);                                                           \
+        if ((status) != DT_OK) {                                                     \
+            dt__trace_hop((status), __FILE__, __LINE__, #call);                      \
+            goto label;                                                              \
+        }                                                                            \
+    } while (0)
+
+/* Argument checks for public entry points: return DT_ERR_INVALID_ARG naming it. */
+#define DT_ARG_NOT_NULL(ptr)                                                         \
+    do {                                                                             \
+        if ((ptr) == NULL)                                                           \
+            return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument '%s' is NULL", __func__, #ptr); \
+    } while (0)
+
+#endif

@@ -1,0 +1,30 @@
+/* Internal logging macros: the level test happens before any formatting. */
+#ifndef DT_CORE_LOG_H
+#define DT_CORE_LOG_H
+
+#include "dtensor/core.h"
+
+extern int dt__log_level_cached; /* -1 until DT_LOG was read */
+
+dt_log_level dt__log_level(void);
+bool dt__log_subsys_enabled(const char *subsys);
+void dt__log(dt_log_level level, const char *subsys, const char *file, int line,
+             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* The rank written on every log line and error message (-1 = unknown yet). */
+void dt__log_set_rank(int rank);
+int dt__log_rank(void);
+
+#define DT_LOG_AT(level, subsys, ...)                                                \
+    do {                                                                             \
+        if ((int)(level) <= (int)dt__log_level() && dt__log_subsys_enabled(subsys))  \
+            dt__log((level), (subsys), __FILE__, __LINE__, __VA_ARGS__);             \
+    } while (0)
+
+#define DT_LOG_ERROR(subsys, ...) DT_LOG_AT(DT_LOG_LEVEL_ERROR, subsys, __VA_ARGS__)
+#define DT_LOG_WARN(subsys, ...)  DT_LOG_AT(DT_LOG_LEVEL_WARN, subsys, __VA_ARGS__)
+#define DT_LOG_INFO(subsys, ...)  DT_LOG_AT(DT_LOG_LEVEL_INFO, subsys, __VA_ARGS__)
+#define DT_LOG_DEBUG(subsys, ...) DT_LOG_AT(DT_LOG_LEVEL_DEBUG, subsys, __VA_ARGS__)
+#define DT_LOG_TRACE(subsys, ...) DT_LOG_AT(DT_LOG_LEVEL_TRACE, subsys, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,76 @@
+/*
+ * The layout behind the opaque dt_tensor, shared by the layers inside the
+ * library (kernels, autograd, ops, placement). Not installed.
+ */
+#ifndef DT_CORE_TENSOR_IMPL_H
+#define DT_CORE_TENSOR_IMPL_H
+
+#include <stdatomic.h>
+
+#include "dtensor/tensor.h"
+
+/* Refcounted memory block; accounted in the allocator under `category`. */
+typedef struct dt_storage {
+    atomic_int refcount;
+    void *data;
+    size_t nbytes;
+    dt_device device;
+    dt_mem_category category;
+} dt_storage;
+
+struct dt_autograd_node; /* src/autograd/ */
+struct dt_dist;          /* placement/: the spec of a distributed tensor */
+
+/* Base of whatever placement/ hangs off a distributed tensor; core only frees it. */
+typedef struct dt_dist_base {
+    void (*destroy)(struct dt_dist *dist);
+} dt_dist_base;
+
+struct dt_tensor {
+    atomic_int refcount;
+    int ndim;
+    int64_t shape[DT_MAX_DIMS];
+    int64_t strides[DT_MAX_DIMS]; /* in elements */
+    int64_t offset;               /* in elements, into storage */
+    dt_dtype dtype;
+    dt_device device;
+    dt_storage *storage; /* NULL for a distributed tensor */
+
+    /* autograd (src/autograd/): */
+    bool requires_grad;
+    dt_tensor *grad;                  /* accumulated gradient of a leaf, owned */
+    struct dt_autograd_node *grad_fn; /* node that produced this tensor, owned ref */
+    int grad_fn_output;               /* which output of grad_fn this is */
+    bool retains_grad;
+
+    /* distributed (placement/): when non-NULL, shape is the global shape and
+     * `local` holds this rank's shard. */
+    struct dt_dist *dist;
+    dt_tensor *local;
+};
+
+/* Internal helpers implemented in src/core/ */
+
+/* A new tensor handle with contiguous strides for shape, refcount 1, no storage. */
+dt_status dt__tensor_alloc_handle(int ndim, const int64_t *shape, dt_dtype dtype,
+                                  dt_device device, dt_tensor **out);
+/* A handle sharing @p t's storage with the given geometry (a view). */
+dt_status dt__tensor_make_view(dt_tensor *t, int ndim, const int64_t *shape,
+                               const int64_t *strides, int64_t offset, dt_tensor **out);
+/* Contiguous strides for @p shape into @p strides. */
+void dt__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+/* Validate ndim/shape (0 <= ndim <= DT_MAX_DIMS, sizes >= 0, numel fits); names the bad value. */
+dt_status dt__check_shape(const char *fn, int ndim, const int64_t *shape);
+int64_t dt__shape_numel(int ndim, const int64_t *shape);
+/* Format "[2, 3, 4]" into buf; returns buf. */
+const char *dt__shape_str(int ndim, const int64_t *shape, char *buf, size_t len);
+
+/* Storage from the allocator (category = the thread's default category). */
+dt_status dt__storage_create(size_t nbytes, dt_device device, dt_storage **out);
+void dt__storage_release(dt_storage *s);
+void dt__storage_set_category(dt_storage *s, dt_mem_category cat);
+
+/* Strided host copy with dtype conversion: dst and src have the same shape. */
+void dt__host_copy(dt_tensor *dst, const dt_tensor *src);
+
+#endif
