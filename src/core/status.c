@@ -37,7 +37,7 @@ void dt_clear_error(void)
 
 dt_status dt__error(dt_status status, const char *file, int line, const char *fmt, ...)
 {
-    char msg[sizeof(last_error)];
+    char msg[sizeof(last_error) - 32];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
