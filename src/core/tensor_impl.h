@@ -18,13 +18,17 @@ typedef struct dt_storage {
     dt_mem_category category;
 } dt_storage;
 
-struct dt_autograd_node; /* src/autograd/ */
-struct dt_dist;          /* placement/: the spec of a distributed tensor */
+/*
+ * Objects of upper layers that a tensor holds a reference to (its autograd
+ * node, its distributed spec) start with this header, so core can drop the
+ * reference without knowing their type: core calls obj->release(obj).
+ */
+typedef struct dt_refobj {
+    void (*release)(void *self); /* drops one reference */
+} dt_refobj;
 
-/* Base of whatever placement/ hangs off a distributed tensor; core only frees it. */
-typedef struct dt_dist_base {
-    void (*destroy)(struct dt_dist *dist);
-} dt_dist_base;
+struct dt_autograd_node; /* src/autograd/: starts with a dt_refobj */
+struct dt_dist;          /* placement/: the spec of a distributed tensor; starts with a dt_refobj */
 
 struct dt_tensor {
     atomic_int refcount;
