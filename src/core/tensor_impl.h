@@ -16,6 +16,7 @@ typedef struct dt_storage {
     size_t nbytes;
     dt_device device;
     dt_mem_category category;
+    size_t block_bytes; /* size of the block the allocator handed out (>= nbytes) */
 } dt_storage;
 
 /*
@@ -74,7 +75,36 @@ dt_status dt__storage_create(size_t nbytes, dt_device device, dt_storage **out);
 void dt__storage_release(dt_storage *s);
 void dt__storage_set_category(dt_storage *s, dt_mem_category cat);
 
-/* Strided host copy with dtype conversion: dst and src have the same shape. */
+/* Strided host copy with dtype conversion: dst and src have the same shape.
+ * Integer -> integer conversions go through int64 (saturating), the rest
+ * through double (f64 -> f16/bf16 rounds twice: via f32). */
 void dt__host_copy(dt_tensor *dst, const dt_tensor *src);
+
+/* dtypes (dtype.c) */
+bool dt__dtype_valid(dt_dtype dtype);
+bool dt__dtype_is_float(dt_dtype dtype); /* f32, f64, f16, bf16 */
+bool dt__dtype_is_int(dt_dtype dtype);   /* i32, i64, u16, u8 */
+/* DT_ERR_INVALID_ARG "<fn>: unknown dtype value N" unless valid. */
+dt_status dt__check_dtype(const char *fn, dt_dtype dtype);
+/* One element at @p p as double / stored from double (saturating for integers, NaN -> 0). */
+double dt__load_elem(const void *p, dt_dtype dtype);
+void dt__store_elem(void *p, dt_dtype dtype, double v);
+/* Same through int64 (exact for every integer dtype). */
+int64_t dt__load_elem_int(const void *p, dt_dtype dtype);
+void dt__store_elem_int(void *p, dt_dtype dtype, int64_t v);
+
+/* Normalise dim @p d (negative counts from the end) of an @p ndim-dim tensor
+ * into *out; DT_ERR_INVALID_ARG naming fn and d when out of range. */
+dt_status dt__wrap_dim(const char *fn, int d, int ndim, int *out);
+/* Reject NULL or distributed tensors (no local storage), naming fn and what. */
+dt_status dt__check_local_tensor(const char *fn, const char *what, const dt_tensor *t);
+/* Same, and reject tensors not on the CPU (DT_ERR_UNSUPPORTED). */
+dt_status dt__check_host_tensor(const char *fn, const char *what, const dt_tensor *t);
+/* Offset in elements from dt_tensor_data(t) of the element at flat row-major
+ * index @p i (0 <= i < numel). */
+int64_t dt__elem_offset(const dt_tensor *t, int64_t i);
+
+/* Philox4x32-10 block (rng.c): 4 random words for a 128-bit counter and 64-bit key. */
+void dt__philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
 #endif

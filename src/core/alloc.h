@@ -1,0 +1,37 @@
+/*
+ * The per-device allocator hook behind dt_storage. Each device type has one
+ * small vtable; memory.c does the accounting (per category, current and peak)
+ * around it, so an allocator only hands out and takes back blocks. The CPU
+ * one (alloc.c) is a caching allocator; a CUDA allocator registers itself with
+ * dt__allocator_register at load time.
+ */
+#ifndef DT_CORE_ALLOC_H
+#define DT_CORE_ALLOC_H
+
+#include "dtensor/memory.h"
+
+typedef struct dt_allocator_ops {
+    const char *name;
+    /* A block of at least @p nbytes (nbytes may be 0) on device @p index; sets
+     * *block_bytes to the block's real size and *cache_hit when it was reused.
+     * Records the error message on failure. */
+    dt_status (*alloc)(int index, size_t nbytes, void **ptr, size_t *block_bytes,
+                       bool *cache_hit);
+    /* Take back a block from alloc (same block_bytes). */
+    void (*free)(int index, void *ptr, size_t block_bytes);
+    /* (optional) Return cached blocks to the system. */
+    void (*empty_cache)(void);
+    /* (optional) Bytes held in the cache of device @p index. */
+    int64_t (*cached_bytes)(int index);
+} dt_allocator_ops;
+
+/* Install the allocator of a device type (replaces the previous one). */
+void dt__allocator_register(dt_device_type type, const dt_allocator_ops *ops);
+
+/* The caching host allocator (alloc.c). */
+extern const dt_allocator_ops dt__host_allocator;
+
+/* Size class of a request: the block size the caching allocator hands out. */
+size_t dt__alloc_size_class(size_t nbytes);
+
+#endif

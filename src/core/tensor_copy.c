@@ -1,0 +1,274 @@
+/* Copies: strided host copy with dtype conversion, fill, clone, equality, items, print. */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/tensor_impl.h"
+
+/*
+ * Geometry shared by up to two tensors of the same shape, with size-1 dims
+ * dropped and dims that are contiguous in both merged, so the innermost
+ * loop runs as long as possible.
+ */
+typedef struct geom {
+    int ndim;
+    int64_t shape[DT_MAX_DIMS];
+    int64_t st[2][DT_MAX_DIMS];
+} geom;
+
+static void geom_init(geom *g, const dt_tensor *a, const dt_tensor *b)
+{
+    g->ndim = 0;
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->shape[d] == 1)
+            continue;
+        int64_t sa = a->strides[d], sb = b != NULL ? b->strides[d] : 0;
+        int k = g->ndim - 1;
+        if (k >= 0 && g->st[0][k] == a->shape[d] * sa &&
+            (b == NULL || g->st[1][k] == a->shape[d] * sb)) {
+            g->shape[k] *= a->shape[d];
+            g->st[0][k] = sa;
+            g->st[1][k] = sb;
+            continue;
+        }
+        g->shape[g->ndim] = a->shape[d];
+        g->st[0][g->ndim] = sa;
+        g->st[1][g->ndim] = sb;
+        g->ndim++;
+    }
+    if (g->ndim == 0) { /* scalar or all size-1: one element */
+        g->ndim = 1;
+        g->shape[0] = 1;
+        g->st[0][0] = 1;
+        g->st[1][0] = 1;
+    }
+}
+
+/* Row callback: n elements at a (stride sa) and b (stride sb), in elements. */
+typedef void (*row_fn)(void *ctx, char *a, int64_t sa, const char *b, int64_t sb, int64_t n);
+
+/* Calls fn once per innermost row; pa/pb are the tensors' first-element addresses. */
+static void geom_for_rows(const geom *g, size_t esa, size_t esb, char *pa, const char *pb,
+                          row_fn fn, void *ctx)
+{
+    int last = g->ndim - 1;
+    int64_t idx[DT_MAX_DIMS] = {0};
+    int64_t rows = 1;
+    for (int d = 0; d < last; d++)
+        rows *= g->shape[d];
+    int64_t oa = 0, ob = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        fn(ctx, pa + oa * (int64_t)esa, g->st[0][last], pb + ob * (int64_t)esb, g->st[1][last],
+           g->shape[last]);
+        for (int d = last - 1; d >= 0; d--) { /* odometer step */
+            idx[d]++;
+            oa += g->st[0][d];
+            ob += g->st[1][d];
+            if (idx[d] < g->shape[d])
+                break;
+            oa -= idx[d] * g->st[0][d];
+            ob -= idx[d] * g->st[1][d];
+            idx[d] = 0;
+        }
+    }
+}
+
+typedef struct copy_ctx {
+    dt_dtype dt, st;
+    size_t des, ses;
+} copy_ctx;
+
+static void copy_row(void *vctx, char *d, int64_t sd, const char *s, int64_t ss, int64_t n)
+{
+    const copy_ctx *c = vctx;
+    if (c->dt == c->st) {
+        size_t es = c->des;
+        if (sd == 1 && ss == 1) {
+            memcpy(d, s, (size_t)n * es);
+            return;
+        }
+        for (int64_t i = 0; i < n; i++)
+            memcpy(d + i * sd * (int64_t)es, s + i * ss * (int64_t)es, es);
+        return;
+    }
+    int64_t bd = sd * (int64_t)c->des, bs = ss * (int64_t)c->ses;
+    if (c->dt == DT_DTYPE_F32 && c->st == DT_DTYPE_BF16) {
+        for (int64_t i = 0; i < n; i++)
+            *(float *)(d + i * bd) = dt_bf16_to_f32(*(const uint16_t *)(s + i * bs));
+    } else if (c->dt == DT_DTYPE_BF16 && c->st == DT_DTYPE_F32) {
+        for (int64_t i = 0; i < n; i++)
+            *(uint16_t *)(d + i * bd) = dt_f32_to_bf16(*(const float *)(s + i * bs));
+    } else if (c->dt == DT_DTYPE_F32 && c->st == DT_DTYPE_F16) {
+        for (int64_t i = 0; i < n; i++)
+            *(float *)(d + i * bd) = dt_f16_to_f32(*(const uint16_t *)(s + i * bs));
+    } else if (c->dt == DT_DTYPE_F16 && c->st == DT_DTYPE_F32) {
+        for (int64_t i = 0; i < n; i++)
+            *(uint16_t *)(d + i * bd) = dt_f32_to_f16(*(const float *)(s + i * bs));
+    } else if (dt__dtype_is_int(c->dt) && dt__dtype_is_int(c->st)) {
+        for (int64_t i = 0; i < n; i++)
+            dt__store_elem_int(d + i * bd, c->dt, dt__load_elem_int(s + i * bs, c->st));
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            dt__store_elem(d + i * bd, c->dt, dt__load_elem(s + i * bs, c->st));
+    }
+}
+
+void dt__host_copy(dt_tensor *dst, const dt_tensor *src)
+{
+    if (dt_tensor_numel(dst) == 0)
+        return;
+    copy_ctx c = {dst->dtype, src->dtype, dt_dtype_size(dst->dtype), dt_dtype_size(src->dtype)};
+    geom g;
+    geom_init(&g, dst, src);
+    geom_for_rows(&g, c.des, c.ses, dt_tensor_data(dst), dt_tensor_data(src), copy_row, &c);
+}
+
+static void fill_row(void *vctx, char *d, int64_t sd, const char *s, int64_t ss, int64_t n)
+{
+    const copy_ctx *c = vctx;
+    size_t es = c->des;
+    if (sd == 1 && es == 1) {
+        memset(d, *s, (size_t)n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        memcpy(d + i * sd * (int64_t)es, s, es);
+}
+
+dt_status dt_tensor_fill(dt_tensor *t, double value)
+{
+    DT_CHECK(dt__check_host_tensor(__func__, "t", t));
+    if (dt_tensor_numel(t) == 0)
+        return DT_OK;
+    char elem[8];
+    dt__store_elem(elem, t->dtype, value);
+    copy_ctx c = {t->dtype, t->dtype, dt_dtype_size(t->dtype), 0};
+    geom g;
+    geom_init(&g, t, NULL);
+    geom_for_rows(&g, c.des, 0, dt_tensor_data(t), elem, fill_row, &c);
+    return DT_OK;
+}
+
+/* ------------------------------------------------------------ copies */
+
+dt_status dt_tensor_clone(const dt_tensor *t, dt_tensor **out)
+{
+    DT_ARG_NOT_NULL(out);
+    DT_CHECK(dt__check_host_tensor(__func__, "t", t));
+    dt_tensor *c = NULL;
+    DT_CHECK(dt_tensor_empty(t->ndim, t->shape, t->dtype, t->device, &c));
+    dt__host_copy(c, t);
+    *out = c;
+    return DT_OK;
+}
+
+dt_status dt_tensor_contiguous(dt_tensor *t, dt_tensor **out)
+{
+    DT_ARG_NOT_NULL(out);
+    DT_CHECK(dt__check_local_tensor(__func__, "t", t));
+    if (dt_tensor_is_contiguous(t)) {
+        *out = dt_tensor_retain(t);
+        return DT_OK;
+    }
+    return dt_tensor_clone(t, out);
+}
+
+dt_status dt_tensor_copy_(dt_tensor *dst, const dt_tensor *src)
+{
+    DT_CHECK(dt__check_host_tensor(__func__, "dst", dst));
+    DT_CHECK(dt__check_host_tensor(__func__, "src", src));
+    if (dst->ndim != src->ndim ||
+        memcmp(dst->shape, src->shape, (size_t)dst->ndim * sizeof(int64_t)) != 0) {
+        char b1[256], b2[256];
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_tensor_copy_: dst shape %s differs from src shape %s",
+                      dt__shape_str(dst->ndim, dst->shape, b1, sizeof(b1)),
+                      dt__shape_str(src->ndim, src->shape, b2, sizeof(b2)));
+    }
+    dt__host_copy(dst, src);
+    return DT_OK;
+}
+
+dt_status dt_tensor_to_dtype(const dt_tensor *t, dt_dtype dtype, dt_tensor **out)
+{
+    DT_ARG_NOT_NULL(out);
+    DT_CHECK(dt__check_host_tensor(__func__, "t", t));
+    DT_CHECK(dt__check_dtype(__func__, dtype));
+    dt_tensor *c = NULL;
+    DT_CHECK(dt_tensor_empty(t->ndim, t->shape, dtype, t->device, &c));
+    dt__host_copy(c, t);
+    *out = c;
+    return DT_OK;
+}
+
+bool dt_tensor_equal(const dt_tensor *a, const dt_tensor *b)
+{
+    if (dt__check_host_tensor(__func__, "a", a) != DT_OK ||
+        dt__check_host_tensor(__func__, "b", b) != DT_OK)
+        return false;
+    if (a->dtype != b->dtype || a->ndim != b->ndim ||
+        memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int64_t)) != 0)
+        return false;
+    size_t es = dt_dtype_size(a->dtype);
+    const char *pa = dt_tensor_data(a), *pb = dt_tensor_data(b);
+    int64_t n = dt_tensor_numel(a);
+    if (dt_tensor_is_contiguous(a) && dt_tensor_is_contiguous(b))
+        return n == 0 || memcmp(pa, pb, (size_t)n * es) == 0;
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(pa + dt__elem_offset(a, i) * (int64_t)es,
+                   pb + dt__elem_offset(b, i) * (int64_t)es, es) != 0)
+            return false;
+    return true;
+}
+
+/* ------------------------------------------------------------ items, print */
+
+double dt_tensor_item_at(const dt_tensor *t, int64_t i)
+{
+    if (dt__check_host_tensor(__func__, "t", t) != DT_OK)
+        return NAN;
+    int64_t n = dt_tensor_numel(t);
+    if (i < 0 || i >= n) {
+        DT_ERR(DT_ERR_INVALID_ARG, "dt_tensor_item_at: index %" PRId64 " is out of range for %"
+               PRId64 " elements", i, n);
+        return NAN;
+    }
+    const char *p = dt_tensor_data(t);
+    return dt__load_elem(p + dt__elem_offset(t, i) * (int64_t)dt_dtype_size(t->dtype), t->dtype);
+}
+
+dt_status dt_tensor_item(const dt_tensor *t, double *out)
+{
+    DT_ARG_NOT_NULL(out);
+    DT_CHECK(dt__check_host_tensor(__func__, "t", t));
+    int64_t n = dt_tensor_numel(t);
+    if (n != 1)
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_tensor_item: tensor has %" PRId64
+                      " elements, not 1", n);
+    *out = dt_tensor_item_at(t, 0);
+    return DT_OK;
+}
+
+void dt_tensor_print(const dt_tensor *t, FILE *f, int max_elems)
+{
+    if (f == NULL)
+        return;
+    if (t == NULL) {
+        fprintf(f, "tensor(NULL)\n");
+        return;
+    }
+    char buf[256];
+    fprintf(f, "tensor(shape=%s, dtype=%s, device=%s:%d%s", dt__shape_str(t->ndim, t->shape, buf,
+            sizeof(buf)), dt_dtype_name(t->dtype), t->device.type == DT_DEVICE_CPU ? "cpu" :
+            "cuda", t->device.index, t->dist != NULL ? ", distributed" : "");
+    if (t->dist != NULL || t->storage == NULL || t->device.type != DT_DEVICE_CPU) {
+        fprintf(f, ")\n");
+        return;
+    }
+    int64_t n = dt_tensor_numel(t);
+    int64_t show = max_elems < 0 ? n : (n < max_elems ? n : max_elems);
+    fprintf(f, ", values=[");
+    for (int64_t i = 0; i < show; i++)
+        fprintf(f, i ? ", %.6g" : "%.6g", dt_tensor_item_at(t, i));
+    fprintf(f, "%s])\n", show < n ? ", ..." : "");
+}
