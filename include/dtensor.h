@@ -27,5 +27,6 @@
 #include "dtensor/store.h"
 #include "dtensor/comm.h"
 #include "dtensor/runtime.h"
+#include "dtensor/nn.h"
 
 #endif /* DTENSOR_H */

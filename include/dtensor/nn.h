@@ -1,0 +1,416 @@
+/*
+ * dtensor/nn.h - modules with fully qualified names, the reference GPT,
+ * losses, optimizers and the token-file reader.
+ *
+ * A module is a node of a tree: a type (a small vtable, dt_module_ops), a
+ * local name ("wq"), named parameter slots, named children and forward hooks.
+ * Its fully qualified name (FQN) is the dot-joined path of local names from
+ * the root ("layers.0.attention.wq"); the root's FQN is "".
+ *
+ * Parameters are ordinary tensors with requires_grad set, their storage tagged
+ * DT_MEM_PARAMETER. Modules read their parameters from the slots at every
+ * forward (never cache them), so a parameter slot may be replaced
+ * (dt_module_param_set) by a distributed tensor and the module computes on it
+ * unchanged: parallel styles only change the placements of parameters and,
+ * through forward hooks, of module inputs and outputs. Modules never
+ * special-case parallelism.
+ *
+ * Parameter order is stable: depth first, a module's own parameters in
+ * registration order, then each child in registration order (PyTorch's
+ * named_parameters order).
+ *
+ * Thread safety: a module tree must not be used by two threads at once.
+ * Ownership: a child belongs to its parent (dt_module_destroy on the root frees
+ * the tree); slots hold one reference to each parameter tensor.
+ */
+#ifndef DTENSOR_NN_H
+#define DTENSOR_NN_H
+
+#include "dtensor/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dt_module dt_module;
+
+/* Upper bound on the number of inputs of one forward call. */
+#define DT_MODULE_MAX_INPUTS 8
+
+/* ================================================================ module types */
+
+/**
+ * The vtable of a module type. Fill one per type with designated initializers
+ * and keep it alive as long as modules use it (a static const is typical).
+ */
+typedef struct dt_module_ops {
+    /** Type name reported by dt_module_type_name ("Linear"). Required. */
+    const char *type_name;
+    /**
+     * Compute the output from @p n_in borrowed inputs; write a new reference
+     * to *out. Call children through dt_module_forward so their hooks run.
+     * Required.
+     */
+    dt_status (*forward)(dt_module *m, int n_in, dt_tensor *const *inputs, dt_tensor **out);
+    /** (optional) Free the type's private data (dt_module_impl). */
+    void (*destroy_impl)(void *impl);
+} dt_module_ops;
+
+/**
+ * A new root module of type @p ops with private data @p impl (owned: passed
+ * to ops->destroy_impl when the module is destroyed, also on failure here).
+ * Errors: DT_ERR_INVALID_ARG (ops or its required entries NULL), NO_MEMORY.
+ */
+DT_API dt_status dt_module_create(const dt_module_ops *ops, void *impl, dt_module **out);
+
+/**
+ * Free a root module and its whole subtree (children, slots' references,
+ * hooks). NULL-safe. A module that has a parent is owned by it: destroying it
+ * directly logs a warning and does nothing.
+ */
+DT_API void dt_module_destroy(dt_module *m);
+
+/**
+ * Attach the root @p child to @p parent under the local name @p name (no dots,
+ * not empty, unique among parent's children). On success the parent owns the
+ * child; on failure the caller still does.
+ * Errors: DT_ERR_INVALID_ARG (bad or duplicate name, child already attached,
+ * child is an ancestor of parent).
+ */
+DT_API dt_status dt_module_add_child(dt_module *parent, const char *name, dt_module *child);
+
+/**
+ * Register parameter @p t under @p name (no dots, unique among m's parameters)
+ * and retain it. Marks it requires_grad and re-tags its storage
+ * DT_MEM_PARAMETER (for a distributed tensor: its local shard).
+ * Errors: DT_ERR_INVALID_ARG (bad/duplicate name, non-float tensor).
+ */
+DT_API dt_status dt_module_param_add(dt_module *m, const char *name, dt_tensor *t);
+
+/**
+ * Replace the tensor in the existing slot @p name with @p t: retains @p t,
+ * releases the old one, marks @p t requires_grad and DT_MEM_PARAMETER. The
+ * new tensor may have another shape or be distributed (what a parallel style
+ * does); the module's forward reads the slot each time.
+ * Errors: DT_ERR_NOT_FOUND naming the slot; DT_ERR_INVALID_ARG.
+ */
+DT_API dt_status dt_module_param_set(dt_module *m, const char *name, dt_tensor *t);
+
+/** The tensor in m's own slot @p name, or NULL. Borrowed. */
+DT_API dt_tensor *dt_module_param(const dt_module *m, const char *name);
+/** Number of m's own parameter slots (not its children's). */
+DT_API int dt_module_num_params(const dt_module *m);
+/** Own slot @p i (0 <= i < dt_module_num_params): name and tensor, borrowed; NULL out of range. */
+DT_API const char *dt_module_param_name_at(const dt_module *m, int i);
+DT_API dt_tensor *dt_module_param_at(const dt_module *m, int i);
+
+/* ---------------------------------------------------------------- tree queries */
+
+DT_API const char *dt_module_type_name(const dt_module *m);
+/** Local name in the parent ("" for a root). Borrowed. */
+DT_API const char *dt_module_name(const dt_module *m);
+DT_API dt_module *dt_module_parent(const dt_module *m);
+/** The type's private data given to dt_module_create. Borrowed. */
+DT_API void *dt_module_impl(const dt_module *m);
+DT_API int dt_module_num_children(const dt_module *m);
+/** Child @p i in registration order, or NULL. Borrowed. */
+DT_API dt_module *dt_module_child_at(const dt_module *m, int i);
+/** Direct child by local name, or NULL. Borrowed. */
+DT_API dt_module *dt_module_child(const dt_module *m, const char *name);
+
+/**
+ * The descendant of @p root at @p fqn ("" = root itself). Borrowed.
+ * Errors: DT_ERR_NOT_FOUND naming the first path segment that does not exist.
+ */
+DT_API dt_status dt_module_find(dt_module *root, const char *fqn, dt_module **out);
+
+/**
+ * Write m's FQN relative to its tree's root into @p buf (NUL-terminated).
+ * Errors: DT_ERR_INVALID_ARG when @p len is too small (the text would be cut).
+ */
+DT_API dt_status dt_module_fqn(const dt_module *m, char *buf, size_t len);
+
+/** Visitor of dt_module_foreach: @p fqn is borrowed for the call; non-DT_OK stops. */
+typedef dt_status (*dt_module_visit_fn)(const char *fqn, dt_module *m, void *user);
+/** Visit @p root and every descendant, pre-order, children in registration order. */
+DT_API dt_status dt_module_foreach(dt_module *root, dt_module_visit_fn fn, void *user);
+
+/**
+ * Visitor of dt_module_foreach_param: @p fqn ("layers.0.attention.wq.weight")
+ * and @p name ("weight") are borrowed for the call; @p owner is the module
+ * holding the slot. Non-DT_OK stops the walk and is returned.
+ */
+typedef dt_status (*dt_param_visit_fn)(const char *fqn, dt_module *owner, const char *name,
+                                       dt_tensor *param, void *user);
+/** Visit every parameter of the subtree in the stable order (see top of file). */
+DT_API dt_status dt_module_foreach_param(dt_module *root, dt_param_visit_fn fn, void *user);
+/** Number of parameter tensors in the subtree. */
+DT_API int dt_module_param_count(dt_module *root);
+/** Total elements of the subtree's parameters (global numel for distributed ones). */
+DT_API int64_t dt_module_param_numel(dt_module *root);
+
+/* ---------------------------------------------------------------- forward and hooks */
+
+/**
+ * Run @p m: pre-hooks (which may replace inputs), ops->forward, then
+ * post-hooks (which may replace the output). Inputs are borrowed; *out
+ * receives a new reference. Errors: those of the hooks and the forward;
+ * DT_ERR_INVALID_ARG when n_in is outside [0, DT_MODULE_MAX_INPUTS].
+ */
+DT_API dt_status dt_module_forward(dt_module *m, int n_in, dt_tensor *const *inputs,
+                                   dt_tensor **out);
+/** Shorthand for a one-input forward. */
+DT_API dt_status dt_module_call(dt_module *m, dt_tensor *x, dt_tensor **out);
+
+/**
+ * Runs before forward. inputs[i] are references owned by the caller of the
+ * hook; to replace one, release it and store a new reference. (PyTorch's
+ * forward pre-hook; what a style's input_fn becomes.)
+ */
+typedef dt_status (*dt_module_pre_hook_fn)(dt_module *m, int n_in, dt_tensor **inputs,
+                                           void *user);
+/** Runs after forward; may replace *output the same way (release, store new). */
+typedef dt_status (*dt_module_post_hook_fn)(dt_module *m, dt_tensor **output, void *user);
+
+/**
+ * Append a hook; hooks run in the order added. @p free_user (optional) is
+ * called on @p user when the hook is removed or the module destroyed.
+ */
+DT_API dt_status dt_module_add_pre_hook(dt_module *m, dt_module_pre_hook_fn fn, void *user,
+                                        void (*free_user)(void *));
+DT_API dt_status dt_module_add_post_hook(dt_module *m, dt_module_post_hook_fn fn, void *user,
+                                         void (*free_user)(void *));
+/** Remove every hook of @p m (not of its children). */
+DT_API void dt_module_clear_hooks(dt_module *m);
+
+/* ================================================================ built-in layers */
+
+/*
+ * Each constructor makes a new root module with freshly allocated parameters:
+ * weights zero (use dt_module_init_normal or dt_gpt_create's init), LayerNorm
+ * weight one; biases zero. Types: "Linear", "Embedding", "LayerNorm",
+ * "Attention", "FeedForward", "Block", "Sequential", "GPT".
+ * All forwards take one input.
+ */
+
+/** y = x W^T + b; parameters "weight" [out, in] and, with @p bias, "bias" [out]. */
+DT_API dt_status dt_linear_create(int64_t in_features, int64_t out_features, bool bias,
+                                  dt_module **out);
+/** out = weight[ids]; ids any shape (i32/i64/u16); parameter "weight" [num, dim]. */
+DT_API dt_status dt_embedding_create(int64_t num_embeddings, int64_t dim, dt_module **out);
+/** LayerNorm over the last dim (biased variance); parameters "weight", "bias" [dim]. */
+DT_API dt_status dt_layer_norm_create(int64_t dim, double eps, dt_module **out);
+
+/**
+ * Causal self-attention with children "wq", "wk", "wv", "wo" (Linear dim->dim,
+ * with bias). x [B, T, dim] -> [B, T, dim]. The number of heads it computes on
+ * is the width of wq's output divided by head_dim = dim / n_heads, so a
+ * column-sharded wq (a local output of dim/tp columns) runs on its local heads.
+ * Errors: DT_ERR_INVALID_ARG when n_heads does not divide dim.
+ */
+DT_API dt_status dt_attention_create(int64_t dim, int64_t n_heads, dt_module **out);
+/** The configuration of an "Attention" module. Errors: INVALID_ARG for another type. */
+DT_API dt_status dt_attention_config(const dt_module *m, int64_t *n_heads, int64_t *head_dim);
+
+/** w2(gelu_tanh(w1(x))): children "w1" (dim->hidden), "w2" (hidden->dim), with biases. */
+DT_API dt_status dt_feed_forward_create(int64_t dim, int64_t hidden, dt_module **out);
+
+/**
+ * Pre-norm transformer block: h = x + attention(attention_norm(x));
+ * out = h + feed_forward(ffn_norm(h)). Children "attention_norm", "attention",
+ * "ffn_norm", "feed_forward".
+ */
+DT_API dt_status dt_block_create(int64_t dim, int64_t n_heads, int64_t ffn_dim, double eps,
+                                 dt_module **out);
+
+/** Runs its children in order; add them with dt_module_add_child (names "0", "1", ...). */
+DT_API dt_status dt_sequential_create(dt_module **out);
+/** Append @p child under the name of its index. Ownership as dt_module_add_child. */
+DT_API dt_status dt_sequential_append(dt_module *seq, dt_module *child);
+
+/* ================================================================ the reference GPT */
+
+/** Sizes of the GPT of the spec (docs: shared spec gpt.md). */
+typedef struct dt_gpt_config {
+    int64_t vocab_size;
+    int64_t max_seq_len;
+    int64_t dim;
+    int64_t n_layers;
+    int64_t n_heads; /* head_dim = dim / n_heads */
+    int64_t ffn_dim;
+} dt_gpt_config;
+
+/** Fill @p out with the preset "tiny" or "small". Errors: NOT_FOUND naming it. */
+DT_API dt_status dt_gpt_config_preset(const char *name, dt_gpt_config *out);
+
+/**
+ * Build the GPT: children "tok_embeddings", "pos_embeddings", "layers"
+ * (Sequential of Blocks "0".."n-1"), "norm", "output" (Linear, no bias), and
+ * initialise it with dt_gpt_init(model, seed). Forward: ids [B, T] (T <=
+ * max_seq_len) -> logits [B, T, vocab_size].
+ * Errors: DT_ERR_INVALID_ARG naming a bad size.
+ */
+DT_API dt_status dt_gpt_create(const dt_gpt_config *cfg, uint64_t seed, dt_module **out);
+/** The configuration of a "GPT" module. Borrowed; NULL for another type. */
+DT_API const dt_gpt_config *dt_gpt_get_config(const dt_module *gpt);
+
+/**
+ * (Re)initialise every parameter by the spec: Linear and Embedding weights
+ * Normal(0, 0.02), "wo" and "w2" weights Normal(0, 0.02 / sqrt(2 n_layers)),
+ * biases 0, LayerNorm weight 1 and bias 0. Each weight is filled with
+ * dt_tensor_fill_normal by global index under the seed dt_param_seed(seed,
+ * fqn), so values depend only on (seed, FQN, index): initialise before
+ * parallelizing and shard the full tensors, and every mesh gets the same full
+ * weights. Not collective. Errors: DT_ERR_UNSUPPORTED for a distributed
+ * parameter (see dt_param_init).
+ */
+DT_API dt_status dt_gpt_init(dt_module *gpt, uint64_t seed);
+
+/**
+ * The per-parameter seed: splitmix64(seed XOR fnv1a64(fqn)), where fnv1a64 is
+ * 64-bit FNV-1a over the FQN's bytes (offset basis 0xcbf29ce484222325, prime
+ * 0x100000001b3) and splitmix64(z) = z += 0x9e3779b97f4a7c15,
+ * z = (z ^ z>>30) * 0xbf58476d1ce4e5b9, z = (z ^ z>>27) * 0x94d049bb133111eb,
+ * z ^ z>>31.
+ */
+DT_API uint64_t dt_param_seed(uint64_t seed, const char *fqn);
+
+/**
+ * Fill the local tensor @p param with Normal(0, std) by index under
+ * dt_param_seed(seed, fqn), or with the constant @p value when @p std is 0.
+ * Errors: DT_ERR_UNSUPPORTED for a distributed tensor (filling a shard by its
+ * global offset belongs to placement/; shard after initialising instead).
+ */
+DT_API dt_status dt_param_init(dt_tensor *param, const char *fqn, uint64_t seed, double std,
+                               double value);
+
+/* ================================================================ losses */
+
+/**
+ * Mean cross entropy over all positions: logits [..., C], targets [...] ids
+ * (i32/i64/u16) -> scalar. Differentiable (dt_cross_entropy with no ignored
+ * index). Errors: as dt_cross_entropy.
+ */
+DT_API dt_status dt_nn_cross_entropy(dt_tensor *logits, dt_tensor *targets, dt_tensor **loss);
+
+/* ================================================================ optimizers */
+
+typedef struct dt_optim dt_optim;
+
+enum {
+    DT_SGD_PARAM_FIELD_LR = 1u << 0,
+    DT_SGD_PARAM_FIELD_MOMENTUM = 1u << 1,
+    DT_SGD_PARAM_FIELD_WEIGHT_DECAY = 1u << 2,
+};
+/** SGD (PyTorch torch.optim.SGD, dampening 0, no Nesterov). */
+typedef struct dt_sgd_params {
+    uint64_t field_mask;
+    double lr;           /* default 0.01 */
+    double momentum;     /* default 0: p -= lr * g */
+    double weight_decay; /* default 0 (L2: g += wd * p) */
+} dt_sgd_params;
+
+enum {
+    DT_ADAMW_PARAM_FIELD_LR = 1u << 0,
+    DT_ADAMW_PARAM_FIELD_BETA1 = 1u << 1,
+    DT_ADAMW_PARAM_FIELD_BETA2 = 1u << 2,
+    DT_ADAMW_PARAM_FIELD_EPS = 1u << 3,
+    DT_ADAMW_PARAM_FIELD_WEIGHT_DECAY = 1u << 4,
+};
+/**
+ * AdamW (PyTorch torch.optim.AdamW): p -= lr * wd * p; m = b1 m + (1-b1) g;
+ * v = b2 v + (1-b2) g^2; p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps).
+ */
+typedef struct dt_adamw_params {
+    uint64_t field_mask;
+    double lr;           /* default 1e-3 */
+    double beta1;        /* default 0.9 */
+    double beta2;        /* default 0.95 (the spec's) */
+    double eps;          /* default 1e-8 */
+    double weight_decay; /* default 0.1 (the spec's) */
+} dt_adamw_params;
+
+/**
+ * An optimizer over every parameter of @p root, in the stable order, holding a
+ * reference to each tensor and its FQN. Create it after the model is final
+ * (after parallelizing): it captures the slots' tensors at this moment. State
+ * (momentum, exp_avg, exp_avg_sq) is allocated lazily at the first step, shaped
+ * like each parameter's local data, tagged DT_MEM_OPTIMIZER.
+ * Errors: DT_ERR_INVALID_ARG naming a bad hyper-parameter.
+ */
+DT_API dt_status dt_optim_sgd_create(dt_module *root, const dt_sgd_params *p, dt_optim **out);
+DT_API dt_status dt_optim_adamw_create(dt_module *root, const dt_adamw_params *p,
+                                       dt_optim **out);
+/** Free the optimizer and its state. NULL-safe. */
+DT_API void dt_optim_destroy(dt_optim *o);
+
+/**
+ * One update of every parameter that has a gradient (local shards of
+ * distributed parameters are updated in place with their local gradients;
+ * parameters without a gradient are skipped, as in PyTorch). Not collective.
+ */
+DT_API dt_status dt_optim_step(dt_optim *o);
+/** Drop every parameter's gradient (PyTorch zero_grad(set_to_none=True)). */
+DT_API void dt_optim_zero_grad(dt_optim *o);
+DT_API double dt_optim_lr(const dt_optim *o);
+DT_API void dt_optim_set_lr(dt_optim *o, double lr);
+/** Steps taken so far. */
+DT_API int64_t dt_optim_step_count(const dt_optim *o);
+/** "sgd" or "adamw". */
+DT_API const char *dt_optim_name(const dt_optim *o);
+/** Parameters the optimizer updates, their FQNs and tensors (borrowed). */
+DT_API int dt_optim_num_params(const dt_optim *o);
+DT_API const char *dt_optim_param_fqn(const dt_optim *o, int i);
+DT_API dt_tensor *dt_optim_param_tensor(const dt_optim *o, int i);
+/**
+ * State tensor @p name ("momentum_buffer"; "exp_avg", "exp_avg_sq") of
+ * parameter @p i, or NULL before the first step / for an unknown name.
+ * Borrowed; local (shard-shaped).
+ */
+DT_API dt_tensor *dt_optim_param_state(const dt_optim *o, int i, const char *name);
+
+/**
+ * Scale every gradient of @p root's parameters so that their global 2-norm is
+ * at most @p max_norm (PyTorch clip_grad_norm_: coefficient
+ * min(1, max_norm / (norm + 1e-6)) applied to every gradient). Writes the
+ * norm before clipping to @p total_norm (may be NULL).
+ * Errors: DT_ERR_INVALID_ARG for max_norm <= 0; DT_ERR_UNSUPPORTED for a
+ * distributed gradient (needs the reduction the parallel styles provide).
+ */
+DT_API dt_status dt_clip_grad_norm(dt_module *root, double max_norm, double *total_norm);
+
+/* ================================================================ token data */
+
+typedef struct dt_token_data dt_token_data;
+
+/**
+ * Read a flat little-endian uint16 token file (the nanoGPT .bin layout) into
+ * memory. Errors: DT_ERR_SYSTEM naming the path and errno text; DT_ERR_FORMAT
+ * for an odd byte count.
+ */
+DT_API dt_status dt_token_data_open(const char *path, dt_token_data **out);
+/** Wrap a copy of @p n tokens already in memory. */
+DT_API dt_status dt_token_data_from_buffer(const uint16_t *tokens, int64_t n,
+                                           dt_token_data **out);
+DT_API void dt_token_data_close(dt_token_data *d);
+DT_API int64_t dt_token_data_size(const dt_token_data *d);
+/** Largest token id + 1 (0 for no tokens). */
+DT_API int64_t dt_token_data_vocab(const dt_token_data *d);
+
+/**
+ * The batch of step @p step (spec "Data"): global batch @p batch, sequence
+ * @p seq; row b takes the window starting at ((step*batch + b)*seq) mod
+ * (n_tokens - seq - 1): inputs its seq tokens, targets the next seq. Only rows
+ * [row_begin, row_end) are returned (a data-parallel rank's share), as i64
+ * tensors [row_end - row_begin, seq] (new references).
+ * Errors: DT_ERR_INVALID_ARG when the file has fewer than seq + 2 tokens or
+ * the rows are out of range.
+ */
+DT_API dt_status dt_token_data_batch(const dt_token_data *d, int64_t step, int64_t batch,
+                                     int64_t seq, int64_t row_begin, int64_t row_end,
+                                     dt_tensor **inputs, dt_tensor **targets);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DTENSOR_NN_H */
