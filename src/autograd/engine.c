@@ -1,0 +1,260 @@
+/*
+ * dt_backward: reverse-mode traversal of the tape. Nodes run in a topological
+ * order (Kahn's algorithm over dependency counts), so a node runs once all
+ * the gradients of its outputs were summed. Each node's saved tensors and
+ * edges are dropped right after its backward, which frees activations as early
+ * as possible and marks the graph consumed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/node.h"
+#include "dtensor/autograd.h"
+#include "ops/ops_internal.h"
+
+typedef struct node_list {
+    dt_ag_node **v;
+    int n, cap;
+} node_list;
+
+static dt_status list_push(node_list *l, dt_ag_node *node)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        dt_ag_node **v = realloc(l->v, sizeof(*v) * (size_t)cap);
+        if (v == NULL)
+            return DT_ERR(DT_ERR_NO_MEMORY, "dt_backward: cannot grow a list to %d nodes", cap);
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = node;
+    return DT_OK;
+}
+
+/* Every node reachable from root (each retained once in `all`), with deps =
+ * the number of edges into it from reachable nodes. */
+static dt_status collect(dt_ag_node *root, node_list *all)
+{
+    node_list stack = {0};
+    dt_status s = DT_OK;
+    root->visited = true;
+    DT_CHECK_GOTO(list_push(all, dt__ag_node_retain(root)), s, out);
+    DT_CHECK_GOTO(list_push(&stack, root), s, out);
+    while (stack.n > 0) {
+        dt_ag_node *node = stack.v[--stack.n];
+        if (node->consumed) {
+            s = DT_ERR(DT_ERR_INVALID_ARG,
+                       "dt_backward: the graph through '%s' was already consumed by an earlier "
+                       "backward (each graph can be backpropagated once)",
+                       node->name);
+            goto out;
+        }
+        for (int i = 0; i < node->n_inputs; i++) {
+            dt_ag_node *child = node->inputs[i].node;
+            if (child == NULL)
+                continue;
+            child->deps++;
+            if (child->visited)
+                continue;
+            child->visited = true;
+            DT_CHECK_GOTO(list_push(all, dt__ag_node_retain(child)), s, out);
+            DT_CHECK_GOTO(list_push(&stack, child), s, out);
+        }
+    }
+out:
+    free(stack.v);
+    return s;
+}
+
+/* sum += g, where *sum may be NULL (then it takes g's reference). */
+static dt_status accumulate(dt_tensor **sum, dt_tensor *g)
+{
+    dt_tensor *r = NULL;
+    if (*sum == NULL) {
+        *sum = dt_tensor_retain(g);
+        return DT_OK;
+    }
+    DT_CHECK(dt__ops_binary_raw(DT_BINARY_ADD, *sum, g, &r));
+    dt_tensor_release(*sum);
+    *sum = r;
+    return DT_OK;
+}
+
+/* leaf.grad += g; a first gradient gets its own storage tagged DT_MEM_GRADIENT. */
+static dt_status accumulate_leaf(dt_tensor *leaf, dt_tensor *g)
+{
+    const dt_kernel_ops *k = NULL;
+    dt_tensor *ng = NULL;
+    dt_status s;
+    DT_CHECK(dt__ops_kernels("dt_backward", g->device, DT_KOP_BINARY, &k));
+    if (leaf->grad != NULL && dt_tensor_is_contiguous(leaf->grad) &&
+        leaf->grad->dtype == DT_DTYPE_F32)
+        return k->binary(DT_BINARY_ADD, leaf->grad, g, leaf->grad);
+    DT_CHECK(dt__ops_empty_as(leaf->ndim, leaf->shape, leaf->dtype, leaf->device,
+                              DT_MEM_GRADIENT, &ng));
+    if (leaf->grad == NULL)
+        DT_CHECK_GOTO(k->copy(ng, g), s, err_release);
+    else
+        DT_CHECK_GOTO(k->binary(DT_BINARY_ADD, leaf->grad, g, ng), s, err_release);
+    dt_tensor_release(leaf->grad);
+    leaf->grad = ng;
+    return DT_OK;
+err_release:
+    dt_tensor_release(ng);
+    return s;
+}
+
+static bool same_shape(const dt_tensor *t, const dt_ag_meta *m)
+{
+    return t->ndim == m->ndim &&
+           memcmp(t->shape, m->shape, sizeof(m->shape[0]) * (size_t)m->ndim) == 0;
+}
+
+/* Route gradient g of input i of node to its producer or leaf. */
+static dt_status route(dt_ag_node *node, int i, dt_tensor *g)
+{
+    dt_ag_edge *e = &node->inputs[i];
+    dt_tensor *r = NULL;
+    dt_status s = DT_OK;
+    if (same_shape(g, &e->meta))
+        r = dt_tensor_retain(g);
+    else
+        DT_CHECK(dt__ops_reduce_to_shape(g, e->meta.ndim, e->meta.shape, &r));
+    if (e->node != NULL)
+        s = accumulate(&e->node->grads[e->output], r);
+    else if (e->leaf != NULL)
+        s = accumulate_leaf(e->leaf, r);
+    dt_tensor_release(r);
+    return s;
+}
+
+/* Run one node: complete and materialise its output grads, call backward, route. */
+static dt_status run_node(dt_ag_node *node)
+{
+    dt_tensor *gx_stack[8] = {0};
+    dt_tensor **gx = gx_stack;
+    dt_status s = DT_OK;
+    bool any = false;
+    for (int o = 0; o < node->n_outputs; o++)
+        any = any || node->grads[o] != NULL;
+    if (!any || node->backward == NULL)
+        return DT_OK; /* nothing flows through: skip the work */
+    for (int o = 0; o < node->n_outputs; o++) {
+        dt_tensor *g = node->grads[o], *c = NULL;
+        dt_ag_meta *m = &node->outputs[o];
+        if (g == NULL)
+            DT_CHECK(dt__ops_zeros(m->ndim, m->shape, m->device, &c));
+        else
+            DT_CHECK(dt__ops_contiguous(g, &c));
+        dt_tensor_release(g);
+        node->grads[o] = c;
+    }
+    if (node->n_inputs > 8) {
+        gx = calloc((size_t)node->n_inputs, sizeof(*gx));
+        if (gx == NULL)
+            return DT_ERR(DT_ERR_NO_MEMORY, "dt_backward: %d input grads", node->n_inputs);
+    }
+    DT_CHECK_GOTO(node->backward(node, node->grads, gx), s, out);
+    for (int i = 0; i < node->n_inputs; i++) {
+        if (gx[i] != NULL && dt__ag_input_needs_grad(node, i))
+            DT_CHECK_GOTO(route(node, i, gx[i]), s, out);
+    }
+out:
+    dt__ops_release_all(node->n_inputs, gx);
+    if (gx != gx_stack)
+        free(gx);
+    return s;
+}
+
+static dt_status check_root_grad(dt_tensor *root, dt_tensor *grad, dt_tensor **out)
+{
+    char sr[96], sg[96];
+    if (grad == NULL) {
+        if (dt_tensor_numel(root) != 1)
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "dt_backward: root of shape %s has %lld elements; pass a gradient "
+                          "for a non-scalar root",
+                          dt__shape_str(root->ndim, root->shape, sr, sizeof(sr)),
+                          (long long)dt_tensor_numel(root));
+        DT_CHECK(dt__ops_empty(root->ndim, root->shape, root->device, out));
+        return dt_tensor_fill(*out, 1.0);
+    }
+    DT_CHECK(dt__ops_check_f32("dt_backward", "grad", grad));
+    DT_CHECK(dt__ops_reject_distributed("dt_backward", 1, &grad));
+    if (grad->ndim != root->ndim ||
+        memcmp(grad->shape, root->shape, sizeof(root->shape[0]) * (size_t)root->ndim) != 0)
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_backward: grad shape %s differs from root shape %s",
+                      dt__shape_str(grad->ndim, grad->shape, sg, sizeof(sg)),
+                      dt__shape_str(root->ndim, root->shape, sr, sizeof(sr)));
+    *out = dt_tensor_retain(grad);
+    return DT_OK;
+}
+
+static dt_status run_all(node_list *all, dt_ag_node *root_node, int root_output, dt_tensor *g)
+{
+    node_list ready = {0};
+    dt_status s = DT_OK;
+    for (int i = 0; i < all->n; i++) {
+        dt_ag_node *node = all->v[i];
+        node->grads = calloc((size_t)(node->n_outputs > 0 ? node->n_outputs : 1),
+                             sizeof(*node->grads));
+        if (node->grads == NULL)
+            return DT_ERR(DT_ERR_NO_MEMORY, "dt_backward: grads of '%s'", node->name);
+    }
+    root_node->grads[root_output] = dt_tensor_retain(g);
+    DT_CHECK_GOTO(list_push(&ready, root_node), s, out);
+    while (ready.n > 0) {
+        dt_ag_node *node = ready.v[--ready.n];
+        DT_CHECK_GOTO(run_node(node), s, out);
+        dt__ops_release_all(node->n_outputs, node->grads);
+        for (int i = 0; i < node->n_inputs; i++) {
+            dt_ag_node *child = node->inputs[i].node;
+            if (child != NULL && --child->deps == 0)
+                DT_CHECK_GOTO(list_push(&ready, child), s, out);
+        }
+        dt__ag_node_free_graph(node); /* saved activations go now */
+    }
+out:
+    free(ready.v);
+    return s;
+}
+
+dt_status dt_backward(dt_tensor *root, dt_tensor *grad)
+{
+    node_list all = {0};
+    dt_tensor *g = NULL;
+    dt_status s = DT_OK;
+    DT_ARG_NOT_NULL(root);
+    DT_CHECK(dt__ops_reject_distributed("dt_backward", 1, &root));
+    if (!dt_tensor_requires_grad(root))
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_backward: root does not require grad (no input of its graph requires "
+                      "grad, or it was computed with grad mode off)");
+    DT_CHECK(check_root_grad(root, grad, &g));
+    if (root->grad_fn == NULL) { /* a leaf: its gradient is the seed itself */
+        s = accumulate_leaf(root, g);
+        dt_tensor_release(g);
+        return s;
+    }
+    DT_CHECK_GOTO(collect(root->grad_fn, &all), s, out);
+    if (root->grad_fn->deps != 0) {
+        s = DT_ERR(DT_ERR_INTERNAL, "dt_backward: the graph has a cycle through '%s'",
+                   root->grad_fn->name);
+        goto out;
+    }
+    s = run_all(&all, root->grad_fn, root->grad_fn_output, g);
+out:
+    for (int i = 0; i < all.n; i++) {
+        dt_ag_node *node = all.v[i];
+        if (node->grads != NULL)
+            dt__ops_release_all(node->n_outputs, node->grads);
+        free(node->grads);
+        node->grads = NULL;
+        node->deps = 0;
+        node->visited = false;
+        dt__ag_node_release(node);
+    }
+    free(all.v);
+    dt_tensor_release(g);
+    return s;
+}
