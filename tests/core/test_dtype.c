@@ -1,0 +1,198 @@
+/* dtypes: sizes, names, parsing, exact bf16/f16 conversion (exhaustive and ties). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dtensor.h"
+
+static uint32_t fbits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+
+static float bitsf(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static void test_sizes_names(void **state)
+{
+    (void)state;
+    static const size_t sizes[DT_DTYPE_COUNT] = {4, 8, 2, 2, 4, 8, 2, 1};
+    static const char *names[DT_DTYPE_COUNT] = {"f32", "f64", "f16", "bf16",
+                                                "i32", "i64", "u16", "u8"};
+    for (int d = 0; d < DT_DTYPE_COUNT; d++) {
+        assert_int_equal(dt_dtype_size((dt_dtype)d), sizes[d]);
+        assert_string_equal(dt_dtype_name((dt_dtype)d), names[d]);
+        dt_dtype p = DT_DTYPE_COUNT;
+        assert_int_equal(dt_dtype_parse(names[d], &p), DT_OK);
+        assert_int_equal(p, d);
+    }
+    assert_int_equal(dt_dtype_size(DT_DTYPE_COUNT), 0);
+    assert_int_equal(dt_dtype_size((dt_dtype)-1), 0);
+    assert_string_equal(dt_dtype_name((dt_dtype)99), "invalid");
+    assert_string_equal(dt_reduce_op_name(DT_REDUCE_OP_AVG), "avg");
+    assert_string_equal(dt_reduce_op_name(DT_REDUCE_OP_PROD), "prod");
+    assert_string_equal(dt_reduce_op_name((dt_reduce_op)17), "invalid");
+}
+
+static void test_parse(void **state)
+{
+    (void)state;
+    dt_dtype d = DT_DTYPE_COUNT;
+    assert_int_equal(dt_dtype_parse("BFloat16", &d), DT_OK);
+    assert_int_equal(d, DT_DTYPE_BF16);
+    assert_int_equal(dt_dtype_parse("float32", &d), DT_OK);
+    assert_int_equal(d, DT_DTYPE_F32);
+    assert_int_equal(dt_dtype_parse("HALF", &d), DT_OK);
+    assert_int_equal(d, DT_DTYPE_F16);
+    assert_int_equal(dt_dtype_parse("uint16", &d), DT_OK);
+    assert_int_equal(d, DT_DTYPE_U16);
+    d = DT_DTYPE_I64;
+    assert_int_equal(dt_dtype_parse("f8", &d), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "'f8'"));
+    assert_int_equal(d, DT_DTYPE_I64); /* untouched on error */
+    assert_int_equal(dt_dtype_parse(NULL, &d), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "name"));
+    assert_int_equal(dt_dtype_parse("f32", NULL), DT_ERR_INVALID_ARG);
+}
+
+/* Every one of the 65536 f16 bit patterns survives f16 -> f32 -> f16 bit-exactly,
+ * and f16 -> f32 gives the exact value (checked against _Float16 and ldexp). */
+static void test_f16_exhaustive(void **state)
+{
+    (void)state;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = dt_f16_to_f32((uint16_t)h);
+        uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
+        double ref;
+        if (e == 0x1f)
+            ref = m ? NAN : INFINITY;
+        else if (e == 0)
+            ref = ldexp((double)m, -24);
+        else
+            ref = ldexp((double)(m | 0x400), (int)e - 25);
+        if (h & 0x8000)
+            ref = -ref;
+        if (isnan(ref)) {
+            assert_true(isnan(f));
+        } else {
+            assert_true((double)f == ref);
+            assert_int_equal(signbit(f) != 0, (h & 0x8000) != 0);
+        }
+        assert_int_equal(dt_f32_to_f16(f), h);
+#ifdef __FLT16_MAX__
+        if (!isnan(ref)) {
+            _Float16 x;
+            uint16_t hb = (uint16_t)h;
+            memcpy(&x, &hb, 2);
+            assert_true((float)x == f);
+        }
+#endif
+    }
+}
+
+static void test_bf16_exhaustive(void **state)
+{
+    (void)state;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = dt_bf16_to_f32((uint16_t)h);
+        assert_int_equal(fbits(f), h << 16);
+        assert_int_equal(dt_f32_to_bf16(f), h);
+    }
+}
+
+/* Correctly rounded reference: nearest of the two neighbours, ties to the even mantissa. */
+static uint16_t ref_round(float x, uint16_t lo_bits, float lo, uint16_t hi_bits, float hi)
+{
+    double dl = (double)x - (double)lo, dh = (double)hi - (double)x;
+    if (dl < dh)
+        return lo_bits;
+    if (dh < dl)
+        return hi_bits;
+    return (lo_bits & 1) ? hi_bits : lo_bits;
+}
+
+/* Each midpoint between consecutive positive finite f16 values, and its f32
+ * neighbours, rounds the right way (also against _Float16's conversion). */
+static void test_f16_ties(void **state)
+{
+    (void)state;
+    for (uint16_t h = 0; h < 0x7bff; h++) {
+        float lo = dt_f16_to_f32(h), hi = dt_f16_to_f32((uint16_t)(h + 1));
+        float mid = (float)(((double)lo + (double)hi) / 2); /* exact in f32 */
+        assert_true((double)mid == ((double)lo + (double)hi) / 2);
+        float probes[3] = {mid, nextafterf(mid, 0.0f), nextafterf(mid, INFINITY)};
+        for (int i = 0; i < 3; i++) {
+            uint16_t want = ref_round(probes[i], h, lo, (uint16_t)(h + 1), hi);
+            assert_int_equal(dt_f32_to_f16(probes[i]), want);
+            assert_int_equal(dt_f32_to_f16(-probes[i]), want | 0x8000);
+#ifdef __FLT16_MAX__
+            _Float16 r = (_Float16)probes[i];
+            uint16_t rb;
+            memcpy(&rb, &r, 2);
+            assert_int_equal(rb, want);
+#endif
+        }
+    }
+    /* named cases */
+    assert_int_equal(dt_f32_to_f16(1.0f), 0x3c00);
+    assert_int_equal(dt_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);      /* tie -> even */
+    assert_int_equal(dt_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);  /* tie -> even (up) */
+    assert_int_equal(dt_f32_to_f16(65504.0f), 0x7bff);
+    assert_int_equal(dt_f32_to_f16(65519.99f), 0x7bff);
+    assert_int_equal(dt_f32_to_f16(65520.0f), 0x7c00);             /* overflow -> inf */
+    assert_int_equal(dt_f32_to_f16(1e10f), 0x7c00);
+    assert_int_equal(dt_f32_to_f16(-1e10f), 0xfc00);
+    assert_int_equal(dt_f32_to_f16(INFINITY), 0x7c00);
+    assert_int_equal(dt_f32_to_f16(0x1p-24f), 0x0001);             /* smallest subnormal */
+    assert_int_equal(dt_f32_to_f16(0x1p-25f), 0x0000);             /* tie -> even 0 */
+    assert_int_equal(dt_f32_to_f16(nextafterf(0x1p-25f, 1.0f)), 0x0001);
+    assert_int_equal(dt_f32_to_f16(3 * 0x1p-25f), 0x0002);         /* 1.5 ulp tie -> 2 */
+    assert_int_equal(dt_f32_to_f16(0x1p-14f - 0x1p-25f), 0x0400);  /* rounds up to normal */
+    assert_int_equal(dt_f32_to_f16(1e-30f), 0x0000);
+    assert_int_equal(dt_f32_to_f16(-0.0f), 0x8000);
+    uint16_t n = dt_f32_to_f16(NAN);
+    assert_true((n & 0x7c00) == 0x7c00 && (n & 0x3ff) != 0);
+    n = dt_f32_to_f16(bitsf(0x7f800001u)); /* payload only in low bits: must stay NaN */
+    assert_true((n & 0x7c00) == 0x7c00 && (n & 0x3ff) != 0);
+}
+
+static void test_bf16_ties(void **state)
+{
+    (void)state;
+    for (uint32_t h = 0; h < 0x7f7f; h++) {
+        uint32_t mid = (h << 16) | 0x8000u;
+        uint16_t up = (uint16_t)(h + 1);
+        assert_int_equal(dt_f32_to_bf16(bitsf(mid)), (h & 1) ? up : h);
+        assert_int_equal(dt_f32_to_bf16(bitsf(mid - 1)), h);
+        assert_int_equal(dt_f32_to_bf16(bitsf(mid + 1)), up);
+        assert_int_equal(dt_f32_to_bf16(bitsf(mid | 0x80000000u)),
+                         ((h & 1) ? up : h) | 0x8000);
+    }
+    assert_int_equal(dt_f32_to_bf16(bitsf(0x7f7fffffu)), 0x7f80); /* FLT_MAX -> inf */
+    assert_int_equal(dt_f32_to_bf16(bitsf(0x7f7f7fffu)), 0x7f7f);
+    assert_int_equal(dt_f32_to_bf16(-INFINITY), 0xff80);
+    uint16_t n = dt_f32_to_bf16(bitsf(0x7f800001u));
+    assert_true((n & 0x7f80) == 0x7f80 && (n & 0x7f) != 0);
+    n = dt_f32_to_bf16(bitsf(0xffc00000u));
+    assert_int_equal(n, 0xffc0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sizes_names),    cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_f16_exhaustive), cmocka_unit_test(test_bf16_exhaustive),
+        cmocka_unit_test(test_f16_ties),       cmocka_unit_test(test_bf16_ties),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
