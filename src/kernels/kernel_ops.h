@@ -133,7 +133,15 @@ typedef struct dt_kernel_ops {
 /* The table for @p device (NULL when that device type is not built in). */
 const dt_kernel_ops *dt__kernels_for(dt_device device);
 
-/* Compute threads of this process (DT_NUM_THREADS, else cores / local ranks). */
+/*
+ * Compute threads of this process: dt__kernels_set_num_threads's value, else
+ * DT_NUM_THREADS, else usable cores / ranks on this node (LOCAL_WORLD_SIZE,
+ * OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS or SLURM_NTASKS_PER_NODE), >= 1.
+ */
 int dt__kernels_num_threads(void);
+
+/* Override the thread count (n <= 0: back to the environment's) and apply it
+ * to the BLAS now (dt_init calls this with dt_init_params.num_threads). */
+void dt__kernels_set_num_threads(int n);
 
 #endif

@@ -1,0 +1,134 @@
+/*
+ * Per-row cross entropy of logits [N, C]: lse = log sum exp (stable),
+ * loss = lse - logit[target], 0 for ignore_index rows (whose lse is still
+ * written). Backward: gloss[i] * (softmax - onehot), 0 for ignored rows.
+ * A target outside [0, C) that is not ignore_index is an error naming it.
+ */
+#include <stdlib.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+static float row_lse(const float *restrict x, int64_t n)
+{
+    float m = dt__cpu_row_max(x, n);
+    if (m == -INFINITY || m == INFINITY)
+        return m;
+    float lane[16] = {0}, s = 0.0f;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int l = 0; l < 16; l++)
+            lane[l] += dt__expf(x[j + l] - m);
+    for (; j < n; j++)
+        s += dt__expf(x[j] - m);
+    for (int l = 0; l < 16; l++)
+        s += lane[l];
+    return m + logf(s);
+}
+
+static dt_status ce_shapes(const char *fn, const dt_tensor *logits, const dt_tensor *targets,
+                           int64_t *rows, int64_t *classes, int64_t **tv)
+{
+    DT_CHECK(dt__cpu_check(fn, "logits", logits, DT_DTYPE_F32));
+    if (logits->ndim != 2)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: logits have %d dims, expected [N, C]", fn,
+                      logits->ndim);
+    *rows = logits->shape[0];
+    *classes = logits->shape[1];
+    if (targets == NULL || dt_tensor_numel(targets) != *rows)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: targets have %lld elements, expected N = %lld",
+                      fn, targets ? (long long)dt_tensor_numel(targets) : -1LL, (long long)*rows);
+    return dt__cpu_load_ids(fn, targets, tv);
+}
+
+static dt_status ce_check_target(const char *fn, int64_t i, int64_t t, int64_t classes,
+                                 int64_t ignore_index)
+{
+    if (t != ignore_index && (t < 0 || t >= classes))
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: target %lld of row %lld is outside [0, %lld)", fn,
+                      (long long)t, (long long)i, (long long)classes);
+    return DT_OK;
+}
+
+dt_status dt__cpu_cross_entropy(const dt_tensor *logits, const dt_tensor *targets,
+                                int64_t ignore_index, dt_tensor *loss, dt_tensor *lse)
+{
+    const char *fn = "dt_kernel_cross_entropy";
+    int64_t rows = 0, classes = 0, *tv = NULL;
+    DT_CHECK(dt__cpu_check_out(fn, "loss", loss, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_out(fn, "lse", lse, DT_DTYPE_F32));
+    DT_CHECK(ce_shapes(fn, logits, targets, &rows, &classes, &tv));
+    dt_status s = DT_OK;
+    dt_tensor *tl = NULL;
+    const void *ld = NULL;
+    if (dt_tensor_numel(loss) != rows || dt_tensor_numel(lse) != rows) {
+        s = DT_ERR(DT_ERR_INVALID_ARG, "%s: loss/lse have %lld/%lld elements, expected %lld", fn,
+                   (long long)dt_tensor_numel(loss), (long long)dt_tensor_numel(lse),
+                   (long long)rows);
+        goto out_free_targets;
+    }
+    for (int64_t i = 0; i < rows; i++)
+        DT_CHECK_GOTO(ce_check_target(fn, i, tv[i], classes, ignore_index), s,
+                      out_free_targets);
+    DT_CHECK_GOTO(dt__cpu_contig(logits, &tl, &ld), s, out_free_targets);
+    for (int64_t i = 0; i < rows; i++) {
+        const float *x = (const float *)ld + i * classes;
+        float l = classes > 0 ? row_lse(x, classes) : -INFINITY;
+        dt__f32(lse)[i] = l;
+        dt__f32(loss)[i] = tv[i] == ignore_index ? 0.0f : l - x[tv[i]];
+    }
+    dt_tensor_release(tl);
+out_free_targets:
+    free(tv);
+    return s;
+}
+
+static void ce_bwd_row(const float *restrict x, int64_t n, float lse, float g, int64_t target,
+                       float *restrict gx)
+{
+    for (int64_t j = 0; j < n; j++)
+        gx[j] = g * dt__expf(x[j] - lse);
+    if (target >= 0 && target < n)
+        gx[target] -= g;
+}
+
+dt_status dt__cpu_cross_entropy_backward(const dt_tensor *logits, const dt_tensor *targets,
+                                         int64_t ignore_index, const dt_tensor *lse,
+                                         const dt_tensor *gloss, dt_tensor *glogits)
+{
+    const char *fn = "dt_kernel_cross_entropy_backward";
+    int64_t rows = 0, classes = 0, *tv = NULL;
+    DT_CHECK(dt__cpu_check_out(fn, "glogits", glogits, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check(fn, "lse", lse, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check(fn, "gloss", gloss, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_same_shape(fn, "logits", logits, glogits));
+    DT_CHECK(ce_shapes(fn, logits, targets, &rows, &classes, &tv));
+    dt_status s = DT_OK;
+    dt_tensor *tl = NULL, *te = NULL, *tg = NULL;
+    const void *ld = NULL, *ed = NULL, *gd = NULL;
+    if (dt_tensor_numel(lse) != rows || dt_tensor_numel(gloss) != rows) {
+        s = DT_ERR(DT_ERR_INVALID_ARG, "%s: lse/gloss have %lld/%lld elements, expected %lld",
+                   fn, (long long)dt_tensor_numel(lse), (long long)dt_tensor_numel(gloss),
+                   (long long)rows);
+        goto out_release;
+    }
+    for (int64_t i = 0; i < rows; i++)
+        DT_CHECK_GOTO(ce_check_target(fn, i, tv[i], classes, ignore_index), s, out_release);
+    DT_CHECK_GOTO(dt__cpu_contig(logits, &tl, &ld), s, out_release);
+    DT_CHECK_GOTO(dt__cpu_contig(lse, &te, &ed), s, out_release);
+    DT_CHECK_GOTO(dt__cpu_contig(gloss, &tg, &gd), s, out_release);
+    for (int64_t i = 0; i < rows; i++) {
+        float *gx = dt__f32(glogits) + i * classes;
+        if (tv[i] == ignore_index) {
+            memset(gx, 0, (size_t)classes * sizeof(float));
+            continue;
+        }
+        ce_bwd_row((const float *)ld + i * classes, classes, ((const float *)ed)[i],
+                   ((const float *)gd)[i], tv[i], gx);
+    }
+out_release:
+    dt_tensor_release(tg);
+    dt_tensor_release(te);
+    dt_tensor_release(tl);
+    free(tv);
+    return s;
+}

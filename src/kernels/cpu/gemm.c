@@ -1,0 +1,126 @@
+/*
+ * GEMM over the last two dims via OpenBLAS cblas_sgemm, batched by a loop
+ * over c's batch index. When b is shared by the whole batch (a weight) and a
+ * is untransposed with its batch rows evenly spaced, the batch is folded into
+ * M so the Linear-layer case is a single large cblas call.
+ */
+#include <limits.h>
+
+#include "kernels/cpu/blas.h"
+#include "kernels/cpu/cpu_internal.h"
+
+#define FN "dt_kernel_gemm"
+
+typedef struct gemm_mat {
+    const float *data;
+    int64_t rows, cols; /* as stored (before any transpose) */
+    int64_t ld;         /* row stride */
+    int64_t bstrides[DT_MAX_DIMS]; /* broadcast to c's batch dims */
+} gemm_mat;
+
+static dt_status gemm_prepare(const char *what, const dt_tensor *t, const dt_tensor *c,
+                              gemm_mat *m)
+{
+    DT_CHECK(dt__cpu_check(FN, what, t, DT_DTYPE_F32));
+    if (t->ndim < 2)
+        return DT_ERR(DT_ERR_INVALID_ARG, FN ": %s has %d dims, needs at least 2", what,
+                      t->ndim);
+    m->rows = t->shape[t->ndim - 2];
+    m->cols = t->shape[t->ndim - 1];
+    m->ld = t->strides[t->ndim - 2];
+    if (m->cols > 1 && t->strides[t->ndim - 1] != 1)
+        return DT_ERR(DT_ERR_INVALID_ARG, FN ": %s has last-dim stride %lld, needs 1", what,
+                      (long long)t->strides[t->ndim - 1]);
+    if (m->rows <= 1)
+        m->ld = m->cols > 1 ? m->cols : 1; /* row stride is irrelevant for one row */
+    if (m->ld < m->cols)
+        return DT_ERR(DT_ERR_INVALID_ARG, FN ": %s has row stride %lld < row length %lld",
+                      what, (long long)m->ld, (long long)m->cols);
+    if (m->ld > INT_MAX || m->rows > INT_MAX || m->cols > INT_MAX)
+        return DT_ERR(DT_ERR_UNSUPPORTED, FN ": %s dims %lld x %lld (ld %lld) exceed int", what,
+                      (long long)m->rows, (long long)m->cols, (long long)m->ld);
+    m->data = dt__f32(t);
+    dt_tensor batch = *t;
+    batch.ndim = t->ndim - 2;
+    return dt__cpu_broadcast_strides(FN, what, &batch, c->ndim - 2, c->shape, m->bstrides);
+}
+
+static bool batch_is_shared(const gemm_mat *m, int nb)
+{
+    for (int d = 0; d < nb; d++)
+        if (m->bstrides[d] != 0)
+            return false;
+    return true;
+}
+
+/* a's batch rows evenly spaced by a->ld over all batch dims (so [B.., M] is one matrix). */
+static bool batch_folds(const gemm_mat *a, const dt_tensor *c)
+{
+    int64_t expect = a->ld * a->rows;
+    for (int d = c->ndim - 3; d >= 0; d--) {
+        if (c->shape[d] != 1 && a->bstrides[d] != expect)
+            return false;
+        expect *= c->shape[d];
+    }
+    return true;
+}
+
+static void scale_c(float *restrict c, int64_t n, float beta)
+{
+    for (int64_t i = 0; i < n; i++)
+        c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+}
+
+dt_status dt__cpu_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
+                          float alpha, float beta, dt_tensor *c)
+{
+    DT_CHECK(dt__cpu_check_out(FN, "c", c, DT_DTYPE_F32));
+    if (c->ndim < 2)
+        return DT_ERR(DT_ERR_INVALID_ARG, FN ": c has %d dims, needs at least 2", c->ndim);
+    gemm_mat ma, mb;
+    DT_CHECK(gemm_prepare("a", a, c, &ma));
+    DT_CHECK(gemm_prepare("b", b, c, &mb));
+    int64_t M = c->shape[c->ndim - 2], N = c->shape[c->ndim - 1];
+    int64_t am = trans_a ? ma.cols : ma.rows, ak = trans_a ? ma.rows : ma.cols;
+    int64_t bk = trans_b ? mb.cols : mb.rows, bn = trans_b ? mb.rows : mb.cols;
+    if (am != M || bn != N || ak != bk)
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      FN ": op(a) is %lld x %lld, op(b) %lld x %lld, c %lld x %lld",
+                      (long long)am, (long long)ak, (long long)bk, (long long)bn,
+                      (long long)M, (long long)N);
+    int64_t batches = dt__shape_numel(c->ndim - 2, c->shape);
+    float *cd = dt__f32(c);
+    if (batches == 0 || M == 0 || N == 0)
+        return DT_OK;
+    if (ak == 0) { /* nothing to multiply: c = beta * c */
+        scale_c(cd, batches * M * N, beta);
+        return DT_OK;
+    }
+    const dt__blas *blas = NULL;
+    DT_CHECK(dt__blas_get(&blas));
+    int ta = trans_a ? DT_CBLAS_TRANS : DT_CBLAS_NO_TRANS;
+    int tb = trans_b ? DT_CBLAS_TRANS : DT_CBLAS_NO_TRANS;
+    int nb = c->ndim - 2;
+    if (batches > 1 && !trans_a && batch_is_shared(&mb, nb) && batch_folds(&ma, c) &&
+        batches * M <= INT_MAX) {
+        blas->sgemm(DT_CBLAS_ROW_MAJOR, ta, tb, (int)(batches * M), (int)N, (int)ak, alpha,
+                    ma.data, (int)ma.ld, mb.data, (int)mb.ld, beta, cd, (int)N);
+        return DT_OK;
+    }
+    int64_t idx[DT_MAX_DIMS] = {0};
+    int64_t off_a = 0, off_b = 0;
+    for (int64_t i = 0; i < batches; i++) {
+        blas->sgemm(DT_CBLAS_ROW_MAJOR, ta, tb, (int)M, (int)N, (int)ak, alpha, ma.data + off_a,
+                    (int)ma.ld, mb.data + off_b, (int)mb.ld, beta, cd + i * M * N, (int)N);
+        for (int d = nb - 1; d >= 0; d--) { /* odometer over the batch dims */
+            off_a += ma.bstrides[d];
+            off_b += mb.bstrides[d];
+            if (++idx[d] < c->shape[d])
+                break;
+            off_a -= ma.bstrides[d] * c->shape[d];
+            off_b -= mb.bstrides[d] * c->shape[d];
+            idx[d] = 0;
+        }
+    }
+    return DT_OK;
+}

@@ -1,0 +1,118 @@
+/*
+ * sum / mean / max along one dim. x is viewed as [outer, n, inner]: inner == 1
+ * reduces contiguous rows with lane accumulators; inner > 1 accumulates whole
+ * rows of `inner` elements (vectorised across inner). max returns the first
+ * index of the maximum in argmax (i64) when asked; NaN propagates as in PyTorch.
+ * An empty dim gives sum 0, mean NaN, and is an error for max.
+ */
+#include "kernels/cpu/cpu_internal.h"
+
+static void reduce_rows(dt_reduce_kind kind, const float *x, int64_t outer, int64_t n,
+                        float *o, int64_t *am)
+{
+    for (int64_t r = 0; r < outer; r++) {
+        const float *row = x + r * n;
+        if (kind != DT_REDUCE_KIND_MAX) {
+            float s = dt__cpu_row_sum(row, n);
+            o[r] = kind == DT_REDUCE_KIND_MEAN ? s / (float)n : s;
+            continue;
+        }
+        float m = dt__cpu_row_max(row, n);
+        int64_t at = 0;
+        for (int64_t j = 0; j < n; j++) {
+            if (row[j] == m || row[j] != row[j]) {
+                at = j;
+                m = row[j];
+                break;
+            }
+        }
+        for (int64_t j = at; j < n; j++) /* a NaN anywhere wins */
+            if (row[j] != row[j]) {
+                m = row[j];
+                at = j;
+                break;
+            }
+        o[r] = m;
+        if (am != NULL)
+            am[r] = at;
+    }
+}
+
+static void reduce_cols(dt_reduce_kind kind, const float *x, int64_t outer, int64_t n,
+                        int64_t inner, float *o, int64_t *am)
+{
+    for (int64_t r = 0; r < outer; r++) {
+        float *restrict acc = o + r * inner;
+        const float *base = x + r * n * inner;
+        memcpy(acc, base, (size_t)inner * sizeof(float));
+        if (am != NULL)
+            memset(am + r * inner, 0, (size_t)inner * sizeof(int64_t));
+        for (int64_t k = 1; k < n; k++) {
+            const float *restrict row = base + k * inner;
+            if (kind != DT_REDUCE_KIND_MAX) {
+                for (int64_t j = 0; j < inner; j++)
+                    acc[j] += row[j];
+                continue;
+            }
+            for (int64_t j = 0; j < inner; j++) {
+                bool take = row[j] > acc[j] || (row[j] != row[j] && acc[j] == acc[j]);
+                acc[j] = take ? row[j] : acc[j];
+                if (am != NULL && take)
+                    am[r * inner + j] = k;
+            }
+        }
+        if (kind == DT_REDUCE_KIND_MEAN)
+            for (int64_t j = 0; j < inner; j++)
+                acc[j] /= (float)n;
+    }
+}
+
+dt_status dt__cpu_reduce(dt_reduce_kind kind, const dt_tensor *x, int dim, dt_tensor *out,
+                         dt_tensor *argmax)
+{
+    const char *fn = "dt_kernel_reduce";
+    if ((unsigned)kind > DT_REDUCE_KIND_MAX)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: unknown kind %d", fn, (int)kind);
+    DT_CHECK(dt__cpu_check_out(fn, "out", out, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check(fn, "x", x, DT_DTYPE_F32));
+    int nd = x->ndim > 0 ? x->ndim : 1;
+    if (dim < -nd || dim >= nd)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: dim %d out of range for %d dims", fn, dim,
+                      x->ndim);
+    if (dim < 0)
+        dim += nd;
+    int64_t n = x->ndim > 0 ? x->shape[dim] : 1;
+    int64_t outer = x->ndim > 0 ? dt__shape_numel(dim, x->shape) : 1;
+    int64_t inner = x->ndim > 0 ? dt__shape_numel(x->ndim - dim - 1, x->shape + dim + 1) : 1;
+    if (dt_tensor_numel(out) != outer * inner)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: out has %lld elements, expected %lld", fn,
+                      (long long)dt_tensor_numel(out), (long long)(outer * inner));
+    int64_t *am = NULL;
+    if (argmax != NULL) {
+        DT_CHECK(dt__cpu_check_out(fn, "argmax", argmax, DT_DTYPE_I64));
+        if (kind != DT_REDUCE_KIND_MAX || dt_tensor_numel(argmax) != outer * inner)
+            return DT_ERR(DT_ERR_INVALID_ARG, "%s: argmax needs kind max and %lld elements", fn,
+                          (long long)(outer * inner));
+        am = (int64_t *)argmax->storage->data + argmax->offset;
+    }
+    float *o = dt__f32(out);
+    if (outer * inner == 0)
+        return DT_OK;
+    if (n == 0) {
+        if (kind == DT_REDUCE_KIND_MAX)
+            return DT_ERR(DT_ERR_INVALID_ARG, "%s: max over dim %d of size 0", fn, dim);
+        float v = kind == DT_REDUCE_KIND_MEAN ? NAN : 0.0f;
+        for (int64_t i = 0; i < outer * inner; i++)
+            o[i] = v;
+        return DT_OK;
+    }
+    dt_tensor *tx = NULL;
+    const void *xd = NULL;
+    DT_CHECK(dt__cpu_contig(x, &tx, &xd));
+    if (inner == 1)
+        reduce_rows(kind, xd, outer, n, o, am);
+    else
+        reduce_cols(kind, xd, outer, n, inner, o, am);
+    dt_tensor_release(tx);
+    return DT_OK;
+}

@@ -1,0 +1,135 @@
+/*
+ * Softmax / log-softmax over the last dim with a scale and an optional causal
+ * mask, in the stable log-sum-exp form: z = scale * x, y = exp(z - max z) /
+ * sum. A row whose keys are all masked (Tq > Tk) gives NaN, as PyTorch's
+ * softmax of an all -inf row does. Masked entries are 0 (log: -inf).
+ */
+#include "kernels/cpu/cpu_internal.h"
+
+static void softmax_row(const float *restrict x, int64_t n, int64_t valid, float scale,
+                        bool log, float *restrict y)
+{
+    if (valid == 0) {
+        for (int64_t j = 0; j < n; j++)
+            y[j] = NAN;
+        return;
+    }
+    for (int64_t j = 0; j < valid; j++)
+        y[j] = scale * x[j];
+    float m = dt__cpu_row_max(y, valid);
+    if (log) {
+        for (int64_t j = 0; j < valid; j++)
+            y[j] -= m;
+        float s = 0.0f, lane[16] = {0};
+        int64_t j = 0;
+        for (; j + 16 <= valid; j += 16)
+            for (int l = 0; l < 16; l++)
+                lane[l] += dt__expf(y[j + l]);
+        for (; j < valid; j++)
+            s += dt__expf(y[j]);
+        for (int l = 0; l < 16; l++)
+            s += lane[l];
+        float lse = logf(s);
+        for (j = 0; j < valid; j++)
+            y[j] -= lse;
+    } else {
+        for (int64_t j = 0; j < valid; j++)
+            y[j] = dt__expf(y[j] - m);
+        float inv = 1.0f / dt__cpu_row_sum(y, valid);
+        for (int64_t j = 0; j < valid; j++)
+            y[j] *= inv;
+    }
+    float fill = log ? -INFINITY : 0.0f;
+    for (int64_t j = valid; j < n; j++)
+        y[j] = fill;
+}
+
+dt_status dt__cpu_softmax(const dt_tensor *x, float scale, bool causal, bool log, dt_tensor *y)
+{
+    const char *fn = "dt_kernel_softmax";
+    DT_CHECK(dt__cpu_check_out(fn, "y", y, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check(fn, "x", x, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_same_shape(fn, "x", x, y));
+    if (x->ndim < 1 || (causal && x->ndim < 2))
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: x has %d dims, needs %d", fn, x->ndim,
+                      causal ? 2 : 1);
+    int64_t n = x->shape[x->ndim - 1];
+    int64_t numel = dt_tensor_numel(x);
+    if (numel == 0)
+        return DT_OK;
+    int64_t rows = numel / n;
+    int64_t tq = causal ? x->shape[x->ndim - 2] : 1;
+    dt_tensor *tmp = NULL;
+    const void *xd = NULL;
+    DT_CHECK(dt__cpu_contig(x, &tmp, &xd));
+    const float *px = xd;
+    float *py = dt__f32(y);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t valid = n;
+        if (causal) {
+            int64_t v = r % tq + (n - tq) + 1; /* keys j <= i + (Tk - Tq) */
+            valid = v < 0 ? 0 : (v > n ? n : v);
+        }
+        softmax_row(px + r * n, n, valid, scale, log, py + r * n);
+    }
+    dt_tensor_release(tmp);
+    return DT_OK;
+}
+
+static void softmax_bwd_row(const float *restrict y, const float *restrict gy, int64_t n,
+                            float scale, bool log, float *restrict gx)
+{
+    float lane[16] = {0}, s = 0.0f;
+    int64_t j = 0;
+    if (log) {
+        /* gx = scale * (gy - exp(y) * sum(gy)); masked entries (y = -inf) stay 0 */
+        for (; j + 16 <= n; j += 16)
+            for (int l = 0; l < 16; l++)
+                lane[l] += y[j + l] > -INFINITY ? gy[j + l] : 0.0f;
+        for (; j < n; j++)
+            s += y[j] > -INFINITY ? gy[j] : 0.0f;
+        for (int l = 0; l < 16; l++)
+            s += lane[l];
+        for (j = 0; j < n; j++)
+            gx[j] = y[j] > -INFINITY ? scale * (gy[j] - dt__expf(y[j]) * s) : 0.0f;
+    } else {
+        /* gx = scale * y * (gy - sum(gy * y)) */
+        for (; j + 16 <= n; j += 16)
+            for (int l = 0; l < 16; l++)
+                lane[l] += gy[j + l] * y[j + l];
+        for (; j < n; j++)
+            s += gy[j] * y[j];
+        for (int l = 0; l < 16; l++)
+            s += lane[l];
+        for (j = 0; j < n; j++)
+            gx[j] = scale * y[j] * (gy[j] - s);
+    }
+}
+
+dt_status dt__cpu_softmax_backward(const dt_tensor *y, const dt_tensor *gy, float scale,
+                                   bool log, dt_tensor *gx)
+{
+    const char *fn = "dt_kernel_softmax_backward";
+    DT_CHECK(dt__cpu_check_out(fn, "gx", gx, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check(fn, "y", y, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check(fn, "gy", gy, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_same_shape(fn, "y", y, gx));
+    DT_CHECK(dt__cpu_check_same_shape(fn, "gy", gy, gx));
+    if (gx->ndim < 1)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: tensors have no dims", fn);
+    int64_t n = gx->shape[gx->ndim - 1], numel = dt_tensor_numel(gx);
+    if (numel == 0)
+        return DT_OK;
+    dt_tensor *ty = NULL, *tg = NULL;
+    const void *yd = NULL, *gd = NULL;
+    dt_status s = DT_OK;
+    DT_CHECK(dt__cpu_contig(y, &ty, &yd));
+    DT_CHECK_GOTO(dt__cpu_contig(gy, &tg, &gd), s, out_release_y);
+    for (int64_t r = 0; r < numel / n; r++)
+        softmax_bwd_row((const float *)yd + r * n, (const float *)gd + r * n, n, scale, log,
+                        dt__f32(gx) + r * n);
+    dt_tensor_release(tg);
+out_release_y:
+    dt_tensor_release(ty);
+    return s;
+}

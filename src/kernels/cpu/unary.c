@@ -1,0 +1,131 @@
+/*
+ * Unary element-wise ops and the GELU/ReLU backward. x (and gy) may be
+ * strided; the inner runs are branch-free so gcc vectorises them (exp and
+ * tanh come from cpu_internal.h's polynomial, not libm, for that reason).
+ */
+#include "kernels/cpu/cpu_internal.h"
+
+/* sqrtf without the errno branch, so its loops vectorise */
+#pragma GCC optimize("no-math-errno")
+
+static inline __attribute__((always_inline)) float un_apply(dt_unary_op op, float x, float alpha)
+{
+    switch (op) {
+    case DT_UNARY_SCALE: return alpha * x;
+    case DT_UNARY_ADD_SCALAR: return x + alpha;
+    case DT_UNARY_GELU_TANH: return dt__gelu_tanh(x);
+    case DT_UNARY_RELU: return x > 0.0f ? x : 0.0f;
+    case DT_UNARY_EXP: return dt__expf(x);
+    case DT_UNARY_LOG: return logf(x);
+    case DT_UNARY_NEG: return -x;
+    case DT_UNARY_SQRT: return sqrtf(x);
+    case DT_UNARY_SQUARE: return x * x;
+    }
+    return 0.0f;
+}
+
+static inline __attribute__((always_inline)) void
+un_run(dt_unary_op op, int64_t n, const float *restrict x, int64_t sx, float alpha,
+       float *restrict o)
+{
+    if (sx == 1) {
+        for (int64_t i = 0; i < n; i++)
+            o[i] = un_apply(op, x[i], alpha);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            o[i] = un_apply(op, x[i * sx], alpha);
+    }
+}
+
+static void un_dispatch(dt_unary_op op, int64_t n, const float *x, int64_t sx, float alpha,
+                        float *o)
+{
+    switch (op) {
+    case DT_UNARY_SCALE: un_run(DT_UNARY_SCALE, n, x, sx, alpha, o); break;
+    case DT_UNARY_ADD_SCALAR: un_run(DT_UNARY_ADD_SCALAR, n, x, sx, alpha, o); break;
+    case DT_UNARY_GELU_TANH: un_run(DT_UNARY_GELU_TANH, n, x, sx, alpha, o); break;
+    case DT_UNARY_RELU: un_run(DT_UNARY_RELU, n, x, sx, alpha, o); break;
+    case DT_UNARY_EXP: un_run(DT_UNARY_EXP, n, x, sx, alpha, o); break;
+    case DT_UNARY_LOG: un_run(DT_UNARY_LOG, n, x, sx, alpha, o); break;
+    case DT_UNARY_NEG: un_run(DT_UNARY_NEG, n, x, sx, alpha, o); break;
+    case DT_UNARY_SQRT: un_run(DT_UNARY_SQRT, n, x, sx, alpha, o); break;
+    case DT_UNARY_SQUARE: un_run(DT_UNARY_SQUARE, n, x, sx, alpha, o); break;
+    }
+}
+
+dt_status dt__cpu_unary(dt_unary_op op, const dt_tensor *x, float alpha, dt_tensor *out)
+{
+    const char *fn = "dt_kernel_unary";
+    if ((unsigned)op > DT_UNARY_SQUARE)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: unknown op %d", fn, (int)op);
+    DT_CHECK(dt__cpu_check_out(fn, "out", out, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check(fn, "x", x, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_same_shape(fn, "x", x, out));
+    const int64_t *st[2] = {out->strides, x->strides};
+    dt__nditer it;
+    if (!dt__nditer_init(&it, out->ndim, out->shape, 2, st))
+        return DT_OK;
+    float *o = dt__f32(out);
+    const float *px = dt__f32(x);
+    do {
+        un_dispatch(op, it.inner_n, px + it.off[1], it.inner_stride[1], alpha, o + it.off[0]);
+    } while (dt__nditer_next(&it));
+    return DT_OK;
+}
+
+static void gelu_bwd_run(int64_t n, const float *restrict x, int64_t sx, const float *restrict gy,
+                         int64_t sg, float *restrict o)
+{
+    if (sx == 1 && sg == 1) {
+        for (int64_t i = 0; i < n; i++)
+            o[i] = gy[i] * dt__gelu_tanh_grad(x[i]);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            o[i] = gy[i * sg] * dt__gelu_tanh_grad(x[i * sx]);
+    }
+}
+
+static void relu_bwd_run(int64_t n, const float *restrict x, int64_t sx, const float *restrict gy,
+                         int64_t sg, float *restrict o)
+{
+    if (sx == 1 && sg == 1) {
+        for (int64_t i = 0; i < n; i++) {
+            float g = gy[i]; /* unconditional load: lets the loop vectorise */
+            o[i] = x[i] > 0.0f ? g : 0.0f;
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            float g = gy[i * sg];
+            o[i] = x[i * sx] > 0.0f ? g : 0.0f;
+        }
+    }
+}
+
+dt_status dt__cpu_unary_backward(dt_unary_op op, const dt_tensor *x, const dt_tensor *gy,
+                                 dt_tensor *gx)
+{
+    const char *fn = "dt_kernel_unary_backward";
+    if (op != DT_UNARY_GELU_TANH && op != DT_UNARY_RELU)
+        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: op %d has no fused backward (compose it)", fn,
+                      (int)op);
+    DT_CHECK(dt__cpu_check_out(fn, "gx", gx, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check(fn, "x", x, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check(fn, "gy", gy, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_same_shape(fn, "x", x, gx));
+    DT_CHECK(dt__cpu_check_same_shape(fn, "gy", gy, gx));
+    const int64_t *st[3] = {gx->strides, x->strides, gy->strides};
+    dt__nditer it;
+    if (!dt__nditer_init(&it, gx->ndim, gx->shape, 3, st))
+        return DT_OK;
+    float *o = dt__f32(gx);
+    const float *px = dt__f32(x), *pg = dt__f32(gy);
+    do {
+        if (op == DT_UNARY_GELU_TANH)
+            gelu_bwd_run(it.inner_n, px + it.off[1], it.inner_stride[1], pg + it.off[2],
+                         it.inner_stride[2], o + it.off[0]);
+        else
+            relu_bwd_run(it.inner_n, px + it.off[1], it.inner_stride[1], pg + it.off[2],
+                         it.inner_stride[2], o + it.off[0]);
+    } while (dt__nditer_next(&it));
+    return DT_OK;
+}

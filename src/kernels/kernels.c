@@ -1,0 +1,74 @@
+/* Kernel table lookup per device, and the per-process compute thread count. */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "kernels/cpu/blas.h"
+#include "kernels/kernel_ops.h"
+
+extern const dt_kernel_ops dt__kernels_cpu;
+#ifdef DT_HAVE_CUDA
+extern const dt_kernel_ops dt__kernels_cuda;
+#endif
+
+const dt_kernel_ops *dt__kernels_for(dt_device device)
+{
+    switch (device.type) {
+    case DT_DEVICE_CPU:
+        return &dt__kernels_cpu;
+    case DT_DEVICE_CUDA:
+#ifdef DT_HAVE_CUDA
+        return &dt__kernels_cuda;
+#else
+        return NULL;
+#endif
+    }
+    return NULL;
+}
+
+static atomic_int threads_override; /* 0: from the environment */
+
+/* Cores this process may run on (affinity mask, so taskset/cgroups count). */
+static int usable_cores(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* Ranks sharing this node, from whichever launcher started us (1 if none). */
+static int local_ranks(void)
+{
+    static const char *const vars[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                       "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        int64_t v = dt__config_int(vars[i]);
+        if (v > 0)
+            return (int)v;
+    }
+    return 1;
+}
+
+int dt__kernels_num_threads(void)
+{
+    int forced = atomic_load(&threads_override);
+    if (forced > 0)
+        return forced;
+    int64_t env = dt__config_int("DT_NUM_THREADS");
+    if (env > 0)
+        return (int)env;
+    int n = usable_cores() / local_ranks();
+    return n >= 1 ? n : 1;
+}
+
+void dt__kernels_set_num_threads(int n)
+{
+    atomic_store(&threads_override, n > 0 ? n : 0);
+    const dt__blas *b = NULL;
+    if (dt__blas_get(&b) == DT_OK)
+        b->set_num_threads(dt__kernels_num_threads());
+}
