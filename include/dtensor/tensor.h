@@ -14,6 +14,18 @@
  * Ownership: every `dt_tensor **out` receives a new reference the caller
  * releases with dt_tensor_release(). Thread safety: retain/release are atomic;
  * mutating one tensor from two threads at once is not supported.
+ *
+ * Errors (all functions returning dt_status; none is collective): NULL
+ * tensors/outputs, ndim outside [0, DT_MAX_DIMS], negative sizes, shapes whose
+ * element or byte count overflows int64, unknown dtype values, dims out of
+ * range, bad permutations, out-of-range narrows, impossible expands or views
+ * -> DT_ERR_INVALID_ARG with dt_last_error() naming the value. Functions that
+ * read or write elements (fill, copies, item, print values, random fills)
+ * need a CPU tensor with local storage: a distributed handle gives
+ * DT_ERR_INVALID_ARG ("use dt_to_local"), another device DT_ERR_UNSUPPORTED.
+ * Creation on a device without a registered allocator: DT_ERR_UNSUPPORTED;
+ * allocation failure: DT_ERR_NO_MEMORY. *out is written only on success.
+ * Negative dims count from the end wherever a dim index is taken.
  */
 #ifndef DTENSOR_TENSOR_H
 #define DTENSOR_TENSOR_H
@@ -31,9 +43,14 @@ typedef struct dt_tensor dt_tensor;
 
 /* ------------------------------------------------------------ creation */
 
-/** Uninitialised tensor of @p shape (ndim 0 = scalar) on @p device. */
+/**
+ * Uninitialised tensor of @p shape (ndim 0 = scalar) on @p device, contiguous,
+ * data 64-byte aligned, storage tagged with the thread's default memory
+ * category (dt_memory_set_default_category).
+ */
 DT_API dt_status dt_tensor_empty(int ndim, const int64_t *shape, dt_dtype dtype,
                                  dt_device device, dt_tensor **out);
+/** zeros / ones / full: CPU only for now (DT_ERR_UNSUPPORTED on other devices). */
 DT_API dt_status dt_tensor_zeros(int ndim, const int64_t *shape, dt_dtype dtype,
                                  dt_device device, dt_tensor **out);
 DT_API dt_status dt_tensor_ones(int ndim, const int64_t *shape, dt_dtype dtype,
@@ -41,10 +58,11 @@ DT_API dt_status dt_tensor_ones(int ndim, const int64_t *shape, dt_dtype dtype,
 /** Every element = @p value converted to @p dtype. */
 DT_API dt_status dt_tensor_full(int ndim, const int64_t *shape, dt_dtype dtype,
                                 dt_device device, double value, dt_tensor **out);
-/** A contiguous CPU tensor holding a copy of @p data (numel * dtype size bytes). */
+/** A contiguous CPU tensor holding a copy of @p data (numel * dtype size bytes;
+ * @p data may be NULL only when that is 0). */
 DT_API dt_status dt_tensor_from_buffer(int ndim, const int64_t *shape, dt_dtype dtype,
                                        const void *data, dt_tensor **out);
-/** 1-d CPU tensor [0, 1, ..., n-1]. */
+/** 1-d CPU tensor [0, 1, ..., n-1] (n >= 0). */
 DT_API dt_status dt_tensor_arange(int64_t n, dt_dtype dtype, dt_tensor **out);
 
 /**
@@ -53,16 +71,28 @@ DT_API dt_status dt_tensor_arange(int64_t n, dt_dtype dtype, dt_tensor **out);
  * @p global_offset (per dim; NULL = zeros) of a tensor of @p global_shape
  * (NULL = t's shape), and its value depends only on (seed, its flat index in
  * the global tensor). A shard filled this way equals the same slice of the
- * full tensor filled with the same seed, whatever the sharding.
+ * full tensor filled with the same seed, whatever the sharding. @p t may be
+ * strided (each element gets the value of its logical position).
+ *
+ * The algorithm, exactly (a Python reference can reproduce it): with g the
+ * element's flat row-major index in the global tensor,
+ *   r[0..3] = Philox4x32-10(counter = (g mod 2^32, g >> 32, 0, 0),
+ *                           key = (seed mod 2^32, seed >> 32))   (Random123)
+ *   u01(a, b) = ((a << 21) | (b >> 11)) * 2^-53   (53 bits, in [0, 1))
+ *   normal:  mean + std * sqrt(-2 ln(1 - u01(r0, r1))) * cos(2 pi u01(r2, r3))
+ *   uniform: lo + (hi - lo) * u01(r0, r1)
+ * computed in double, then rounded to t's dtype.
+ * Errors: non-float dtype, std < 0 or non-finite parameters, a local block
+ * (offset + t's size) outside @p global_shape -> DT_ERR_INVALID_ARG.
  */
 DT_API dt_status dt_tensor_fill_normal(dt_tensor *t, double mean, double std, uint64_t seed,
                                        const int64_t *global_shape,
                                        const int64_t *global_offset);
-/** Uniform [lo, hi) with the same counter-based rule as dt_tensor_fill_normal. */
+/** Uniform [lo, hi) (lo <= hi, finite) with the same counter-based rule as dt_tensor_fill_normal. */
 DT_API dt_status dt_tensor_fill_uniform(dt_tensor *t, double lo, double hi, uint64_t seed,
                                         const int64_t *global_shape,
                                         const int64_t *global_offset);
-/** Set every element of @p t (any layout) to @p value. */
+/** Set every element of @p t (any layout, CPU) to @p value converted to t's dtype. */
 DT_API dt_status dt_tensor_fill(dt_tensor *t, double value);
 
 /* ------------------------------------------------------------ references */
@@ -74,6 +104,7 @@ DT_API void dt_tensor_release(dt_tensor *t);
 
 /* ------------------------------------------------------------ queries */
 
+/* Queries accept NULL (ndim 0, numel 0, NULL pointers, dtype DT_DTYPE_COUNT). */
 DT_API int dt_tensor_ndim(const dt_tensor *t);
 /** Size of dim @p d (negative counts from the end); -1 if out of range. */
 DT_API int64_t dt_tensor_dim(const dt_tensor *t, int d);
@@ -89,7 +120,8 @@ DT_API bool dt_tensor_is_contiguous(const dt_tensor *t);
 DT_API void *dt_tensor_data(const dt_tensor *t);
 /** True when @p t is a distributed tensor (placement.h). */
 DT_API bool dt_tensor_is_distributed(const dt_tensor *t);
-/** Element at flat row-major index @p i of a CPU tensor, converted to double. */
+/** Element at flat row-major index @p i of a CPU tensor, converted to double;
+ * NaN (and the last error set) when @p i is out of range or t unusable. */
 DT_API double dt_tensor_item_at(const dt_tensor *t, int64_t i);
 /** The single element of a 1-element CPU tensor. */
 DT_API dt_status dt_tensor_item(const dt_tensor *t, double *out);
@@ -98,20 +130,28 @@ DT_API void dt_tensor_print(const dt_tensor *t, FILE *f, int max_elems);
 
 /* ------------------------------------------------------------ views (no copy) */
 
-/** Same storage, new shape; one size may be -1 (inferred). Fails if the layout cannot be viewed. */
+/**
+ * Same storage, new shape; one size may be -1 (inferred). Fails
+ * (DT_ERR_INVALID_ARG, naming shape and strides) if the layout cannot be
+ * viewed: runs of dims contiguous in memory may be split or merged, never
+ * merged across a gap (PyTorch's view rule).
+ */
 DT_API dt_status dt_tensor_view(dt_tensor *t, int ndim, const int64_t *shape, dt_tensor **out);
 /** A view when possible, else a contiguous copy. */
 DT_API dt_status dt_tensor_reshape(dt_tensor *t, int ndim, const int64_t *shape,
                                    dt_tensor **out);
 DT_API dt_status dt_tensor_permute(dt_tensor *t, const int *perm, dt_tensor **out);
 DT_API dt_status dt_tensor_transpose(dt_tensor *t, int d0, int d1, dt_tensor **out);
-/** Elements [start, start+length) of dim @p dim. */
+/** Elements [start, start+length) of dim @p dim (0 <= start <= start+length <= size). */
 DT_API dt_status dt_tensor_narrow(dt_tensor *t, int dim, int64_t start, int64_t length,
                                   dt_tensor **out);
-/** Broadcast size-1 dims (stride 0) and prepend dims to reach @p shape. */
+/** Broadcast size-1 dims (stride 0) and prepend dims to reach @p shape;
+ * -1 keeps an existing dim's size. */
 DT_API dt_status dt_tensor_expand(dt_tensor *t, int ndim, const int64_t *shape,
                                   dt_tensor **out);
+/** Insert a size-1 dim at @p dim (in [-(ndim+1), ndim]). */
 DT_API dt_status dt_tensor_unsqueeze(dt_tensor *t, int dim, dt_tensor **out);
+/** Remove dim @p dim, which must have size 1 (unlike PyTorch, another size is an error). */
 DT_API dt_status dt_tensor_squeeze(dt_tensor *t, int dim, dt_tensor **out);
 
 /* ------------------------------------------------------------ copies */
@@ -120,7 +160,12 @@ DT_API dt_status dt_tensor_squeeze(dt_tensor *t, int dim, dt_tensor **out);
 DT_API dt_status dt_tensor_contiguous(dt_tensor *t, dt_tensor **out);
 /** A contiguous copy with its own storage. */
 DT_API dt_status dt_tensor_clone(const dt_tensor *t, dt_tensor **out);
-/** Copy @p src into @p dst elementwise (same shape; dtypes may differ: converted). */
+/**
+ * Copy @p src into @p dst elementwise (same shape, no broadcasting; any
+ * layouts; dtypes may differ: converted, f32<->bf16/f16 with
+ * round-to-nearest-even, float -> integer truncates and saturates, NaN -> 0).
+ * dst and src must not overlap partially.
+ */
 DT_API dt_status dt_tensor_copy_(dt_tensor *dst, const dt_tensor *src);
 /** A contiguous copy converted to @p dtype. */
 DT_API dt_status dt_tensor_to_dtype(const dt_tensor *t, dt_dtype dtype, dt_tensor **out);
@@ -129,7 +174,11 @@ DT_API bool dt_tensor_equal(const dt_tensor *a, const dt_tensor *b);
 
 /* ------------------------------------------------------------ memory category */
 
-/** Re-tag @p t's storage for memory accounting (e.g. DT_MEM_PARAMETER). */
+/**
+ * Re-tag @p t's storage for memory accounting (e.g. DT_MEM_PARAMETER): its
+ * bytes move between categories. Views share the storage, so they move too; a
+ * distributed tensor re-tags its local shard. NULL-safe.
+ */
 DT_API void dt_tensor_set_mem_category(dt_tensor *t, dt_mem_category cat);
 DT_API dt_mem_category dt_tensor_mem_category(const dt_tensor *t);
 
