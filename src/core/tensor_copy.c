@@ -79,6 +79,56 @@ typedef struct copy_ctx {
     size_t des, ses;
 } copy_ctx;
 
+/* Unit-stride rows of the common conversions, written so gcc vectorises them. */
+static bool copy_row_contig(const copy_ctx *c, char *d, const char *s, int64_t n)
+{
+    if (c->dt == DT_DTYPE_F32 && c->st == DT_DTYPE_BF16) {
+        float *restrict o = (float *)d;
+        const uint16_t *restrict x = (const uint16_t *)s;
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)x[i] << 16;
+            memcpy(&o[i], &u, 4);
+        }
+        return true;
+    }
+    if (c->dt == DT_DTYPE_BF16 && c->st == DT_DTYPE_F32) {
+        uint16_t *restrict o = (uint16_t *)d;
+        const float *restrict x = (const float *)s;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = dt_f32_to_bf16(x[i]);
+        return true;
+    }
+    if (c->dt == DT_DTYPE_F32 && c->st == DT_DTYPE_F16) {
+        float *restrict o = (float *)d;
+        const uint16_t *restrict x = (const uint16_t *)s;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = dt_f16_to_f32(x[i]);
+        return true;
+    }
+    if (c->dt == DT_DTYPE_F16 && c->st == DT_DTYPE_F32) {
+        uint16_t *restrict o = (uint16_t *)d;
+        const float *restrict x = (const float *)s;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = dt_f32_to_f16(x[i]);
+        return true;
+    }
+    if (c->dt == DT_DTYPE_F32 && c->st == DT_DTYPE_F64) {
+        float *restrict o = (float *)d;
+        const double *restrict x = (const double *)s;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = (float)x[i];
+        return true;
+    }
+    if (c->dt == DT_DTYPE_F64 && c->st == DT_DTYPE_F32) {
+        double *restrict o = (double *)d;
+        const float *restrict x = (const float *)s;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = x[i];
+        return true;
+    }
+    return false;
+}
+
 static void copy_row(void *vctx, char *d, int64_t sd, const char *s, int64_t ss, int64_t n)
 {
     const copy_ctx *c = vctx;
@@ -88,10 +138,27 @@ static void copy_row(void *vctx, char *d, int64_t sd, const char *s, int64_t ss,
             memcpy(d, s, (size_t)n * es);
             return;
         }
-        for (int64_t i = 0; i < n; i++)
-            memcpy(d + i * sd * (int64_t)es, s + i * ss * (int64_t)es, es);
-        return;
+        switch (es) { /* typed strided moves: memcpy of a variable size is a call */
+        case 2:
+            for (int64_t i = 0; i < n; i++)
+                ((uint16_t *)d)[i * sd] = ((const uint16_t *)s)[i * ss];
+            return;
+        case 4:
+            for (int64_t i = 0; i < n; i++)
+                ((uint32_t *)d)[i * sd] = ((const uint32_t *)s)[i * ss];
+            return;
+        case 8:
+            for (int64_t i = 0; i < n; i++)
+                ((uint64_t *)d)[i * sd] = ((const uint64_t *)s)[i * ss];
+            return;
+        default:
+            for (int64_t i = 0; i < n; i++)
+                d[i * sd] = s[i * ss];
+            return;
+        }
     }
+    if (sd == 1 && ss == 1 && copy_row_contig(c, d, s, n))
+        return;
     int64_t bd = sd * (int64_t)c->des, bs = ss * (int64_t)c->ses;
     if (c->dt == DT_DTYPE_F32 && c->st == DT_DTYPE_BF16) {
         for (int64_t i = 0; i < n; i++)
@@ -114,6 +181,20 @@ static void copy_row(void *vctx, char *d, int64_t sd, const char *s, int64_t ss,
     }
 }
 
+/* The copy of a 2-d tile [rows, cols] where dst runs along cols and src along
+ * rows (a transpose): done in 32 x 32 blocks so both sides stay in cache. */
+static void copy_tiled(const copy_ctx *c, char *d, const int64_t *dst_st, const char *s,
+                       const int64_t *src_st, int64_t rows, int64_t cols)
+{
+    const int64_t B = 32;
+    for (int64_t r0 = 0; r0 < rows; r0 += B)
+        for (int64_t c0 = 0; c0 < cols; c0 += B)
+            for (int64_t r = r0; r < r0 + B && r < rows; r++)
+                copy_row((void *)c, d + (r * dst_st[0] + c0 * dst_st[1]) * (int64_t)c->des,
+                         dst_st[1], s + (r * src_st[0] + c0 * src_st[1]) * (int64_t)c->ses,
+                         src_st[1], (cols - c0) < B ? cols - c0 : B);
+}
+
 void dt__host_copy(dt_tensor *dst, const dt_tensor *src)
 {
     if (dt_tensor_numel(dst) == 0)
@@ -121,19 +202,75 @@ void dt__host_copy(dt_tensor *dst, const dt_tensor *src)
     copy_ctx c = {dst->dtype, src->dtype, dt_dtype_size(dst->dtype), dt_dtype_size(src->dtype)};
     geom g;
     geom_init(&g, dst, src);
+    int l = g.ndim - 1;
+    if (g.ndim >= 2 && g.st[1][l] != 1 && g.st[1][l - 1] == 1 && g.shape[l] >= 16 &&
+        g.shape[l - 1] >= 16) {
+        /* src runs along the dim before dst's: a transpose; tile the last two dims */
+        int64_t outer = 1, idx[DT_MAX_DIMS] = {0};
+        for (int d = 0; d < l - 1; d++)
+            outer *= g.shape[d];
+        char *pd = dt_tensor_data(dst);
+        const char *ps = dt_tensor_data(src);
+        for (int64_t o = 0; o < outer; o++) {
+            int64_t od = 0, os = 0;
+            for (int d = 0; d < l - 1; d++) {
+                od += idx[d] * g.st[0][d];
+                os += idx[d] * g.st[1][d];
+            }
+            copy_tiled(&c, pd + od * (int64_t)c.des, (int64_t[]){g.st[0][l - 1], g.st[0][l]},
+                       ps + os * (int64_t)c.ses, (int64_t[]){g.st[1][l - 1], g.st[1][l]},
+                       g.shape[l - 1], g.shape[l]);
+            for (int d = l - 2; d >= 0; d--) {
+                if (++idx[d] < g.shape[d])
+                    break;
+                idx[d] = 0;
+            }
+        }
+        return;
+    }
     geom_for_rows(&g, c.des, c.ses, dt_tensor_data(dst), dt_tensor_data(src), copy_row, &c);
 }
 
 static void fill_row(void *vctx, char *d, int64_t sd, const char *s, int64_t ss, int64_t n)
 {
     const copy_ctx *c = vctx;
-    size_t es = c->des;
-    if (sd == 1 && es == 1) {
-        memset(d, *s, (size_t)n);
+    switch (c->des) {
+    case 1:
+        if (sd == 1) {
+            memset(d, *s, (size_t)n);
+            return;
+        }
+        for (int64_t i = 0; i < n; i++)
+            d[i * sd] = *s;
+        return;
+    case 2: {
+        uint16_t v;
+        memcpy(&v, s, 2);
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)d)[i * sd] = v;
         return;
     }
-    for (int64_t i = 0; i < n; i++)
-        memcpy(d + i * sd * (int64_t)es, s, es);
+    case 4: {
+        uint32_t v;
+        memcpy(&v, s, 4);
+        if (sd == 1) {
+            uint32_t *restrict o = (uint32_t *)d;
+            for (int64_t i = 0; i < n; i++)
+                o[i] = v;
+            return;
+        }
+        for (int64_t i = 0; i < n; i++)
+            ((uint32_t *)d)[i * sd] = v;
+        return;
+    }
+    default: {
+        uint64_t v;
+        memcpy(&v, s, 8);
+        for (int64_t i = 0; i < n; i++)
+            ((uint64_t *)d)[i * sd] = v;
+        return;
+    }
+    }
 }
 
 dt_status dt_tensor_fill(dt_tensor *t, double value)
