@@ -20,9 +20,11 @@
  * element or byte count overflows int64, unknown dtype values, dims out of
  * range, bad permutations, out-of-range narrows, impossible expands or views
  * -> DT_ERR_INVALID_ARG with dt_last_error() naming the value. Functions that
- * read or write elements (fill, copies, item, print values, random fills)
- * need a CPU tensor with local storage: a distributed handle gives
- * DT_ERR_INVALID_ARG ("use dt_to_local"), another device DT_ERR_UNSUPPORTED.
+ * read or write elements need a tensor with local storage: a distributed
+ * handle gives DT_ERR_INVALID_ARG ("use dt_to_local"). fill, clone, copy_,
+ * to_dtype and contiguous run on any device through its kernel table (copies
+ * between different devices: DT_ERR_UNSUPPORTED); item, item_at, equal,
+ * print values and the random fills need CPU tensors (else DT_ERR_UNSUPPORTED).
  * Creation on a device without a registered allocator: DT_ERR_UNSUPPORTED;
  * allocation failure: DT_ERR_NO_MEMORY. *out is written only on success.
  * Negative dims count from the end wherever a dim index is taken.
@@ -50,7 +52,7 @@ typedef struct dt_tensor dt_tensor;
  */
 DT_API dt_status dt_tensor_empty(int ndim, const int64_t *shape, dt_dtype dtype,
                                  dt_device device, dt_tensor **out);
-/** zeros / ones / full: CPU only for now (DT_ERR_UNSUPPORTED on other devices). */
+/** zeros / ones / full: on a non-CPU device the fill runs through that device's kernels. */
 DT_API dt_status dt_tensor_zeros(int ndim, const int64_t *shape, dt_dtype dtype,
                                  dt_device device, dt_tensor **out);
 DT_API dt_status dt_tensor_ones(int ndim, const int64_t *shape, dt_dtype dtype,

@@ -180,9 +180,6 @@ dt_status dt_tensor_full(int ndim, const int64_t *shape, dt_dtype dtype, dt_devi
                          double value, dt_tensor **out)
 {
     DT_ARG_NOT_NULL(out);
-    if (device.type != DT_DEVICE_CPU)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "dt_tensor_full: filling on device type %d is not "
-                      "supported here; use the device's kernels", (int)device.type);
     dt_tensor *t = NULL;
     DT_CHECK(dt_tensor_empty(ndim, shape, dtype, device, &t));
     dt_status st = dt_tensor_fill(t, value);

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/tensor_impl.h"
+#include "kernels/kernel_ops.h"
 
 /*
  * Geometry shared by up to two tensors of the same shape, with size-1 dims
@@ -273,9 +274,57 @@ static void fill_row(void *vctx, char *d, int64_t sd, const char *s, int64_t ss,
     }
 }
 
+static const char *dev_name(dt_device d, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s:%d", d.type == DT_DEVICE_CPU ? "cpu" : "cuda", d.index);
+    return buf;
+}
+
+/* The kernel table of @p dev, else DT_ERR_UNSUPPORTED. */
+static dt_status device_kernels(const char *fn, dt_device dev, const dt_kernel_ops **out)
+{
+    const dt_kernel_ops *k = dt__kernels_for(dev);
+    if (k == NULL) {
+        char b[32];
+        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: no kernels for device %s in this build", fn,
+                      dev_name(dev, b, sizeof(b)));
+    }
+    *out = k;
+    return DT_OK;
+}
+
+/* dst = src for tensors of the same shape: host loops on the CPU, the device's
+ * copy kernel on another device; copies across devices are not done here. */
+static dt_status copy_any(const char *fn, dt_tensor *dst, const dt_tensor *src)
+{
+    if (dst->device.type == DT_DEVICE_CPU && src->device.type == DT_DEVICE_CPU) {
+        dt__host_copy(dst, src);
+        return DT_OK;
+    }
+    if (dst->device.type != src->device.type || dst->device.index != src->device.index) {
+        char b1[32], b2[32];
+        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: copy from %s to %s is not supported", fn,
+                      dev_name(src->device, b1, sizeof(b1)), dev_name(dst->device, b2,
+                      sizeof(b2)));
+    }
+    const dt_kernel_ops *k = NULL;
+    DT_CHECK(device_kernels(fn, dst->device, &k));
+    if (k->copy == NULL)
+        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: the %s kernels have no copy", fn, k->name);
+    return k->copy(dst, src);
+}
+
 dt_status dt_tensor_fill(dt_tensor *t, double value)
 {
-    DT_CHECK(dt__check_host_tensor(__func__, "t", t));
+    DT_CHECK(dt__check_local_tensor(__func__, "t", t));
+    if (t->device.type != DT_DEVICE_CPU) {
+        const dt_kernel_ops *k = NULL;
+        DT_CHECK(device_kernels(__func__, t->device, &k));
+        if (k->fill == NULL)
+            return DT_ERR(DT_ERR_UNSUPPORTED, "dt_tensor_fill: the %s kernels have no fill",
+                          k->name);
+        return k->fill(t, value);
+    }
     if (dt_tensor_numel(t) == 0)
         return DT_OK;
     char elem[8];
@@ -289,15 +338,25 @@ dt_status dt_tensor_fill(dt_tensor *t, double value)
 
 /* ------------------------------------------------------------ copies */
 
+/* A contiguous copy of @p t in @p dtype on t's device. */
+static dt_status copy_as(const char *fn, const dt_tensor *t, dt_dtype dtype, dt_tensor **out)
+{
+    dt_tensor *c = NULL;
+    DT_CHECK(dt_tensor_empty(t->ndim, t->shape, dtype, t->device, &c));
+    dt_status status = copy_any(fn, c, t);
+    if (status != DT_OK) {
+        dt_tensor_release(c);
+        return status;
+    }
+    *out = c;
+    return DT_OK;
+}
+
 dt_status dt_tensor_clone(const dt_tensor *t, dt_tensor **out)
 {
     DT_ARG_NOT_NULL(out);
-    DT_CHECK(dt__check_host_tensor(__func__, "t", t));
-    dt_tensor *c = NULL;
-    DT_CHECK(dt_tensor_empty(t->ndim, t->shape, t->dtype, t->device, &c));
-    dt__host_copy(c, t);
-    *out = c;
-    return DT_OK;
+    DT_CHECK(dt__check_local_tensor(__func__, "t", t));
+    return copy_as(__func__, t, t->dtype, out);
 }
 
 dt_status dt_tensor_contiguous(dt_tensor *t, dt_tensor **out)
@@ -313,8 +372,8 @@ dt_status dt_tensor_contiguous(dt_tensor *t, dt_tensor **out)
 
 dt_status dt_tensor_copy_(dt_tensor *dst, const dt_tensor *src)
 {
-    DT_CHECK(dt__check_host_tensor(__func__, "dst", dst));
-    DT_CHECK(dt__check_host_tensor(__func__, "src", src));
+    DT_CHECK(dt__check_local_tensor(__func__, "dst", dst));
+    DT_CHECK(dt__check_local_tensor(__func__, "src", src));
     if (dst->ndim != src->ndim ||
         memcmp(dst->shape, src->shape, (size_t)dst->ndim * sizeof(int64_t)) != 0) {
         char b1[256], b2[256];
@@ -322,20 +381,15 @@ dt_status dt_tensor_copy_(dt_tensor *dst, const dt_tensor *src)
                       dt__shape_str(dst->ndim, dst->shape, b1, sizeof(b1)),
                       dt__shape_str(src->ndim, src->shape, b2, sizeof(b2)));
     }
-    dt__host_copy(dst, src);
-    return DT_OK;
+    return copy_any(__func__, dst, src);
 }
 
 dt_status dt_tensor_to_dtype(const dt_tensor *t, dt_dtype dtype, dt_tensor **out)
 {
     DT_ARG_NOT_NULL(out);
-    DT_CHECK(dt__check_host_tensor(__func__, "t", t));
+    DT_CHECK(dt__check_local_tensor(__func__, "t", t));
     DT_CHECK(dt__check_dtype(__func__, dtype));
-    dt_tensor *c = NULL;
-    DT_CHECK(dt_tensor_empty(t->ndim, t->shape, dtype, t->device, &c));
-    dt__host_copy(c, t);
-    *out = c;
-    return DT_OK;
+    return copy_as(__func__, t, dtype, out);
 }
 
 bool dt_tensor_equal(const dt_tensor *a, const dt_tensor *b)
