@@ -111,9 +111,9 @@ static void warn_if_generic(void)
     char feat[128];
     dt__cpu_features_str(feat, sizeof(feat));
     DT_LOG_WARN("kernel",
-                "OpenBLAS uses the generic kernel %s on a CPU with [%s], several times slower "
-                "for GEMM: unset OPENBLAS_CORETYPE and DT_BLAS_AUTOSELECT=0 to let dtensor pick, "
-                "or set OPENBLAS_CORETYPE=%s",
+                "OpenBLAS uses kernel %s, a fallback below what this CPU supports [%s]: GEMM "
+                "runs several times slower. Fix: unset OPENBLAS_CORETYPE and DT_BLAS_AUTOSELECT "
+                "so dtensor picks the kernel, or set OPENBLAS_CORETYPE=%s",
                 blas.get_corename(), feat, dt__blas_core_for_level(dt__cpu_level()));
 }
 
