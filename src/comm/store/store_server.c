@@ -1,0 +1,391 @@
+/*
+ * The store server thread: accepts, reads frames, dispatches them to the
+ * request handlers (store_server_ops.c), writes replies, drops bad clients.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm/store/store_server_impl.h"
+#include "core/error.h"
+#include "core/log.h"
+
+double dt__store_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void dt__store_client_drop(dt_store_server *s, dt_store_conn *c, const char *why)
+{
+    if (c->fd < 0)
+        return;
+    DT_LOG_WARN("comm", "store: dropping client %s: %s", c->peer, why);
+    close(c->fd);
+    c->fd = -1; /* swept out of the array after this poll round */
+    free(c->in);
+    c->in = NULL;
+    free(c->out);
+    c->out = NULL;
+    free(c->park_body);
+    c->park_body = NULL;
+    c->parked = false;
+    s->ndropped++;
+}
+
+/* Try to send what is queued; the rest waits for POLLOUT. */
+static void client_flush(dt_store_server *s, dt_store_conn *c)
+{
+    while (c->fd >= 0 && c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0) {
+            dt__store_client_drop(s, c, "send failed");
+            return;
+        }
+        c->out_off += (size_t)n;
+    }
+    if (c->fd >= 0 && c->out_off == c->out_len)
+        c->out_len = c->out_off = 0;
+}
+
+bool dt__store_reply(dt_store_server *s, dt_store_conn *c, uint8_t status, const void *a,
+                     size_t alen, const void *b, size_t blen)
+{
+    size_t body = 1 + alen + blen;
+    size_t need = c->out_len + DT_STORE_HDR + body;
+    if (need > c->out_cap) {
+        uint8_t *nb = realloc(c->out, need);
+        if (nb == NULL) {
+            dt__store_client_drop(s, c, "out of memory for the reply");
+            return false;
+        }
+        c->out = nb;
+        c->out_cap = need;
+    }
+    uint8_t *p = c->out + c->out_len;
+    dt__be32_put(p, (uint32_t)body);
+    p[4] = status;
+    if (alen > 0)
+        memcpy(p + 5, a, alen);
+    if (blen > 0)
+        memcpy(p + 5 + alen, b, blen);
+    c->out_len = need;
+    client_flush(s, c);
+    return c->fd >= 0;
+}
+
+/* Read what is there; dispatch each complete frame. */
+static void client_read(dt_store_server *s, dt_store_conn *c)
+{
+    uint8_t chunk[65536];
+    ssize_t n = recv(c->fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (n <= 0) {
+        if (c->hdr_got > 0 || !c->authed)
+            dt__store_client_drop(s, c, "disconnected in the middle of a message");
+        else /* a normal goodbye */
+            dt__store_client_drop_quiet(s, c);
+        return;
+    }
+    c->last_rx = dt__store_now();
+    size_t off = 0;
+    while (c->fd >= 0 && off < (size_t)n) {
+        if (c->parked) { /* request/response: nothing may arrive while one waits */
+            dt__store_client_drop(s, c, "sent a request while another was pending");
+            return;
+        }
+        if (c->hdr_got < DT_STORE_HDR) {
+            c->hdr[c->hdr_got++] = chunk[off++];
+            if (c->hdr_got < DT_STORE_HDR)
+                continue;
+            uint32_t len = dt__be32_get(c->hdr);
+            uint32_t cap = c->authed ? DT_STORE_FRAME_MAX : DT_STORE_PRE_AUTH_MAX;
+            if (len == 0 || len > cap) {
+                char why[96];
+                snprintf(why, sizeof(why), "frame length %u is outside 1..%u", len, cap);
+                dt__store_client_drop(s, c, why);
+                return;
+            }
+            c->in = malloc(len);
+            if (c->in == NULL) {
+                dt__store_client_drop(s, c, "out of memory for a frame");
+                return;
+            }
+            c->in_need = len;
+            c->in_len = 0;
+            continue;
+        }
+        size_t take = c->in_need - c->in_len;
+        if (take > (size_t)n - off)
+            take = (size_t)n - off;
+        memcpy(c->in + c->in_len, chunk + off, take);
+        c->in_len += take;
+        off += take;
+        if (c->in_len == c->in_need) {
+            uint8_t *body = c->in;
+            size_t len = c->in_len;
+            c->in = NULL;
+            c->hdr_got = 0;
+            dt__store_dispatch(s, c, body, len); /* takes ownership of body */
+        }
+    }
+}
+
+void dt__store_client_drop_quiet(dt_store_server *s, dt_store_conn *c)
+{
+    DT_LOG_DEBUG("comm", "store: client %s closed", c->peer);
+    close(c->fd);
+    c->fd = -1;
+    free(c->in);
+    c->in = NULL;
+    free(c->out);
+    c->out = NULL;
+    free(c->park_body);
+    c->park_body = NULL;
+    c->parked = false;
+}
+
+static void accept_clients(dt_store_server *s)
+{
+    for (;;) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return; /* EAGAIN, or a transient error: poll will tell us again */
+        if (s->nconns == s->cap_conns) {
+            size_t cap = s->cap_conns ? 2 * s->cap_conns : 16;
+            dt_store_conn *nc = realloc(s->conns, cap * sizeof(*nc));
+            if (nc == NULL) {
+                close(fd);
+                return;
+            }
+            s->conns = nc;
+            s->cap_conns = cap;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        dt_store_conn *c = &s->conns[s->nconns++];
+        memset(c, 0, sizeof(*c));
+        c->fd = fd;
+        c->last_rx = dt__store_now();
+        char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
+        getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), serv, sizeof(serv),
+                    NI_NUMERICHOST | NI_NUMERICSERV);
+        snprintf(c->peer, sizeof(c->peer), "%.64s:%.8s", host, serv);
+    }
+}
+
+/* Remove dropped connections (fd < 0) from the array, keeping order irrelevant. */
+static void sweep(dt_store_server *s)
+{
+    for (size_t i = 0; i < s->nconns;) {
+        if (s->conns[i].fd < 0) {
+            free(s->conns[i].park_body);
+            s->conns[i] = s->conns[--s->nconns];
+        } else {
+            i++;
+        }
+    }
+}
+
+/* Drop stalled peers, answer expired waits; returns ms until the next deadline. */
+static int check_deadlines(dt_store_server *s)
+{
+    double now = dt__store_now(), next = -1;
+    for (size_t i = 0; i < s->nconns; i++) {
+        dt_store_conn *c = &s->conns[i];
+        if (c->fd < 0)
+            continue;
+        bool partial = c->hdr_got > 0 || !c->authed;
+        if (partial) {
+            double at = c->last_rx + s->stall_s;
+            if (now >= at) {
+                dt__store_client_drop(s, c, c->authed ? "stalled in the middle of a message"
+                                                      : "did not authenticate in time");
+                continue;
+            }
+            next = (next < 0 || at < next) ? at : next;
+        }
+        if (c->parked && c->park_deadline > 0) {
+            if (now >= c->park_deadline)
+                dt__store_park_expire(s, c);
+            else
+                next = (next < 0 || c->park_deadline < next) ? c->park_deadline : next;
+        }
+    }
+    if (next < 0)
+        return -1;
+    double ms = (next - now) * 1000.0 + 1;
+    return ms > 60000 ? 60000 : (int)ms;
+}
+
+static void *server_main(void *arg)
+{
+    dt_store_server *s = arg;
+    struct pollfd *pfd = NULL;
+    size_t pcap = 0;
+    for (;;) {
+        int timeout = check_deadlines(s);
+        sweep(s);
+        if (pcap < s->nconns + 2) {
+            pcap = 2 * (s->nconns + 2);
+            struct pollfd *np = realloc(pfd, pcap * sizeof(*np));
+            if (np == NULL) {
+                DT_LOG_ERROR("comm", "store: out of memory, server stops");
+                break;
+            }
+            pfd = np;
+        }
+        pfd[0] = (struct pollfd){.fd = s->wake_fd[0], .events = POLLIN};
+        pfd[1] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
+        size_t n = s->nconns; /* connections accepted below are polled next round */
+        for (size_t i = 0; i < n; i++) {
+            dt_store_conn *c = &s->conns[i];
+            pfd[i + 2] = (struct pollfd){.fd = c->fd,
+                                         .events = POLLIN | (c->out_len ? POLLOUT : 0)};
+        }
+        int r = poll(pfd, (nfds_t)(n + 2), timeout);
+        if (r < 0 && errno != EINTR) {
+            DT_LOG_ERROR("comm", "store: poll failed: %s; server stops", strerror(errno));
+            break;
+        }
+        if (r <= 0)
+            continue;
+        if (pfd[0].revents & POLLIN)
+            break; /* stop requested */
+        for (size_t i = 0; i < n; i++) {
+            dt_store_conn *c = &s->conns[i];
+            short ev = pfd[i + 2].revents;
+            if (c->fd < 0 || ev == 0)
+                continue;
+            if (ev & POLLOUT)
+                client_flush(s, c);
+            if (c->fd >= 0 && (ev & (POLLIN | POLLHUP | POLLERR)))
+                client_read(s, c);
+        }
+        if (pfd[1].revents & POLLIN)
+            accept_clients(s);
+    }
+    free(pfd);
+    return NULL;
+}
+
+static dt_status listen_on(const char *bind_addr, int port, int *fd_out, int *port_out)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    char ps[16];
+    snprintf(ps, sizeof(ps), "%d", port);
+    int gai = getaddrinfo(bind_addr, ps, &hints, &res);
+    if (gai != 0)
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_store_create: cannot resolve bind address '%s': %s",
+                      bind_addr, gai_strerror(gai));
+    int err = 0, fd = -1;
+    for (struct addrinfo *a = res; a != NULL; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 1024) == 0)
+            break;
+        err = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        return DT_ERR(DT_ERR_SYSTEM, "dt_store_create: cannot listen on %s:%d: %s", bind_addr,
+                      port, strerror(err));
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    *port_out = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                               : ((struct sockaddr_in *)&ss)->sin_port);
+    *fd_out = fd;
+    return DT_OK;
+}
+
+dt_status dt__store_server_start(const char *bind_addr, int port, const char *token,
+                                 double stall_s, dt_store_server **out)
+{
+    dt_status st;
+    dt_store_server *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "dt_store_create: no memory for the server");
+    s->wake_fd[0] = s->wake_fd[1] = -1;
+    s->stall_s = stall_s;
+    snprintf(s->token, sizeof(s->token), "%s", token != NULL ? token : "");
+    if (!dt__store_kv_init(&s->kv)) {
+        st = DT_ERR(DT_ERR_NO_MEMORY, "dt_store_create: no memory for the table");
+        goto err_free;
+    }
+    DT_CHECK_GOTO(listen_on(bind_addr, port, &s->listen_fd, &s->port), st, err_free_kv);
+    if (pipe2(s->wake_fd, O_CLOEXEC) != 0) {
+        st = DT_ERR(DT_ERR_SYSTEM, "dt_store_create: pipe: %s", strerror(errno));
+        goto err_close_listen;
+    }
+    int e = pthread_create(&s->thread, NULL, server_main, s);
+    if (e != 0) {
+        st = DT_ERR(DT_ERR_SYSTEM, "dt_store_create: cannot start the server thread: %s",
+                    strerror(e));
+        goto err_close_pipe;
+    }
+    *out = s;
+    return DT_OK;
+
+err_close_pipe:
+    close(s->wake_fd[0]);
+    close(s->wake_fd[1]);
+err_close_listen:
+    close(s->listen_fd);
+err_free_kv:
+    dt__store_kv_free(&s->kv);
+err_free:
+    free(s);
+    return st;
+}
+
+int dt__store_server_port(const dt_store_server *s)
+{
+    return s != NULL ? s->port : 0;
+}
+
+void dt__store_server_stop(dt_store_server *s)
+{
+    if (s == NULL)
+        return;
+    (void)!write(s->wake_fd[1], "x", 1);
+    pthread_join(s->thread, NULL);
+    for (size_t i = 0; i < s->nconns; i++)
+        if (s->conns[i].fd >= 0)
+            dt__store_client_drop_quiet(s, &s->conns[i]);
+    free(s->conns);
+    close(s->listen_fd);
+    close(s->wake_fd[0]);
+    close(s->wake_fd[1]);
+    dt__store_kv_free(&s->kv);
+    free(s);
+}
