@@ -1,38 +1,127 @@
-# The CUDA backend (cuBLAS + NCCL + a few .cu kernels). DT_CUDA=AUTO enables it
-# when a CUDA toolkit with NCCL is found; it must compile without a GPU present.
+# The CUDA backend (cuBLAS + NCCL + a few .cu kernels): src/kernels/cuda/ and
+# src/comm/nccl/. DT_CUDA=AUTO enables it when nvcc, the CUDA toolkit (cudart,
+# cuBLAS) and NCCL are all found; ON requires them; OFF skips the search. It
+# only needs the toolkit to build: no GPU (and no driver) has to be present.
+#
+# Knobs: DT_CUDA_ARCHITECTURES (default "75-real;80-real;90": SASS for Turing,
+# Ampere, Hopper plus compute_90 PTX that newer GPUs JIT; CUDA 13 dropped
+# everything below 7.5), CMAKE_CUDA_COMPILER / CUDACXX, CMAKE_CUDA_HOST_COMPILER.
+#
+# Flags: the library's C flags (-Wall -Wextra -Werror, -fvisibility=hidden,
+# sanitizers) are set with add_compile_options / target_compile_options for
+# every language. nvcc does not understand most of them, so once CUDA is on
+# they are rewritten to apply to C only, and CUDA gets its own equivalents:
+# the host-compiler warnings through -Xcompiler and nvcc's own warnings as errors.
 set(DT_HAVE_CUDA OFF)
+set(DT_CUDA_ARCHITECTURES "75-real;80-real;90" CACHE STRING
+  "CUDA_ARCHITECTURES of the CUDA backend's kernels")
+
 if(NOT DT_CUDA STREQUAL "OFF")
   include(CheckLanguage)
-  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
-    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  # nvcc need not be on PATH: the toolkit's default place is tried too.
+  if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
+    find_program(DT_NVCC nvcc HINTS /usr/local/cuda/bin $ENV{CUDA_HOME}/bin $ENV{CUDA_PATH}/bin)
+    if(DT_NVCC)
+      set(ENV{CUDACXX} ${DT_NVCC})
+    endif()
   endif()
-  check_language(CUDA)
-  find_package(CUDAToolkit QUIET)
-  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
-  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
-  if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+  check_language(CUDA) # a real try-compile: nvcc plus a working host compiler
+  set(dt_cuda_missing "")
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CUDAToolkit_ROOT AND NOT DEFINED ENV{CUDAToolkit_ROOT})
+      get_filename_component(dt_nvcc_dir ${CMAKE_CUDA_COMPILER} DIRECTORY)
+      get_filename_component(CUDAToolkit_ROOT ${dt_nvcc_dir} DIRECTORY) # the toolkit of that nvcc
+    endif()
+    find_package(CUDAToolkit QUIET)
+    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include)
+    find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib)
+    if(NOT CUDAToolkit_FOUND OR NOT TARGET CUDA::cublas)
+      string(APPEND dt_cuda_missing " cudart/cuBLAS")
+    endif()
+    if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+      string(APPEND dt_cuda_missing " NCCL")
+    endif()
+  else()
+    set(dt_cuda_missing " nvcc (or its host compiler)")
+  endif()
+  if(dt_cuda_missing STREQUAL "")
     set(DT_HAVE_CUDA ON)
     enable_language(CUDA)
   elseif(DT_CUDA STREQUAL "ON")
-    message(FATAL_ERROR "DT_CUDA=ON but CUDA toolkit/NCCL not found (nvcc=${CMAKE_CUDA_COMPILER}, nccl=${NCCL_LIBRARY})")
+    message(FATAL_ERROR "DT_CUDA=ON but not found:${dt_cuda_missing} "
+      "(nvcc=${CMAKE_CUDA_COMPILER}, nccl=${NCCL_LIBRARY}); set CUDACXX / NCCL_HOME or use DT_CUDA=OFF")
+  else()
+    message(STATUS "dtensor CUDA backend: not found:${dt_cuda_missing}")
   endif()
 endif()
 message(STATUS "dtensor CUDA backend: ${DT_HAVE_CUDA}")
 
+# "-Wall" -> C only, plus the CUDA spelling of it (or nothing when nvcc has none).
+function(dt_cuda_split_flags in_list out_var)
+  set(result "")
+  foreach(opt IN LISTS in_list)
+    if(opt MATCHES "^\\$<") # already a generator expression: leave it alone
+      list(APPEND result "${opt}")
+      continue()
+    endif()
+    list(APPEND result "$<$<COMPILE_LANGUAGE:C>:${opt}>")
+    if(opt MATCHES "^-(O[0-3s]?|g)$")
+      list(APPEND result "$<$<COMPILE_LANGUAGE:CUDA>:${opt}>")
+    elseif(opt MATCHES "^-(W|f)" AND NOT opt MATCHES "sanitize|,")
+      # (sanitizers stay C-only: nvcc's -Xcompiler splits at commas)
+      list(APPEND result "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${opt}>")
+    endif()
+  endforeach()
+  set(${out_var} "${result}" PARENT_SCOPE)
+endfunction()
+
+if(DT_HAVE_CUDA)
+  # Link the shared runtime everywhere: the C targets link CUDA::cudart, and a
+  # static cudart in the same process would be a second runtime.
+  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  # Directory-wide options set before this file (CMakeLists.txt's -Wall ...).
+  get_directory_property(dt_dir_opts COMPILE_OPTIONS)
+  dt_cuda_split_flags("${dt_dir_opts}" dt_dir_opts)
+  # nvcc's own diagnostics as errors, like -Werror for the C files.
+  list(APPEND dt_dir_opts "$<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings>")
+  set_directory_properties(PROPERTIES COMPILE_OPTIONS "${dt_dir_opts}")
+endif()
+
+# Adds the CUDA sources to @p target (the library's object library) and makes
+# its earlier target_compile_options C-only (with CUDA equivalents).
 function(dt_cuda_add_sources target)
   if(DT_HAVE_CUDA)
     file(GLOB_RECURSE cuda_src CONFIGURE_DEPENDS
       ${PROJECT_SOURCE_DIR}/src/kernels/cuda/*.c ${PROJECT_SOURCE_DIR}/src/kernels/cuda/*.cu
       ${PROJECT_SOURCE_DIR}/src/comm/nccl/*.c)
     target_sources(${target} PRIVATE ${cuda_src})
+    get_target_property(opts ${target} COMPILE_OPTIONS)
+    if(opts)
+      dt_cuda_split_flags("${opts}" opts)
+      set_target_properties(${target} PROPERTIES COMPILE_OPTIONS "${opts}")
+    endif()
     target_compile_definitions(${target} PRIVATE DT_HAVE_CUDA=1)
     target_include_directories(${target} PRIVATE ${CUDAToolkit_INCLUDE_DIRS} ${NCCL_INCLUDE_DIR})
-    set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "70;80;90")
+    set_target_properties(${target} PROPERTIES
+      CUDA_ARCHITECTURES "${DT_CUDA_ARCHITECTURES}"
+      CUDA_VISIBILITY_PRESET hidden
+      CUDA_SEPARABLE_COMPILATION OFF)
   endif()
 endfunction()
 
 function(dt_cuda_link target)
   if(DT_HAVE_CUDA)
+    target_link_libraries(${target} PRIVATE CUDA::cudart CUDA::cublas ${NCCL_LIBRARY})
+  endif()
+endfunction()
+
+# For test/tool targets that call the CUDA runtime themselves (tests/cuda/).
+function(dt_cuda_use target)
+  if(DT_HAVE_CUDA)
+    target_compile_definitions(${target} PRIVATE DT_HAVE_CUDA=1)
+    target_include_directories(${target} PRIVATE ${CUDAToolkit_INCLUDE_DIRS} ${NCCL_INCLUDE_DIR})
     target_link_libraries(${target} PRIVATE CUDA::cudart CUDA::cublas ${NCCL_LIBRARY})
   endif()
 endfunction()

@@ -1,0 +1,71 @@
+/*
+ * The CUDA kernel table: cuBLAS GEMM plus the .cu kernels, with the CPU table
+ * (src/kernels/cpu/) as the reference for every entry's semantics and errors.
+ * Loading this object also registers the CUDA device allocator.
+ */
+#include "core/alloc.h"
+#include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/kernels_cuda.h"
+
+/* The .cu files take the enum values as ints (cuda_launch.h mirrors them). */
+_Static_assert((int)DT_BINARY_ADD == (int)DT_CU_BIN_ADD && (int)DT_BINARY_SUB == (int)DT_CU_BIN_SUB &&
+                   (int)DT_BINARY_MUL == (int)DT_CU_BIN_MUL && (int)DT_BINARY_DIV == (int)DT_CU_BIN_DIV,
+               "dt_binary_op mirror");
+_Static_assert((int)DT_UNARY_SCALE == (int)DT_CU_UN_SCALE && (int)DT_UNARY_ADD_SCALAR == (int)DT_CU_UN_ADD_SCALAR &&
+                   (int)DT_UNARY_GELU_TANH == (int)DT_CU_UN_GELU_TANH && (int)DT_UNARY_RELU == (int)DT_CU_UN_RELU &&
+                   (int)DT_UNARY_EXP == (int)DT_CU_UN_EXP && (int)DT_UNARY_LOG == (int)DT_CU_UN_LOG &&
+                   (int)DT_UNARY_NEG == (int)DT_CU_UN_NEG && (int)DT_UNARY_SQRT == (int)DT_CU_UN_SQRT &&
+                   (int)DT_UNARY_SQUARE == (int)DT_CU_UN_SQUARE,
+               "dt_unary_op mirror");
+_Static_assert((int)DT_REDUCE_KIND_SUM == (int)DT_CU_RED_SUM && (int)DT_REDUCE_KIND_MEAN == (int)DT_CU_RED_MEAN &&
+                   (int)DT_REDUCE_KIND_MAX == (int)DT_CU_RED_MAX,
+               "dt_reduce_kind mirror");
+
+static bool cuda_supports(dt_kernel_op op, dt_dtype dtype)
+{
+    if (op == DT_KOP_FILL || op == DT_KOP_COPY)
+        return dt_dtype_size(dtype) != 0;
+    return op < DT_KOP_COUNT && dtype == DT_DTYPE_F32;
+}
+
+int dt__cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError(); /* no driver / no device: not sticky, clear it */
+        return 0;
+    }
+    return n;
+}
+
+const dt_kernel_ops dt__kernels_cuda = {
+    .name = "cuda",
+    .supports = cuda_supports,
+    .fill = dt__cuda_fill,
+    .copy = dt__cuda_copy,
+    .gemm = dt__cuda_gemm,
+    .binary = dt__cuda_binary,
+    .unary = dt__cuda_unary,
+    .unary_backward = dt__cuda_unary_backward,
+    .softmax = dt__cuda_softmax,
+    .softmax_backward = dt__cuda_softmax_backward,
+    .layer_norm = dt__cuda_layer_norm,
+    .layer_norm_backward = dt__cuda_layer_norm_backward,
+    .embedding = dt__cuda_embedding,
+    .embedding_backward = dt__cuda_embedding_backward,
+    .cross_entropy = dt__cuda_cross_entropy,
+    .cross_entropy_backward = dt__cuda_cross_entropy_backward,
+    .reduce = dt__cuda_reduce,
+    .masked_fill = dt__cuda_masked_fill,
+    .sgd_step = dt__cuda_sgd_step,
+    .adamw_step = dt__cuda_adamw_step,
+    .sum_squares = dt__cuda_sum_squares,
+};
+
+/* Registering needs no CUDA call, so it is safe without a GPU or driver. It
+ * lives here because kernels.c references this object whenever CUDA is built
+ * in, so static links keep it. */
+__attribute__((constructor)) static void cuda_register_allocator(void)
+{
+    dt__allocator_register(DT_DEVICE_CUDA, &dt__cuda_allocator);
+}
