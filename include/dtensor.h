@@ -27,6 +27,8 @@
 #include "dtensor/store.h"
 #include "dtensor/comm.h"
 #include "dtensor/runtime.h"
+#include "dtensor/mesh.h"
+#include "dtensor/placement.h"
 #include "dtensor/nn.h"
 
 #endif /* DTENSOR_H */

@@ -1,0 +1,88 @@
+/*
+ * Internals of placement/: the spec object behind a distributed tensor, the
+ * redistribute plan, and helpers shared by the executor and dtensor.c.
+ * Not installed.
+ */
+#ifndef DT_PLACEMENT_IMPL_H
+#define DT_PLACEMENT_IMPL_H
+
+#include <stdatomic.h>
+
+#include "core/tensor_impl.h"
+#include "dtensor/placement.h"
+#include "mesh/mesh_impl.h"
+
+/* The spec; a distributed tensor's `dist` points at one (owned reference). */
+struct dt_dist {
+    dt_refobj base; /* must stay first: core releases tensor->dist through it */
+    atomic_int refcount;
+    dt_mesh *mesh; /* retained */
+    int mesh_ndim;
+    dt_placement pl[DT_MESH_MAX_DIMS]; /* normalised */
+    int ndim;
+    int64_t shape[DT_MAX_DIMS];
+    dt_dtype dtype;
+};
+
+/* ------------------------------------------------------------ plans */
+
+typedef enum dt__step_kind {
+    DT__STEP_ALLGATHER,      /* S(d) -> R */
+    DT__STEP_ALLREDUCE,      /* P -> R */
+    DT__STEP_REDUCE_SCATTER, /* P -> S(d) */
+    DT__STEP_ALLTOALL,       /* S(a) -> S(b) */
+    DT__STEP_SLICE,          /* R -> S(d), local */
+    DT__STEP_PARTITION       /* R -> P(op), local */
+} dt__step_kind;
+
+typedef struct dt__step {
+    int mesh_dim;
+    dt_placement src, dst;
+    dt__step_kind kind;
+    int64_t logical_shape[DT_MAX_DIMS]; /* the tensor this mesh dim's group works on */
+    int64_t bytes;                      /* received by this rank (ideal algorithm) */
+} dt__step;
+
+#define DT__PLAN_MAX_STEPS (4 * DT_MESH_MAX_DIMS)
+
+typedef struct dt__plan {
+    int n_steps;
+    int mesh_ndim, ndim;
+    dt__step steps[DT__PLAN_MAX_STEPS];
+    dt_placement states[DT__PLAN_MAX_STEPS + 1][DT_MESH_MAX_DIMS]; /* before each step, after last */
+} dt__plan;
+
+/* Validate that src and dst can be redistributed (same mesh, shape, dtype). */
+dt_status dt__redist_check(const char *fn, const dt_spec *src, const dt_spec *dst);
+/* Plan src -> dst for this rank (cached on the mesh). @p backward: Partial
+ * targets are read as Replicate (the gradient convention). */
+dt_status dt__redist_plan(const dt_spec *src, const dt_spec *dst, dt__plan *out);
+/* "S(0)R -> RR -> RS(1)" then one line per step; snprintf rule. */
+int dt__plan_format(const dt__plan *plan, const dt_mesh *mesh, dt_dtype dtype, char *buf,
+                    size_t len);
+const char *dt__step_kind_name(dt__step_kind k);
+
+/* Run @p plan on this rank's shard @p local of a tensor of spec @p src: the new
+ * shard into *out (may be @p local itself, retained). No autograd. Collective. */
+dt_status dt__redist_exec(const dt__plan *plan, const dt_spec *src, dt_tensor *local,
+                          dt_tensor **out);
+/* Plan + exec with autograd recording; the result is a local shard of dst. */
+dt_status dt__redist_local(const dt_spec *src, const dt_spec *dst, dt_tensor *local,
+                           dt_tensor **out);
+
+/* ------------------------------------------------------------ helpers */
+
+/* A distributed handle over @p spec (retained) and @p local (retained). */
+dt_status dt__dist_wrap(dt_spec *spec, dt_tensor *local, dt_tensor **out);
+/* @p spec with every Partial replaced by Replicate (new reference). */
+dt_status dt__spec_normalize_grad(const dt_spec *spec, dt_spec **out);
+/* Same mesh/shape/dtype as @p like, placements @p pl (n = mesh ndim). */
+dt_status dt__spec_like(const dt_spec *like, int n, const dt_placement *pl, dt_spec **out);
+/* Local shape at @p coord given placements (no validation: spec already valid). */
+void dt__local_shape(int ndim, const int64_t *shape, int mesh_ndim, const int *mesh_shape,
+                     const dt_placement *pl, const int *coord, int64_t *local_shape,
+                     int64_t *offset);
+/* Check that @p t is a distributed tensor (named @p what for fn's message). */
+dt_status dt__check_dist(const char *fn, const char *what, const dt_tensor *t);
+
+#endif
