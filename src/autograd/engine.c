@@ -88,8 +88,14 @@ static dt_status accumulate_leaf(dt_tensor *leaf, dt_tensor *g)
     dt_status s;
     DT_CHECK(dt__ops_kernels("dt_backward", g->device, DT_KOP_BINARY, &k));
     if (leaf->grad != NULL && dt_tensor_is_contiguous(leaf->grad) &&
-        leaf->grad->dtype == DT_DTYPE_F32)
-        return k->binary(DT_BINARY_ADD, leaf->grad, g, leaf->grad);
+        leaf->grad->dtype == DT_DTYPE_F32) {
+        /* in place (others may hold views of .grad), but never with aliased
+         * kernel operands: sum into a temporary, copy back */
+        DT_CHECK(dt__ops_binary_raw(DT_BINARY_ADD, leaf->grad, g, &ng));
+        s = k->copy(leaf->grad, ng);
+        dt_tensor_release(ng);
+        return s;
+    }
     DT_CHECK(dt__ops_empty_as(leaf->ndim, leaf->shape, leaf->dtype, leaf->device,
                               DT_MEM_GRADIENT, &ng));
     if (leaf->grad == NULL)

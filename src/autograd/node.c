@@ -110,7 +110,9 @@ dt_ag_node *dt__ag_node_retain(dt_ag_node *node)
     return node;
 }
 
-void dt__ag_node_free_graph(dt_ag_node *node)
+/* Drop saved tensors and leaf edges; producer nodes go to @p todo when their
+ * last reference drops (NULL todo: release them normally). */
+static void drop_graph(dt_ag_node *node, dt_ag_node **todo)
 {
     for (int i = 0; i < node->n_saved; i++) {
         dt_tensor_release(node->saved[i]);
@@ -122,19 +124,38 @@ void dt__ag_node_free_graph(dt_ag_node *node)
         dt_tensor *leaf = e->leaf;
         e->node = NULL;
         e->leaf = NULL;
-        dt__ag_node_release(child);
         dt_tensor_release(leaf);
+        if (child == NULL)
+            continue;
+        if (todo == NULL) {
+            dt__ag_node_release(child);
+        } else if (atomic_fetch_sub(&child->refcount, 1) == 1) {
+            child->next_free = *todo;
+            *todo = child;
+        }
     }
     node->consumed = true;
 }
 
+void dt__ag_node_free_graph(dt_ag_node *node)
+{
+    drop_graph(node, NULL);
+}
+
+/* Iterative, so dropping a long chain of nodes cannot overflow the stack. */
 void dt__ag_node_release(dt_ag_node *node)
 {
     if (node == NULL || atomic_fetch_sub(&node->refcount, 1) != 1)
         return;
-    dt__ag_node_free_graph(node);
-    free(node->inputs);
-    free(node->outputs);
-    free(node->extra);
-    free(node);
+    node->next_free = NULL;
+    dt_ag_node *todo = node;
+    while (todo != NULL) {
+        dt_ag_node *n = todo;
+        todo = n->next_free;
+        drop_graph(n, &todo);
+        free(n->inputs);
+        free(n->outputs);
+        free(n->extra);
+        free(n);
+    }
 }

@@ -69,6 +69,7 @@ struct dt_autograd_node {
     int deps;
     bool visited;
     dt_tensor **grads; /* [n_outputs] accumulated output gradients */
+    dt_ag_node *next_free; /* release worklist link */
 };
 
 /* True when grad mode is on and any non-NULL input requires grad. */

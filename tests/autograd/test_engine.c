@@ -210,6 +210,28 @@ static void test_graph_released_without_backward(void **state)
     dt_tensor_release(x);
 }
 
+/* Long chains: neither backward nor dropping an unused graph may recurse per node. */
+static void test_long_chain(void **state)
+{
+    (void)state;
+    int64_t one = 1;
+    dt_tensor *x = leaf(1, &one);
+    for (int pass = 0; pass < 2; pass++) {
+        dt_tensor *y = dt_tensor_retain(x), *z = NULL;
+        for (int i = 0; i < 200000; i++) {
+            AG_OK(dt_add_scalar(y, 1e-3, &z));
+            dt_tensor_release(y);
+            y = z;
+        }
+        if (pass == 0) {
+            AG_OK(dt_backward(y, NULL));
+            assert_true(fabs(dt_tensor_item_at(dt_tensor_grad(x), 0) - 1.0) < 1e-6);
+        }
+        dt_tensor_release(y); /* pass 1: the whole unused chain goes here */
+    }
+    dt_tensor_release(x);
+}
+
 /* ------------------------------------------------------------ bad input */
 
 #define EXPECT_INVALID(call, needle)                                                 \
@@ -309,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_backward_on_leaf_and_with_grad),
         cmocka_unit_test(test_activations_freed),
         cmocka_unit_test(test_graph_released_without_backward),
+        cmocka_unit_test(test_long_chain),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_distributed_inputs_go_through_one_hook),
     };
