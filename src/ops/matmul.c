@@ -80,6 +80,38 @@ err:
     return s;
 }
 
+/*
+ * Gradient of a 2-d b shared by every batch of a [..., M, K]: one gemm over
+ * the flattened rows, instead of a batched product summed afterwards.
+ */
+static dt_status flat_weight_grad(dt_tensor *a, dt_tensor *g, bool tb, dt_tensor **out)
+{
+    const dt_kernel_ops *k = NULL;
+    dt_tensor *ac = NULL, *a2 = NULL, *g2 = NULL, *r = NULL;
+    int64_t kk = a->shape[a->ndim - 1], n = g->shape[g->ndim - 1];
+    int64_t rows = dt_tensor_numel(g) / (n ? n : 1);
+    int64_t as[2] = {rows, kk}, ast[2] = {kk, 1}, gs[2] = {rows, n}, gst[2] = {n, 1};
+    int64_t rs[2] = {tb ? n : kk, tb ? kk : n};
+    dt_status s;
+    DT_CHECK(dt__ops_kernels("dt_matmul", g->device, DT_KOP_GEMM, &k));
+    DT_CHECK(dt__ops_contiguous(a, &ac));
+    DT_CHECK_GOTO(dt__tensor_make_view(ac, 2, as, ast, ac->offset, &a2), s, out);
+    DT_CHECK_GOTO(dt__tensor_make_view(g, 2, gs, gst, g->offset, &g2), s, out);
+    DT_CHECK_GOTO(dt__ops_empty(2, rs, g->device, &r), s, out);
+    if (!tb) /* dB [K, N] = A^T dC */
+        DT_CHECK_GOTO(k->gemm(a2, g2, true, false, 1.0f, 0.0f, r), s, out);
+    else /* dB [N, K] = dC^T A */
+        DT_CHECK_GOTO(k->gemm(g2, a2, true, false, 1.0f, 0.0f, r), s, out);
+    *out = r;
+    r = NULL;
+out:
+    dt_tensor_release(r);
+    dt_tensor_release(g2);
+    dt_tensor_release(a2);
+    dt_tensor_release(ac);
+    return s;
+}
+
 static dt_status matmul_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
 {
     dt_tensor *a = node->saved[0], *b = node->saved[1], *g = gy[0];
@@ -91,6 +123,8 @@ static dt_status matmul_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tens
         else
             DT_CHECK(matmul_raw(b, g, tb, true, &gx[0]));
     }
+    if (dt__ag_input_needs_grad(node, 1) && b->ndim == 2 && a->ndim > 2 && !ta)
+        return flat_weight_grad(a, g, tb, &gx[1]);
     if (dt__ag_input_needs_grad(node, 1)) {
         if (!tb)
             DT_CHECK(matmul_raw(a, g, !ta, false, &gx[1]));

@@ -83,6 +83,10 @@ static void test_matmul(void **state)
     check_matmul(3, a1, 3, b1, (mm_ctx){false, false, false}, 3, c1);
     check_matmul(3, a2, 2, b2, (mm_ctx){true, true, false}, 3, c1);  /* a^T, 2-d b^T */
     check_matmul(2, a3, 4, b3, (mm_ctx){false, false, false}, 4, c3); /* 2-d a broadcast */
+    int64_t b4[2] = {4, 5}, a5[4] = {2, 2, 3, 4}, c5[4] = {2, 2, 3, 5};
+    check_matmul(3, a1, 2, b4, (mm_ctx){false, false, false}, 3, c1); /* 2-d b: flat grad */
+    check_matmul(4, a5, 2, b2, (mm_ctx){false, true, false}, 4, c5);  /* 2-d b^T: flat grad */
+    check_matmul(3, a2, 2, b2, (mm_ctx){false, true, true}, 3, c1);   /* strided a, 2-d b */
     check_matmul(3, a2, 3, b1, (mm_ctx){false, false, true}, 3, c1);  /* strided view of a */
     check_matmul(3, a1, 3, b1, (mm_ctx){true, false, true}, 3, c1);   /* view + flag */
 }
