@@ -6,6 +6,21 @@
  * topological order, accumulating gradients into leaf tensors' .grad and
  * freeing each node's saved activations once its backward ran.
  *
+ * A tensor "requires grad" when it is a leaf marked with
+ * dt_tensor_set_requires_grad, or the output of an op that recorded a node
+ * (a non-leaf). Only leaves receive .grad. Gradients of leaves are allocated
+ * in memory category DT_MEM_GRADIENT; the temporaries of backward and the
+ * saved activations are DT_MEM_ACTIVATION and are all freed by the time
+ * dt_backward returns (the graph is consumed).
+ *
+ * The graph holds references to the leaves it accumulates into and to the
+ * tensors its backward needs; releasing the loss (and the other outputs)
+ * without calling backward frees the whole graph.
+ *
+ * Saved tensors share data with the tensors they came from: modifying an
+ * input in place between forward and backward gives wrong gradients (there is
+ * no version counter).
+ *
  * Grad mode is per thread (as in PyTorch); a graph must not be used by two
  * threads at once.
  */
@@ -18,28 +33,56 @@
 extern "C" {
 #endif
 
-/** Mark a leaf tensor as needing a gradient (float dtypes only). */
+/**
+ * Mark a leaf tensor as needing a gradient (float dtypes only). Not collective.
+ * Errors: DT_ERR_INVALID_ARG for NULL, an integer dtype, or clearing the flag
+ * of a non-leaf (an op output: use dt_tensor_detach).
+ */
 DT_API dt_status dt_tensor_set_requires_grad(dt_tensor *t, bool requires_grad);
+/** True for a leaf marked requires_grad and for every recorded op output; false for NULL. */
 DT_API bool dt_tensor_requires_grad(const dt_tensor *t);
 
-/** Accumulated gradient of a leaf, or NULL. Borrowed. */
+/** Accumulated gradient of a leaf, or NULL (none yet, or NULL @p t). Borrowed. */
 DT_API dt_tensor *dt_tensor_grad(const dt_tensor *t);
-/** Replace the gradient of @p t (retains @p grad; NULL clears it). */
+/**
+ * Replace the gradient of @p t (retains @p grad; NULL clears it, the usual
+ * zero_grad). The next backward adds into @p grad in place.
+ * Errors: DT_ERR_INVALID_ARG for NULL @p t, or a grad whose shape or dtype
+ * differs from @p t's.
+ */
 DT_API dt_status dt_tensor_set_grad(dt_tensor *t, dt_tensor *grad);
 
 /**
  * Backpropagate from @p root. With @p grad NULL, root must have one element
  * and its gradient is 1. Gradients accumulate (+=) into every leaf that
- * requires grad. The graph is freed as it is consumed: calling backward twice
- * on the same graph is an error (DT_ERR_INVALID_ARG).
+ * requires grad (from a multiply-used tensor, contributions are summed; a
+ * broadcast input gets the gradient summed down to its shape). The graph is
+ * freed as it is consumed: calling backward twice on the same graph is an
+ * error (DT_ERR_INVALID_ARG, "already consumed"), detected before any
+ * gradient is written. With @p root a leaf, its .grad += @p grad (or 1).
+ * @p grad (borrowed) must be f32 with root's shape. Not collective for local
+ * tensors.
+ * Errors: DT_ERR_INVALID_ARG for NULL root, a root that does not require
+ * grad, a non-scalar root without @p grad, a mismatched @p grad, or a consumed
+ * graph; DT_ERR_UNSUPPORTED for a distributed root (not yet routed);
+ * DT_ERR_NO_MEMORY. After an error in the middle of the walk the graph is
+ * partly consumed and leaves may hold partial gradients.
  */
 DT_API dt_status dt_backward(dt_tensor *root, dt_tensor *grad);
 
-/** Enable or disable recording on this thread; returns the previous mode. */
+/**
+ * Enable or disable recording on this thread; returns the previous mode, so a
+ * no-grad scope is `bool prev = dt_grad_set_enabled(false); ...;
+ * dt_grad_set_enabled(prev);`. Enabled by default in every thread.
+ */
 DT_API bool dt_grad_set_enabled(bool enabled);
 DT_API bool dt_grad_is_enabled(void);
 
-/** Cut @p t from its history: a new handle on the same data, no grad_fn. */
+/**
+ * Cut @p t from its history: a new handle (caller releases) on the same data,
+ * with no grad_fn and requires_grad false.
+ * Errors: DT_ERR_INVALID_ARG for NULL; DT_ERR_UNSUPPORTED for a distributed tensor.
+ */
 DT_API dt_status dt_tensor_detach(dt_tensor *t, dt_tensor **out);
 
 #ifdef __cplusplus

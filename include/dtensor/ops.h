@@ -2,16 +2,23 @@
  * dtensor/ops.h - differentiable tensor operations.
  *
  * Every op takes its inputs as borrowed handles and writes a new tensor to
- * `*out` (caller releases). When grad mode is on (autograd.h) and an input
- * requires grad, the op records a node on the tape so dt_backward() can
- * compute gradients. Compute happens in float32; inputs of other float dtypes
- * are rejected with DT_ERR_INVALID_ARG unless stated (ids are i32/i64/u16).
+ * `*out` (caller releases) only on success. When grad mode is on (autograd.h)
+ * and an input requires grad, the op records a node on the tape so
+ * dt_backward() can compute gradients. Compute happens in float32; inputs of
+ * other float dtypes are rejected with DT_ERR_INVALID_ARG unless stated (ids
+ * are i32/i64/u16). Inputs may be strided views; results are new contiguous
+ * tensors in memory category DT_MEM_ACTIVATION, except the shape ops, whose
+ * results are views sharing the input's storage where the layout allows.
+ * Ops are not collective and do not synchronise threads.
  *
  * Inputs may be local or distributed tensors (placement.h): on distributed
  * inputs the op follows the sharding-propagation rules and returns a
- * distributed result.
+ * distributed result. Until those rules are wired in, an op given a
+ * distributed input returns DT_ERR_UNSUPPORTED naming the op.
  *
- * Errors: DT_ERR_INVALID_ARG naming the bad shape/dtype/dim; DT_ERR_NO_MEMORY.
+ * Errors: DT_ERR_INVALID_ARG naming the bad argument, shape, dtype, dim or
+ * value (NULL inputs or `out` included); DT_ERR_NO_MEMORY;
+ * DT_ERR_UNSUPPORTED as above.
  */
 #ifndef DTENSOR_OPS_H
 #define DTENSOR_OPS_H
@@ -34,15 +41,16 @@ DT_API dt_status dt_scale(dt_tensor *a, double s, dt_tensor **out);
 DT_API dt_status dt_add_scalar(dt_tensor *a, double s, dt_tensor **out);
 DT_API dt_status dt_gelu_tanh(dt_tensor *x, dt_tensor **out);
 DT_API dt_status dt_relu(dt_tensor *x, dt_tensor **out);
-/** out = x where mask == 0, else value; mask is u8, broadcastable to x. */
+/** out = x where mask == 0, else value; mask is u8, broadcastable to x (no gradient). */
 DT_API dt_status dt_masked_fill(dt_tensor *x, dt_tensor *mask, double value, dt_tensor **out);
 
 /* ------------------------------------------------------------ linear algebra */
 
 /**
  * Matrix product of the last two dims, op(a) @ op(b) where op transposes when
- * asked. a: [..., M, K], b: [..., K, N] (before transposition); leading batch
- * dims broadcast (b may be 2-d).
+ * asked. a: [..., M, K], b: [..., K, N] (after transposition; with trans_a
+ * a is stored [..., K, M]); leading batch dims broadcast (either may be 2-d).
+ * out: [batch..., M, N]. A transposed view of a contiguous matrix costs no copy.
  */
 DT_API dt_status dt_matmul(dt_tensor *a, dt_tensor *b, bool trans_a, bool trans_b,
                            dt_tensor **out);
@@ -51,25 +59,32 @@ DT_API dt_status dt_linear(dt_tensor *x, dt_tensor *w, dt_tensor *bias, dt_tenso
 
 /* ------------------------------------------------------------ normalisation and softmax */
 
-/** Softmax over dim @p dim. */
+/** Softmax over dim @p dim (negative counts from the end). */
 DT_API dt_status dt_softmax(dt_tensor *x, int dim, dt_tensor **out);
 /**
  * Softmax over the last dim of x [..., Tq, Tk] after multiplying by @p scale,
- * with key positions > query position (aligned to the end) masked to -inf.
+ * with key positions > query position (aligned to the end) masked to -inf:
+ * key j of query i is masked when j > i + (Tk - Tq). Tq > Tk is an error.
  */
 DT_API dt_status dt_causal_softmax(dt_tensor *x, double scale, dt_tensor **out);
 DT_API dt_status dt_log_softmax(dt_tensor *x, int dim, dt_tensor **out);
-/** LayerNorm over the last dim (biased variance); weight/bias [last] or NULL. */
+/** LayerNorm over the last dim (biased variance); weight/bias [last] or NULL; eps >= 0. */
 DT_API dt_status dt_layer_norm(dt_tensor *x, dt_tensor *weight, dt_tensor *bias, double eps,
                                dt_tensor **out);
 
 /* ------------------------------------------------------------ embedding and loss */
 
-/** out[..., :] = weight[ids[...], :]; ids i32/i64/u16; an id outside [0, rows) is an error. */
+/**
+ * out[..., :] = weight[ids[...], :]; weight [rows, dim] f32; ids i32/i64/u16
+ * of any shape; an id outside [0, rows) is an error naming it (checked on the
+ * host for CPU ids). The gradient flows to weight only; repeated ids add up.
+ */
 DT_API dt_status dt_embedding(dt_tensor *weight, dt_tensor *ids, dt_tensor **out);
 /**
  * Mean cross entropy of logits [N, C] (or [..., C]) against targets [N] (ids),
- * skipping targets equal to @p ignore_index (mean over the others). Scalar out.
+ * skipping targets equal to @p ignore_index (mean over the others). Scalar
+ * (0-d) out; NaN when every target is ignored (as PyTorch). A target outside
+ * [0, C) other than ignore_index is an error naming it.
  */
 DT_API dt_status dt_cross_entropy(dt_tensor *logits, dt_tensor *targets, int64_t ignore_index,
                                   dt_tensor **out);
@@ -78,22 +93,28 @@ DT_API dt_status dt_cross_entropy(dt_tensor *logits, dt_tensor *targets, int64_t
 
 DT_API dt_status dt_sum(dt_tensor *x, int dim, bool keepdim, dt_tensor **out);
 DT_API dt_status dt_mean(dt_tensor *x, int dim, bool keepdim, dt_tensor **out);
-/** Max values along @p dim; the gradient flows to the (first) arg-max. */
+/** Max values along @p dim; the gradient flows to the (first) arg-max (CPU only for now). */
 DT_API dt_status dt_max(dt_tensor *x, int dim, bool keepdim, dt_tensor **out);
-/** Sum of all elements, a scalar. */
+/** Sum of all elements, a 0-d tensor. */
 DT_API dt_status dt_sum_all(dt_tensor *x, dt_tensor **out);
 
 /* ------------------------------------------------------------ shape (differentiable views) */
 
+/** A view when the layout allows, else a copy; one size may be -1 (inferred). */
 DT_API dt_status dt_reshape(dt_tensor *x, int ndim, const int64_t *shape, dt_tensor **out);
 DT_API dt_status dt_permute(dt_tensor *x, const int *perm, dt_tensor **out);
 DT_API dt_status dt_transpose(dt_tensor *x, int d0, int d1, dt_tensor **out);
 DT_API dt_status dt_narrow(dt_tensor *x, int dim, int64_t start, int64_t length,
                            dt_tensor **out);
+/** A contiguous tensor with x's values (a new handle even when x is contiguous). */
 DT_API dt_status dt_contiguous(dt_tensor *x, dt_tensor **out);
-/** Concatenate @p n tensors along @p dim. */
+/** Concatenate @p n >= 1 tensors (same shape outside @p dim) along @p dim into a new tensor. */
 DT_API dt_status dt_concat(int n, dt_tensor *const *xs, int dim, dt_tensor **out);
-/** Split along @p dim into @p n pieces of @p sizes; outs[i] are new references. */
+/**
+ * Split along @p dim into @p n pieces of @p sizes (>= 0, summing to the dim's
+ * size); outs[i] are new references to views of x. Pieces left unused get a
+ * zero gradient.
+ */
 DT_API dt_status dt_split(dt_tensor *x, int dim, int n, const int64_t *sizes, dt_tensor **outs);
 
 #ifdef __cplusplus
