@@ -1,0 +1,28 @@
+/*
+ * Pairwise all-to-all (equal and v): in step k = 1 .. p-1 rank r sends its
+ * block for (r+k) and receives the block from (r-k), so each rank talks to
+ * one peer at a time and no link is oversubscribed. Its own block is copied.
+ */
+#include "comm/comm_impl.h"
+
+#include "comm/algo/algo_util.h"
+
+dt_status dt__algo_alltoallv_pairwise(dt_comm *c, const void *send, const size_t *scounts,
+                                      const size_t *sdispls, void *recv, const size_t *rcounts,
+                                      const size_t *rdispls, dt__sched *s)
+{
+    const int p = c->size, r = c->rank;
+    const size_t esz = dt_dtype_size(s->dtype);
+    const char *in = send;
+    char *out = recv;
+
+    dt__sched_round(s, false);
+    dt__sched_copy(s, out + rdispls[r] * esz, in + sdispls[r] * esz, rcounts[r] * esz);
+    for (int k = 1; k < p; k++) {
+        int to = dt__mod(r + k, p), from = dt__mod(r - k, p);
+        dt__sched_round(s, false);
+        dt__sched_send(s, in + sdispls[to] * esz, scounts[to] * esz, to);
+        dt__sched_recv(s, out + rdispls[from] * esz, rcounts[from] * esz, from);
+    }
+    return s->status;
+}

@@ -1,0 +1,423 @@
+/*
+ * The public collectives: validate (naming the bad value), pick the backend's
+ * native collective when it has one, otherwise pick a generic algorithm by
+ * message size and group size (DT_ALGO overrides), build its schedule and run
+ * it - blocking, or as a work handle.
+ */
+#include "comm/comm_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+
+/* Messages up to this many bytes use latency-optimal algorithms. */
+#define DT_SMALL_ALLREDUCE_BYTES (64 * 1024)
+#define DT_SMALL_BROADCAST_BYTES (256 * 1024)
+
+int dt_comm_rank(const dt_comm *comm)
+{
+    return comm ? comm->rank : -1;
+}
+
+int dt_comm_size(const dt_comm *comm)
+{
+    return comm ? comm->size : 0;
+}
+
+const char *dt_comm_backend(const dt_comm *comm)
+{
+    return comm ? comm->ops->name : "none";
+}
+
+void dt_comm_destroy(dt_comm *comm)
+{
+    if (comm != NULL)
+        comm->ops->destroy(comm);
+}
+
+/* ------------------------------------------------------------ validation */
+
+static dt_status check_dtype(const char *fn, dt_dtype dtype)
+{
+    if (dt_dtype_size(dtype) == 0)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: invalid dtype %d", fn, (int)dtype);
+    return DT_OK;
+}
+
+static dt_status check_reduce(const char *fn, dt_dtype dtype, dt_reduce_op op)
+{
+    DT_CHECK(check_dtype(fn, dtype));
+    if ((int)op < 0 || op >= DT_REDUCE_OP_COUNT)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: invalid reduce op %d", fn, (int)op);
+    if (!dt__reduce_supported(dtype, op))
+        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: reduce op %s on dtype %s is not supported", fn,
+                      dt_reduce_op_name(op), dt_dtype_name(dtype));
+    return DT_OK;
+}
+
+static dt_status check_buf(const char *fn, const char *name, const void *p, size_t count,
+                           dt_dtype dtype)
+{
+    if (count > SIZE_MAX / 16)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: count %zu is too large", fn, count);
+    if (p == NULL && count > 0)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s is NULL with count %zu (%s)", fn, name, count,
+                      dt_dtype_name(dtype));
+    return DT_OK;
+}
+
+static dt_status check_comm(const char *fn, const dt_comm *comm)
+{
+    if (comm == NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'comm' is NULL", fn);
+    return DT_OK;
+}
+
+/* ------------------------------------------------------------ algorithm choice */
+
+/* The algorithm DT_ALGO forces for @p coll ("allreduce"), or NULL. */
+static const char *forced_algo(const char *coll, char *buf, size_t cap)
+{
+    const char *spec = dt__config_str("DT_ALGO");
+    if (spec == NULL || spec[0] == '\0')
+        return NULL;
+    size_t clen = strlen(coll);
+    for (const char *p = spec; *p != '\0';) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > clen + 1 && strncmp(p, coll, clen) == 0 && p[clen] == ':') {
+            size_t n = len - clen - 1 < cap - 1 ? len - clen - 1 : cap - 1;
+            memcpy(buf, p + clen + 1, n);
+            buf[n] = '\0';
+            return buf;
+        }
+        p = end ? end + 1 : p + len;
+    }
+    return NULL;
+}
+
+static dt_status unknown_algo(const char *coll, const char *algo)
+{
+    return DT_ERR(DT_ERR_INVALID_ARG, "DT_ALGO: unknown %s algorithm '%s'", coll, algo);
+}
+
+/* ------------------------------------------------------------ running */
+
+static dt_status run(dt_comm *comm, const char *what, dt__sched *s, dt_work **work)
+{
+    dt_work *w = NULL;
+    DT_CHECK(dt__work_start(comm, what, s, &w));
+    if (work != NULL) {
+        *work = w;
+        return DT_OK;
+    }
+    dt_status st = dt__work_finish(w, -1);
+    dt_work_release(w);
+    return st;
+}
+
+static void sched_for(dt__sched *s, const dt_comm *comm, dt_dtype dtype, dt_reduce_op op)
+{
+    dt__sched_init(s, dtype, op);
+    if (op == DT_REDUCE_OP_AVG)
+        s->divisor = comm->size;
+}
+
+/* ------------------------------------------------------------ all-reduce */
+
+dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t count,
+                            dt_dtype dtype, dt_reduce_op op, dt_work **work)
+{
+    static const char fn[] = "dt_comm_allreduce";
+    DT_CHECK(check_comm(fn, comm));
+    DT_CHECK(check_reduce(fn, dtype, op));
+    DT_CHECK(check_buf(fn, "send", send, count, dtype));
+    DT_CHECK(check_buf(fn, "recv", recv, count, dtype));
+    if (comm->size > 1 && comm->ops->allreduce != NULL)
+        return comm->ops->allreduce(comm, send, recv, count, dtype, op, work);
+
+    dt__sched s;
+    sched_for(&s, comm, dtype, op);
+    size_t bytes = count * dt_dtype_size(dtype);
+    if (comm->size == 1) {
+        dt__sched_copy(&s, recv, send, bytes);
+        return run(comm, fn, &s, work);
+    }
+    char name[32];
+    const char *algo = forced_algo("allreduce", name, sizeof(name));
+    if (algo == NULL)
+        algo = (bytes <= DT_SMALL_ALLREDUCE_BYTES || count < (size_t)comm->size)
+                   ? "recursive_doubling" : "ring";
+    dt_status st;
+    if (strcmp(algo, "ring") == 0)
+        st = dt__algo_allreduce_ring(comm, send, recv, count, &s);
+    else if (strcmp(algo, "recursive_doubling") == 0 || strcmp(algo, "rd") == 0)
+        st = dt__algo_allreduce_recursive_doubling(comm, send, recv, count, &s);
+    else
+        st = unknown_algo("allreduce", algo);
+    if (st != DT_OK) {
+        dt__sched_free(&s);
+        return st;
+    }
+    return run(comm, fn, &s, work);
+}
+
+/* ------------------------------------------------------------ all-gather */
+
+/* counts/displs arrays of @p n entries (equal counts; packed displacements). */
+static dt_status equal_counts(const char *fn, int n, size_t count, size_t **counts,
+                              size_t **displs)
+{
+    size_t *c = malloc(2 * (size_t)n * sizeof(*c));
+    if (c == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for %d counts", fn, n);
+    for (int i = 0; i < n; i++) {
+        c[i] = count;
+        c[n + i] = (size_t)i * count;
+    }
+    *counts = c;
+    *displs = c + n;
+    return DT_OK;
+}
+
+static dt_status allgatherv_impl(const char *fn, dt_comm *comm, const void *send, void *recv,
+                                 const size_t *counts, const size_t *displs, dt_dtype dtype,
+                                 dt_work **work)
+{
+    if (comm->size > 1 && comm->ops->allgatherv != NULL)
+        return comm->ops->allgatherv(comm, send, recv, counts, displs, dtype, work);
+    char name[32];
+    const char *algo = forced_algo("allgather", name, sizeof(name));
+    if (algo != NULL && strcmp(algo, "ring") != 0)
+        return unknown_algo("allgather", algo);
+    dt__sched s;
+    sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
+    dt_status st = dt__algo_allgatherv_ring(comm, send, recv, counts, displs, &s);
+    if (st != DT_OK) {
+        dt__sched_free(&s);
+        return st;
+    }
+    return run(comm, fn, &s, work);
+}
+
+dt_status dt_comm_allgather(dt_comm *comm, const void *send, void *recv, size_t count,
+                            dt_dtype dtype, dt_work **work)
+{
+    static const char fn[] = "dt_comm_allgather";
+    DT_CHECK(check_comm(fn, comm));
+    DT_CHECK(check_dtype(fn, dtype));
+    DT_CHECK(check_buf(fn, "send", send, count, dtype));
+    DT_CHECK(check_buf(fn, "recv", recv, count * (size_t)comm->size, dtype));
+    size_t *counts = NULL, *displs = NULL;
+    DT_CHECK(equal_counts(fn, comm->size, count, &counts, &displs));
+    dt_status st = allgatherv_impl(fn, comm, send, recv, counts, displs, dtype, work);
+    free(counts);
+    return st;
+}
+
+dt_status dt_comm_allgatherv(dt_comm *comm, const void *send, void *recv,
+                             const size_t *recv_counts, const size_t *displs, dt_dtype dtype,
+                             dt_work **work)
+{
+    static const char fn[] = "dt_comm_allgatherv";
+    DT_CHECK(check_comm(fn, comm));
+    DT_CHECK(check_dtype(fn, dtype));
+    if (recv_counts == NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'recv_counts' is NULL", fn);
+    size_t total = 0;
+    for (int i = 0; i < comm->size; i++) {
+        DT_CHECK(check_buf(fn, "recv", recv, recv_counts[i], dtype));
+        total += recv_counts[i];
+    }
+    DT_CHECK(check_buf(fn, "send", send, recv_counts[comm->rank], dtype));
+    (void)total;
+    if (displs != NULL)
+        return allgatherv_impl(fn, comm, send, recv, recv_counts, displs, dtype, work);
+    size_t *packed = malloc((size_t)comm->size * sizeof(*packed));
+    if (packed == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for %d displacements", fn, comm->size);
+    size_t o = 0;
+    for (int i = 0; i < comm->size; i++) {
+        packed[i] = o;
+        o += recv_counts[i];
+    }
+    dt_status st = allgatherv_impl(fn, comm, send, recv, recv_counts, packed, dtype, work);
+    free(packed);
+    return st;
+}
+
+/* ------------------------------------------------------------ reduce-scatter */
+
+static dt_status reduce_scatterv_impl(const char *fn, dt_comm *comm, const void *send,
+                                      void *recv, const size_t *counts, dt_dtype dtype,
+                                      dt_reduce_op op, dt_work **work)
+{
+    if (comm->size > 1 && comm->ops->reduce_scatterv != NULL)
+        return comm->ops->reduce_scatterv(comm, send, recv, counts, dtype, op, work);
+    dt__sched s;
+    sched_for(&s, comm, dtype, op);
+    if (comm->size == 1) {
+        dt__sched_copy(&s, recv, send, counts[0] * dt_dtype_size(dtype));
+        return run(comm, fn, &s, work);
+    }
+    char name[32];
+    const char *algo = forced_algo("reduce_scatter", name, sizeof(name));
+    if (algo != NULL && strcmp(algo, "ring") != 0) {
+        dt__sched_free(&s);
+        return unknown_algo("reduce_scatter", algo);
+    }
+    dt_status st = dt__algo_reduce_scatterv_ring(comm, send, recv, counts, &s);
+    if (st != DT_OK) {
+        dt__sched_free(&s);
+        return st;
+    }
+    return run(comm, fn, &s, work);
+}
+
+dt_status dt_comm_reduce_scatter(dt_comm *comm, const void *send, void *recv, size_t count,
+                                 dt_dtype dtype, dt_reduce_op op, dt_work **work)
+{
+    static const char fn[] = "dt_comm_reduce_scatter";
+    DT_CHECK(check_comm(fn, comm));
+    DT_CHECK(check_reduce(fn, dtype, op));
+    DT_CHECK(check_buf(fn, "send", send, count * (size_t)comm->size, dtype));
+    DT_CHECK(check_buf(fn, "recv", recv, count, dtype));
+    size_t *counts = NULL, *displs = NULL;
+    DT_CHECK(equal_counts(fn, comm->size, count, &counts, &displs));
+    dt_status st = reduce_scatterv_impl(fn, comm, send, recv, counts, dtype, op, work);
+    free(counts);
+    return st;
+}
+
+dt_status dt_comm_reduce_scatterv(dt_comm *comm, const void *send, void *recv,
+                                  const size_t *recv_counts, dt_dtype dtype, dt_reduce_op op,
+                                  dt_work **work)
+{
+    static const char fn[] = "dt_comm_reduce_scatterv";
+    DT_CHECK(check_comm(fn, comm));
+    DT_CHECK(check_reduce(fn, dtype, op));
+    if (recv_counts == NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'recv_counts' is NULL", fn);
+    for (int i = 0; i < comm->size; i++)
+        DT_CHECK(check_buf(fn, "send", send, recv_counts[i], dtype));
+    DT_CHECK(check_buf(fn, "recv", recv, recv_counts[comm->rank], dtype));
+    return reduce_scatterv_impl(fn, comm, send, recv, recv_counts, dtype, op, work);
+}
+
+/* ------------------------------------------------------------ all-to-all */
+
+static dt_status alltoallv_impl(const char *fn, dt_comm *comm, const void *send,
+                                const size_t *sc, const size_t *sd, void *recv,
+                                const size_t *rc, const size_t *rd, dt_dtype dtype,
+                                dt_work **work)
+{
+    if (comm->size > 1 && comm->ops->alltoallv != NULL)
+        return comm->ops->alltoallv(comm, send, sc, sd, recv, rc, rd, dtype, work);
+    char name[32];
+    const char *algo = forced_algo("alltoall", name, sizeof(name));
+    if (algo != NULL && strcmp(algo, "pairwise") != 0)
+        return unknown_algo("alltoall", algo);
+    dt__sched s;
+    sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
+    dt_status st = dt__algo_alltoallv_pairwise(comm, send, sc, sd, recv, rc, rd, &s);
+    if (st != DT_OK) {
+        dt__sched_free(&s);
+        return st;
+    }
+    return run(comm, fn, &s, work);
+}
+
+dt_status dt_comm_alltoall(dt_comm *comm, const void *send, void *recv, size_t count,
+                           dt_dtype dtype, dt_work **work)
+{
+    static const char fn[] = "dt_comm_alltoall";
+    DT_CHECK(check_comm(fn, comm));
+    DT_CHECK(check_dtype(fn, dtype));
+    DT_CHECK(check_buf(fn, "send", send, count * (size_t)comm->size, dtype));
+    DT_CHECK(check_buf(fn, "recv", recv, count * (size_t)comm->size, dtype));
+    if (send == recv && count > 0 && comm->size > 1)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: in-place (send == recv) is not supported", fn);
+    size_t *counts = NULL, *displs = NULL;
+    DT_CHECK(equal_counts(fn, comm->size, count, &counts, &displs));
+    dt_status st = alltoallv_impl(fn, comm, send, counts, displs, recv, counts, displs, dtype,
+                                  work);
+    free(counts);
+    return st;
+}
+
+dt_status dt_comm_alltoallv(dt_comm *comm, const void *send, const size_t *send_counts,
+                            const size_t *send_displs, void *recv, const size_t *recv_counts,
+                            const size_t *recv_displs, dt_dtype dtype, dt_work **work)
+{
+    static const char fn[] = "dt_comm_alltoallv";
+    DT_CHECK(check_comm(fn, comm));
+    DT_CHECK(check_dtype(fn, dtype));
+    if (send_counts == NULL || send_displs == NULL || recv_counts == NULL ||
+        recv_displs == NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: counts and displacements must not be NULL", fn);
+    for (int i = 0; i < comm->size; i++) {
+        DT_CHECK(check_buf(fn, "send", send, send_counts[i], dtype));
+        DT_CHECK(check_buf(fn, "recv", recv, recv_counts[i], dtype));
+    }
+    if (send_counts[comm->rank] != recv_counts[comm->rank])
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: rank %d sends itself %zu elements but expects "
+                      "%zu", fn, comm->rank, send_counts[comm->rank], recv_counts[comm->rank]);
+    return alltoallv_impl(fn, comm, send, send_counts, send_displs, recv, recv_counts,
+                          recv_displs, dtype, work);
+}
+
+/* ------------------------------------------------------------ broadcast, barrier */
+
+dt_status dt_comm_broadcast(dt_comm *comm, void *buf, size_t count, dt_dtype dtype, int root,
+                            dt_work **work)
+{
+    static const char fn[] = "dt_comm_broadcast";
+    DT_CHECK(check_comm(fn, comm));
+    DT_CHECK(check_dtype(fn, dtype));
+    DT_CHECK(check_buf(fn, "buf", buf, count, dtype));
+    if (root < 0 || root >= comm->size)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: root %d is not a rank of a comm of size %d", fn,
+                      root, comm->size);
+    if (comm->size > 1 && comm->ops->broadcast != NULL)
+        return comm->ops->broadcast(comm, buf, count, dtype, root, work);
+    dt__sched s;
+    sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
+    if (comm->size == 1)
+        return run(comm, fn, &s, work);
+    char name[32];
+    const char *algo = forced_algo("broadcast", name, sizeof(name));
+    size_t bytes = count * dt_dtype_size(dtype);
+    if (algo == NULL)
+        algo = (bytes <= DT_SMALL_BROADCAST_BYTES) ? "binomial" : "pipeline";
+    dt_status st;
+    if (strcmp(algo, "binomial") == 0)
+        st = dt__algo_broadcast_binomial(comm, buf, count, root, &s);
+    else if (strcmp(algo, "pipeline") == 0)
+        st = dt__algo_broadcast_pipeline(comm, buf, count, root, &s);
+    else
+        st = unknown_algo("broadcast", algo);
+    if (st != DT_OK) {
+        dt__sched_free(&s);
+        return st;
+    }
+    return run(comm, fn, &s, work);
+}
+
+dt_status dt_comm_barrier(dt_comm *comm, dt_work **work)
+{
+    static const char fn[] = "dt_comm_barrier";
+    DT_CHECK(check_comm(fn, comm));
+    if (comm->size > 1 && comm->ops->barrier != NULL)
+        return comm->ops->barrier(comm, work);
+    dt__sched s;
+    sched_for(&s, comm, DT_DTYPE_U8, DT_REDUCE_OP_SUM);
+    dt_status st = dt__algo_barrier_dissemination(comm, &s);
+    if (st != DT_OK) {
+        dt__sched_free(&s);
+        return st;
+    }
+    return run(comm, fn, &s, work);
+}

@@ -1,0 +1,255 @@
+/*
+ * The private side of dt_comm: the backend vtable, the generic collective
+ * schedules built on a backend's point-to-point, and work handles.
+ *
+ * A backend (src/comm/ucx/, src/comm/nccl/, the size-1 "self" backend) fills
+ * one `dt_comm_ops` with designated initializers and creates comms whose
+ * `ops` point at it. The public functions in comm.c validate arguments,
+ * short-cut size 1, then either call the backend's native collective (an
+ * entry marked "(optional)" below that is non-NULL) or build a generic
+ * schedule (src/comm/algo/) that runs on the backend's isend/irecv.
+ *
+ * Conventions every entry follows:
+ *   - peers are ranks in THIS comm (0 .. size-1); the backend maps them to
+ *     its transport addresses;
+ *   - counts are elements of `dtype` unless named `bytes`;
+ *   - errors are recorded with DT_ERR by the backend (first detector rule):
+ *     DT_ERR_PEER_LOST when a peer died, DT_ERR_BACKEND for transport errors.
+ */
+#ifndef DT_COMM_IMPL_H
+#define DT_COMM_IMPL_H
+
+#include "dtensor/comm.h"
+
+#include <stdint.h>
+
+typedef struct dt_comm_ops dt_comm_ops;
+
+/*
+ * Logical tag passed to isend/irecv: 24 bits. Collective traffic uses
+ * DT__TAG_COLL | (sequence number of the collective on this comm); user
+ * point-to-point uses DT__TAG_P2P | user tag. The backend adds the comm id
+ * and the source rank, so two comms never match each other's messages.
+ * Messages with the same (peer, tag) must match in posting order.
+ */
+#define DT__TAG_BITS 24
+#define DT__TAG_P2P  (1u << 23)
+#define DT__TAG_COLL 0u
+#define DT__TAG_VALUE_MASK ((1u << 23) - 1u)
+
+struct dt_comm {
+    const dt_comm_ops *ops;
+    void *impl;        /* backend state */
+    int rank, size;
+    uint32_t coll_seq; /* collectives issued on this comm (tags) */
+    double timeout_s;  /* default deadline of an operation */
+};
+
+/*
+ * The backend vtable. REQUIRED entries must be non-NULL; "(optional)" entries
+ * may be NULL and the core then uses its generic algorithm.
+ *
+ * A request (`void *req`) is backend-owned. isend/irecv write NULL to *req
+ * when the operation completed immediately. req_test/req_cancel consume the
+ * request once they report it finished (DT_OK or an error) or cancel it.
+ */
+struct dt_comm_ops {
+    const char *name; /* "ucx", "nccl", "self" */
+
+    /* REQUIRED: start sending @p bytes of @p buf to @p peer with logical @p tag. */
+    dt_status (*isend)(dt_comm *comm, const void *buf, size_t bytes, int peer, uint32_t tag,
+                       void **req);
+    /* REQUIRED: start receiving exactly @p bytes from @p peer with logical @p tag. */
+    dt_status (*irecv)(dt_comm *comm, void *buf, size_t bytes, int peer, uint32_t tag,
+                       void **req);
+    /*
+     * REQUIRED: DT_OK when @p req finished (it is freed), DT_IN_PROGRESS when
+     * not yet, an error (recorded, req freed) when it failed - including a
+     * receive whose peer is known to be dead (DT_ERR_PEER_LOST).
+     * Does not progress the transport; progress() does.
+     */
+    dt_status (*req_test)(dt_comm *comm, void *req);
+    /* REQUIRED: abandon @p req (on errors/timeouts); frees it. */
+    void (*req_cancel)(dt_comm *comm, void *req);
+    /*
+     * REQUIRED: progress the transport. With @p wait_s > 0 it may block up to
+     * that long when nothing happens (spin DT_SPIN_US, then sleep on an event
+     * fd): it returns early as soon as any event arrives. Returns an error
+     * only when the transport itself failed.
+     */
+    dt_status (*progress)(dt_comm *comm, double wait_s);
+
+    /*
+     * (optional) Native split with dt_comm_split's semantics. When NULL the
+     * core exchanges (color, key) with an all-gather over @p comm and calls
+     * subgroup() below.
+     */
+    dt_status (*split)(dt_comm *comm, int color, int key, dt_comm **out);
+    /*
+     * Required when split is NULL: create a comm of @p n members over the same
+     * transport; members[i] is the rank IN @p parent of new rank i; @p my_rank
+     * is this process's new rank; @p comm_id is agreed by all members and is
+     * distinct from every live comm sharing a process with this one.
+     */
+    dt_status (*subgroup)(dt_comm *parent, int n, const int *members, int my_rank,
+                          uint32_t comm_id, dt_comm **out);
+    /* The comm id used in tags (see subgroup); next_comm_id: the lowest id this
+     * process has not used yet. Required when split is NULL. */
+    uint32_t (*comm_id)(const dt_comm *comm);
+    uint32_t (*next_comm_id)(const dt_comm *comm);
+
+    /* REQUIRED: free the backend state and the dt_comm itself. Not collective. */
+    void (*destroy)(dt_comm *comm);
+
+    /*
+     * (optional) Native collectives with the public semantics of the same
+     * name in dtensor/comm.h (arguments already validated, size > 1, `work`
+     * may be NULL = blocking). A backend that runs collectives on its own
+     * stream (NCCL) returns work handles built with dt__work_native().
+     */
+    dt_status (*allreduce)(dt_comm *comm, const void *send, void *recv, size_t count,
+                           dt_dtype dtype, dt_reduce_op op, dt_work **work);
+    dt_status (*allgatherv)(dt_comm *comm, const void *send, void *recv,
+                            const size_t *counts, const size_t *displs, dt_dtype dtype,
+                            dt_work **work);
+    dt_status (*reduce_scatterv)(dt_comm *comm, const void *send, void *recv,
+                                 const size_t *counts, dt_dtype dtype, dt_reduce_op op,
+                                 dt_work **work);
+    dt_status (*alltoallv)(dt_comm *comm, const void *send, const size_t *send_counts,
+                           const size_t *send_displs, void *recv, const size_t *recv_counts,
+                           const size_t *recv_displs, dt_dtype dtype, dt_work **work);
+    dt_status (*broadcast)(dt_comm *comm, void *buf, size_t count, dt_dtype dtype, int root,
+                           dt_work **work);
+    dt_status (*barrier)(dt_comm *comm, dt_work **work);
+};
+
+/* ------------------------------------------------------------ schedules */
+
+/*
+ * A generic collective is a schedule: a list of rounds run in order. A round
+ * posts all its sends and receives, waits for them, then runs its local ops
+ * (reduce, copy, scale) in order. A round flagged `early` is independent of
+ * the previous round's local ops: its transfers are posted before those run,
+ * which pipelines a ring (transfer of segment i+1 overlaps reduce of i).
+ */
+typedef enum dt__op_kind {
+    DT__OP_SEND,   /* src, bytes -> peer */
+    DT__OP_RECV,   /* dst, bytes <- peer */
+    DT__OP_REDUCE, /* dst[i] = op(dst[i], src[i]) for count elements */
+    DT__OP_COPY,   /* memcpy(dst, src, bytes) */
+    DT__OP_SCALE   /* dst[i] /= divisor (the avg of a sum) for count elements */
+} dt__op_kind;
+
+typedef struct dt__op {
+    dt__op_kind kind;
+    int peer;
+    void *dst;
+    const void *src;
+    size_t n; /* bytes for SEND/RECV/COPY, elements for REDUCE/SCALE */
+} dt__op;
+
+typedef struct dt__round {
+    size_t first, count; /* ops[first .. first+count) */
+    bool early;
+} dt__round;
+
+typedef struct dt__sched {
+    dt__op *ops;
+    size_t nops, cap_ops;
+    dt__round *rounds;
+    size_t nrounds, cap_rounds;
+    dt_dtype dtype;
+    dt_reduce_op op; /* SUM for AVG (the SCALE op divides) */
+    int divisor;
+    void *scratch; /* freed with the schedule */
+    bool p2p;      /* user point-to-point: use p2p_tag, not a collective sequence */
+    uint32_t p2p_tag;
+    dt_status status; /* first build error (NO_MEMORY), checked at the end */
+} dt__sched;
+
+void dt__sched_init(dt__sched *s, dt_dtype dtype, dt_reduce_op op);
+void dt__sched_free(dt__sched *s);
+/* Start a new round; subsequent adds go into it. */
+void dt__sched_round(dt__sched *s, bool early);
+void dt__sched_send(dt__sched *s, const void *src, size_t bytes, int peer);
+void dt__sched_recv(dt__sched *s, void *dst, size_t bytes, int peer);
+void dt__sched_reduce(dt__sched *s, void *dst, const void *src, size_t count);
+void dt__sched_copy(dt__sched *s, void *dst, const void *src, size_t bytes);
+void dt__sched_scale(dt__sched *s, void *dst, size_t count, int divisor);
+/* Scratch memory owned by the schedule (one block per schedule). */
+void *dt__sched_scratch(dt__sched *s, size_t bytes);
+
+/* ------------------------------------------------------------ reductions */
+
+/* dst[i] = op(dst[i], src[i]); op is never AVG here (use SUM + divide). */
+void dt__reduce(void *dst, const void *src, size_t count, dt_dtype dtype, dt_reduce_op op);
+/* dst[i] = dst[i] / divisor (integer division for integer dtypes). */
+void dt__reduce_divide(void *dst, size_t count, dt_dtype dtype, int divisor);
+/* Whether dt__reduce supports (dtype, op). */
+bool dt__reduce_supported(dt_dtype dtype, dt_reduce_op op);
+
+/* ------------------------------------------------------------ algorithms */
+
+/* Each fills @p s (already initialised with dtype/op) for the calling rank. */
+dt_status dt__algo_allreduce_ring(dt_comm *c, const void *send, void *recv, size_t count,
+                                  dt__sched *s);
+dt_status dt__algo_allreduce_recursive_doubling(dt_comm *c, const void *send, void *recv,
+                                                size_t count, dt__sched *s);
+dt_status dt__algo_allgatherv_ring(dt_comm *c, const void *send, void *recv,
+                                   const size_t *counts, const size_t *displs, dt__sched *s);
+dt_status dt__algo_reduce_scatterv_ring(dt_comm *c, const void *send, void *recv,
+                                        const size_t *counts, dt__sched *s);
+dt_status dt__algo_alltoallv_pairwise(dt_comm *c, const void *send, const size_t *scounts,
+                                      const size_t *sdispls, void *recv, const size_t *rcounts,
+                                      const size_t *rdispls, dt__sched *s);
+dt_status dt__algo_broadcast_binomial(dt_comm *c, void *buf, size_t count, int root,
+                                      dt__sched *s);
+dt_status dt__algo_broadcast_pipeline(dt_comm *c, void *buf, size_t count, int root,
+                                               dt__sched *s);
+dt_status dt__algo_barrier_dissemination(dt_comm *c, dt__sched *s);
+
+/* Segment size (bytes) of pipelined ring steps. */
+size_t dt__algo_ring_segment_bytes(void);
+
+/* ------------------------------------------------------------ work */
+
+struct dt_work {
+    dt_comm *comm;
+    const char *what; /* "dt_comm_allreduce", for messages */
+    dt_status status; /* DT_IN_PROGRESS until finished */
+    double timeout_s;
+    uint32_t tag;
+    /* generic schedule execution */
+    dt__sched sched;
+    size_t round;       /* current round */
+    size_t posted;      /* rounds whose transfers are posted */
+    void **reqs;        /* one per op (NULL = none or done) */
+    /* native work (NCCL): test returns DT_OK / DT_IN_PROGRESS / error */
+    dt_status (*native_test)(dt_work *w);
+    void (*native_free)(dt_work *w);
+    void *native;
+};
+
+/* Take ownership of @p s (on success and failure) and start it as a work. */
+dt_status dt__work_start(dt_comm *comm, const char *what, dt__sched *s, dt_work **out);
+/* A work whose progress is the backend's own (optional natives). */
+dt_status dt__work_native(dt_comm *comm, const char *what,
+                          dt_status (*test)(dt_work *), void (*free_fn)(dt_work *),
+                          void *native, dt_work **out);
+/* Run @p s to completion (or finish the work) : the blocking path. */
+dt_status dt__work_finish(dt_work *w, double timeout_s);
+
+/* Monotonic seconds. */
+double dt__now(void);
+
+/* ------------------------------------------------------------ backends */
+
+/* The size-1 backend (no transport). */
+dt_status dt__comm_self_create(dt_comm **out);
+
+struct dt_store;
+/* The UCX world comm of @p size ranks, bootstrapped through @p store. Collective. */
+dt_status dt__comm_ucx_create_world(struct dt_store *store, int rank, int size,
+                                    double timeout_s, dt_comm **out);
+
+#endif

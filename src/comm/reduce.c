@@ -1,0 +1,127 @@
+/*
+ * Element-wise reductions used by the collective algorithms: sum, max, min,
+ * prod on f32, f64, f16, bf16, i32, i64 (avg = sum, then divide once at the
+ * end). Half types are widened to f32, combined, and rounded back once per
+ * step, as NCCL and gloo do.
+ */
+#include "comm/comm_impl.h"
+
+#include <stdint.h>
+
+#define DT_REDUCE_LOOP(T, dst, src, n, EXPR)                                          \
+    do {                                                                              \
+        T *d_ = (T *)(dst);                                                           \
+        const T *s_ = (const T *)(src);                                               \
+        for (size_t i_ = 0; i_ < (n); i_++) {                                         \
+            T a = d_[i_], b = s_[i_];                                                 \
+            d_[i_] = (EXPR);                                                          \
+        }                                                                             \
+    } while (0)
+
+#define DT_REDUCE_NATIVE(T, dst, src, n, op)                                          \
+    do {                                                                              \
+        switch (op) {                                                                 \
+        case DT_REDUCE_OP_MAX: DT_REDUCE_LOOP(T, dst, src, n, a > b ? a : b); break;  \
+        case DT_REDUCE_OP_MIN: DT_REDUCE_LOOP(T, dst, src, n, a < b ? a : b); break;  \
+        case DT_REDUCE_OP_PROD: DT_REDUCE_LOOP(T, dst, src, n, a * b); break;         \
+        default: DT_REDUCE_LOOP(T, dst, src, n, a + b); break;                        \
+        }                                                                             \
+    } while (0)
+
+/* Wrapping integer arithmetic (no signed-overflow UB on user data). */
+#define DT_REDUCE_INT(T, UT, dst, src, n, op)                                         \
+    do {                                                                              \
+        switch (op) {                                                                 \
+        case DT_REDUCE_OP_MAX: DT_REDUCE_LOOP(T, dst, src, n, a > b ? a : b); break;  \
+        case DT_REDUCE_OP_MIN: DT_REDUCE_LOOP(T, dst, src, n, a < b ? a : b); break;  \
+        case DT_REDUCE_OP_PROD: DT_REDUCE_LOOP(T, dst, src, n, (T)((UT)a * (UT)b)); break; \
+        default: DT_REDUCE_LOOP(T, dst, src, n, (T)((UT)a + (UT)b)); break;           \
+        }                                                                             \
+    } while (0)
+
+static float combine_f32(float a, float b, dt_reduce_op op)
+{
+    switch (op) {
+    case DT_REDUCE_OP_MAX: return a > b ? a : b;
+    case DT_REDUCE_OP_MIN: return a < b ? a : b;
+    case DT_REDUCE_OP_PROD: return a * b;
+    default: return a + b;
+    }
+}
+
+static void reduce_half(uint16_t *d, const uint16_t *s, size_t n, bool bf16, dt_reduce_op op)
+{
+    for (size_t i = 0; i < n; i++) {
+        float a = bf16 ? dt_bf16_to_f32(d[i]) : dt_f16_to_f32(d[i]);
+        float b = bf16 ? dt_bf16_to_f32(s[i]) : dt_f16_to_f32(s[i]);
+        float r = combine_f32(a, b, op);
+        d[i] = bf16 ? dt_f32_to_bf16(r) : dt_f32_to_f16(r);
+    }
+}
+
+bool dt__reduce_supported(dt_dtype dtype, dt_reduce_op op)
+{
+    if ((int)op < 0 || op >= DT_REDUCE_OP_COUNT)
+        return false;
+    switch (dtype) {
+    case DT_DTYPE_F32: case DT_DTYPE_F64: case DT_DTYPE_F16: case DT_DTYPE_BF16:
+    case DT_DTYPE_I32: case DT_DTYPE_I64:
+        return true;
+    default:
+        return false;
+    }
+}
+
+void dt__reduce(void *dst, const void *src, size_t n, dt_dtype dtype, dt_reduce_op op)
+{
+    switch (dtype) {
+    case DT_DTYPE_F32: DT_REDUCE_NATIVE(float, dst, src, n, op); break;
+    case DT_DTYPE_F64: DT_REDUCE_NATIVE(double, dst, src, n, op); break;
+    case DT_DTYPE_I32: DT_REDUCE_INT(int32_t, uint32_t, dst, src, n, op); break;
+    case DT_DTYPE_I64: DT_REDUCE_INT(int64_t, uint64_t, dst, src, n, op); break;
+    case DT_DTYPE_BF16: reduce_half(dst, src, n, true, op); break;
+    case DT_DTYPE_F16: reduce_half(dst, src, n, false, op); break;
+    default: break; /* validated by the dispatcher */
+    }
+}
+
+void dt__reduce_divide(void *dst, size_t n, dt_dtype dtype, int divisor)
+{
+    switch (dtype) {
+    case DT_DTYPE_F32: {
+        float *d = dst;
+        for (size_t i = 0; i < n; i++)
+            d[i] /= (float)divisor;
+        break;
+    }
+    case DT_DTYPE_F64: {
+        double *d = dst;
+        for (size_t i = 0; i < n; i++)
+            d[i] /= (double)divisor;
+        break;
+    }
+    case DT_DTYPE_I32: {
+        int32_t *d = dst;
+        for (size_t i = 0; i < n; i++)
+            d[i] /= divisor;
+        break;
+    }
+    case DT_DTYPE_I64: {
+        int64_t *d = dst;
+        for (size_t i = 0; i < n; i++)
+            d[i] /= divisor;
+        break;
+    }
+    case DT_DTYPE_BF16: case DT_DTYPE_F16: {
+        uint16_t *d = dst;
+        bool bf = (dtype == DT_DTYPE_BF16);
+        for (size_t i = 0; i < n; i++) {
+            float v = (bf ? dt_bf16_to_f32(d[i]) : dt_f16_to_f32(d[i])) / (float)divisor;
+            d[i] = bf ? dt_f32_to_bf16(v) : dt_f32_to_f16(v);
+        }
+        break;
+    }
+    default:
+        break;
+    }
+}

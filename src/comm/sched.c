@@ -1,0 +1,112 @@
+/*
+ * Building collective schedules (see comm_impl.h): growable arrays of ops
+ * and rounds. Allocation failures are remembered in s->status and reported
+ * once by the caller, so algorithm files stay free of per-add checks.
+ */
+#include "comm/comm_impl.h"
+
+#include <stdlib.h>
+
+#include "core/error.h"
+
+void dt__sched_init(dt__sched *s, dt_dtype dtype, dt_reduce_op op)
+{
+    *s = (dt__sched){0};
+    s->dtype = dtype;
+    s->op = (op == DT_REDUCE_OP_AVG) ? DT_REDUCE_OP_SUM : op;
+    s->status = DT_OK;
+}
+
+void dt__sched_free(dt__sched *s)
+{
+    if (s == NULL)
+        return;
+    free(s->ops);
+    free(s->rounds);
+    free(s->scratch);
+    *s = (dt__sched){0};
+}
+
+static bool grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return true;
+    size_t ncap = (*cap == 0) ? 16 : *cap * 2;
+    while (ncap < need)
+        ncap *= 2;
+    void *p = realloc(*arr, ncap * elem);
+    if (p == NULL)
+        return false;
+    *arr = p;
+    *cap = ncap;
+    return true;
+}
+
+void dt__sched_round(dt__sched *s, bool early)
+{
+    if (s->status != DT_OK)
+        return;
+    if (!grow((void **)&s->rounds, &s->cap_rounds, s->nrounds + 1, sizeof(*s->rounds))) {
+        s->status = DT_ERR(DT_ERR_NO_MEMORY, "collective schedule: no memory for round %zu",
+                           s->nrounds);
+        return;
+    }
+    s->rounds[s->nrounds++] = (dt__round){.first = s->nops, .count = 0, .early = early};
+}
+
+static void add(dt__sched *s, dt__op op)
+{
+    if (s->status != DT_OK)
+        return;
+    if (s->nrounds == 0)
+        dt__sched_round(s, false);
+    if (s->status != DT_OK)
+        return;
+    if (!grow((void **)&s->ops, &s->cap_ops, s->nops + 1, sizeof(*s->ops))) {
+        s->status = DT_ERR(DT_ERR_NO_MEMORY, "collective schedule: no memory for op %zu",
+                           s->nops);
+        return;
+    }
+    s->ops[s->nops++] = op;
+    s->rounds[s->nrounds - 1].count++;
+}
+
+void dt__sched_send(dt__sched *s, const void *src, size_t bytes, int peer)
+{
+    add(s, (dt__op){.kind = DT__OP_SEND, .peer = peer, .src = src, .n = bytes});
+}
+
+void dt__sched_recv(dt__sched *s, void *dst, size_t bytes, int peer)
+{
+    add(s, (dt__op){.kind = DT__OP_RECV, .peer = peer, .dst = dst, .n = bytes});
+}
+
+void dt__sched_reduce(dt__sched *s, void *dst, const void *src, size_t count)
+{
+    if (count > 0)
+        add(s, (dt__op){.kind = DT__OP_REDUCE, .peer = -1, .dst = dst, .src = src, .n = count});
+}
+
+void dt__sched_copy(dt__sched *s, void *dst, const void *src, size_t bytes)
+{
+    if (bytes > 0 && dst != src)
+        add(s, (dt__op){.kind = DT__OP_COPY, .peer = -1, .dst = dst, .src = src, .n = bytes});
+}
+
+void dt__sched_scale(dt__sched *s, void *dst, size_t count, int divisor)
+{
+    if (count > 0)
+        add(s, (dt__op){.kind = DT__OP_SCALE, .peer = divisor, .dst = dst, .n = count});
+}
+
+void *dt__sched_scratch(dt__sched *s, size_t bytes)
+{
+    if (s->status != DT_OK)
+        return NULL;
+    free(s->scratch);
+    s->scratch = malloc(bytes > 0 ? bytes : 1);
+    if (s->scratch == NULL)
+        s->status = DT_ERR(DT_ERR_NO_MEMORY, "collective schedule: no memory for %zu bytes "
+                                             "of scratch", bytes);
+    return s->scratch;
+}

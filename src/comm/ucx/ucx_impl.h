@@ -1,0 +1,69 @@
+/*
+ * UCX backend internals: one ucp context + worker per process, shared by the
+ * world comm and every comm split from it (a split is a local regroup: a new
+ * member table and comm id over the same endpoints).
+ *
+ * Tags (64 bits): [comm id 16][logical tag 24][source world rank 24]. A
+ * receive names its source exactly (full mask), so comms and peers never
+ * cross-talk, and UCX's per-sender ordering gives FIFO per (peer, tag).
+ */
+#ifndef DT_COMM_UCX_IMPL_H
+#define DT_COMM_UCX_IMPL_H
+
+#include <ucp/api/ucp.h>
+
+#include "comm/comm_impl.h"
+
+#define DT_UCX_ID_BITS   16
+#define DT_UCX_RANK_BITS 24
+
+typedef struct dt_ucx_shared dt_ucx_shared;
+
+typedef struct dt_ucx_peer {
+    dt_ucx_shared *shared;
+    ucp_ep_h ep;
+    int world_rank;
+    bool dead;          /* set by the endpoint error handler */
+    ucs_status_t why;   /* the status it reported */
+} dt_ucx_peer;
+
+struct dt_ucx_shared {
+    int refs; /* comms using this worker */
+    ucp_context_h context;
+    ucp_worker_h worker;
+    int efd;
+    int world_rank, world_size;
+    dt_ucx_peer *peers; /* world_size entries */
+    uint32_t next_id;   /* lowest comm id not used by this process yet */
+    double spin_s;      /* busy-poll time before sleeping */
+};
+
+typedef struct dt_ucx_comm {
+    dt_ucx_shared *shared;
+    uint32_t id;
+    int *members; /* comm rank -> world rank */
+} dt_ucx_comm;
+
+/* One outstanding send or receive. */
+typedef struct dt_ucx_req {
+    void *ucp_req;       /* NULL once completed */
+    bool done, orphaned; /* orphaned: cancelled by the core, the callback frees */
+    ucs_status_t status;
+    bool is_recv;
+    size_t expect;       /* receive: bytes expected */
+    size_t got;
+    int world_peer;
+} dt_ucx_req;
+
+extern const dt_comm_ops dt__ucx_ops;
+
+uint64_t dt__ucx_tag(uint32_t comm_id, uint32_t tag, int src_world_rank);
+dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uint32_t tag,
+                        void **req);
+dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag,
+                        void **req);
+dt_status dt__ucx_req_test(dt_comm *c, void *req);
+void dt__ucx_req_cancel(dt_comm *c, void *req);
+dt_status dt__ucx_progress(dt_comm *c, double wait_s);
+
+#endif

@@ -1,0 +1,207 @@
+/*
+ * UCX point-to-point for the generic algorithms: tagged non-blocking send and
+ * receive, request testing, cancellation, and progress that spins briefly
+ * (DT_SPIN_US) and then sleeps on the worker's event fd, so oversubscribed
+ * ranks give their core away instead of burning it.
+ */
+#include "comm/ucx/ucx_impl.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/log.h"
+
+/* Longest single sleep: keeps UCX's keepalive timers (peer failure) ticking. */
+#define DT_UCX_MAX_SLEEP_S 0.1
+
+uint64_t dt__ucx_tag(uint32_t comm_id, uint32_t tag, int src_world_rank)
+{
+    return ((uint64_t)(comm_id & 0xffffu) << 48) | ((uint64_t)(tag & 0xffffffu) << 24) |
+           (uint64_t)((uint32_t)src_world_rank & 0xffffffu);
+}
+
+static void req_finish(dt_ucx_req *r, void *ucp_req, ucs_status_t status)
+{
+    r->done = true;
+    r->status = status;
+    if (ucp_req != NULL)
+        ucp_request_free(ucp_req);
+    r->ucp_req = NULL;
+    if (r->orphaned)
+        free(r);
+}
+
+static void send_cb(void *request, ucs_status_t status, void *user_data)
+{
+    req_finish(user_data, request, status);
+}
+
+static void recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
+                    void *user_data)
+{
+    dt_ucx_req *r = user_data;
+    if (status == UCS_OK)
+        r->got = info->length;
+    req_finish(r, request, status);
+}
+
+/* Map a completed request's status to ours, recording the message. */
+static dt_status req_status(dt_comm *c, const dt_ucx_req *r)
+{
+    dt_ucx_comm *uc = c->impl;
+    dt_ucx_peer *peer = &uc->shared->peers[r->world_peer];
+    const char *dir = r->is_recv ? "receive from" : "send to";
+    if (r->status == UCS_OK) {
+        if (r->is_recv && r->got != r->expect)
+            return DT_ERR(DT_ERR_INVALID_ARG, "ucx: receive from world rank %d got %zu bytes, "
+                          "expected %zu (mismatched collective arguments?)", r->world_peer,
+                          r->got, r->expect);
+        return DT_OK;
+    }
+    if (peer->dead || r->status == UCS_ERR_CONNECTION_RESET ||
+        r->status == UCS_ERR_ENDPOINT_TIMEOUT || r->status == UCS_ERR_UNREACHABLE)
+        return DT_ERR(DT_ERR_PEER_LOST, "ucx: %s world rank %d failed: peer lost (%s)", dir,
+                      r->world_peer, ucs_status_string(peer->dead ? peer->why : r->status));
+    if (r->status == UCS_ERR_MESSAGE_TRUNCATED)
+        return DT_ERR(DT_ERR_INVALID_ARG, "ucx: receive from world rank %d: message longer "
+                      "than the %zu bytes expected", r->world_peer, r->expect);
+    return DT_ERR(DT_ERR_BACKEND, "ucx: %s world rank %d failed: %s", dir, r->world_peer,
+                  ucs_status_string(r->status));
+}
+
+/* A request that finished inside the post call: NULL, or the error. */
+static dt_status post_result(dt_comm *c, dt_ucx_req *r, ucs_status_ptr_t sp, void **out)
+{
+    if (sp == NULL) {
+        free(r);
+        *out = NULL;
+        return DT_OK;
+    }
+    if (UCS_PTR_IS_ERR(sp)) {
+        r->done = true;
+        r->status = UCS_PTR_STATUS(sp);
+        dt_status st = req_status(c, r);
+        free(r);
+        return st;
+    }
+    if (r->done) { /* the callback already ran inside the call */
+        dt_status st = req_status(c, r);
+        free(r);
+        *out = NULL;
+        return st;
+    }
+    r->ucp_req = sp;
+    *out = r;
+    return DT_OK;
+}
+
+dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uint32_t tag,
+                        void **req)
+{
+    dt_ucx_comm *uc = c->impl;
+    dt_ucx_shared *sh = uc->shared;
+    int wp = uc->members[peer];
+    if (sh->peers[wp].dead)
+        return DT_ERR(DT_ERR_PEER_LOST, "ucx: send to world rank %d: peer lost (%s)", wp,
+                      ucs_status_string(sh->peers[wp].why));
+    dt_ucx_req *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a send request");
+    r->world_peer = wp;
+    ucp_request_param_t prm = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.send = send_cb,
+        .user_data = r,
+    };
+    ucs_status_ptr_t sp = ucp_tag_send_nbx(sh->peers[wp].ep, buf, bytes,
+                                           dt__ucx_tag(uc->id, tag, sh->world_rank), &prm);
+    return post_result(c, r, sp, req);
+}
+
+dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag,
+                        void **req)
+{
+    dt_ucx_comm *uc = c->impl;
+    dt_ucx_shared *sh = uc->shared;
+    int wp = uc->members[peer];
+    dt_ucx_req *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a receive request");
+    r->world_peer = wp;
+    r->is_recv = true;
+    r->expect = bytes;
+    /* always through the callback: it reports the received length */
+    ucp_request_param_t prm = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
+        .cb.recv = recv_cb,
+        .user_data = r,
+    };
+    ucs_status_ptr_t sp = ucp_tag_recv_nbx(sh->worker, buf, bytes,
+                                           dt__ucx_tag(uc->id, tag, wp), UINT64_MAX, &prm);
+    return post_result(c, r, sp, req);
+}
+
+dt_status dt__ucx_req_test(dt_comm *c, void *req)
+{
+    dt_ucx_req *r = req;
+    dt_ucx_comm *uc = c->impl;
+    if (!r->done) {
+        dt_ucx_peer *peer = &uc->shared->peers[r->world_peer];
+        if (!peer->dead)
+            return DT_IN_PROGRESS;
+        /* a receive is not tied to an endpoint, so UCX never fails it: we do */
+        dt_status st = DT_ERR(DT_ERR_PEER_LOST, "ucx: %s world rank %d: peer lost (%s)",
+                              r->is_recv ? "receive from" : "send to", r->world_peer,
+                              ucs_status_string(peer->why));
+        dt__ucx_req_cancel(c, r);
+        return st;
+    }
+    dt_status st = req_status(c, r);
+    free(r);
+    return st;
+}
+
+void dt__ucx_req_cancel(dt_comm *c, void *req)
+{
+    dt_ucx_req *r = req;
+    if (r == NULL)
+        return;
+    if (r->done) {
+        free(r);
+        return;
+    }
+    dt_ucx_comm *uc = c->impl;
+    r->orphaned = true; /* the callback (on cancel or completion) frees it */
+    if (r->is_recv)
+        ucp_request_cancel(uc->shared->worker, r->ucp_req);
+}
+
+dt_status dt__ucx_progress(dt_comm *c, double wait_s)
+{
+    dt_ucx_comm *uc = c->impl;
+    dt_ucx_shared *sh = uc->shared;
+    if (ucp_worker_progress(sh->worker) != 0 || wait_s <= 0)
+        return DT_OK;
+    double t0 = dt__now();
+    while (dt__now() - t0 < sh->spin_s)
+        if (ucp_worker_progress(sh->worker) != 0)
+            return DT_OK;
+    ucs_status_t us = ucp_worker_arm(sh->worker);
+    if (us == UCS_ERR_BUSY)
+        return DT_OK; /* events arrived meanwhile: the caller progresses again */
+    if (us != UCS_OK)
+        return DT_ERR(DT_ERR_BACKEND, "ucx: ucp_worker_arm failed: %s", ucs_status_string(us));
+    double left = wait_s - (dt__now() - t0);
+    if (left > DT_UCX_MAX_SLEEP_S)
+        left = DT_UCX_MAX_SLEEP_S;
+    struct pollfd pfd = {.fd = sh->efd, .events = POLLIN};
+    int ms = left > 0 ? (int)(left * 1000.0) + 1 : 0;
+    if (poll(&pfd, 1, ms) < 0 && errno != EINTR)
+        return DT_ERR(DT_ERR_SYSTEM, "ucx: poll on the worker event fd failed: %s",
+                      strerror(errno));
+    return DT_OK;
+}

@@ -1,0 +1,286 @@
+/*
+ * UCX backend set-up: context and worker (tag matching + wakeup), worker
+ * addresses swapped through the bootstrap store, one endpoint per peer with
+ * peer-failure handling, subgroups (splits) over the same worker, teardown.
+ */
+#include "comm/ucx/ucx_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "dtensor/store.h"
+
+static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    (void)ep;
+    dt_ucx_peer *peer = arg;
+    if (!peer->dead)
+        DT_LOG_INFO("comm", "ucx: endpoint to world rank %d failed: %s", peer->world_rank,
+                    ucs_status_string(status));
+    peer->dead = true;
+    peer->why = status;
+}
+
+static dt_status ucx_check(ucs_status_t us, const char *what)
+{
+    if (us == UCS_OK)
+        return DT_OK;
+    return DT_ERR(DT_ERR_BACKEND, "ucx: %s failed: %s", what, ucs_status_string(us));
+}
+
+static dt_status shared_open(int rank, int size, dt_ucx_shared **out)
+{
+    dt_status st = DT_OK;
+    dt_ucx_shared *sh = calloc(1, sizeof(*sh));
+    if (sh == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for the worker state");
+    sh->world_rank = rank;
+    sh->world_size = size;
+    sh->efd = -1;
+    sh->next_id = 1; /* id 0 is the world */
+    sh->spin_s = (double)dt__config_int("DT_SPIN_US") * 1e-6;
+    sh->peers = calloc((size_t)size, sizeof(*sh->peers));
+    if (sh->peers == NULL) {
+        st = DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for %d peers", size);
+        goto err_free;
+    }
+    ucp_config_t *cfg = NULL;
+    DT_CHECK_GOTO(ucx_check(ucp_config_read(NULL, NULL, &cfg), "ucp_config_read"), st,
+                  err_free);
+    ucp_params_t prm = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+        .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
+        .mt_workers_shared = 0,
+    };
+    ucs_status_t us = ucp_init(&prm, cfg, &sh->context);
+    ucp_config_release(cfg);
+    DT_CHECK_GOTO(ucx_check(us, "ucp_init"), st, err_free);
+    ucp_worker_params_t wp = {
+        .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+        .thread_mode = UCS_THREAD_MODE_SINGLE,
+    };
+    DT_CHECK_GOTO(ucx_check(ucp_worker_create(sh->context, &wp, &sh->worker),
+                            "ucp_worker_create"), st, err_cleanup_context);
+    DT_CHECK_GOTO(ucx_check(ucp_worker_get_efd(sh->worker, &sh->efd), "ucp_worker_get_efd"),
+                  st, err_destroy_worker);
+    *out = sh;
+    return DT_OK;
+
+err_destroy_worker:
+    ucp_worker_destroy(sh->worker);
+err_cleanup_context:
+    ucp_cleanup(sh->context);
+err_free:
+    free(sh->peers);
+    free(sh);
+    return st;
+}
+
+/* Close every endpoint: flush live peers for up to a second, then force. */
+static void close_endpoints(dt_ucx_shared *sh)
+{
+    for (int i = 0; i < sh->world_size; i++) {
+        dt_ucx_peer *p = &sh->peers[i];
+        if (p->ep == NULL)
+            continue;
+        ucp_request_param_t prm = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+            .flags = p->dead ? UCP_EP_CLOSE_FLAG_FORCE : 0,
+        };
+        ucs_status_ptr_t sp = ucp_ep_close_nbx(p->ep, &prm);
+        double deadline = dt__now() + 1.0;
+        while (UCS_PTR_IS_PTR(sp) && ucp_request_check_status(sp) == UCS_INPROGRESS &&
+               dt__now() < deadline)
+            ucp_worker_progress(sh->worker);
+        if (UCS_PTR_IS_PTR(sp)) {
+            if (ucp_request_check_status(sp) == UCS_INPROGRESS) {
+                DT_LOG_WARN("comm", "ucx: closing the endpoint to world rank %d timed out; "
+                            "forcing", i);
+                ucp_request_cancel(sh->worker, sp);
+            }
+            ucp_request_free(sp);
+        }
+        p->ep = NULL;
+    }
+}
+
+static void shared_release(dt_ucx_shared *sh)
+{
+    if (sh == NULL || --sh->refs > 0)
+        return;
+    close_endpoints(sh);
+    ucp_worker_destroy(sh->worker);
+    ucp_cleanup(sh->context);
+    free(sh->peers);
+    free(sh);
+}
+
+/* Swap worker addresses through the store and create one endpoint per rank. */
+static dt_status connect_all(dt_ucx_shared *sh, dt_store *store)
+{
+    dt_status st = DT_OK;
+    ucp_address_t *addr = NULL;
+    size_t alen = 0;
+    DT_CHECK(ucx_check(ucp_worker_get_address(sh->worker, &addr, &alen),
+                       "ucp_worker_get_address"));
+    const int n = sh->world_size;
+    uint64_t mylen = alen, maxlen = 0;
+    uint64_t *lens = malloc((size_t)n * sizeof(*lens));
+    char *mine = NULL, *all = NULL;
+    if (lens == NULL) {
+        st = DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for %d address lengths", n);
+        goto out_release_addr;
+    }
+    DT_CHECK_GOTO(dt_store_allgather(store, "dt/ucx/len", sh->world_rank, n, &mylen,
+                                     sizeof(mylen), lens), st, out_free);
+    for (int i = 0; i < n; i++)
+        maxlen = lens[i] > maxlen ? lens[i] : maxlen;
+    mine = calloc(1, maxlen);
+    all = malloc((size_t)n * maxlen);
+    if (mine == NULL || all == NULL) {
+        st = DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for %d addresses of %llu bytes", n,
+                    (unsigned long long)maxlen);
+        goto out_free;
+    }
+    memcpy(mine, addr, alen);
+    DT_CHECK_GOTO(dt_store_allgather(store, "dt/ucx/addr", sh->world_rank, n, mine, maxlen,
+                                     all), st, out_free);
+    for (int i = 0; i < n; i++) {
+        dt_ucx_peer *p = &sh->peers[i];
+        p->shared = sh;
+        p->world_rank = i;
+        ucp_ep_params_t ep = {
+            .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                          UCP_EP_PARAM_FIELD_ERR_HANDLER,
+            .address = (const ucp_address_t *)(all + (size_t)i * maxlen),
+            .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+            .err_handler = {.cb = ep_error, .arg = p},
+        };
+        char what[64];
+        snprintf(what, sizeof(what), "ucp_ep_create to world rank %d", i);
+        DT_CHECK_GOTO(ucx_check(ucp_ep_create(sh->worker, &ep, &p->ep), what), st, out_free);
+    }
+out_free:
+    free(all);
+    free(mine);
+    free(lens);
+out_release_addr:
+    ucp_worker_release_address(sh->worker, addr);
+    return st;
+}
+
+static dt_status comm_wrap(dt_ucx_shared *sh, int n, int *members, int rank, uint32_t id,
+                           dt_comm **out)
+{
+    dt_comm *c = calloc(1, sizeof(*c));
+    dt_ucx_comm *uc = calloc(1, sizeof(*uc));
+    if (c == NULL || uc == NULL) {
+        free(c);
+        free(uc);
+        return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a comm");
+    }
+    uc->shared = sh;
+    uc->id = id;
+    uc->members = members;
+    c->ops = &dt__ucx_ops;
+    c->impl = uc;
+    c->rank = rank;
+    c->size = n;
+    c->timeout_s = 300;
+    sh->refs++;
+    if (id >= sh->next_id)
+        sh->next_id = id + 1;
+    if (sh->next_id >= (1u << DT_UCX_ID_BITS))
+        DT_LOG_WARN("comm", "ucx: comm ids exhausted (%u); tags of new comms may collide",
+                    sh->next_id);
+    *out = c;
+    return DT_OK;
+}
+
+dt_status dt__comm_ucx_create_world(struct dt_store *store, int rank, int size,
+                                    double timeout_s, dt_comm **out)
+{
+    dt_status st = DT_OK;
+    if (size > (1 << DT_UCX_RANK_BITS))
+        return DT_ERR(DT_ERR_UNSUPPORTED, "ucx: world size %d exceeds %d ranks", size,
+                      1 << DT_UCX_RANK_BITS);
+    dt_ucx_shared *sh = NULL;
+    DT_CHECK(shared_open(rank, size, &sh));
+    int *members = malloc((size_t)size * sizeof(*members));
+    if (members == NULL) {
+        st = DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for %d members", size);
+        goto err_release;
+    }
+    for (int i = 0; i < size; i++)
+        members[i] = i;
+    DT_CHECK_GOTO(connect_all(sh, store), st, err_free_members);
+    dt_comm *c = NULL;
+    DT_CHECK_GOTO(comm_wrap(sh, size, members, rank, 0, &c), st, err_free_members);
+    c->timeout_s = timeout_s;
+    /* every endpoint carries one message before anyone returns: wire-up done */
+    st = dt_comm_barrier(c, NULL);
+    if (st != DT_OK) {
+        dt_comm_destroy(c);
+        return st;
+    }
+    *out = c;
+    return DT_OK;
+
+err_free_members:
+    free(members);
+err_release:
+    sh->refs = 1;
+    shared_release(sh);
+    return st;
+}
+
+static dt_status ucx_subgroup(dt_comm *parent, int n, const int *members, int my_rank,
+                              uint32_t comm_id, dt_comm **out)
+{
+    dt_ucx_comm *pc = parent->impl;
+    int *wm = malloc((size_t)n * sizeof(*wm));
+    if (wm == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for %d members", n);
+    for (int i = 0; i < n; i++)
+        wm[i] = pc->members[members[i]];
+    dt_status st = comm_wrap(pc->shared, n, wm, my_rank, comm_id, out);
+    if (st != DT_OK)
+        free(wm);
+    return st;
+}
+
+static uint32_t ucx_comm_id(const dt_comm *c)
+{
+    return ((const dt_ucx_comm *)c->impl)->id;
+}
+
+static uint32_t ucx_next_comm_id(const dt_comm *c)
+{
+    return ((const dt_ucx_comm *)c->impl)->shared->next_id;
+}
+
+static void ucx_destroy(dt_comm *c)
+{
+    dt_ucx_comm *uc = c->impl;
+    shared_release(uc->shared);
+    free(uc->members);
+    free(uc);
+    free(c);
+}
+
+const dt_comm_ops dt__ucx_ops = {
+    .name = "ucx",
+    .isend = dt__ucx_isend,
+    .irecv = dt__ucx_irecv,
+    .req_test = dt__ucx_req_test,
+    .req_cancel = dt__ucx_req_cancel,
+    .progress = dt__ucx_progress,
+    .subgroup = ucx_subgroup,
+    .comm_id = ucx_comm_id,
+    .next_comm_id = ucx_next_comm_id,
+    .destroy = ucx_destroy,
+};

@@ -1,0 +1,268 @@
+/*
+ * Work handles: running a collective schedule round by round on the
+ * backend's point-to-point, test/wait/release, and deadlines. Waiting never
+ * busy-loops for long: the backend's progress() spins briefly and then
+ * sleeps on the transport's event fd.
+ */
+#include "comm/comm_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "core/log.h"
+
+double dt__now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void cancel_pending(dt_work *w)
+{
+    if (w->reqs == NULL)
+        return;
+    for (size_t i = 0; i < w->sched.nops; i++) {
+        if (w->reqs[i] != NULL) {
+            w->comm->ops->req_cancel(w->comm, w->reqs[i]);
+            w->reqs[i] = NULL;
+        }
+    }
+}
+
+static dt_status fail(dt_work *w, dt_status st)
+{
+    cancel_pending(w);
+    w->status = st;
+    return st;
+}
+
+static dt_status post_round(dt_work *w, size_t r)
+{
+    const dt__round *rd = &w->sched.rounds[r];
+    dt_comm *c = w->comm;
+    for (size_t i = rd->first; i < rd->first + rd->count; i++) {
+        dt__op *op = &w->sched.ops[i];
+        if (op->kind == DT__OP_SEND)
+            DT_CHECK(c->ops->isend(c, op->src, op->n, op->peer, w->tag, &w->reqs[i]));
+        else if (op->kind == DT__OP_RECV)
+            DT_CHECK(c->ops->irecv(c, op->dst, op->n, op->peer, w->tag, &w->reqs[i]));
+    }
+    return DT_OK;
+}
+
+/* DT_OK when every transfer of round r finished. */
+static dt_status test_round(dt_work *w, size_t r)
+{
+    const dt__round *rd = &w->sched.rounds[r];
+    dt_status result = DT_OK;
+    for (size_t i = rd->first; i < rd->first + rd->count; i++) {
+        if (w->reqs[i] == NULL)
+            continue;
+        dt_status st = w->comm->ops->req_test(w->comm, w->reqs[i]);
+        if (st == DT_IN_PROGRESS) {
+            result = DT_IN_PROGRESS;
+            continue;
+        }
+        w->reqs[i] = NULL; /* finished or failed: the backend freed it */
+        if (st != DT_OK)
+            return st;
+    }
+    return result;
+}
+
+static void run_local(dt_work *w, size_t r)
+{
+    const dt__sched *s = &w->sched;
+    const dt__round *rd = &s->rounds[r];
+    for (size_t i = rd->first; i < rd->first + rd->count; i++) {
+        const dt__op *op = &s->ops[i];
+        switch (op->kind) {
+        case DT__OP_REDUCE:
+            dt__reduce(op->dst, op->src, op->n, s->dtype, s->op);
+            break;
+        case DT__OP_COPY:
+            memmove(op->dst, op->src, op->n);
+            break;
+        case DT__OP_SCALE:
+            dt__reduce_divide(op->dst, op->n, s->dtype, op->peer);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/* Advance as far as possible without blocking. */
+static dt_status advance(dt_work *w)
+{
+    if (w->native_test != NULL) {
+        if (w->status == DT_IN_PROGRESS)
+            w->status = w->native_test(w);
+        return w->status;
+    }
+    while (w->status == DT_IN_PROGRESS) {
+        if (w->round == w->sched.nrounds) {
+            w->status = DT_OK;
+            break;
+        }
+        if (w->posted == w->round) {
+            dt_status st = post_round(w, w->round);
+            w->posted++;
+            if (st != DT_OK)
+                return fail(w, st);
+        }
+        dt_status st = test_round(w, w->round);
+        if (st == DT_IN_PROGRESS)
+            return st;
+        if (st != DT_OK)
+            return fail(w, st);
+        size_t next = w->round + 1;
+        if (next < w->sched.nrounds && w->posted == next && w->sched.rounds[next].early) {
+            st = post_round(w, next);
+            w->posted++;
+            if (st != DT_OK)
+                return fail(w, st);
+        }
+        run_local(w, w->round);
+        w->round = next;
+    }
+    return w->status;
+}
+
+/* The first unfinished transfer, for the timeout message. */
+static const dt__op *first_pending(const dt_work *w)
+{
+    if (w->reqs == NULL)
+        return NULL;
+    for (size_t i = 0; i < w->sched.nops; i++)
+        if (w->reqs[i] != NULL)
+            return &w->sched.ops[i];
+    return NULL;
+}
+
+static dt_work *work_alloc(dt_comm *comm, const char *what)
+{
+    dt_work *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return NULL;
+    w->comm = comm;
+    w->what = what;
+    w->status = DT_IN_PROGRESS;
+    w->timeout_s = comm->timeout_s;
+    return w;
+}
+
+dt_status dt__work_start(dt_comm *comm, const char *what, dt__sched *s, dt_work **out)
+{
+    dt_status st = s->status;
+    if (st != DT_OK) {
+        dt__sched_free(s);
+        return st;
+    }
+    dt_work *w = work_alloc(comm, what);
+    if (w == NULL) {
+        dt__sched_free(s);
+        return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for a work handle", what);
+    }
+    w->sched = *s;
+    *s = (dt__sched){0};
+    size_t nops = w->sched.nops;
+    w->reqs = calloc(nops > 0 ? nops : 1, sizeof(*w->reqs));
+    if (w->reqs == NULL) {
+        dt__sched_free(&w->sched);
+        free(w);
+        return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for %zu requests", what, nops);
+    }
+    if (w->sched.p2p)
+        w->tag = DT__TAG_P2P | (w->sched.p2p_tag & DT__TAG_VALUE_MASK);
+    else
+        w->tag = DT__TAG_COLL | (comm->coll_seq++ & DT__TAG_VALUE_MASK);
+    advance(w); /* post the first round now: non-blocking means already moving */
+    *out = w;
+    return DT_OK;
+}
+
+dt_status dt__work_native(dt_comm *comm, const char *what, dt_status (*test)(dt_work *),
+                          void (*free_fn)(dt_work *), void *native, dt_work **out)
+{
+    dt_work *w = work_alloc(comm, what);
+    if (w == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for a work handle", what);
+    w->native_test = test;
+    w->native_free = free_fn;
+    w->native = native;
+    *out = w;
+    return DT_OK;
+}
+
+dt_status dt__work_finish(dt_work *w, double timeout_s)
+{
+    if (timeout_s < 0)
+        timeout_s = w->timeout_s;
+    double deadline = dt__now() + timeout_s;
+    for (;;) {
+        dt_status st = advance(w);
+        if (st != DT_IN_PROGRESS)
+            return st;
+        double left = deadline - dt__now();
+        if (left <= 0)
+            break;
+        st = w->comm->ops->progress(w->comm, left);
+        if (st != DT_OK)
+            return fail(w, st);
+    }
+    const dt__op *op = first_pending(w);
+    dt_status st;
+    if (op != NULL)
+        st = DT_ERR(DT_ERR_TIMEOUT, "%s: timed out after %.3g s waiting for rank %d (%s of "
+                    "%zu bytes; comm rank %d of %d)", w->what, timeout_s, op->peer,
+                    op->kind == DT__OP_SEND ? "send" : "recv", op->n, w->comm->rank,
+                    w->comm->size);
+    else
+        st = DT_ERR(DT_ERR_TIMEOUT, "%s: timed out after %.3g s (comm rank %d of %d)",
+                    w->what, timeout_s, w->comm->rank, w->comm->size);
+    return fail(w, st);
+}
+
+dt_status dt_work_test(dt_work *work, bool *done)
+{
+    DT_ARG_NOT_NULL(work);
+    DT_ARG_NOT_NULL(done);
+    dt_status st = advance(work);
+    if (st == DT_IN_PROGRESS) {
+        /* one non-blocking progress pass so polling alone moves data */
+        dt_status pst = work->comm->ops->progress(work->comm, 0);
+        if (pst != DT_OK)
+            return fail(work, pst);
+        st = advance(work);
+    }
+    *done = (st != DT_IN_PROGRESS);
+    return (st == DT_IN_PROGRESS) ? DT_OK : st;
+}
+
+dt_status dt_work_wait(dt_work *work, double timeout_s)
+{
+    DT_ARG_NOT_NULL(work);
+    return dt__work_finish(work, timeout_s);
+}
+
+void dt_work_release(dt_work *work)
+{
+    if (work == NULL)
+        return;
+    if (work->status == DT_IN_PROGRESS) {
+        dt_status st = dt__work_finish(work, -1);
+        if (st != DT_OK)
+            DT_LOG_WARN("comm", "dt_work_release: %s finished with %s: %s", work->what,
+                        dt_status_str(st), dt_last_error());
+    }
+    cancel_pending(work);
+    if (work->native_free != NULL)
+        work->native_free(work);
+    dt__sched_free(&work->sched);
+    free(work->reqs);
+    free(work);
+}

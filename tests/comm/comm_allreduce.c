@@ -1,0 +1,93 @@
+/*
+ * All-reduce on every dtype, reduce op and size (0, 1, 7, 4095, 1 MiB + 3
+ * elements), with the automatic algorithm and each one forced via DT_ALGO,
+ * out of place and in place, blocking and non-blocking, against a reference
+ * each rank computes locally.
+ */
+#include "comm_test_util.h"
+
+static const char *const algos[] = {NULL, "allreduce:ring", "allreduce:recursive_doubling"};
+
+static void check_one(dt_comm *w, dt_dtype dt, dt_reduce_op op, size_t n, const void *want)
+{
+    const int rank = dt_comm_rank(w);
+    void *send = ct_alloc(n, dt), *recv = ct_alloc(n, dt);
+    char what[160];
+    for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+        if (algos[a] != NULL)
+            setenv("DT_ALGO", algos[a], 1);
+        else
+            unsetenv("DT_ALGO");
+        snprintf(what, sizeof(what), "allreduce %s %s n=%zu algo=%s", dt_reduce_op_name(op),
+                 dt_dtype_name(dt), n, algos[a] ? algos[a] : "auto");
+        ct_fill(send, n, 0, dt, rank, op);
+        CT_OK(dt_comm_allreduce(w, send, recv, n, dt, op, NULL));
+        ct_expect_equal(recv, want, n, dt, what);
+        /* in place, non-blocking */
+        ct_fill(recv, n, 0, dt, rank, op);
+        dt_work *work = NULL;
+        CT_OK(dt_comm_allreduce(w, recv, recv, n, dt, op, &work));
+        CT_OK(dt_work_wait(work, -1));
+        dt_work_release(work);
+        ct_expect_equal(recv, want, n, dt, what);
+    }
+    unsetenv("DT_ALGO");
+    free(send);
+    free(recv);
+}
+
+static void test_allreduce_all(void **state)
+{
+    (void)state;
+    dt_comm *w = dt_runtime_world(ct_rt);
+    const int p = dt_comm_size(w);
+    for (size_t d = 0; d < CT_NDTYPES; d++) {
+        for (int op = 0; op < DT_REDUCE_OP_COUNT; op++) {
+            for (size_t s = 0; s < CT_NSIZES; s++) {
+                size_t n = ct_sizes[s];
+                void *want = ct_alloc(n, ct_dtypes[d]);
+                for (size_t i = 0; i < n; i++)
+                    ct_reduced(want, i, i, ct_dtypes[d], p, (dt_reduce_op)op);
+                check_one(w, ct_dtypes[d], (dt_reduce_op)op, n, want);
+                free(want);
+            }
+        }
+    }
+}
+
+/* Bad arguments fail on every rank before any traffic, naming the value. */
+static void test_allreduce_bad_args(void **state)
+{
+    (void)state;
+    dt_comm *w = dt_runtime_world(ct_rt);
+    float x[4] = {0};
+    assert_int_equal(dt_comm_allreduce(w, x, x, 4, (dt_dtype)99, DT_REDUCE_OP_SUM, NULL),
+                     DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "99"));
+    assert_int_equal(dt_comm_allreduce(w, x, x, 4, DT_DTYPE_F32, (dt_reduce_op)7, NULL),
+                     DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "7"));
+    assert_int_equal(dt_comm_allreduce(w, NULL, x, 4, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL),
+                     DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_comm_allreduce(w, x, x, 4, DT_DTYPE_U8, DT_REDUCE_OP_SUM, NULL),
+                     DT_ERR_UNSUPPORTED);
+    assert_int_equal(dt_comm_allreduce(NULL, x, x, 4, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL),
+                     DT_ERR_INVALID_ARG);
+    setenv("DT_ALGO", "allreduce:bogus", 1);
+    assert_int_equal(dt_comm_allreduce(w, x, x, 4, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL),
+                     DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "bogus"));
+    unsetenv("DT_ALGO");
+    /* the comm still works afterwards */
+    CT_OK(dt_comm_allreduce(w, x, x, 4, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL));
+}
+
+int main(void)
+{
+    setenv("DT_TIMEOUT_S", "60", 0);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_allreduce_all),
+        cmocka_unit_test(test_allreduce_bad_args),
+    };
+    return cmocka_run_group_tests(tests, ct_setup, ct_teardown);
+}

@@ -1,0 +1,146 @@
+/*
+ * Helpers for the multi-rank comm tests: every rank fills its input from
+ * (rank, index) deterministically, so each rank can compute locally what any
+ * collective must return. Values are small integers (sums within +-6 * ranks,
+ * products +-2^k), exact in every dtype including bf16 and f16, so results
+ * must match bit for bit whatever the reduction order.
+ */
+#ifndef DT_TEST_COMM_UTIL_H
+#define DT_TEST_COMM_UTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dtensor.h"
+
+static const dt_dtype ct_dtypes[] = {DT_DTYPE_F32, DT_DTYPE_F64, DT_DTYPE_BF16,
+                                     DT_DTYPE_F16, DT_DTYPE_I32, DT_DTYPE_I64};
+#define CT_NDTYPES (sizeof(ct_dtypes) / sizeof(ct_dtypes[0]))
+static const size_t ct_sizes[] = {0, 1, 7, 4095, (1u << 20) + 3};
+#define CT_NSIZES (sizeof(ct_sizes) / sizeof(ct_sizes[0]))
+
+#define CT_OK(call)                                                                    \
+    do {                                                                               \
+        dt_status ct_s_ = (call);                                                      \
+        if (ct_s_ != DT_OK)                                                            \
+            fail_msg("%s -> %s: %s", #call, dt_status_str(ct_s_), dt_last_error());    \
+    } while (0)
+
+/* The integer-valued input of (rank, i) for reduce op @p op. */
+static inline double ct_value(int rank, size_t i, dt_reduce_op op)
+{
+    if (op == DT_REDUCE_OP_PROD) {
+        int m = (int)((i + (size_t)rank) % 3);
+        return m == 0 ? 2.0 : (m == 1 ? 1.0 : -1.0);
+    }
+    return (double)((int)(((size_t)rank * 7 + i * 3) % 13) - 6);
+}
+
+static inline void ct_store(void *buf, size_t i, dt_dtype dt, double v)
+{
+    switch (dt) {
+    case DT_DTYPE_F32: ((float *)buf)[i] = (float)v; break;
+    case DT_DTYPE_F64: ((double *)buf)[i] = v; break;
+    case DT_DTYPE_BF16: ((uint16_t *)buf)[i] = dt_f32_to_bf16((float)v); break;
+    case DT_DTYPE_F16: ((uint16_t *)buf)[i] = dt_f32_to_f16((float)v); break;
+    case DT_DTYPE_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case DT_DTYPE_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    default: break;
+    }
+}
+
+/* Fill @p n elements of rank @p rank's input, element i having global index base + i. */
+static inline void ct_fill(void *buf, size_t n, size_t base, dt_dtype dt, int rank,
+                           dt_reduce_op op)
+{
+    for (size_t i = 0; i < n; i++)
+        ct_store(buf, i, dt, ct_value(rank, base + i, op));
+}
+
+/* The reduction over @p p ranks of element @p i, stored as the collective computes it. */
+static inline void ct_reduced(void *buf, size_t at, size_t i, dt_dtype dt, int p,
+                              dt_reduce_op op)
+{
+    double acc = ct_value(0, i, op);
+    for (int r = 1; r < p; r++) {
+        double v = ct_value(r, i, op);
+        switch (op) {
+        case DT_REDUCE_OP_MAX: acc = v > acc ? v : acc; break;
+        case DT_REDUCE_OP_MIN: acc = v < acc ? v : acc; break;
+        case DT_REDUCE_OP_PROD: acc *= v; break;
+        default: acc += v; break;
+        }
+    }
+    if (op != DT_REDUCE_OP_AVG) {
+        ct_store(buf, at, dt, acc);
+        return;
+    }
+    switch (dt) { /* avg: the sum is exact; one division in the dtype's arithmetic */
+    case DT_DTYPE_F32: ((float *)buf)[at] = (float)acc / (float)p; break;
+    case DT_DTYPE_F64: ((double *)buf)[at] = acc / (double)p; break;
+    case DT_DTYPE_BF16: ((uint16_t *)buf)[at] = dt_f32_to_bf16((float)acc / (float)p); break;
+    case DT_DTYPE_F16: ((uint16_t *)buf)[at] = dt_f32_to_f16((float)acc / (float)p); break;
+    case DT_DTYPE_I32: ((int32_t *)buf)[at] = (int32_t)acc / p; break;
+    case DT_DTYPE_I64: ((int64_t *)buf)[at] = (int64_t)acc / p; break;
+    default: break;
+    }
+}
+
+/* Compare @p n elements; fail naming the first differing index. */
+static inline void ct_expect_equal(const void *got, const void *want, size_t n, dt_dtype dt,
+                                   const char *what)
+{
+    size_t esz = dt_dtype_size(dt);
+    if (n == 0 || memcmp(got, want, n * esz) == 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (memcmp((const char *)got + i * esz, (const char *)want + i * esz, esz) != 0) {
+            uint64_t g = 0, w = 0;
+            memcpy(&g, (const char *)got + i * esz, esz);
+            memcpy(&w, (const char *)want + i * esz, esz);
+            fail_msg("%s: %s element %zu of %zu: got bits 0x%llx, want 0x%llx", what,
+                     dt_dtype_name(dt), i, n, (unsigned long long)g, (unsigned long long)w);
+        }
+    }
+}
+
+static inline void *ct_alloc(size_t n, dt_dtype dt)
+{
+    void *p = malloc(n * dt_dtype_size(dt) + 16);
+    assert_non_null(p);
+    memset(p, 0xA5, n * dt_dtype_size(dt) + 16); /* garbage: results must overwrite it */
+    return p;
+}
+
+/* One runtime per test process, shared by the cmocka tests in it. */
+static dt_runtime *ct_rt;
+
+static inline int ct_setup(void **state)
+{
+    (void)state;
+    dt_status st = dt_init(NULL, &ct_rt);
+    if (st != DT_OK) {
+        fprintf(stderr, "dt_init: %s: %s\n", dt_status_str(st), dt_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static inline int ct_teardown(void **state)
+{
+    (void)state;
+    if (ct_rt != NULL)
+        dt_comm_barrier(dt_runtime_world(ct_rt), NULL);
+    dt_runtime_destroy(ct_rt);
+    ct_rt = NULL;
+    return 0;
+}
+
+#endif
