@@ -3,6 +3,8 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -170,8 +172,29 @@ static void test_bad_input(void **state)
     dt_tensor_release(t);
 }
 
-int main(void)
+/* `core_rng --dump SEED N`: print fill_normal(0, 1) and fill_uniform(0, 1) of
+ * N f64 elements, for tests/core/rng_reference.py to check the documented formula. */
+static int dump(uint64_t seed, int64_t n)
 {
+    dt_tensor *a = NULL, *b = NULL;
+    if (dt_tensor_empty(1, &n, DT_DTYPE_F64, dt_device_cpu(), &a) != DT_OK ||
+        dt_tensor_empty(1, &n, DT_DTYPE_F64, dt_device_cpu(), &b) != DT_OK ||
+        dt_tensor_fill_normal(a, 0.0, 1.0, seed, NULL, NULL) != DT_OK ||
+        dt_tensor_fill_uniform(b, 0.0, 1.0, seed, NULL, NULL) != DT_OK) {
+        fprintf(stderr, "%s\n", dt_last_error());
+        return 1;
+    }
+    for (int64_t i = 0; i < n; i++)
+        printf("%.17g %.17g\n", dt_tensor_item_at(a, i), dt_tensor_item_at(b, i));
+    dt_tensor_release(a);
+    dt_tensor_release(b);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--dump") == 0)
+        return dump(strtoull(argv[2], NULL, 0), strtoll(argv[3], NULL, 0));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_philox_kat),          cmocka_unit_test(test_documented_formula),
         cmocka_unit_test(test_shard_equals_slice),  cmocka_unit_test(test_strided_destination),
