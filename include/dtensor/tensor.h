@@ -22,8 +22,8 @@
  * -> DT_ERR_INVALID_ARG with dt_last_error() naming the value. Functions that
  * read or write elements need a tensor with local storage: a distributed
  * handle gives DT_ERR_INVALID_ARG ("use dt_to_local"). fill, clone, copy_,
- * to_dtype and contiguous run on any device through its kernel table (copies
- * between different devices: DT_ERR_UNSUPPORTED); item, item_at, equal,
+ * to_dtype and contiguous run on any device through its kernel table
+ * (copy_ between host and device uses the device's copy kernel); item, item_at, equal,
  * print values and the random fills need CPU tensors (else DT_ERR_UNSUPPORTED).
  * Creation on a device without a registered allocator: DT_ERR_UNSUPPORTED;
  * allocation failure: DT_ERR_NO_MEMORY. *out is written only on success.

@@ -293,22 +293,18 @@ static dt_status device_kernels(const char *fn, dt_device dev, const dt_kernel_o
     return DT_OK;
 }
 
-/* dst = src for tensors of the same shape: host loops on the CPU, the device's
- * copy kernel on another device; copies across devices are not done here. */
+/* dst = src for tensors of the same shape: host loops when both are on the
+ * CPU, else the copy kernel of the non-CPU side (the CUDA one also moves data
+ * between host and device and between GPUs). */
 static dt_status copy_any(const char *fn, dt_tensor *dst, const dt_tensor *src)
 {
     if (dst->device.type == DT_DEVICE_CPU && src->device.type == DT_DEVICE_CPU) {
         dt__host_copy(dst, src);
         return DT_OK;
     }
-    if (dst->device.type != src->device.type || dst->device.index != src->device.index) {
-        char b1[32], b2[32];
-        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: copy from %s to %s is not supported", fn,
-                      dev_name(src->device, b1, sizeof(b1)), dev_name(dst->device, b2,
-                      sizeof(b2)));
-    }
+    dt_device dev = dst->device.type != DT_DEVICE_CPU ? dst->device : src->device;
     const dt_kernel_ops *k = NULL;
-    DT_CHECK(device_kernels(fn, dst->device, &k));
+    DT_CHECK(device_kernels(fn, dev, &k));
     if (k->copy == NULL)
         return DT_ERR(DT_ERR_UNSUPPORTED, "%s: the %s kernels have no copy", fn, k->name);
     return k->copy(dst, src);
