@@ -82,33 +82,33 @@ dt_status dt_cross_entropy(dt_tensor *logits, dt_tensor *targets, int64_t ignore
     int64_t c = logits->shape[logits->ndim - 1], rows = dt_tensor_numel(targets);
     DT_CHECK(dt__ops_check_id_range(name, "targets", targets, c, ignore_index, &n_valid));
     DT_CHECK(dt__ops_kernels(name, logits->device, DT_KOP_CROSS_ENTROPY, &k));
-    DT_CHECK_GOTO(flat2(logits, 2, rows, c, &lg), s, err);
-    DT_CHECK_GOTO(flat2(targets, 1, rows, 1, &tg), s, err);
-    DT_CHECK_GOTO(dt__ops_empty(1, &rows, logits->device, &loss), s, err);
-    DT_CHECK_GOTO(dt__ops_empty(1, &rows, logits->device, &lse), s, err);
-    DT_CHECK_GOTO(k->cross_entropy(lg, tg, ignore_index, loss, lse), s, err);
-    DT_CHECK_GOTO(dt__ops_empty(0, NULL, logits->device, &sum), s, err);
-    DT_CHECK_GOTO(k->reduce(DT_REDUCE_KIND_SUM, loss, 0, sum, NULL), s, err);
+    DT_CHECK_GOTO(flat2(logits, 2, rows, c, &lg), s, out_release);
+    DT_CHECK_GOTO(flat2(targets, 1, rows, 1, &tg), s, out_release);
+    DT_CHECK_GOTO(dt__ops_empty(1, &rows, logits->device, &loss), s, out_release);
+    DT_CHECK_GOTO(dt__ops_empty(1, &rows, logits->device, &lse), s, out_release);
+    DT_CHECK_GOTO(k->cross_entropy(lg, tg, ignore_index, loss, lse), s, out_release);
+    DT_CHECK_GOTO(dt__ops_empty(0, NULL, logits->device, &sum), s, out_release);
+    DT_CHECK_GOTO(k->reduce(DT_REDUCE_KIND_SUM, loss, 0, sum, NULL), s, out_release);
     /* no valid target: 0/0 = NaN, as PyTorch's mean reduction gives */
     double inv = n_valid > 0 ? 1.0 / (double)n_valid : NAN;
-    DT_CHECK_GOTO(dt__ops_unary_raw(DT_UNARY_SCALE, sum, (float)inv, &y), s, err);
+    DT_CHECK_GOTO(dt__ops_unary_raw(DT_UNARY_SCALE, sum, (float)inv, &y), s, out_release);
     if (dt__ag_should_record(1, &logits)) {
         DT_CHECK_GOTO(dt__ag_node_create(name, cross_entropy_backward, 1, &logits, &node), s,
-                      err);
+                      out_release);
         node->iv[0] = ignore_index;
         node->dv[0] = inv;
         DT_CHECK_GOTO(dt__ag_save(node, lg), s, err_node);
         DT_CHECK_GOTO(dt__ag_save(node, tg), s, err_node);
         DT_CHECK_GOTO(dt__ag_save(node, lse), s, err_node);
-        DT_CHECK_GOTO(dt__ag_attach(node, 1, &y), s, err);
+        DT_CHECK_GOTO(dt__ag_attach(node, 1, &y), s, out_release);
     }
     *out = y;
-    y = NULL;
+    y = NULL; /* success: only the temporaries below are dropped */
     s = DT_OK;
-    goto err;
+    goto out_release;
 err_node:
     dt__ag_node_release(node);
-err:
+out_release:
     dt_tensor_release(y);
     dt_tensor_release(sum);
     dt_tensor_release(lse);
