@@ -1,5 +1,4 @@
 /* Element-wise ops with broadcasting: add/sub/mul/div, scalar ops, activations. */
-
 #include "dtensor/autograd.h"
 #include "dtensor/ops.h"
 #include "ops/ops_internal.h"
