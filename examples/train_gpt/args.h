@@ -1,0 +1,39 @@
+/*
+ * Command line of train_gpt, kept apart from the training loop so later
+ * options (--mesh, --sequence-parallel, --data-parallel, --plan) are added
+ * here only: one row in the table of args.c and one field below.
+ */
+#ifndef TRAIN_GPT_ARGS_H
+#define TRAIN_GPT_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct train_args {
+    const char *config;  /* --config tiny|small */
+    int64_t steps;       /* --steps */
+    int64_t batch;       /* --batch: global batch B */
+    int64_t seq;         /* --seq: T (0 = the config's max_seq_len) */
+    double lr;           /* --lr (< 0 = the optimizer's default here) */
+    const char *optim;   /* --optim sgd|adamw */
+    double momentum;     /* --momentum (sgd) */
+    double weight_decay; /* --weight-decay (< 0 = 0.1 for adamw, 0 for sgd) */
+    double clip_grad;    /* --clip-grad NORM (0 = off) */
+    uint64_t seed;       /* --seed */
+    const char *data;    /* --data tokens.bin */
+    bool help;
+} train_args;
+
+/* Defaults; @p default_data is the token file the build makes. */
+void train_args_defaults(train_args *a, const char *default_data);
+
+/*
+ * Parse argv into @p a (which holds the defaults). Returns 0 on success, or
+ * -1 after printing what is wrong to @p err.
+ */
+int train_args_parse(int argc, char **argv, train_args *a, FILE *err);
+
+void train_args_usage(FILE *f, const char *prog);
+
+#endif
