@@ -48,6 +48,11 @@ static void test_accumulates_over_two_backwards(void **state)
     }
     AG_OK(dt_memory_stats_get(dt_device_cpu(), &st));
     assert_true(st.current[DT_MEM_GRADIENT] >= (int64_t)(6 * sizeof(float)));
+    assert_int_equal(dt_tensor_mem_category(dt_tensor_grad(x)), DT_MEM_GRADIENT);
+    dt_tensor *y = NULL;
+    AG_OK(dt_scale(x, 2.0, &y));
+    assert_int_equal(dt_tensor_mem_category(y), DT_MEM_ACTIVATION);
+    dt_tensor_release(y);
     AG_OK(dt_tensor_set_grad(x, NULL)); /* zero_grad */
     assert_null(dt_tensor_grad(x));
     dt_tensor_release(x);
@@ -261,6 +266,11 @@ static void test_bad_input(void **state)
     EXPECT_INVALID(dt_add(a, b, &y), "do not broadcast");
     EXPECT_INVALID(dt_sub(a, ai, &y), "dtype i64");
     EXPECT_INVALID(dt_relu(ai, &y), "dt_relu");
+    dt_tensor *bf = NULL;
+    AG_OK(dt_tensor_zeros(2, s23, DT_DTYPE_BF16, dt_device_cpu(), &bf));
+    EXPECT_INVALID(dt_gelu_tanh(bf, &y), "dtype bf16, expected f32");
+    EXPECT_INVALID(dt_matmul(a, bf, false, true, &y), "dtype bf16");
+    dt_tensor_release(bf);
     EXPECT_INVALID(dt_scale(NULL, 2.0, &y), "dt_scale");
     EXPECT_INVALID(dt_masked_fill(a, a, 0.0, &y), "mask has dtype f32");
     EXPECT_INVALID(dt_matmul(a, a, false, false, &y), "inner dims differ");
