@@ -45,7 +45,7 @@ static dt_status walk_modules(dt_module *m, path_buf *p, dt_module_visit_fn fn, 
 {
     DT_CHECK(fn(p->s, m, user));
     for (int i = 0; i < m->n_children; i++) {
-        size_t old;
+        size_t old = 0;
         DT_CHECK(path_push(p, m->children[i]->name, &old));
         dt_status s = walk_modules(m->children[i], p, fn, user);
         path_pop(p, old);
@@ -57,14 +57,14 @@ static dt_status walk_modules(dt_module *m, path_buf *p, dt_module_visit_fn fn, 
 static dt_status walk_params(dt_module *m, path_buf *p, dt_param_visit_fn fn, void *user)
 {
     for (int i = 0; i < m->n_params; i++) {
-        size_t old;
+        size_t old = 0;
         DT_CHECK(path_push(p, m->params[i].name, &old));
         dt_status s = fn(p->s, m, m->params[i].name, m->params[i].tensor, user);
         path_pop(p, old);
         DT_CHECK(s);
     }
     for (int i = 0; i < m->n_children; i++) {
-        size_t old;
+        size_t old = 0;
         DT_CHECK(path_push(p, m->children[i]->name, &old));
         dt_status s = walk_params(m->children[i], p, fn, user);
         path_pop(p, old);
