@@ -135,7 +135,7 @@ static void ref_attention_module(dt_module *root, const char *fqn, const double 
     static const char *const names[4] = {"wq", "wk", "wv", "wo"};
     double *w[4], *b[4];
     for (int i = 0; i < 4; i++) {
-        char p[96];
+        char p[300];
         snprintf(p, sizeof(p), "%s%s%s", fqn, fqn[0] ? "." : "", names[i]);
         w[i] = param_vals(root, p, "weight");
         b[i] = param_vals(root, p, "bias");
