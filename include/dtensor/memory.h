@@ -6,7 +6,9 @@
  * caching allocator: requests round up to a size class (powers of two from 64
  * bytes to 1 MiB, then four steps per power of two: 1.25, 1.5, 1.75, 2 x 2^k),
  * blocks are 64-byte aligned and from 1 MiB on come from mmap; freed blocks
- * are kept per class and reused, so steady-state training maps no new pages.
+ * are kept per class and reused (a request whose class has no cached block
+ * takes the smallest cached block at most twice its size), so steady-state
+ * training maps no new pages.
  * DT_ALLOC=system (read once, at the first allocation) frees blocks at once.
  * When the system refuses memory the cache is emptied and the request retried.
  * Thread-safe: every function may be called from any thread.

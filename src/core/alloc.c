@@ -3,8 +3,9 @@
  * powers of two from 64 bytes to 1 MiB, then four steps per power of two
  * (1.25, 1.5, 1.75, 2 x 2^k). Blocks are 64-byte aligned; blocks of 1 MiB and
  * more come straight from mmap. A freed block goes onto its class's free list
- * and the next request of that class reuses it, so a steady-state training
- * step maps no new pages. DT_ALLOC=system frees every block at once instead.
+ * and the next request of that class reuses it (or, when that class has
+ * none, the smallest cached block at most twice as big), so a steady-state
+ * training step maps no new pages. DT_ALLOC=system frees every block at once instead.
  * The free-list link lives in the first 8 bytes of the cached block itself.
  */
 #include <errno.h>
@@ -32,7 +33,7 @@
 #define FINE_FROM      ((size_t)1 << 20) /* 4 steps per power of two above this */
 #define MMAP_FROM      ((size_t)1 << 20)
 #define MAX_REQUEST    ((size_t)1 << 62)
-#define N_CLASSES      192
+#define N_CLASSES      183 /* the last one: 2^62 bytes, MAX_REQUEST */
 
 typedef struct free_block {
     struct free_block *next;
@@ -145,12 +146,18 @@ static dt_status host_alloc(int index, size_t nbytes, void **ptr, size_t *block_
     void *p = NULL;
     pthread_mutex_lock(&cache_lock);
     bool caching = caching_enabled();
-    if (caching && free_lists[c] != NULL) {
-        free_block *b = free_lists[c];
+    /* the request's class first, else the smallest cached block up to twice
+     * as big: sizes that vary a little from step to step still map nothing */
+    for (int k = c; caching && k < N_CLASSES && class_block(k) <= 2 * block; k++) {
+        if (free_lists[k] == NULL)
+            continue;
+        free_block *b = free_lists[k];
+        block = class_block(k);
         UNPOISON(b, block);
-        free_lists[c] = b->next;
+        free_lists[k] = b->next;
         cached_total -= (int64_t)block;
         p = b;
+        break;
     }
     pthread_mutex_unlock(&cache_lock);
     *cache_hit = (p != NULL);

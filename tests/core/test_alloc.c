@@ -56,6 +56,7 @@ static void test_size_classes(void **state)
     assert_int_equal(dt__alloc_size_class((3 << 20) + 1), (7 << 19));
     assert_int_equal(dt__alloc_size_class((size_t)5 << 30), (size_t)5 << 30);
     assert_int_equal(dt__alloc_size_class(((size_t)7 << 30) + 1), (size_t)8 << 30);
+    assert_int_equal(dt__alloc_size_class((size_t)1 << 62), (size_t)1 << 62);
 }
 
 static void test_cache_hit_after_free(void **state)
@@ -94,6 +95,30 @@ static void test_cache_hit_after_free(void **state)
 
     dt_memory_empty_cache();
     assert_int_equal(stats().cached, 0);
+}
+
+/* A request whose class has nothing cached takes a cached block up to 2x bigger. */
+static void test_larger_block_reuse(void **state)
+{
+    (void)state;
+    dt_memory_empty_cache();
+    dt_tensor *a = make(1 << 19); /* 2 MiB */
+    void *pa = dt_tensor_data(a);
+    dt_tensor_release(a);
+    dt_memory_stats s0 = stats();
+    dt_tensor *b = make((1 << 18) + 1000); /* ~1 MiB: class 1.25 MiB, served by the 2 MiB block */
+    dt_memory_stats s1 = stats();
+    if (caching) {
+        assert_ptr_equal(dt_tensor_data(b), pa);
+        assert_int_equal(s1.n_cache_hits, s0.n_cache_hits + 1);
+        assert_int_equal(s1.cached, s0.cached - (2 << 20));
+    }
+    dt_tensor_release(b); /* back into the 2 MiB list */
+    assert_int_equal(stats().cached, caching ? s0.cached : 0);
+    dt_tensor *c = make(1 << 17); /* 512 KiB: 2 MiB is more than twice as big, a miss */
+    assert_int_equal(stats().n_cache_hits, s1.n_cache_hits);
+    dt_tensor_release(c);
+    dt_memory_empty_cache();
 }
 
 static void test_accounting(void **state)
@@ -239,6 +264,11 @@ static void test_bad_input(void **state)
                                      dt_device_cpu(), &t),
                      DT_ERR_NO_MEMORY);
     assert_null(t);
+    assert_int_equal(dt_tensor_empty(1, (int64_t[]){((int64_t)1 << 62) + 1}, DT_DTYPE_U8,
+                                     dt_device_cpu(), &t),
+                     DT_ERR_NO_MEMORY);
+    assert_non_null(strstr(dt_last_error(), "4611686018427387905 bytes is too large"));
+    assert_null(t);
     dt_memory_print(NULL, stdout);
     assert_string_equal(dt_mem_category_name(DT_MEM_COMM), "comm");
     assert_string_equal(dt_mem_category_name((dt_mem_category)-1), "invalid");
@@ -250,6 +280,7 @@ int main(void)
     caching = !(mode != NULL && strcmp(mode, "system") == 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_size_classes),  cmocka_unit_test(test_cache_hit_after_free),
+        cmocka_unit_test(test_larger_block_reuse),
         cmocka_unit_test(test_accounting),    cmocka_unit_test(test_peaks),
         cmocka_unit_test(test_steady_state_page_faults), cmocka_unit_test(test_threads),
         cmocka_unit_test(test_bad_input),
