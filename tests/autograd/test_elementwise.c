@@ -58,6 +58,8 @@ static void test_binary_broadcast(void **state)
         check_binary(op, 1, s4, 3, s234, 3, s234);
         check_binary(op, 3, s214, 3, s131, 3, s234);
         check_binary(op, 3, s234, 3, s234, 3, s234);
+        check_binary(op, 0, NULL, 3, s234, 3, s234); /* a 0-d operand */
+        check_binary(op, 3, s234, 0, NULL, 3, s234);
     }
 }
 

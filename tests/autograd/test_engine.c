@@ -237,6 +237,42 @@ static void test_long_chain(void **state)
     dt_tensor_release(x);
 }
 
+/* Empty tensors flow through forward and backward without touching memory. */
+static void test_empty_tensors(void **state)
+{
+    (void)state;
+    int64_t s03[2] = {0, 3}, s20[2] = {2, 0}, s43[2] = {4, 3}, s0[1] = {0};
+    dt_tensor *a = NULL, *b = NULL, *w = leaf(2, s43), *ids = NULL, *y = NULL, *l = NULL;
+    AG_OK(dt_tensor_zeros(2, s03, DT_DTYPE_F32, dt_device_cpu(), &a));
+    AG_OK(dt_tensor_zeros(2, s20, DT_DTYPE_F32, dt_device_cpu(), &b));
+    AG_OK(dt_tensor_zeros(1, s0, DT_DTYPE_I64, dt_device_cpu(), &ids));
+    AG_OK(dt_tensor_set_requires_grad(a, true));
+    AG_OK(dt_tensor_set_requires_grad(b, true));
+    AG_OK(dt_matmul(b, a, false, false, &y)); /* K = 0: zeros [2, 3] */
+    for (int i = 0; i < 6; i++)
+        assert_true(dt_tensor_item_at(y, i) == 0.0);
+    AG_OK(dt_sum_all(y, &l));
+    AG_OK(dt_backward(l, NULL));
+    assert_int_equal(dt_tensor_numel(dt_tensor_grad(a)), 0);
+    dt_tensor_release(l);
+    dt_tensor_release(y);
+    AG_OK(dt_linear(a, w, NULL, &y));
+    AG_OK(dt_sum_all(y, &l));
+    AG_OK(dt_backward(l, NULL));
+    assert_true(dt_tensor_item_at(dt_tensor_grad(w), 0) == 0.0);
+    dt_tensor_release(l);
+    dt_tensor_release(y);
+    AG_OK(dt_embedding(w, ids, &y));
+    assert_int_equal(dt_tensor_numel(y), 0);
+    dt_tensor_release(y);
+    AG_OK(dt_layer_norm(a, NULL, NULL, 1e-5, &y));
+    dt_tensor_release(y);
+    AG_OK(dt_softmax(b, -1, &y));
+    dt_tensor_release(y);
+    dt_tensor *ts[4] = {a, b, w, ids};
+    ag_release_all(4, ts);
+}
+
 /* ------------------------------------------------------------ bad input */
 
 #define EXPECT_INVALID(call, needle)                                                 \
@@ -342,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_activations_freed),
         cmocka_unit_test(test_graph_released_without_backward),
         cmocka_unit_test(test_long_chain),
+        cmocka_unit_test(test_empty_tensors),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_distributed_inputs_go_through_one_hook),
     };
