@@ -162,6 +162,9 @@ static dt_status host_alloc(int index, size_t nbytes, void **ptr, size_t *block_
     pthread_mutex_unlock(&cache_lock);
     *cache_hit = (p != NULL);
     if (p == NULL) {
+        if (block >= MMAP_FROM)
+            DT_LOG_DEBUG("alloc", "cache miss: mapping %zu bytes for a request of %zu", block,
+                         nbytes);
         p = system_alloc(block);
         if (p == NULL && caching) { /* give the cache back and try once more */
             pthread_mutex_lock(&cache_lock);
