@@ -182,13 +182,29 @@ static int64_t sat_i64(double v, double lo, double hi)
     return (int64_t)v;
 }
 
+/*
+ * double -> float rounding to odd: an inexact result gets its last mantissa
+ * bit set. Rounding that float to f16/bf16 (13+ bits shorter) then gives the
+ * correctly rounded result of v, with no double-rounding error.
+ */
+static float f64_to_f32_odd(double v)
+{
+    float f = (float)v;
+    if ((double)f == v || !isfinite(f) || isnan(v))
+        return f;
+    uint32_t u = f32_bits(f);
+    if (fabs((double)f) > fabs(v))
+        u -= 1; /* step toward zero: truncation */
+    return bits_f32(u | 1u);
+}
+
 void dt__store_elem(void *p, dt_dtype dtype, double v)
 {
     switch (dtype) {
     case DT_DTYPE_F32: *(float *)p = (float)v; break;
     case DT_DTYPE_F64: *(double *)p = v; break;
-    case DT_DTYPE_F16: *(uint16_t *)p = dt_f32_to_f16((float)v); break;
-    case DT_DTYPE_BF16: *(uint16_t *)p = dt_f32_to_bf16((float)v); break;
+    case DT_DTYPE_F16: *(uint16_t *)p = dt_f32_to_f16(f64_to_f32_odd(v)); break;
+    case DT_DTYPE_BF16: *(uint16_t *)p = dt_f32_to_bf16(f64_to_f32_odd(v)); break;
     case DT_DTYPE_I32: *(int32_t *)p = (int32_t)sat_i64(v, INT32_MIN, INT32_MAX); break;
     case DT_DTYPE_I64: *(int64_t *)p = sat_i64(v, -0x1p63, 0x1p63); break;
     case DT_DTYPE_U16: *(uint16_t *)p = (uint16_t)sat_i64(v, 0, UINT16_MAX); break;

@@ -77,7 +77,7 @@ void dt__storage_set_category(dt_storage *s, dt_mem_category cat);
 
 /* Strided host copy with dtype conversion: dst and src have the same shape.
  * Integer -> integer conversions go through int64 (saturating), the rest
- * through double (f64 -> f16/bf16 rounds twice: via f32). */
+ * through double; f64 -> f16/bf16 is correctly rounded (via f32 rounded to odd). */
 void dt__host_copy(dt_tensor *dst, const dt_tensor *src);
 
 /* dtypes (dtype.c) */

@@ -187,12 +187,46 @@ static void test_bf16_ties(void **state)
     assert_int_equal(n, 0xffc0);
 }
 
+/* f64 -> bf16/f16 rounds once: values a hair off a midpoint must not tie through f32. */
+static void test_f64_no_double_rounding(void **state)
+{
+    (void)state;
+    dt_tensor *t = NULL;
+    const dt_device cpu = dt_device_cpu();
+    /* bf16 midpoint between 1 and 1 + 2^-7 is 1 + 2^-8 */
+    assert_int_equal(dt_tensor_full(0, NULL, DT_DTYPE_BF16, cpu, 1.0 + 0x1p-8 + 0x1p-30, &t), DT_OK);
+    assert_int_equal(*(uint16_t *)dt_tensor_data(t), 0x3f81); /* up: above the midpoint */
+    dt_tensor_release(t);
+    assert_int_equal(dt_tensor_full(0, NULL, DT_DTYPE_BF16, cpu, 1.0 + 0x1p-8 - 0x1p-30, &t), DT_OK);
+    assert_int_equal(*(uint16_t *)dt_tensor_data(t), 0x3f80);
+    dt_tensor_release(t);
+    assert_int_equal(dt_tensor_full(0, NULL, DT_DTYPE_BF16, cpu, 1.0 + 0x1p-8, &t), DT_OK);
+    assert_int_equal(*(uint16_t *)dt_tensor_data(t), 0x3f80); /* exact tie: even */
+    dt_tensor_release(t);
+    /* f16 midpoint between 1 and 1 + 2^-10 is 1 + 2^-11 */
+    assert_int_equal(dt_tensor_full(0, NULL, DT_DTYPE_F16, cpu, -(1.0 + 0x1p-11 + 0x1p-40), &t), DT_OK);
+    assert_int_equal(*(uint16_t *)dt_tensor_data(t), 0xbc01);
+    dt_tensor_release(t);
+    /* an f64 tensor converted elementwise agrees */
+    double v[3] = {1.0 + 0x1p-8 + 0x1p-30, 1e300, -1e-300};
+    dt_tensor *d = NULL;
+    assert_int_equal(dt_tensor_from_buffer(1, (int64_t[]){3}, DT_DTYPE_F64, v, &d), DT_OK);
+    assert_int_equal(dt_tensor_to_dtype(d, DT_DTYPE_BF16, &t), DT_OK);
+    const uint16_t *h = dt_tensor_data(t);
+    assert_int_equal(h[0], 0x3f81);
+    assert_int_equal(h[1], 0x7f80);
+    assert_int_equal(h[2], 0x8000);
+    dt_tensor_release(t);
+    dt_tensor_release(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sizes_names),    cmocka_unit_test(test_parse),
         cmocka_unit_test(test_f16_exhaustive), cmocka_unit_test(test_bf16_exhaustive),
         cmocka_unit_test(test_f16_ties),       cmocka_unit_test(test_bf16_ties),
+        cmocka_unit_test(test_f64_no_double_rounding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
