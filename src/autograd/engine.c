@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "autograd/node.h"
+#include "core/log.h"
 #include "dtensor/autograd.h"
 #include "ops/ops_internal.h"
 
@@ -248,6 +249,7 @@ dt_status dt_backward(dt_tensor *root, dt_tensor *grad)
                    root->grad_fn->name);
         goto out;
     }
+    DT_LOG_DEBUG("autograd", "backward from '%s' over %d nodes", root->grad_fn->name, all.n);
     s = run_all(&all, root->grad_fn, root->grad_fn_output, g);
 out:
     for (int i = 0; i < all.n; i++) {
