@@ -82,6 +82,12 @@ dt_status dt__spec_like(const dt_spec *like, int n, const dt_placement *pl, dt_s
 void dt__local_shape(int ndim, const int64_t *shape, int mesh_ndim, const int *mesh_shape,
                      const dt_placement *pl, const int *coord, int64_t *local_shape,
                      int64_t *offset);
+/* Pack the n torch.chunk blocks of @p x along dim d one after another into a
+ * new flat buffer; counts[q] = elements of block q. */
+dt_status dt__pack_chunks(dt_tensor *x, int d, int n, size_t *counts, dt_tensor **out);
+/* True when a Partial(sum) mesh dim has this rank off coordinate 0: its shard
+ * of a freshly distributed tensor is zeros (the value lives on coordinate 0). */
+bool dt__partial_zero(const dt_spec *s);
 /* Check that @p t is a distributed tensor (named @p what for fn's message). */
 dt_status dt__check_dist(const char *fn, const char *what, const dt_tensor *t);
 

@@ -1,0 +1,457 @@
+/*
+ * The redistribute executor: one collective per plan step on this rank's
+ * shard, over the comm of the step's mesh dim. Uneven and empty shards use
+ * the v-collectives (exact counts) instead of padding: nothing to unpad, no
+ * bytes wasted. Blocks that are not contiguous along the moved dim are packed
+ * into a buffer first and unpacked after.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/node.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "placement/placement_impl.h"
+
+typedef struct step_ctx {
+    const dt__step *st;
+    dt_mesh *mesh;
+    dt_comm *comm;
+    int n, me;
+    int ndim;
+    dt_dtype dtype;
+} step_ctx;
+
+static int64_t prod(const int64_t *s, int from, int to)
+{
+    int64_t p = 1;
+    for (int d = from; d < to; d++)
+        p *= s[d];
+    return p;
+}
+
+static dt_status new_like(const step_ctx *c, const int64_t *shape, dt_device dev, dt_tensor **out)
+{
+    return dt_tensor_empty(c->ndim, shape, c->dtype, dev, out);
+}
+
+/* A view of elements [off, off+numel(shape)) of the flat contiguous @p buf as @p shape. */
+static dt_status block_view(dt_tensor *buf, int64_t off, int ndim, const int64_t *shape,
+                            dt_tensor **out)
+{
+    dt_tensor *flat = NULL;
+    dt_status s;
+    DT_CHECK(dt_tensor_narrow(buf, 0, off, prod(shape, 0, ndim), &flat));
+    s = dt_tensor_view(flat, ndim, shape, out);
+    dt_tensor_release(flat);
+    return s;
+}
+
+/* dst.narrow(d, off, len) = src */
+static dt_status copy_into(dt_tensor *dst, int d, int64_t off, int64_t len, dt_tensor *src)
+{
+    dt_tensor *v = NULL;
+    dt_status s;
+    if (len == 0 || dt_tensor_numel(src) == 0)
+        return DT_OK;
+    DT_CHECK(dt_tensor_narrow(dst, d, off, len, &v));
+    s = dt_tensor_copy_(v, src);
+    dt_tensor_release(v);
+    return s;
+}
+
+dt_status dt__pack_chunks(dt_tensor *x, int d, int n, size_t *counts, dt_tensor **out)
+{
+    int ndim = dt_tensor_ndim(x);
+    int64_t total = dt_tensor_numel(x), off = 0, dim_size = dt_tensor_shape(x)[d];
+    dt_tensor *buf = NULL;
+    dt_status s = DT_OK;
+    DT_CHECK(dt_tensor_empty(1, &total, dt_tensor_dtype(x), dt_tensor_device(x), &buf));
+    for (int q = 0; q < n; q++) {
+        int64_t sz, o, bs[DT_MAX_DIMS];
+        dt_tensor *src = NULL, *dst = NULL;
+        dt_shard_chunk(dim_size, n, q, &sz, &o);
+        memcpy(bs, dt_tensor_shape(x), sizeof(int64_t) * (size_t)ndim);
+        bs[d] = sz;
+        counts[q] = (size_t)prod(bs, 0, ndim);
+        if (counts[q] > 0) {
+            DT_CHECK_GOTO(dt_tensor_narrow(x, d, o, sz, &src), s, err_release);
+            DT_CHECK_GOTO(block_view(buf, off, ndim, bs, &dst), s, err_release);
+            s = dt_tensor_copy_(dst, src);
+            dt_tensor_release(src);
+            dt_tensor_release(dst);
+            if (s != DT_OK)
+                goto err_release;
+        }
+        off += (int64_t)counts[q];
+    }
+    *out = buf;
+    return DT_OK;
+err_release:
+    dt_tensor_release(buf);
+    return s;
+}
+
+/* Place the packed blocks of @p buf (block q has shape bshape with dim d =
+ * chunk q of dim_size) into y.narrow(d, off_q, size_q). */
+static dt_status unpack_blocks(const step_ctx *c, dt_tensor *buf, const int64_t *bshape, int d,
+                               int64_t dim_size, dt_tensor *y)
+{
+    int64_t off = 0;
+    for (int q = 0; q < c->n; q++) {
+        int64_t sz, o, bs[DT_MAX_DIMS];
+        dt_tensor *blk = NULL;
+        dt_status s;
+        dt_shard_chunk(dim_size, c->n, q, &sz, &o);
+        memcpy(bs, bshape, sizeof(int64_t) * (size_t)c->ndim);
+        bs[d] = sz;
+        int64_t cnt = prod(bs, 0, c->ndim);
+        if (cnt == 0)
+            continue;
+        DT_CHECK(block_view(buf, off, c->ndim, bs, &blk));
+        s = copy_into(y, d, o, sz, blk);
+        dt_tensor_release(blk);
+        DT_CHECK(s);
+        off += cnt;
+    }
+    return DT_OK;
+}
+
+static void displs_of(int n, const size_t *counts, size_t *displs)
+{
+    size_t o = 0;
+    for (int q = 0; q < n; q++) {
+        displs[q] = o;
+        o += counts[q];
+    }
+}
+
+/* S(d) -> R: all-gather(v) of the chunks along d. */
+static dt_status exec_allgather(const step_ctx *c, dt_tensor *x, dt_tensor **out)
+{
+    const int64_t *L = c->st->logical_shape;
+    int d = c->st->src.dim;
+    size_t counts[64], displs[64];
+    dt_tensor *y = NULL, *buf = NULL;
+    dt_status s;
+    int64_t outer = prod(L, 0, d), inner = prod(L, d + 1, c->ndim);
+    for (int q = 0; q < c->n; q++) {
+        int64_t sz;
+        dt_shard_chunk(L[d], c->n, q, &sz, NULL);
+        counts[q] = (size_t)(outer * sz * inner);
+    }
+    displs_of(c->n, counts, displs);
+    DT_CHECK(new_like(c, L, dt_tensor_device(x), &y));
+    if (prod(L, 0, c->ndim) == 0) { /* every rank sees the same empty result */
+        *out = y;
+        return DT_OK;
+    }
+    if (outer == 1) { /* the chunks are contiguous pieces of the result */
+        DT_CHECK_GOTO(dt_comm_allgatherv(c->comm, dt_tensor_data(x), dt_tensor_data(y), counts,
+                                         displs, c->dtype, NULL),
+                      s, err_release);
+    } else {
+        int64_t total = prod(L, 0, c->ndim);
+        DT_CHECK_GOTO(dt_tensor_empty(1, &total, c->dtype, dt_tensor_device(x), &buf), s,
+                      err_release);
+        DT_CHECK_GOTO(dt_comm_allgatherv(c->comm, dt_tensor_data(x), dt_tensor_data(buf),
+                                         counts, displs, c->dtype, NULL),
+                      s, err_release);
+        DT_CHECK_GOTO(unpack_blocks(c, buf, L, d, L[d], y), s, err_release);
+        dt_tensor_release(buf);
+    }
+    dt__mesh_count_coll(c->mesh, DT_COLL_ALLGATHER, c->st->bytes);
+    *out = y;
+    return DT_OK;
+err_release:
+    dt_tensor_release(buf);
+    dt_tensor_release(y);
+    return s;
+}
+
+/* P -> R: all-reduce with the Partial's op. */
+static dt_status exec_allreduce(const step_ctx *c, dt_tensor *x, dt_tensor **out)
+{
+    dt_tensor *y = NULL;
+    dt_status s;
+    DT_CHECK(dt_tensor_clone(x, &y));
+    if (dt_tensor_numel(y) > 0) {
+        DT_CHECK_GOTO(dt_comm_allreduce(c->comm, dt_tensor_data(y), dt_tensor_data(y),
+                                        (size_t)dt_tensor_numel(y), c->dtype, c->st->src.op, NULL),
+                      s, err_release);
+        dt__mesh_count_coll(c->mesh, DT_COLL_ALLREDUCE, c->st->bytes);
+    }
+    *out = y;
+    return DT_OK;
+err_release:
+    dt_tensor_release(y);
+    return s;
+}
+
+/* P -> S(d): reduce-scatter(v) of the chunks along d. */
+static dt_status exec_reduce_scatter(const step_ctx *c, dt_tensor *x, dt_tensor **out)
+{
+    const int64_t *L = c->st->logical_shape;
+    int d = c->st->dst.dim;
+    size_t counts[64];
+    int64_t ys[DT_MAX_DIMS], sz, off;
+    dt_tensor *y = NULL, *buf = NULL;
+    dt_status s;
+    memcpy(ys, L, sizeof(int64_t) * (size_t)c->ndim);
+    dt_shard_chunk(L[d], c->n, c->me, &sz, &off);
+    ys[d] = sz;
+    DT_CHECK(new_like(c, ys, dt_tensor_device(x), &y));
+    if (prod(L, 0, c->ndim) == 0) {
+        *out = y;
+        return DT_OK;
+    }
+    if (prod(L, 0, d) == 1) {
+        for (int q = 0; q < c->n; q++) {
+            int64_t qs;
+            dt_shard_chunk(L[d], c->n, q, &qs, NULL);
+            counts[q] = (size_t)(qs * prod(L, d + 1, c->ndim));
+        }
+        buf = dt_tensor_retain(x); /* contiguous: the blocks are already packed */
+    } else {
+        DT_CHECK_GOTO(dt__pack_chunks(x, d, c->n, counts, &buf), s, err_release);
+    }
+    DT_CHECK_GOTO(dt_comm_reduce_scatterv(c->comm, dt_tensor_data(buf), dt_tensor_data(y), counts,
+                                          c->dtype, c->st->src.op, NULL),
+                  s, err_release);
+    dt_tensor_release(buf);
+    dt__mesh_count_coll(c->mesh, DT_COLL_REDUCE_SCATTER, c->st->bytes);
+    *out = y;
+    return DT_OK;
+err_release:
+    dt_tensor_release(buf);
+    dt_tensor_release(y);
+    return s;
+}
+
+/* S(a) -> S(b): all-to-all(v); rank q gets my chunk q along b, I get its
+ * chunk me along b, which lands at its offset along a. */
+static dt_status exec_alltoall(const step_ctx *c, dt_tensor *x, dt_tensor **out)
+{
+    const int64_t *L = c->st->logical_shape;
+    int a = c->st->src.dim, b = c->st->dst.dim;
+    size_t sc[64], sd[64], rc[64], rd[64];
+    int64_t ys[DT_MAX_DIMS], bsz, boff;
+    dt_tensor *y = NULL, *sbuf = NULL, *rbuf = NULL;
+    dt_status s;
+    memcpy(ys, L, sizeof(int64_t) * (size_t)c->ndim);
+    dt_shard_chunk(L[b], c->n, c->me, &bsz, &boff);
+    ys[b] = bsz;
+    DT_CHECK(new_like(c, ys, dt_tensor_device(x), &y));
+    if (prod(L, 0, c->ndim) == 0) {
+        *out = y;
+        return DT_OK;
+    }
+    if (prod(dt_tensor_shape(x), 0, b) == 1) {
+        for (int q = 0; q < c->n; q++) {
+            int64_t qs;
+            dt_shard_chunk(L[b], c->n, q, &qs, NULL);
+            sc[q] = (size_t)(qs * prod(dt_tensor_shape(x), b + 1, c->ndim));
+        }
+        sbuf = dt_tensor_retain(x);
+    } else {
+        DT_CHECK_GOTO(dt__pack_chunks(x, b, c->n, sc, &sbuf), s, err_release);
+    }
+    for (int q = 0; q < c->n; q++) {
+        int64_t asz;
+        dt_shard_chunk(L[a], c->n, q, &asz, NULL);
+        rc[q] = (size_t)(prod(ys, 0, c->ndim) / (L[a] ? L[a] : 1) * asz);
+    }
+    displs_of(c->n, sc, sd);
+    displs_of(c->n, rc, rd);
+    bool direct = prod(ys, 0, a) == 1; /* blocks along a are contiguous pieces of y */
+    if (!direct) {
+        int64_t total = prod(ys, 0, c->ndim);
+        DT_CHECK_GOTO(dt_tensor_empty(1, &total, c->dtype, dt_tensor_device(x), &rbuf), s,
+                      err_release);
+    }
+    DT_CHECK_GOTO(dt_comm_alltoallv(c->comm, dt_tensor_data(sbuf), sc, sd,
+                                    dt_tensor_data(direct ? y : rbuf), rc, rd, c->dtype, NULL),
+                  s, err_release);
+    if (!direct)
+        DT_CHECK_GOTO(unpack_blocks(c, rbuf, ys, a, L[a], y), s, err_release);
+    dt_tensor_release(sbuf);
+    dt_tensor_release(rbuf);
+    dt__mesh_count_coll(c->mesh, DT_COLL_ALLTOALL, c->st->bytes);
+    *out = y;
+    return DT_OK;
+err_release:
+    dt_tensor_release(sbuf);
+    dt_tensor_release(rbuf);
+    dt_tensor_release(y);
+    return s;
+}
+
+/* R -> S(d): keep my chunk (a copy, so the shard owns its memory). */
+static dt_status exec_slice(const step_ctx *c, dt_tensor *x, dt_tensor **out)
+{
+    int d = c->st->dst.dim;
+    int64_t sz, off;
+    dt_tensor *v = NULL;
+    dt_status s;
+    dt_shard_chunk(c->st->logical_shape[d], c->n, c->me, &sz, &off);
+    DT_CHECK(dt_tensor_narrow(x, d, off, sz, &v));
+    s = dt_tensor_clone(v, out);
+    dt_tensor_release(v);
+    return s;
+}
+
+/* R -> P(op): sum keeps the value on coordinate 0 (zeros elsewhere), so the
+ * reduction gives it back exactly; avg/max/min keep it everywhere. */
+static dt_status exec_partition(const step_ctx *c, dt_tensor *x, dt_tensor **out)
+{
+    if (c->st->dst.op == DT_REDUCE_OP_SUM && c->me != 0)
+        return dt_tensor_zeros(c->ndim, dt_tensor_shape(x), c->dtype, dt_tensor_device(x), out);
+    *out = dt_tensor_retain(x);
+    return DT_OK;
+}
+
+static dt_status exec_step(const step_ctx *c, dt_tensor *x, dt_tensor **out)
+{
+    if (c->st->kind == DT__STEP_PARTITION)
+        return exec_partition(c, x, out);
+    if (c->st->kind == DT__STEP_SLICE)
+        return exec_slice(c, x, out);
+    if (c->n == 1) { /* a group of one: every collective is the identity */
+        *out = dt_tensor_retain(x);
+        return DT_OK;
+    }
+    if (c->comm == NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_redistribute: mesh dim %d has no comm (a virtual mesh can plan but not "
+                      "communicate)",
+                      c->st->mesh_dim);
+    if (c->n > 64)
+        return DT_ERR(DT_ERR_UNSUPPORTED, "dt_redistribute: mesh dim %d has %d ranks (max 64)",
+                      c->st->mesh_dim, c->n);
+    dt_tensor *xc = NULL;
+    dt_status s;
+    DT_CHECK(dt_tensor_contiguous(x, &xc));
+    switch (c->st->kind) {
+    case DT__STEP_ALLGATHER:      s = exec_allgather(c, xc, out); break;
+    case DT__STEP_ALLREDUCE:      s = exec_allreduce(c, xc, out); break;
+    case DT__STEP_REDUCE_SCATTER: s = exec_reduce_scatter(c, xc, out); break;
+    case DT__STEP_ALLTOALL:       s = exec_alltoall(c, xc, out); break;
+    default: s = DT_ERR(DT_ERR_INTERNAL, "dt_redistribute: bad step kind %d", (int)c->st->kind);
+    }
+    dt_tensor_release(xc);
+    return s;
+}
+
+/* The shard must have the shape the plan expects before step i. */
+static dt_status check_input(const step_ctx *c, const dt_tensor *x)
+{
+    int64_t want[DT_MAX_DIMS];
+    const int64_t *L = c->st->logical_shape;
+    memcpy(want, L, sizeof(int64_t) * (size_t)c->ndim);
+    if (c->st->src.kind == DT_PLACEMENT_SHARD)
+        dt_shard_chunk(L[c->st->src.dim], c->n, c->me, &want[c->st->src.dim], NULL);
+    if (dt_tensor_ndim(x) != c->ndim || dt_tensor_dtype(x) != c->dtype ||
+        memcmp(dt_tensor_shape(x), want, sizeof(int64_t) * (size_t)c->ndim) != 0) {
+        char a[128], b[128];
+        dt__shape_str(dt_tensor_ndim(x), dt_tensor_shape(x), a, sizeof(a));
+        dt__shape_str(c->ndim, want, b, sizeof(b));
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_redistribute: the local shard is %s %s but its spec gives %s %s on "
+                      "mesh dim %d",
+                      a, dt_dtype_name(dt_tensor_dtype(x)), b, dt_dtype_name(c->dtype),
+                      c->st->mesh_dim);
+    }
+    return DT_OK;
+}
+
+dt_status dt__redist_exec(const dt__plan *plan, const dt_spec *src, dt_tensor *local,
+                          dt_tensor **out)
+{
+    dt_tensor *x = dt_tensor_retain(local), *y = NULL;
+    for (int i = 0; i < plan->n_steps; i++) {
+        step_ctx c = {.st = &plan->steps[i], .mesh = src->mesh, .ndim = src->ndim,
+                      .dtype = src->dtype};
+        int j = c.st->mesh_dim;
+        c.comm = dt_mesh_dim_comm(src->mesh, j);
+        c.n = src->mesh->shape[j];
+        c.me = src->mesh->coord[j];
+        dt_status s = check_input(&c, x);
+        if (s == DT_OK)
+            s = exec_step(&c, x, &y);
+        dt_tensor_release(x);
+        if (s != DT_OK)
+            return s;
+        x = y;
+    }
+    *out = x;
+    return DT_OK;
+}
+
+/* ------------------------------------------------------------ autograd */
+
+/* saved[0] / saved[1]: handles carrying the source / target spec (no data):
+ * released with the node, they keep the specs and the mesh alive. */
+static dt_status redistribute_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
+{
+    const dt_spec *src = node->saved[0]->dist, *dst = node->saved[1]->dist;
+    dt_spec *gsrc = NULL, *gdst = NULL;
+    dt__plan plan;
+    dt_status s;
+    if (!dt__ag_input_needs_grad(node, 0))
+        return DT_OK;
+    /* the gradient of a Partial is laid out as Replicate (PyTorch's rule) */
+    DT_CHECK(dt__spec_normalize_grad(dst, &gsrc));
+    DT_CHECK_GOTO(dt__spec_normalize_grad(src, &gdst), s, out);
+    DT_CHECK_GOTO(dt__redist_plan(gsrc, gdst, &plan), s, out);
+    s = dt__redist_exec(&plan, gsrc, gy[0], &gx[0]);
+out:
+    dt_spec_release(gsrc);
+    dt_spec_release(gdst);
+    return s;
+}
+
+static dt_status record(const dt_spec *src, const dt_spec *dst, dt_tensor *x, dt_tensor **y)
+{
+    dt_ag_node *node = NULL;
+    dt_tensor *h0 = NULL, *h1 = NULL, *alias = NULL;
+    dt_status s;
+    if (*y == x) { /* a no-op plan step kept the shard: the output needs its own handle */
+        DT_CHECK(dt__tensor_make_view(x, x->ndim, x->shape, x->strides, x->offset, &alias));
+        dt_tensor_release(*y);
+        *y = alias;
+    }
+    DT_CHECK(dt__dist_wrap((dt_spec *)src, NULL, &h0));
+    DT_CHECK_GOTO(dt__dist_wrap((dt_spec *)dst, NULL, &h1), s, err_release);
+    DT_CHECK_GOTO(dt__ag_node_create("redistribute", redistribute_backward, 1, &x, &node), s,
+                  err_release);
+    node->saved[0] = h0;
+    node->saved[1] = h1;
+    node->n_saved = 2;
+    return dt__ag_attach(node, 1, y);
+err_release:
+    dt_tensor_release(h0);
+    dt_tensor_release(h1);
+    return s;
+}
+
+dt_status dt__redist_local(const dt_spec *src, const dt_spec *dst, dt_tensor *local,
+                           dt_tensor **out)
+{
+    dt__plan plan;
+    dt_tensor *y = NULL;
+    dt_status s;
+    DT_CHECK(dt__redist_check("dt_redistribute", src, dst));
+    DT_CHECK(dt__redist_plan(src, dst, &plan));
+    if (plan.n_steps == 0) {
+        *out = dt_tensor_retain(local);
+        return DT_OK;
+    }
+    DT_CHECK(dt__redist_exec(&plan, src, local, &y));
+    if (dt__ag_should_record(1, &local))
+        DT_CHECK_GOTO(record(src, dst, local, &y), s, err_release);
+    *out = y;
+    return DT_OK;
+err_release:
+    dt_tensor_release(y);
+    return s;
+}

@@ -1,0 +1,134 @@
+/* Helpers for the multi-rank placement tests: one runtime per process, the
+ * meshes each world size is tested on, integer-valued tensors (sums, averages
+ * and maxima stay exact, so results compare bit for bit). */
+#ifndef DT_TEST_PL_UTIL_H
+#define DT_TEST_PL_UTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dtensor.h"
+
+#define PT_OK(call)                                                                    \
+    do {                                                                               \
+        dt_status pt_s_ = (call);                                                      \
+        if (pt_s_ != DT_OK)                                                            \
+            fail_msg("%s -> %s: %s", #call, dt_status_str(pt_s_), dt_last_error());    \
+    } while (0)
+
+static dt_runtime *pt_rt;
+
+static inline int pt_setup(void **state)
+{
+    (void)state;
+    dt_status st = dt_init(NULL, &pt_rt);
+    if (st != DT_OK) {
+        fprintf(stderr, "dt_init: %s: %s\n", dt_status_str(st), dt_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static inline int pt_teardown(void **state)
+{
+    (void)state;
+    if (pt_rt != NULL)
+        dt_comm_barrier(dt_runtime_world(pt_rt), NULL);
+    dt_runtime_destroy(pt_rt);
+    return 0;
+}
+
+/* Meshes for a world of @p w ranks: up to 4, each up to 3 dims; returns the count. */
+static inline int pt_meshes(int w, int shapes[4][3], int *ndims)
+{
+    int n = 0;
+    shapes[n][0] = w;
+    ndims[n++] = 1;
+    if (w == 3) {
+        shapes[n][0] = 1; shapes[n][1] = 3; ndims[n++] = 2;
+        shapes[n][0] = 3; shapes[n][1] = 1; ndims[n++] = 2;
+    }
+    if (w == 4) {
+        shapes[n][0] = 2; shapes[n][1] = 2; ndims[n++] = 2;
+        shapes[n][0] = 2; shapes[n][1] = 1; shapes[n][2] = 2; ndims[n++] = 3;
+    }
+    if (w == 2) {
+        shapes[n][0] = 1; shapes[n][1] = 2; ndims[n++] = 2;
+    }
+    return n;
+}
+
+/* A tensor of @p shape with integer values depending on @p seed and the index. */
+static inline dt_tensor *pt_tensor(int ndim, const int64_t *shape, dt_dtype dt, int seed)
+{
+    dt_tensor *t = NULL;
+    PT_OK(dt_tensor_empty(ndim, shape, dt, dt_device_cpu(), &t));
+    int64_t n = dt_tensor_numel(t);
+    dt_tensor *f = NULL;
+    float *v = malloc(sizeof(float) * (size_t)(n + 1));
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)((int)((i * 7 + seed * 5) % 23) - 11);
+    PT_OK(dt_tensor_from_buffer(ndim, shape, DT_DTYPE_F32, v, &f));
+    PT_OK(dt_tensor_copy_(t, f));
+    dt_tensor_release(f);
+    free(v);
+    return t;
+}
+
+/* The slice of @p full that spec @p s gives this rank (a new tensor). */
+static inline dt_tensor *pt_expected_local(dt_tensor *full, const dt_spec *s)
+{
+    int64_t ls[DT_MAX_DIMS], off[DT_MAX_DIMS];
+    PT_OK(dt_spec_local_shape(s, NULL, ls, off));
+    dt_tensor *cur = dt_tensor_retain(full), *next = NULL;
+    for (int d = 0; d < dt_spec_ndim(s); d++) {
+        PT_OK(dt_tensor_narrow(cur, d, off[d], ls[d], &next));
+        dt_tensor_release(cur);
+        cur = next;
+    }
+    dt_tensor *c = NULL;
+    PT_OK(dt_tensor_clone(cur, &c));
+    dt_tensor_release(cur);
+    return c;
+}
+
+static inline bool pt_has_partial(int n, const dt_placement *pl)
+{
+    for (int k = 0; k < n; k++)
+        if (pl[k].kind == DT_PLACEMENT_PARTIAL)
+            return true;
+    return false;
+}
+
+/* Every placement list over @p mesh_ndim dims for a tensor of @p ndim dims
+ * from @p opts, without mixed Partial ops; returns the count. */
+static inline int pt_lists(int mesh_ndim, int nopts, const dt_placement *opts,
+                           dt_placement (*out)[3])
+{
+    int total = 1, n = 0;
+    for (int k = 0; k < mesh_ndim; k++)
+        total *= nopts;
+    for (int i = 0; i < total; i++) {
+        int v = i, pop = -1;
+        bool ok = true;
+        for (int k = mesh_ndim - 1; k >= 0; k--) {
+            out[n][k] = opts[v % nopts];
+            v /= nopts;
+            if (out[n][k].kind == DT_PLACEMENT_PARTIAL) {
+                ok = ok && (pop < 0 || pop == (int)out[n][k].op);
+                pop = (int)out[n][k].op;
+            }
+        }
+        n += ok;
+    }
+    return n;
+}
+
+#endif

@@ -1,0 +1,239 @@
+/*
+ * Distributed tensors over real ranks (dtrun -n 2, 3, 4): meshes 2, 1x2; 3,
+ * 1x3, 3x1; 4, 2x2, 2x1x2. For every pair of placement lists (src, dst) and
+ * global shapes with dims smaller than the mesh (empty shards):
+ *   - dt_distribute gives every rank the expected slice;
+ *   - dt_redistribute gives the expected slices (non-Partial targets), runs
+ *     exactly the collectives of its plan (counted, with the plan's bytes);
+ *   - dt_full_tensor of the result equals the input bit for bit;
+ *   - the gradient through dt_redistribute is the right slice of the upstream
+ *     gradient laid out with the source placements (Partial read as Replicate).
+ */
+#include "pl_test_util.h"
+#include "placement/placement_impl.h"
+
+typedef struct ctx {
+    dt_mesh *mesh;
+    char name[32];
+    int mesh_ndim;
+} ctx;
+
+static void spec_of(dt_mesh *m, const dt_placement *pl, const dt_tensor *x, bool grad,
+                    dt_spec **out)
+{
+    dt_placement q[3];
+    for (int k = 0; k < dt_mesh_ndim(m); k++)
+        q[k] = (grad && pl[k].kind == DT_PLACEMENT_PARTIAL) ? dt_replicate() : pl[k];
+    PT_OK(dt_spec_create(m, dt_mesh_ndim(m), q, dt_tensor_ndim(x), dt_tensor_shape(x),
+                         dt_tensor_dtype(x), out));
+}
+
+static void expect_equal(dt_tensor *got, dt_tensor *want, const char *what, const char *which)
+{
+    if (!dt_tensor_equal(got, want)) {
+        fprintf(stderr, "%s: %s differs; got:\n", what, which);
+        dt_tensor_print(got, stderr, 40);
+        fprintf(stderr, "want:\n");
+        dt_tensor_print(want, stderr, 40);
+        fail_msg("%s: %s differs", what, which);
+    }
+}
+
+/* Collectives and bytes the plan src -> dst must issue on this rank. */
+static void plan_counts(const dt_spec *a, const dt_spec *b, int64_t *count, int64_t *bytes)
+{
+    dt__plan plan;
+    PT_OK(dt__redist_plan(a, b, &plan));
+    *count = 0;
+    *bytes = 0;
+    for (int i = 0; i < plan.n_steps; i++) {
+        const dt__step *st = &plan.steps[i];
+        int64_t numel = 1;
+        for (int d = 0; d < plan.ndim; d++)
+            numel *= st->logical_shape[d];
+        if (st->kind == DT__STEP_SLICE || st->kind == DT__STEP_PARTITION || numel == 0 ||
+            dt_mesh_dim_size(dt_spec_mesh(a), st->mesh_dim) == 1)
+            continue;
+        (*count)++;
+        *bytes += st->bytes;
+    }
+}
+
+static void check_pair(dt_mesh *m, dt_tensor *x, dt_tensor *g, const dt_placement *pa,
+                       const dt_placement *pb, const char *mname)
+{
+    int M = dt_mesh_ndim(m);
+    char what[300], ta[64], tb[64], sh[64];
+    dt_placements_format(M, pa, ",", ta, sizeof(ta));
+    dt_placements_format(M, pb, ",", tb, sizeof(tb));
+    snprintf(sh, sizeof(sh), "[%lld, %lld]", (long long)dt_tensor_dim(x, 0),
+             (long long)dt_tensor_dim(x, 1));
+    snprintf(what, sizeof(what), "mesh %s shape %s %s -> %s", mname, sh, ta, tb);
+    dt_spec *sa = NULL, *sb = NULL, *ga = NULL, *gb = NULL;
+    spec_of(m, pa, x, false, &sa);
+    spec_of(m, pb, x, false, &sb);
+    spec_of(m, pa, x, true, &ga);
+    spec_of(m, pb, x, true, &gb);
+
+    dt_tensor *d = NULL, *y = NULL, *full = NULL, *want = NULL;
+    PT_OK(dt_distribute(x, m, M, pa, &d));
+    if (!pt_has_partial(M, pa)) {
+        want = pt_expected_local(x, sa);
+        expect_equal(dt_to_local(d), want, what, "distributed shard");
+        dt_tensor_release(want);
+    }
+    PT_OK(dt_tensor_set_requires_grad(dt_to_local(d), true));
+
+    int64_t want_count, want_bytes;
+    dt_coll_stats st;
+    plan_counts(sa, sb, &want_count, &want_bytes);
+    dt_mesh_coll_stats_reset(m);
+    PT_OK(dt_redistribute(d, M, pb, &y));
+    dt_mesh_coll_stats(m, &st);
+    int64_t got_bytes = 0;
+    for (int k = 0; k < DT_COLL_KIND_COUNT; k++)
+        got_bytes += st.bytes[k];
+    if (dt_coll_stats_total(&st) != want_count || got_bytes != want_bytes)
+        fail_msg("%s: %lld collectives / %lld bytes, plan says %lld / %lld", what,
+                 (long long)dt_coll_stats_total(&st), (long long)got_bytes,
+                 (long long)want_count, (long long)want_bytes);
+    assert_true(dt_spec_equal(dt_tensor_spec(y), sb));
+    if (!pt_has_partial(M, pb)) {
+        want = pt_expected_local(x, sb);
+        expect_equal(dt_to_local(y), want, what, "redistributed shard");
+        dt_tensor_release(want);
+    }
+    bool prev = dt_grad_set_enabled(false);
+    PT_OK(dt_full_tensor(y, &full));
+    dt_grad_set_enabled(prev);
+    expect_equal(full, x, what, "full tensor");
+
+    /* backward: upstream gradient laid out as the output (Partial -> Replicate) */
+    dt_tensor *gy = pt_expected_local(g, gb), *gx_want = pt_expected_local(g, ga);
+    PT_OK(dt_backward(dt_to_local(y), gy));
+    assert_non_null(dt_tensor_grad(dt_to_local(d)));
+    expect_equal(dt_tensor_grad(dt_to_local(d)), gx_want, what, "gradient");
+
+    dt_tensor_release(gy);
+    dt_tensor_release(gx_want);
+    dt_tensor_release(full);
+    dt_tensor_release(y);
+    dt_tensor_release(d);
+    dt_spec_release(sa);
+    dt_spec_release(sb);
+    dt_spec_release(ga);
+    dt_spec_release(gb);
+}
+
+static void mesh_name(int nd, const int *s, char *buf, size_t len)
+{
+    int p = 0;
+    for (int k = 0; k < nd; k++)
+        p += snprintf(buf + p, len - (size_t)p, k ? "x%d" : "%d", s[k]);
+}
+
+static void test_exhaustive(void **state)
+{
+    (void)state;
+    int w = dt_runtime_size(pt_rt), shapes[4][3], nds[4];
+    int nm = pt_meshes(w, shapes, nds);
+    int64_t tshapes[3][2] = {{7, 5}, {1, 3}, {3, 1}};
+    static dt_placement lists[512][3];
+    for (int i = 0; i < nm; i++) {
+        dt_mesh *m = NULL;
+        char mname[32];
+        mesh_name(nds[i], shapes[i], mname, sizeof(mname));
+        PT_OK(dt_mesh_create(pt_rt, nds[i], shapes[i], NULL, &m));
+        dt_placement opts[7] = {dt_replicate(), dt_shard(0), dt_shard(1),
+                                dt_partial(DT_REDUCE_OP_SUM), dt_partial(DT_REDUCE_OP_MAX),
+                                dt_partial(DT_REDUCE_OP_AVG), dt_partial(DT_REDUCE_OP_MIN)};
+        /* fewer Partial flavours as the mesh grows, to keep the suite quick */
+        int nopts = nds[i] == 1 ? 7 : (nds[i] == 2 ? 5 : 4);
+        int nl = pt_lists(nds[i], nopts, opts, lists);
+        int nshapes = nds[i] == 3 ? 2 : 3;
+        for (int s = 0; s < nshapes; s++) {
+            dt_tensor *x = pt_tensor(2, tshapes[s], DT_DTYPE_F32, 1);
+            dt_tensor *g = pt_tensor(2, tshapes[s], DT_DTYPE_F32, 2);
+            for (int a = 0; a < nl; a++)
+                for (int b = 0; b < nl; b++)
+                    check_pair(m, x, g, lists[a], lists[b], mname);
+            dt_tensor_release(x);
+            dt_tensor_release(g);
+        }
+        dt_mesh_release(m);
+    }
+}
+
+/* A 3-d tensor: all-to-all between every pair of dims, nested shards. */
+static void test_three_dims(void **state)
+{
+    (void)state;
+    int w = dt_runtime_size(pt_rt), shapes[4][3], nds[4];
+    int nm = pt_meshes(w, shapes, nds);
+    int64_t ts[3] = {3, 5, 2};
+    static dt_placement lists[512][3];
+    for (int i = 0; i < nm; i++) {
+        if (nds[i] > 2)
+            continue;
+        dt_mesh *m = NULL;
+        char mname[32];
+        mesh_name(nds[i], shapes[i], mname, sizeof(mname));
+        PT_OK(dt_mesh_create(pt_rt, nds[i], shapes[i], NULL, &m));
+        dt_placement opts[5] = {dt_replicate(), dt_shard(0), dt_shard(1), dt_shard(2),
+                                dt_partial(DT_REDUCE_OP_SUM)};
+        int nl = pt_lists(nds[i], 5, opts, lists);
+        dt_tensor *x = pt_tensor(3, ts, DT_DTYPE_F32, 4);
+        dt_tensor *g = pt_tensor(3, ts, DT_DTYPE_F32, 5);
+        for (int a = 0; a < nl; a++)
+            for (int b = 0; b < nl; b++)
+                check_pair(m, x, g, lists[a], lists[b], mname);
+        dt_tensor_release(x);
+        dt_tensor_release(g);
+        dt_mesh_release(m);
+    }
+}
+
+/* Other dtypes move bit for bit (no autograd). */
+static void test_dtypes(void **state)
+{
+    (void)state;
+    int w = dt_runtime_size(pt_rt);
+    dt_mesh *m = NULL;
+    PT_OK(dt_mesh_create(pt_rt, 1, &w, NULL, &m));
+    dt_dtype dts[4] = {DT_DTYPE_I64, DT_DTYPE_BF16, DT_DTYPE_F64, DT_DTYPE_U8};
+    int64_t shape[2] = {9, 4};
+    const char *pairs[][2] = {{"S(0)", "S(1)"}, {"S(1)", "R"}, {"R", "S(0)"}, {"P(sum)", "S(0)"},
+                              {"P(max)", "R"}};
+    for (int t = 0; t < 4; t++) {
+        dt_tensor *x = pt_tensor(2, shape, dts[t], 3);
+        for (int p = 0; p < 5; p++) {
+            dt_placement a, b;
+            dt_tensor *d = NULL, *y = NULL, *f = NULL;
+            if (dts[t] == DT_DTYPE_U8 && p >= 3)
+                continue; /* u8 holds negative test values modulo 256: reduce only moves */
+            PT_OK(dt_placement_parse(pairs[p][0], &a));
+            PT_OK(dt_placement_parse(pairs[p][1], &b));
+            PT_OK(dt_distribute(x, m, 1, &a, &d));
+            PT_OK(dt_redistribute(d, 1, &b, &y));
+            PT_OK(dt_full_tensor(y, &f));
+            if (!dt_tensor_equal(f, x))
+                fail_msg("%s: %s -> %s changed the values", dt_dtype_name(dts[t]), pairs[p][0],
+                         pairs[p][1]);
+            dt_tensor_release(d);
+            dt_tensor_release(y);
+            dt_tensor_release(f);
+        }
+        dt_tensor_release(x);
+    }
+    dt_mesh_release(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dtypes),
+        cmocka_unit_test(test_exhaustive),
+        cmocka_unit_test(test_three_dims),
+    };
+    return cmocka_run_group_tests(tests, pt_setup, pt_teardown);
+}
