@@ -9,7 +9,7 @@
  * are i32/i64/u16). Inputs may be strided views; results are new contiguous
  * tensors in memory category DT_MEM_ACTIVATION, except the shape ops, whose
  * results are views sharing the input's storage where the layout allows.
- * Ops are not collective and do not synchronise threads.
+ * Ops on local tensors are not collective and do not synchronise threads.
  *
  * Inputs may be local or distributed tensors (placement.h): on distributed
  * inputs the op follows the sharding-propagation rules and returns a
