@@ -234,6 +234,47 @@ static void test_allgather_threads(void **state)
     dt_store_destroy(s);
 }
 
+typedef struct late_reader {
+    int port;
+    dt_status st;
+    size_t n;
+} late_reader;
+
+static void *late_read(void *p)
+{
+    late_reader *a = p;
+    dt_store *c = NULL;
+    a->st = make_client(a->port, "tok", 5, &c);
+    if (a->st != DT_OK)
+        return NULL;
+    struct timespec ts = {0, 400 * 1000 * 1000};
+    nanosleep(&ts, NULL); /* the serving rank is destroying its store meanwhile */
+    void *v = NULL;
+    a->st = dt_store_get(c, "final", &v, &a->n);
+    free(v);
+    dt_store_destroy(c);
+    return NULL;
+}
+
+/* The serving rank's destroy keeps serving until the other clients hang up. */
+static void test_destroy_waits_for_clients(void **state)
+{
+    dt_store *s = make_server("tok", 5);
+    late_reader a = {.port = dt_store_port(s)};
+    pthread_t th;
+    pthread_create(&th, NULL, late_read, &a);
+    assert_int_equal(dt_store_set(s, "final", "bye", 3), DT_OK);
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL); /* let the reader connect */
+    double t0 = now_s();
+    dt_store_destroy(s);
+    double dt = now_s() - t0;
+    pthread_join(th, NULL);
+    assert_int_equal(a.st, DT_OK);
+    assert_int_equal(a.n, 3);
+    assert_true(dt > 0.2 && dt < 3.0); /* waited for the reader, not for the 5 s timeout */
+}
+
 static void test_bad_params(void **state)
 {
     dt_store *s = NULL;
@@ -268,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_get_blocks_until_set),
         cmocka_unit_test(test_add_and_delete_prefix),
         cmocka_unit_test(test_allgather_threads),
+        cmocka_unit_test(test_destroy_waits_for_clients),
         cmocka_unit_test(test_bad_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,8 +13,9 @@
 #include "core/error.h"
 #include "dtensor/store.h"
 
-/* A waiting request's reply may come this much after its server-side deadline. */
-#define DT_STORE_REPLY_SLACK_S 10.0
+
+/* The serving rank's destroy waits at most this long for the other clients to go. */
+#define DT_STORE_LINGER_MAX_S 30.0
 
 struct dt_store {
     int fd;
@@ -156,7 +157,7 @@ dt_status dt_store_create(const dt_store_params *params, dt_store **out)
 err_close:
     close(s->fd);
 err_stop_server:
-    dt__store_server_stop(s->server);
+    dt__store_server_stop(s->server, 0);
 err_free:
     free(s);
     return st;
@@ -168,7 +169,10 @@ void dt_store_destroy(dt_store *store)
         return;
     if (store->fd >= 0)
         close(store->fd);
-    dt__store_server_stop(store->server);
+    /* Ranks may still be finishing their last request: serve until they hang up. */
+    double linger = store->timeout_s < DT_STORE_LINGER_MAX_S ? store->timeout_s
+                                                             : DT_STORE_LINGER_MAX_S;
+    dt__store_server_stop(store->server, linger);
     free(store);
 }
 

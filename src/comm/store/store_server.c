@@ -238,6 +238,33 @@ static int check_deadlines(dt_store_server *s)
     return ms > 60000 ? 60000 : (int)ms;
 }
 
+/* A stop request: 'x' = now (returns false), 'g' = once the clients are gone. */
+static bool wake_read(dt_store_server *s)
+{
+    char b = 'x';
+    if (read(s->wake_fd[0], &b, 1) == 1 && b == 'g') {
+        s->lingering = true;
+        return true;
+    }
+    return false;
+}
+
+/* While stopping gracefully: -1 = stop now, else ms to wait at most. */
+static int linger_check(dt_store_server *s)
+{
+    size_t live = 0;
+    for (size_t i = 0; i < s->nconns; i++)
+        live += s->conns[i].fd >= 0;
+    double left = s->linger_until - dt__store_now();
+    if (live == 0)
+        return -1;
+    if (left <= 0) {
+        DT_LOG_WARN("comm", "store: stopping with %zu client(s) still connected", live);
+        return -1;
+    }
+    return (int)(left * 1000.0) + 1;
+}
+
 static void *server_main(void *arg)
 {
     dt_store_server *s = arg;
@@ -246,6 +273,12 @@ static void *server_main(void *arg)
     for (;;) {
         int timeout = check_deadlines(s);
         sweep(s);
+        if (s->lingering) {
+            int ms = linger_check(s);
+            if (ms < 0)
+                break;
+            timeout = (timeout < 0 || ms < timeout) ? ms : timeout;
+        }
         if (pcap < s->nconns + 2) {
             pcap = 2 * (s->nconns + 2);
             struct pollfd *np = realloc(pfd, pcap * sizeof(*np));
@@ -270,8 +303,8 @@ static void *server_main(void *arg)
         }
         if (r <= 0)
             continue;
-        if (pfd[0].revents & POLLIN)
-            break; /* stop requested */
+        if ((pfd[0].revents & POLLIN) && !wake_read(s))
+            break; /* stop now */
         for (size_t i = 0; i < n; i++) {
             dt_store_conn *c = &s->conns[i];
             short ev = pfd[i + 2].revents;
@@ -373,11 +406,12 @@ int dt__store_server_port(const dt_store_server *s)
     return s != NULL ? s->port : 0;
 }
 
-void dt__store_server_stop(dt_store_server *s)
+void dt__store_server_stop(dt_store_server *s, double linger_s)
 {
     if (s == NULL)
         return;
-    (void)!write(s->wake_fd[1], "x", 1);
+    s->linger_until = dt__store_now() + linger_s; /* published by the pipe write below */
+    (void)!write(s->wake_fd[1], linger_s > 0 ? "g" : "x", 1);
     pthread_join(s->thread, NULL);
     for (size_t i = 0; i < s->nconns; i++)
         if (s->conns[i].fd >= 0)

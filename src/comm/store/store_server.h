@@ -17,7 +17,8 @@ typedef struct dt_store_server dt_store_server;
 dt_status dt__store_server_start(const char *bind, int port, const char *token, double stall_s,
                                  dt_store_server **out);
 int dt__store_server_port(const dt_store_server *s);
-/* Stop the thread, close every connection, free. NULL-safe. */
-void dt__store_server_stop(dt_store_server *s);
+/* Stop the thread, close every connection, free. NULL-safe. With @p linger_s
+ * > 0, keep serving until every client has disconnected or linger_s passed. */
+void dt__store_server_stop(dt_store_server *s, double linger_s);
 
 #endif

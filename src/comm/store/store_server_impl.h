@@ -38,6 +38,8 @@ struct dt_store_server {
     dt_store_conn *conns;
     size_t nconns, cap_conns;
     size_t ndropped;
+    bool lingering;      /* stopping once every client has disconnected */
+    double linger_until; /* ... or at this time */
 };
 
 double dt__store_now(void);
