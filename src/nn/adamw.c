@@ -2,46 +2,21 @@
  * AdamW with PyTorch's semantics (torch.optim.AdamW, amsgrad off), step t >= 1:
  *   p *= 1 - lr * wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
  *   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
- * The scalars are computed in double, the element-wise update in float.
+ * The update itself is the device's fused adamw_step kernel.
  */
-#include <math.h>
-
 #include "core/error.h"
 #include "kernels/kernel_ops.h"
 #include "nn/optim_impl.h"
-
-static void adamw_host(const dt_optim_hparams *h, int64_t step, float *p, const float *g,
-                       float *m, float *v, int64_t n)
-{
-    const float decay = (float)(1.0 - h->lr * h->weight_decay);
-    /* (1 - b) rounded from double, as PyTorch passes alpha = 1 - beta */
-    const float b1 = (float)h->beta1, b2 = (float)h->beta2;
-    const float c1 = (float)(1.0 - h->beta1), c2 = (float)(1.0 - h->beta2);
-    const float step_size = (float)(h->lr / (1.0 - pow(h->beta1, (double)step)));
-    const float bc2_sqrt = (float)sqrt(1.0 - pow(h->beta2, (double)step));
-    const float eps = (float)h->eps;
-    for (int64_t i = 0; i < n; i++) {
-        float pi = p[i] * decay;
-        m[i] = m[i] * b1 + c1 * g[i];
-        v[i] = v[i] * b2 + c2 * g[i] * g[i];
-        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-        p[i] = pi - step_size * (m[i] / denom);
-    }
-}
 
 static dt_status adamw_update(const dt_optim_hparams *h, int64_t step, dt_tensor *p,
                               const dt_tensor *g, dt_tensor *const *state)
 {
     const dt_kernel_ops *k = dt__kernels_for(p->device);
-    if (k != NULL && k->adamw_step != NULL && k->supports(DT_KOP_OPTIM, DT_DTYPE_F32))
-        return k->adamw_step(p, g, state[0], state[1], (float)h->lr, (float)h->beta1,
-                             (float)h->beta2, (float)h->eps, (float)h->weight_decay, step);
-    if (p->device.type != DT_DEVICE_CPU)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "adamw: device %d has no adamw_step kernel",
-                      p->device.type);
-    adamw_host(h, step, dt_tensor_data(p), dt_tensor_data(g), dt_tensor_data(state[0]),
-               dt_tensor_data(state[1]), dt_tensor_numel(p));
-    return DT_OK;
+    if (k == NULL || k->adamw_step == NULL || !k->supports(DT_KOP_OPTIM, DT_DTYPE_F32))
+        return DT_ERR(DT_ERR_UNSUPPORTED, "adamw: the %s device has no adamw_step kernel",
+                      p->device.type == DT_DEVICE_CPU ? "cpu" : "cuda");
+    return k->adamw_step(p, g, state[0], state[1], (float)h->lr, (float)h->beta1,
+                         (float)h->beta2, (float)h->eps, (float)h->weight_decay, step);
 }
 
 const dt_optim_kind dt__optim_adamw = {

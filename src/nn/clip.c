@@ -37,16 +37,11 @@ static dt_status add_sum_sq(const char *fqn, dt_module *owner, const char *name,
         return DT_OK;
     DT_CHECK(check_grad(fqn, g));
     const dt_kernel_ops *k = dt__kernels_for(g->device);
+    if (k == NULL || k->sum_squares == NULL)
+        return DT_ERR(DT_ERR_UNSUPPORTED,
+                      "dt_clip_grad_norm: no sum_squares kernel for the device of '%s'", fqn);
     double s = 0.0;
-    if (k != NULL && k->sum_squares != NULL) {
-        DT_CHECK(k->sum_squares(g, &s));
-    } else if (g->device.type == DT_DEVICE_CPU) {
-        const float *x = dt_tensor_data(g);
-        for (int64_t i = 0, n = dt_tensor_numel(g); i < n; i++)
-            s += (double)x[i] * (double)x[i];
-    } else {
-        return DT_ERR(DT_ERR_UNSUPPORTED, "dt_clip_grad_norm: no sum_squares kernel for '%s'", fqn);
-    }
+    DT_CHECK(k->sum_squares(g, &s));
     c->sum_sq += s;
     return DT_OK;
 }

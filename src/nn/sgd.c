@@ -3,40 +3,19 @@
  *   d = g + wd * p;  buf = momentum * buf + d (buf starts at zero, so the first
  *   step gives buf = d as PyTorch's clone);  p -= lr * (momentum ? buf : d).
  */
-#include <math.h>
-
 #include "core/error.h"
 #include "kernels/kernel_ops.h"
 #include "nn/optim_impl.h"
-
-/* The loop used when the device has no fused kernel (CPU, contiguous f32). */
-static void sgd_host(const dt_optim_hparams *h, float *p, const float *g, float *buf, int64_t n)
-{
-    const float lr = (float)h->lr, mom = (float)h->momentum, wd = (float)h->weight_decay;
-    for (int64_t i = 0; i < n; i++) {
-        float d = g[i];
-        if (wd != 0.0f)
-            d += wd * p[i];
-        if (buf != NULL) {
-            buf[i] = mom * buf[i] + d;
-            d = buf[i];
-        }
-        p[i] -= lr * d;
-    }
-}
 
 static dt_status sgd_update(const dt_optim_hparams *h, int64_t step, dt_tensor *p,
                             const dt_tensor *g, dt_tensor *const *state)
 {
     dt_tensor *buf = h->momentum != 0.0 ? state[0] : NULL;
     const dt_kernel_ops *k = dt__kernels_for(p->device);
-    if (k != NULL && k->sgd_step != NULL && k->supports(DT_KOP_OPTIM, DT_DTYPE_F32))
-        return k->sgd_step(p, g, buf, (float)h->lr, (float)h->momentum, (float)h->weight_decay);
-    if (p->device.type != DT_DEVICE_CPU)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "sgd: device %d has no sgd_step kernel", p->device.type);
-    sgd_host(h, dt_tensor_data(p), dt_tensor_data(g), buf != NULL ? dt_tensor_data(buf) : NULL,
-             dt_tensor_numel(p));
-    return DT_OK;
+    if (k == NULL || k->sgd_step == NULL || !k->supports(DT_KOP_OPTIM, DT_DTYPE_F32))
+        return DT_ERR(DT_ERR_UNSUPPORTED, "sgd: the %s device has no sgd_step kernel",
+                      p->device.type == DT_DEVICE_CPU ? "cpu" : "cuda");
+    return k->sgd_step(p, g, buf, (float)h->lr, (float)h->momentum, (float)h->weight_decay);
 }
 
 static bool sgd_needs_state(const dt_optim_hparams *h) { return h->momentum != 0.0; }
