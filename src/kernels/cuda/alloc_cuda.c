@@ -75,6 +75,10 @@ static dt_status cuda_alloc(int index, size_t nbytes, void **ptr, size_t *block_
 {
     const char *fn = "dt_cuda_alloc";
     int mode = MODE_UNSET;
+    int ndev = dt__cuda_device_count();
+    if (index < 0 || index >= ndev) /* like a device type that is not built in */
+        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: no device cuda:%d (%d CUDA devices usable)", fn,
+                      index, ndev);
     DT_CUDA_CHECK(cudaSetDevice(index), fn);
     DT_CHECK(device_setup(fn, index, &mode));
     size_t bytes = nbytes > 0 ? nbytes : 1; /* a real, unique address even for 0 bytes */

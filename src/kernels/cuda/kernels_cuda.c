@@ -3,6 +3,8 @@
  * (src/kernels/cpu/) as the reference for every entry's semantics and errors.
  * Loading this object also registers the CUDA device allocator.
  */
+#include <stdatomic.h>
+
 #include "core/alloc.h"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/kernels_cuda.h"
@@ -30,11 +32,15 @@ static bool cuda_supports(dt_kernel_op op, dt_dtype dtype)
 
 int dt__cuda_device_count(void)
 {
-    int n = 0;
+    static atomic_int cached = -1; /* devices do not come and go within a process */
+    int n = atomic_load(&cached);
+    if (n >= 0)
+        return n;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         (void)cudaGetLastError(); /* no driver / no device: not sticky, clear it */
-        return 0;
+        n = 0;
     }
+    atomic_store(&cached, n);
     return n;
 }
 
