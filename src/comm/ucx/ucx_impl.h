@@ -36,6 +36,7 @@ struct dt_ucx_shared {
     dt_ucx_peer *peers; /* world_size entries */
     uint32_t next_id;   /* lowest comm id not used by this process yet */
     double spin_s;      /* busy-poll time before sleeping */
+    int orphans;        /* requests the core gave up on that UCX still owns */
 };
 
 typedef struct dt_ucx_comm {
@@ -53,6 +54,7 @@ typedef struct dt_ucx_req {
     size_t expect;       /* receive: bytes expected */
     size_t got;
     int world_peer;
+    dt_ucx_shared *shared;
 } dt_ucx_req;
 
 extern const dt_comm_ops dt__ucx_ops;

@@ -30,8 +30,10 @@ static void req_finish(dt_ucx_req *r, void *ucp_req, ucs_status_t status)
     if (ucp_req != NULL)
         ucp_request_free(ucp_req);
     r->ucp_req = NULL;
-    if (r->orphaned)
+    if (r->orphaned) {
+        r->shared->orphans--;
         free(r);
+    }
 }
 
 static void send_cb(void *request, ucs_status_t status, void *user_data)
@@ -111,6 +113,7 @@ dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uin
     if (r == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a send request");
     r->world_peer = wp;
+    r->shared = sh;
     ucp_request_param_t prm = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
         .cb.send = send_cb,
@@ -131,6 +134,7 @@ dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t 
     if (r == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a receive request");
     r->world_peer = wp;
+    r->shared = sh;
     r->is_recv = true;
     r->expect = bytes;
     /* always through the callback: it reports the received length */
@@ -176,6 +180,7 @@ void dt__ucx_req_cancel(dt_comm *c, void *req)
     }
     dt_ucx_comm *uc = c->impl;
     r->orphaned = true; /* the callback (on cancel or completion) frees it */
+    uc->shared->orphans++;
     if (r->is_recv)
         ucp_request_cancel(uc->shared->worker, r->ucp_req);
 }

@@ -80,32 +80,42 @@ err_free:
     return st;
 }
 
-/* Close every endpoint: flush live peers for up to a second, then force. */
+/*
+ * Close every endpoint. Normally flush (a peer may still be reading our last
+ * messages); after a failure, when requests were abandoned on the endpoints,
+ * force: that completes them with an error so the worker can be destroyed.
+ */
 static void close_endpoints(dt_ucx_shared *sh)
 {
+    bool force = (sh->orphans > 0);
+    for (int i = 0; i < sh->world_size; i++)
+        force = force || sh->peers[i].dead;
     for (int i = 0; i < sh->world_size; i++) {
         dt_ucx_peer *p = &sh->peers[i];
         if (p->ep == NULL)
             continue;
         ucp_request_param_t prm = {
             .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-            .flags = p->dead ? UCP_EP_CLOSE_FLAG_FORCE : 0,
+            .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0,
         };
         ucs_status_ptr_t sp = ucp_ep_close_nbx(p->ep, &prm);
-        double deadline = dt__now() + 1.0;
+        double deadline = dt__now() + 2.0;
         while (UCS_PTR_IS_PTR(sp) && ucp_request_check_status(sp) == UCS_INPROGRESS &&
                dt__now() < deadline)
             ucp_worker_progress(sh->worker);
         if (UCS_PTR_IS_PTR(sp)) {
-            if (ucp_request_check_status(sp) == UCS_INPROGRESS) {
-                DT_LOG_WARN("comm", "ucx: closing the endpoint to world rank %d timed out; "
-                            "forcing", i);
-                ucp_request_cancel(sh->worker, sp);
-            }
+            if (ucp_request_check_status(sp) == UCS_INPROGRESS)
+                DT_LOG_WARN("comm", "ucx: closing the endpoint to world rank %d timed out", i);
             ucp_request_free(sp);
         }
         p->ep = NULL;
     }
+    /* let the abandoned requests' callbacks run (they free our bookkeeping) */
+    double deadline = dt__now() + 2.0;
+    while (sh->orphans > 0 && dt__now() < deadline)
+        ucp_worker_progress(sh->worker);
+    if (sh->orphans > 0)
+        DT_LOG_WARN("comm", "ucx: %d abandoned requests still pending at teardown", sh->orphans);
 }
 
 static void shared_release(dt_ucx_shared *sh)
