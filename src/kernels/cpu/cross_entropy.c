@@ -4,10 +4,14 @@
  * written). Backward: gloss[i] * (softmax - onehot), 0 for ignored rows.
  * A target outside [0, C) that is not ignore_index is an error naming it.
  */
+/* IEEE results without trap/errno bookkeeping, so branch-free math loops
+ * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
 #include <stdlib.h>
 
 #include "kernels/cpu/cpu_internal.h"
 
+DT_CPU_CLONES
 static float row_lse(const float *restrict x, int64_t n)
 {
     float m = dt__cpu_row_max(x, n);
@@ -82,6 +86,7 @@ out_free_targets:
     return s;
 }
 
+DT_CPU_CLONES
 static void ce_bwd_row(const float *restrict x, int64_t n, float lse, float g, int64_t target,
                        float *restrict gx)
 {

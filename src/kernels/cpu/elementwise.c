@@ -5,6 +5,9 @@
  * gcc vectorises them. Single-threaded: measured at memory bandwidth on the
  * target machines (see bench/kernels), and ranks already share the cores.
  */
+/* IEEE results without trap/errno bookkeeping, so branch-free math loops
+ * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
 #include "kernels/cpu/cpu_internal.h"
 
 /* Store @p v into element @p i of a @p dtype array. */
@@ -23,6 +26,7 @@ static void store_as(void *base, dt_dtype dtype, int64_t i, double v)
     }
 }
 
+DT_CPU_CLONES
 static void fill_f32(float *restrict o, int64_t n, int64_t s, float v)
 {
     if (s == 1) {
@@ -100,6 +104,7 @@ bin_run(dt_binary_op op, int64_t n, const float *restrict a, int64_t sa,
     }
 }
 
+DT_CPU_CLONES
 static void bin_dispatch(dt_binary_op op, int64_t n, const float *a, int64_t sa, const float *b,
                          int64_t sb, float *o)
 {

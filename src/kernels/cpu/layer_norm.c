@@ -5,11 +5,12 @@
  * gx = rstd * (g - mean(g) - xhat * mean(g * xhat)); gw += sum gy * xhat,
  * gb += sum gy over rows.
  */
+/* IEEE results without trap/errno bookkeeping, so branch-free math loops
+ * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
 #include "kernels/cpu/cpu_internal.h"
 
-/* sqrtf without the errno branch, so its loops vectorise */
-#pragma GCC optimize("no-math-errno")
-
+DT_CPU_CLONES
 static void ln_row(const float *restrict x, int64_t n, const float *restrict w,
                    const float *restrict b, float eps, float *restrict y, float *mean_out,
                    float *rstd_out)
@@ -110,6 +111,7 @@ out_release:
     return s;
 }
 
+DT_CPU_CLONES
 static void ln_bwd_row(const float *restrict x, const float *restrict gy,
                        const float *restrict w, int64_t n, float mean, float rstd,
                        float *restrict gx, float *restrict gw, float *restrict gb)

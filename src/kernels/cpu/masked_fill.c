@@ -1,6 +1,10 @@
 /* out = mask ? value : x, with a u8 mask broadcast to x's shape. */
+/* IEEE results without trap/errno bookkeeping, so branch-free math loops
+ * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
 #include "kernels/cpu/cpu_internal.h"
 
+DT_CPU_CLONES
 static void mf_run(int64_t n, const float *restrict x, int64_t sx, const uint8_t *restrict m,
                    int64_t sm, float value, float *restrict o)
 {

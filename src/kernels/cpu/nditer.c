@@ -1,4 +1,7 @@
 /* The N-d strided iterator and the small helpers every CPU kernel shares. */
+/* IEEE results without trap/errno bookkeeping, so branch-free math loops
+ * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
 #include <stdlib.h>
 
 #include "kernels/cpu/cpu_internal.h"
@@ -161,6 +164,7 @@ dt_status dt__cpu_load_ids(const char *fn, const dt_tensor *ids, int64_t **out)
     return DT_OK;
 }
 
+DT_CPU_CLONES
 float dt__cpu_row_max(const float *x, int64_t n)
 {
     float lane[16];
@@ -178,6 +182,7 @@ float dt__cpu_row_max(const float *x, int64_t n)
     return m;
 }
 
+DT_CPU_CLONES
 float dt__cpu_row_sum(const float *x, int64_t n)
 {
     float lane[16] = {0};
@@ -193,6 +198,7 @@ float dt__cpu_row_sum(const float *x, int64_t n)
     return s;
 }
 
+DT_CPU_CLONES
 double dt__cpu_row_sum_sq_f64(const float *x, int64_t n)
 {
     double lane[8] = {0};

@@ -6,10 +6,10 @@
  *   AdamW: p *= 1 - lr wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
  *          p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps), bc = 1 - b^step.
  */
+/* IEEE results without trap/errno bookkeeping, so branch-free math loops
+ * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
 #include "kernels/cpu/cpu_internal.h"
-
-/* sqrtf without the errno branch, so its loops vectorise */
-#pragma GCC optimize("no-math-errno")
 
 static dt_status optim_check(const char *fn, const char *what, const dt_tensor *t,
                              const dt_tensor *p)
@@ -49,6 +49,20 @@ dt_status dt__cpu_sgd_step(dt_tensor *p, const dt_tensor *g, dt_tensor *momentum
     return DT_OK;
 }
 
+DT_CPU_CLONES
+static void adamw_run(int64_t n, float *restrict pp, const float *restrict pg,
+                      float *restrict pm, float *restrict pv, float beta1, float beta2, float eps,
+                      float step_size, float bc2_sqrt, float decay)
+{
+    for (int64_t i = 0; i < n; i++) {
+        pp[i] *= decay;
+        pm[i] += (pg[i] - pm[i]) * (1.0f - beta1); /* PyTorch's lerp form */
+        pv[i] = beta2 * pv[i] + (1.0f - beta2) * pg[i] * pg[i];
+        float denom = sqrtf(pv[i]) / bc2_sqrt + eps;
+        pp[i] -= step_size * pm[i] / denom;
+    }
+}
+
 dt_status dt__cpu_adamw_step(dt_tensor *p, const dt_tensor *g, dt_tensor *m, dt_tensor *v,
                              float lr, float beta1, float beta2, float eps, float weight_decay,
                              int64_t step)
@@ -64,15 +78,8 @@ dt_status dt__cpu_adamw_step(dt_tensor *p, const dt_tensor *g, dt_tensor *m, dt_
     float bc1 = 1.0f - powf(beta1, (float)step);
     float bc2 = 1.0f - powf(beta2, (float)step);
     float step_size = lr / bc1, bc2_sqrt = sqrtf(bc2), decay = 1.0f - lr * weight_decay;
-    float *restrict pp = dt__f32(p), *restrict pm = dt__f32(m), *restrict pv = dt__f32(v);
-    const float *restrict pg = dt__f32(g);
-    for (int64_t i = 0; i < n; i++) {
-        pp[i] *= decay;
-        pm[i] += (pg[i] - pm[i]) * (1.0f - beta1); /* PyTorch's lerp form */
-        pv[i] = beta2 * pv[i] + (1.0f - beta2) * pg[i] * pg[i];
-        float denom = sqrtf(pv[i]) / bc2_sqrt + eps;
-        pp[i] -= step_size * pm[i] / denom;
-    }
+    adamw_run(n, dt__f32(p), dt__f32(g), dt__f32(m), dt__f32(v), beta1, beta2, eps, step_size,
+              bc2_sqrt, decay);
     return DT_OK;
 }
 

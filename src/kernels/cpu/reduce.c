@@ -5,6 +5,9 @@
  * index of the maximum in argmax (i64) when asked; NaN propagates as in PyTorch.
  * An empty dim gives sum 0, mean NaN, and is an error for max.
  */
+/* IEEE results without trap/errno bookkeeping, so branch-free math loops
+ * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
 #include "kernels/cpu/cpu_internal.h"
 
 static void reduce_rows(dt_reduce_kind kind, const float *x, int64_t outer, int64_t n,
@@ -38,6 +41,7 @@ static void reduce_rows(dt_reduce_kind kind, const float *x, int64_t outer, int6
     }
 }
 
+DT_CPU_CLONES
 static void reduce_cols(dt_reduce_kind kind, const float *x, int64_t outer, int64_t n,
                         int64_t inner, float *o, int64_t *am)
 {

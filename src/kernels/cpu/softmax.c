@@ -4,22 +4,34 @@
  * sum. A row whose keys are all masked (Tq > Tk) gives NaN, as PyTorch's
  * softmax of an all -inf row does. Masked entries are 0 (log: -inf).
  */
+/* IEEE results without trap/errno bookkeeping, so branch-free math loops
+ * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
 #include "kernels/cpu/cpu_internal.h"
 
-static void softmax_row(const float *restrict x, int64_t n, int64_t valid, float scale,
-                        bool log, float *restrict y)
+DT_CPU_CLONES
+static void softmax_row(const float *x, int64_t n, int64_t valid, float scale, bool log,
+                        float *y)
 {
     if (valid == 0) {
         for (int64_t j = 0; j < n; j++)
             y[j] = NAN;
         return;
     }
-    for (int64_t j = 0; j < valid; j++)
-        y[j] = scale * x[j];
-    float m = dt__cpu_row_max(y, valid);
+    /* max of scale * x without a separate scaling pass when scale > 0; else
+     * z = y = scale * x (y may alias z below: same-index reads and writes) */
+    const float *z = x;
+    float zs = scale;
+    if (!(scale > 0.0f)) {
+        for (int64_t j = 0; j < valid; j++)
+            y[j] = scale * x[j];
+        z = y;
+        zs = 1.0f;
+    }
+    float m = zs * dt__cpu_row_max(z, valid);
     if (log) {
         for (int64_t j = 0; j < valid; j++)
-            y[j] -= m;
+            y[j] = zs * z[j] - m;
         float s = 0.0f, lane[16] = {0};
         int64_t j = 0;
         for (; j + 16 <= valid; j += 16)
@@ -33,10 +45,25 @@ static void softmax_row(const float *restrict x, int64_t n, int64_t valid, float
         for (j = 0; j < valid; j++)
             y[j] -= lse;
     } else {
-        for (int64_t j = 0; j < valid; j++)
-            y[j] = dt__expf(y[j] - m);
-        float inv = 1.0f / dt__cpu_row_sum(y, valid);
-        for (int64_t j = 0; j < valid; j++)
+        /* exp and its sum in one pass; y - m <= 0, so only the low clamp matters */
+        float lane[16] = {0}, s = 0.0f;
+        int64_t j = 0;
+        for (; j + 16 <= valid; j += 16)
+            for (int l = 0; l < 16; l++) {
+                float d = zs * z[j + l] - m;
+                float e = d < -87.33654f ? 0.0f : dt__expf_core(d);
+                y[j + l] = e;
+                lane[l] += e;
+            }
+        for (; j < valid; j++) {
+            float d = zs * z[j] - m;
+            y[j] = d < -87.33654f ? 0.0f : dt__expf_core(d);
+            s += y[j];
+        }
+        for (int l = 0; l < 16; l++)
+            s += lane[l];
+        float inv = 1.0f / s;
+        for (j = 0; j < valid; j++)
             y[j] *= inv;
     }
     float fill = log ? -INFINITY : 0.0f;
@@ -76,6 +103,7 @@ dt_status dt__cpu_softmax(const dt_tensor *x, float scale, bool causal, bool log
     return DT_OK;
 }
 
+DT_CPU_CLONES
 static void softmax_bwd_row(const float *restrict y, const float *restrict gy, int64_t n,
                             float scale, bool log, float *restrict gx)
 {

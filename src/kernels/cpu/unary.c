@@ -3,10 +3,10 @@
  * strided; the inner runs are branch-free so gcc vectorises them (exp and
  * tanh come from cpu_internal.h's polynomial, not libm, for that reason).
  */
+/* IEEE results without trap/errno bookkeeping, so branch-free math loops
+ * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
 #include "kernels/cpu/cpu_internal.h"
-
-/* sqrtf without the errno branch, so its loops vectorise */
-#pragma GCC optimize("no-math-errno")
 
 static inline __attribute__((always_inline)) float un_apply(dt_unary_op op, float x, float alpha)
 {
@@ -37,6 +37,7 @@ un_run(dt_unary_op op, int64_t n, const float *restrict x, int64_t sx, float alp
     }
 }
 
+DT_CPU_CLONES
 static void un_dispatch(dt_unary_op op, int64_t n, const float *x, int64_t sx, float alpha,
                         float *o)
 {
@@ -73,6 +74,7 @@ dt_status dt__cpu_unary(dt_unary_op op, const dt_tensor *x, float alpha, dt_tens
     return DT_OK;
 }
 
+DT_CPU_CLONES
 static void gelu_bwd_run(int64_t n, const float *restrict x, int64_t sx, const float *restrict gy,
                          int64_t sg, float *restrict o)
 {
@@ -85,6 +87,7 @@ static void gelu_bwd_run(int64_t n, const float *restrict x, int64_t sx, const f
     }
 }
 
+DT_CPU_CLONES
 static void relu_bwd_run(int64_t n, const float *restrict x, int64_t sx, const float *restrict gy,
                          int64_t sg, float *restrict o)
 {
