@@ -1,0 +1,220 @@
+/*
+ * bench_redistribute: each redistribute transition side by side with the bare
+ * collective it runs, in the same process and run, on the same bytes:
+ *   S(0)->R  vs all-gather,     P->R    vs all-reduce,
+ *   P->S(0)  vs reduce-scatter, S(0)->S(1) vs all-to-all,
+ * reporting time and bus bandwidth (nccl-tests convention) and the ratio.
+ * Then the per-op cost of the distributed layer on small tensors: wrapping a
+ * shard (dt_from_local with a shape), a no-op redistribute (plan cache hit),
+ * next to a 64x64 matmul on the local kernel.
+ *
+ *   dtrun -n 4 build/bench/redistribute/bench_redistribute [--mib 64] [--iters 5]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dtensor.h"
+
+#define CHECK(call)                                                                    \
+    do {                                                                               \
+        dt_status s_ = (call);                                                         \
+        if (s_ != DT_OK) {                                                             \
+            fprintf(stderr, "bench: %s: %s\n", dt_status_str(s_), dt_last_error());    \
+            exit(2);                                                                   \
+        }                                                                              \
+    } while (0)
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The slowest rank's time of each iteration; the median over iterations. */
+static double median_max(dt_comm *w, double *t, int iters)
+{
+    CHECK(dt_comm_allreduce(w, t, t, (size_t)iters, DT_DTYPE_F64, DT_REDUCE_OP_MAX, NULL));
+    qsort(t, (size_t)iters, sizeof(double), cmp_double);
+    return t[iters / 2];
+}
+
+typedef struct bench {
+    dt_runtime *rt;
+    dt_mesh *mesh;
+    int n, rank, iters;
+    int64_t rows, cols; /* global [rows, cols] f32 */
+} bench;
+
+enum { K_GATHER, K_REDUCE, K_SCATTER, K_A2A };
+
+/* Bare collective of the same bytes as the transition. */
+static double run_bare(bench *b, int kind)
+{
+    dt_comm *c = dt_mesh_dim_comm(b->mesh, 0);
+    size_t total = (size_t)(b->rows * b->cols), part = total / (size_t)b->n;
+    float *in = calloc(total, sizeof(float)), *out = calloc(total, sizeof(float));
+    double *t = calloc((size_t)b->iters, sizeof(double));
+    for (int it = -1; it < b->iters; it++) {
+        CHECK(dt_comm_barrier(dt_runtime_world(b->rt), NULL));
+        double t0 = now();
+        switch (kind) {
+        case K_GATHER: CHECK(dt_comm_allgather(c, in, out, part, DT_DTYPE_F32, NULL)); break;
+        case K_REDUCE:
+            CHECK(dt_comm_allreduce(c, in, out, total, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL));
+            break;
+        case K_SCATTER:
+            CHECK(dt_comm_reduce_scatter(c, in, out, part, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL));
+            break;
+        case K_A2A:
+            CHECK(dt_comm_alltoall(c, in, out, part / (size_t)b->n, DT_DTYPE_F32, NULL));
+            break;
+        }
+        if (it >= 0)
+            t[it] = now() - t0;
+    }
+    double m = median_max(dt_runtime_world(b->rt), t, b->iters);
+    free(in);
+    free(out);
+    free(t);
+    return m;
+}
+
+static double run_redist(bench *b, const char *from, const char *to)
+{
+    dt_placement pf, pt;
+    CHECK(dt_placement_parse(from, &pf));
+    CHECK(dt_placement_parse(to, &pt));
+    int64_t shape[2] = {b->rows, b->cols};
+    dt_tensor *x = NULL, *d = NULL, *y = NULL;
+    CHECK(dt_tensor_zeros(2, shape, DT_DTYPE_F32, dt_device_cpu(), &x));
+    CHECK(dt_distribute(x, b->mesh, 1, &pf, &d));
+    dt_tensor_release(x);
+    double *t = calloc((size_t)b->iters, sizeof(double));
+    for (int it = -1; it < b->iters; it++) {
+        CHECK(dt_comm_barrier(dt_runtime_world(b->rt), NULL));
+        double t0 = now();
+        CHECK(dt_redistribute(d, 1, &pt, &y));
+        if (it >= 0)
+            t[it] = now() - t0;
+        dt_tensor_release(y);
+    }
+    double m = median_max(dt_runtime_world(b->rt), t, b->iters);
+    dt_tensor_release(d);
+    free(t);
+    return m;
+}
+
+/* Bus bandwidth in GB/s of moving S bytes with the given collective. */
+static double busbw(int kind, double bytes, int n, double t)
+{
+    double f = kind == K_REDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
+    if (kind == K_A2A)
+        bytes /= n; /* nccl-tests: per-rank buffer */
+    return bytes * f / t / 1e9;
+}
+
+static void bench_collectives(bench *b)
+{
+    static const struct { const char *from, *to, *name; int kind; } cases[] = {
+        {"S(0)", "R", "all-gather", K_GATHER},
+        {"P(sum)", "R", "all-reduce", K_REDUCE},
+        {"P(sum)", "S(0)", "reduce-scatter", K_SCATTER},
+        {"S(0)", "S(1)", "all-to-all", K_A2A},
+    };
+    double bytes = (double)(b->rows * b->cols) * 4.0;
+    if (b->rank == 0)
+        printf("%d ranks, tensor [%lld, %lld] f32 = %.0f MiB, median of %d (slowest rank)\n",
+               b->n, (long long)b->rows, (long long)b->cols, bytes / 1048576.0, b->iters);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        double tb = run_bare(b, cases[i].kind);
+        double tr = run_redist(b, cases[i].from, cases[i].to);
+        if (b->rank == 0)
+            printf("  %-6s -> %-5s %8.2f ms %6.2f GB/s | bare %-14s %8.2f ms %6.2f GB/s | %5.1f%%\n",
+                   cases[i].from, cases[i].to, tr * 1e3, busbw(cases[i].kind, bytes, b->n, tr),
+                   cases[i].name, tb * 1e3, busbw(cases[i].kind, bytes, b->n, tb),
+                   100.0 * tb / tr);
+    }
+}
+
+/* Microseconds per call of the distributed layer's bookkeeping on a 64x64. */
+static void bench_overhead(bench *b)
+{
+    int64_t s[2] = {64, 64};
+    dt_tensor *x = NULL, *w = NULL, *y = NULL, *d = NULL, *e = NULL;
+    CHECK(dt_tensor_ones(2, s, DT_DTYPE_F32, dt_device_cpu(), &x));
+    CHECK(dt_tensor_ones(2, s, DT_DTYPE_F32, dt_device_cpu(), &w));
+    dt_placement r = dt_replicate();
+    int64_t gs[2] = {64, 64};
+    const int reps = 20000;
+    double t0 = now();
+    for (int i = 0; i < reps; i++) {
+        CHECK(dt_matmul(x, w, false, false, &y));
+        dt_tensor_release(y);
+    }
+    double t_mm = (now() - t0) / reps;
+    t0 = now();
+    for (int i = 0; i < reps; i++) {
+        CHECK(dt_from_local(x, b->mesh, 1, &r, gs, &d));
+        dt_tensor_release(d);
+    }
+    double t_wrap = (now() - t0) / reps;
+    CHECK(dt_from_local(x, b->mesh, 1, &r, gs, &d));
+    t0 = now();
+    for (int i = 0; i < reps; i++) {
+        CHECK(dt_redistribute(d, 1, &r, &e));
+        dt_tensor_release(e);
+    }
+    double t_noop = (now() - t0) / reps;
+    dt_placement s0 = dt_shard(0);
+    t0 = now();
+    for (int i = 0; i < reps / 10; i++) { /* R -> S(0): plan cache hit + a local slice */
+        CHECK(dt_redistribute(d, 1, &s0, &e));
+        dt_tensor_release(e);
+    }
+    double t_slice = (now() - t0) / (reps / 10);
+    if (b->rank == 0)
+        printf("per op (rank 0): 64x64 matmul %.2f us; from_local wrap %.3f us; no-op "
+               "redistribute %.3f us; R->S(0) local slice %.2f us\n",
+               t_mm * 1e6, t_wrap * 1e6, t_noop * 1e6, t_slice * 1e6);
+    dt_tensor_release(d);
+    dt_tensor_release(x);
+    dt_tensor_release(w);
+}
+
+int main(int argc, char **argv)
+{
+    bench b;
+    memset(&b, 0, sizeof(b));
+    double mib = 64;
+    b.iters = 5;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--mib") == 0)
+            mib = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--iters") == 0)
+            b.iters = atoi(argv[i + 1]);
+    }
+    CHECK(dt_init(NULL, &b.rt));
+    b.n = dt_runtime_size(b.rt);
+    b.rank = dt_runtime_rank(b.rt);
+    CHECK(dt_mesh_create(b.rt, 1, &b.n, NULL, &b.mesh));
+    /* a square-ish f32 tensor of `mib` MiB, both dims divisible by n*n */
+    int64_t elems = (int64_t)(mib * 1048576.0 / 4.0), q = (int64_t)b.n * b.n;
+    b.cols = 1024 / q * q;
+    b.rows = (elems / b.cols) / q * q;
+    if (b.rows < q)
+        b.rows = q;
+    bench_collectives(&b);
+    bench_overhead(&b);
+    dt_mesh_release(b.mesh);
+    dt_runtime_destroy(b.rt);
+    return 0;
+}
