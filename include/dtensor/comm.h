@@ -12,11 +12,36 @@
  * dt_work_wait() (or polls with dt_work_test()) and frees with
  * dt_work_release(); the buffers must stay valid until then.
  *
- * Failures: a peer that died gives DT_ERR_PEER_LOST, an operation that does
- * not finish within DT_TIMEOUT_S gives DT_ERR_TIMEOUT naming the peer waited
- * for. The comm can still be destroyed afterwards.
+ * Progress: a non-blocking collective advances only inside dtensor calls on
+ * its comm family (dt_work_test, dt_work_wait, or any other collective): call
+ * dt_work_test now and then while computing to overlap communication.
+ * Waiting spins for DT_SPIN_US, then sleeps on the transport's event fd, so
+ * oversubscribed ranks do not burn the cores their peers need.
  *
- * Thread safety: one thread at a time per comm.
+ * Algorithms (generic, on the backend's point-to-point): all-reduce uses
+ * recursive doubling up to 64 KiB (or fewer elements than ranks) and a
+ * pipelined ring above; all-gather / reduce-scatter a ring; all-to-all a
+ * pairwise exchange; broadcast a binomial tree up to 256 KiB, a pipelined
+ * chain above; barrier a dissemination pattern. DT_ALGO forces a choice,
+ * e.g. DT_ALGO=allreduce:ring,broadcast:binomial (allreduce: ring |
+ * recursive_doubling; broadcast: binomial | pipeline; allgather,
+ * reduce_scatter: ring; alltoall: pairwise); DT_RING_SEGMENT_KB sets the
+ * ring's pipeline segment. An unknown name fails with DT_ERR_INVALID_ARG.
+ *
+ * Reductions: sum, avg, max, min, prod on f32, f64, f16, bf16, i32, i64
+ * (other dtypes: DT_ERR_UNSUPPORTED). f16/bf16 are combined in f32 and rounded
+ * at each step; avg is the sum divided once by the group size (integer
+ * division, truncating, for i32/i64); integer sums and products wrap.
+ *
+ * Failures: a peer that died gives DT_ERR_PEER_LOST, an operation that does
+ * not finish within DT_TIMEOUT_S (or the dt_work_wait timeout) gives
+ * DT_ERR_TIMEOUT naming the peer waited for. The failed operation is
+ * abandoned; other ranks of the group may be left mid-collective, so after
+ * such an error the group should only be destroyed (which always works).
+ * Bad arguments give DT_ERR_INVALID_ARG naming the value, before any traffic.
+ *
+ * Thread safety: comms split from one world share one transport worker: use
+ * all of them from one thread at a time.
  */
 #ifndef DTENSOR_COMM_H
 #define DTENSOR_COMM_H
@@ -33,59 +58,108 @@ typedef struct dt_work dt_work;
 /** Split color of a rank that joins no group: its out comm is NULL. */
 #define DT_COMM_SPLIT_NOCOLOR (-1)
 
+/** This process's rank in @p comm (-1 for NULL). */
 DT_API int dt_comm_rank(const dt_comm *comm);
+/** Number of ranks in @p comm (0 for NULL). */
 DT_API int dt_comm_size(const dt_comm *comm);
 /** Backend name: "ucx", "nccl", "self". Borrowed, static. */
 DT_API const char *dt_comm_backend(const dt_comm *comm);
 
 /**
- * Collective: partition the group by @p color; within a color, ranks are
- * ordered by (@p key, old rank). A rank with DT_COMM_SPLIT_NOCOLOR gets NULL.
- * The new comm is destroyed with dt_comm_destroy() (before its parent).
+ * Collective: partition the group by @p color (>= 0, or DT_COMM_SPLIT_NOCOLOR);
+ * within a color, ranks are ordered by (@p key, old rank). A rank with
+ * DT_COMM_SPLIT_NOCOLOR gets NULL. The new comm shares the parent's transport
+ * (UCX: a local regroup after one small all-gather) and never sees the
+ * parent's or a sibling's messages. Caller destroys it with dt_comm_destroy();
+ * it may outlive its parent comm but not the runtime.
+ * Errors: DT_ERR_INVALID_ARG (negative color other than NOCOLOR), transport errors.
  */
 DT_API dt_status dt_comm_split(dt_comm *comm, int color, int key, dt_comm **out);
 /** Free a comm (NULL-safe). Not collective. */
 DT_API void dt_comm_destroy(dt_comm *comm);
 
-/** recv = reduce(send) over all ranks; send == recv is in-place. */
+/**
+ * recv = reduce(send) over all ranks, @p count elements; send == recv is
+ * in-place. Collective. Errors: see the top of this file.
+ */
 DT_API dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t count,
                                    dt_dtype dtype, dt_reduce_op op, dt_work **work);
-/** recv[r*count ...] = rank r's send[0 .. count). */
+/**
+ * recv[r*count ...] = rank r's send[0 .. count): recv holds size*count
+ * elements. In-place: send == recv + rank*count (own block already there).
+ */
 DT_API dt_status dt_comm_allgather(dt_comm *comm, const void *send, void *recv, size_t count,
                                    dt_dtype dtype, dt_work **work);
-/** Rank r contributes recv_counts[r] elements; they land at recv + displs[r] (NULL = packed). */
+/**
+ * Rank r contributes recv_counts[r] elements (size entries, equal on every
+ * rank); they land at recv + displs[r] elements (displs NULL = packed in rank
+ * order). Elements of recv outside the blocks are left untouched.
+ */
 DT_API dt_status dt_comm_allgatherv(dt_comm *comm, const void *send, void *recv,
                                     const size_t *recv_counts, const size_t *displs,
                                     dt_dtype dtype, dt_work **work);
-/** recv = the reduction of block r (count elements at send + r*count) for rank r. */
+/**
+ * recv (count elements) = the reduction over all ranks of block r = send +
+ * r*count elements, on rank r. send holds size*count elements. In-place:
+ * recv == send + rank*count.
+ */
 DT_API dt_status dt_comm_reduce_scatter(dt_comm *comm, const void *send, void *recv,
                                         size_t count, dt_dtype dtype, dt_reduce_op op,
                                         dt_work **work);
-/** Block r has recv_counts[r] elements, blocks packed in send. */
+/**
+ * Block r has recv_counts[r] elements (equal arrays on every rank), blocks
+ * packed in send in rank order; rank r receives the reduction of block r.
+ */
 DT_API dt_status dt_comm_reduce_scatterv(dt_comm *comm, const void *send, void *recv,
                                          const size_t *recv_counts, dt_dtype dtype,
                                          dt_reduce_op op, dt_work **work);
-/** Block p (count elements) of send goes to rank p, landing at recv + me*count... */
+/**
+ * Block p (count elements at send + p*count) goes to rank p, landing at
+ * recv + me*count there. send and recv hold size*count elements and must not
+ * overlap (no in-place form).
+ */
 DT_API dt_status dt_comm_alltoall(dt_comm *comm, const void *send, void *recv, size_t count,
                                   dt_dtype dtype, dt_work **work);
+/**
+ * Rank me sends send_counts[p] elements from send + send_displs[p] to rank p,
+ * which receives them (recv_counts[me] there, matching) at recv +
+ * recv_displs[me]. Displacements in elements. send_counts[me] must equal
+ * recv_counts[me].
+ */
 DT_API dt_status dt_comm_alltoallv(dt_comm *comm, const void *send, const size_t *send_counts,
                                    const size_t *send_displs, void *recv,
                                    const size_t *recv_counts, const size_t *recv_displs,
                                    dt_dtype dtype, dt_work **work);
+/** Copy @p root's buf (count elements) to every rank's buf. Collective. */
 DT_API dt_status dt_comm_broadcast(dt_comm *comm, void *buf, size_t count, dt_dtype dtype,
                                    int root, dt_work **work);
-/** Point-to-point; a (peer, tag) pair matches in order. */
+/**
+ * Point-to-point (not collective): @p tag in [0, 2^23); messages with the same
+ * (peer, tag) match in posting order; the receive must name the exact count
+ * sent (a mismatch is DT_ERR_INVALID_ARG). User tags never match collectives.
+ */
 DT_API dt_status dt_comm_send(dt_comm *comm, const void *buf, size_t count, dt_dtype dtype,
                               int peer, int tag, dt_work **work);
 DT_API dt_status dt_comm_recv(dt_comm *comm, void *buf, size_t count, dt_dtype dtype, int peer,
                               int tag, dt_work **work);
+/** Return (or complete the work) only after every rank has entered. Collective. */
 DT_API dt_status dt_comm_barrier(dt_comm *comm, dt_work **work);
 
-/** Progress @p work; *done = true when complete. Returns its error if it failed. */
+/**
+ * Progress @p work without blocking; *done = true when it finished. Returns
+ * DT_OK while running or when it succeeded, its error once it failed.
+ */
 DT_API dt_status dt_work_test(dt_work *work, bool *done);
-/** Wait for @p work; @p timeout_s < 0 uses DT_TIMEOUT_S. Sleeps rather than spins when idle. */
+/**
+ * Wait for @p work; @p timeout_s < 0 uses the comm's timeout (DT_TIMEOUT_S).
+ * Sleeps rather than spins when idle. On DT_ERR_TIMEOUT the work is abandoned
+ * (see Failures above); a finished work returns its result at once.
+ */
 DT_API dt_status dt_work_wait(dt_work *work, double timeout_s);
-/** Free a work handle (waits for it first if still running). NULL-safe. */
+/**
+ * Free a work handle; one still running is waited for first (errors are
+ * logged). The buffers may be reused after this returns. NULL-safe.
+ */
 DT_API void dt_work_release(dt_work *work);
 
 #ifdef __cplusplus

@@ -33,9 +33,25 @@ typedef struct dt_init_params {
     int num_threads;       /* default DT_NUM_THREADS, else cores / local ranks */
 } dt_init_params;
 
-/** Start the runtime (collective over the world). Caller destroys. */
+/**
+ * Start the runtime (collective over the world; @p params NULL = defaults).
+ * Reads the launcher's environment, sets the rank shown in logs, applies
+ * num_threads, and for a world of more than one rank starts the store (rank
+ * 0 serves it on MASTER_PORT) and the UCX world comm (worker addresses swapped
+ * through the store, then a barrier). A world of one has no store and a
+ * "self" world comm. Caller destroys with dt_runtime_destroy().
+ * Errors: DT_ERR_INVALID_ARG (bad launcher variables, device, timeout),
+ * DT_ERR_UNSUPPORTED (a device not built in), DT_ERR_TIMEOUT / store and
+ * transport errors while connecting.
+ */
 DT_API dt_status dt_init(const dt_init_params *params, dt_runtime **out);
-/** Tear down comms, the store and caches (not collective). NULL-safe. */
+/**
+ * Tear down the world comm, the store and caches (not collective). Comms split
+ * from the world keep the transport alive until they are destroyed too.
+ * Rank 0 stops serving the store:
+ * call a barrier first if other ranks may still use dt_runtime_store().
+ * NULL-safe.
+ */
 DT_API void dt_runtime_destroy(dt_runtime *rt);
 
 DT_API int dt_runtime_rank(const dt_runtime *rt);
@@ -45,7 +61,7 @@ DT_API int dt_runtime_local_size(const dt_runtime *rt);
 DT_API dt_device dt_runtime_device(const dt_runtime *rt);
 /** The world group. Borrowed; lives as long as the runtime. */
 DT_API dt_comm *dt_runtime_world(dt_runtime *rt);
-/** The bootstrap store. Borrowed. */
+/** The bootstrap store. Borrowed; NULL in a world of one process. */
 DT_API dt_store *dt_runtime_store(dt_runtime *rt);
 
 /** What the runtime found: BLAS library, version, kernel, threads; CPU features. */
