@@ -16,7 +16,9 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -302,6 +304,67 @@ static void test_many_clients(void **state)
     }
 }
 
+/* Child: a store server limited to 48 fds; reports its port, serves for 1.5 s
+ * while the parent floods it, then checks it still serves and did not spin. */
+static int fd_limited_server(int port_pipe)
+{
+    struct rlimit rl = {48, 48};
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 10;
+    dt_store_params p = {.field_mask = DT_STORE_PARAM_FIELD_IS_SERVER | DT_STORE_PARAM_FIELD_PORT |
+                                       DT_STORE_PARAM_FIELD_TOKEN,
+                         .is_server = true, .port = 0, .token = "s3cret"};
+    dt_store *s = NULL;
+    if (dt_store_create(&p, &s) != DT_OK)
+        return 11;
+    int port = dt_store_port(s);
+    if (write(port_pipe, &port, sizeof(port)) != sizeof(port))
+        return 12;
+    struct rusage before, after;
+    getrusage(RUSAGE_SELF, &before);
+    usleep(1500000);
+    getrusage(RUSAGE_SELF, &after);
+    double cpu = (double)(after.ru_utime.tv_sec - before.ru_utime.tv_sec) +
+                 (double)(after.ru_stime.tv_sec - before.ru_stime.tv_sec) +
+                 1e-6 * (double)(after.ru_utime.tv_usec - before.ru_utime.tv_usec) +
+                 1e-6 * (double)(after.ru_stime.tv_usec - before.ru_stime.tv_usec);
+    void *v = NULL;
+    size_t n = 0;
+    if (dt_store_set(s, "alive", "1", 1) != DT_OK || dt_store_get(s, "alive", &v, &n) != DT_OK)
+        return 13;
+    free(v);
+    dt_store_destroy(s);
+    return cpu < 0.5 ? 0 : 14;
+}
+
+/* Out of file descriptors, the server neither spins on accept() nor stops serving. */
+static void test_fd_exhaustion(void **state)
+{
+    int pp[2];
+    assert_int_equal(pipe(pp), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(pp[0]);
+        _exit(fd_limited_server(pp[1]));
+    }
+    close(pp[1]);
+    int port = 0;
+    assert_int_equal(read(pp[0], &port, sizeof(port)), (ssize_t)sizeof(port));
+    close(pp[0]);
+    enum { N = 96 }; /* twice the child's fd limit: the rest waits in the backlog */
+    int fds[N];
+    for (int i = 0; i < N; i++)
+        fds[i] = raw_connect(port);
+    usleep(1000000);
+    for (int i = 0; i < N; i++)
+        close(fds[i]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0); /* 14 = spun, 13 = stopped serving */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_half_sent_then_disconnect),
         cmocka_unit_test(test_silent_unauthenticated),
         cmocka_unit_test(test_many_clients),
+        cmocka_unit_test(test_fd_exhaustion),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -169,8 +169,14 @@ static void accept_clients(dt_store_server *s)
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* the pending connection stays readable: pause accepting, do not spin */
+                DT_LOG_WARN("comm", "store: cannot accept: %s; pausing 100 ms", strerror(errno));
+                s->accept_paused_until = dt__store_now() + 0.1;
+            }
             return; /* EAGAIN, or a transient error: poll will tell us again */
+        }
         if (s->nconns == s->cap_conns) {
             size_t cap = s->cap_conns ? 2 * s->cap_conns : 16;
             dt_store_conn *nc = realloc(s->conns, cap * sizeof(*nc));
@@ -289,7 +295,10 @@ static void *server_main(void *arg)
             pfd = np;
         }
         pfd[0] = (struct pollfd){.fd = s->wake_fd[0], .events = POLLIN};
-        pfd[1] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
+        bool paused = s->accept_paused_until > dt__store_now();
+        pfd[1] = (struct pollfd){.fd = paused ? -1 : s->listen_fd, .events = POLLIN};
+        if (paused && (timeout < 0 || timeout > 100))
+            timeout = 100;
         size_t n = s->nconns; /* connections accepted below are polled next round */
         for (size_t i = 0; i < n; i++) {
             dt_store_conn *c = &s->conns[i];

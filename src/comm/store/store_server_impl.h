@@ -38,6 +38,7 @@ struct dt_store_server {
     dt_store_conn *conns;
     size_t nconns, cap_conns;
     size_t ndropped;
+    double accept_paused_until; /* out of fds: stop polling the listener till then */
     bool lingering;      /* stopping once every client has disconnected */
     double linger_until; /* ... or at this time */
 };
