@@ -259,10 +259,9 @@ DT_API const dt_gpt_config *dt_gpt_get_config(const dt_module *gpt);
  * Normal(0, 0.02), "wo" and "w2" weights Normal(0, 0.02 / sqrt(2 n_layers)),
  * biases 0, LayerNorm weight 1 and bias 0. Each weight is filled with
  * dt_tensor_fill_normal by global index under the seed dt_param_seed(seed,
- * fqn), so values depend only on (seed, FQN, index): initialise before
- * parallelizing and shard the full tensors, and every mesh gets the same full
- * weights. Not collective. Errors: DT_ERR_UNSUPPORTED for a distributed
- * parameter (see dt_param_init).
+ * fqn), so values depend only on (seed, FQN, global index): a sharded
+ * (distributed) parameter gets exactly its slice of the full tensor, and every
+ * mesh sees the same full weights. Not collective.
  */
 DT_API dt_status dt_gpt_init(dt_module *gpt, uint64_t seed);
 
@@ -276,10 +275,13 @@ DT_API dt_status dt_gpt_init(dt_module *gpt, uint64_t seed);
 DT_API uint64_t dt_param_seed(uint64_t seed, const char *fqn);
 
 /**
- * Fill the local tensor @p param with Normal(0, std) by index under
+ * Fill @p param with Normal(0, std) by global index under
  * dt_param_seed(seed, fqn), or with the constant @p value when @p std is 0.
- * Errors: DT_ERR_UNSUPPORTED for a distributed tensor (filling a shard by its
- * global offset belongs to placement/; shard after initialising instead).
+ * A distributed @p param fills its local shard with the elements at the
+ * shard's global offset (dt_tensor_fill_normal's global_shape/offset), so the
+ * shards of every rank together equal the full tensor filled the same way.
+ * Not collective. Errors: DT_ERR_INVALID_ARG for a negative std or a Partial
+ * placement.
  */
 DT_API dt_status dt_param_init(dt_tensor *param, const char *fqn, uint64_t seed, double std,
                                double value);
@@ -345,12 +347,18 @@ DT_API dt_status dt_optim_adamw_create(dt_module *root, const dt_adamw_params *p
 DT_API void dt_optim_destroy(dt_optim *o);
 
 /**
- * One update of every parameter that has a gradient (local shards of
- * distributed parameters are updated in place with their local gradients;
- * parameters without a gradient are skipped, as in PyTorch). Not collective.
+ * One update of every parameter that has a gradient (parameters without one
+ * are skipped, as in PyTorch). A distributed parameter's local shard is
+ * updated in place with the local shard of its gradient (the parameter's own
+ * .grad, else the .grad of its local shard); the gradient must have the
+ * parameter's placements. Not collective.
+ * Errors: DT_ERR_INVALID_ARG naming the FQN for a Partial or differently
+ * placed gradient, or a size mismatch; DT_ERR_UNSUPPORTED for a non-f32 or
+ * non-contiguous parameter or gradient, or a device without the fused kernel.
  */
 DT_API dt_status dt_optim_step(dt_optim *o);
-/** Drop every parameter's gradient (PyTorch zero_grad(set_to_none=True)). */
+/** Drop every parameter's gradient, and a distributed one's local shard's
+ * (PyTorch zero_grad(set_to_none=True)). */
 DT_API void dt_optim_zero_grad(dt_optim *o);
 DT_API double dt_optim_lr(const dt_optim *o);
 DT_API void dt_optim_set_lr(dt_optim *o, double lr);
@@ -374,8 +382,14 @@ DT_API dt_tensor *dt_optim_param_state(const dt_optim *o, int i, const char *nam
  * at most @p max_norm (PyTorch clip_grad_norm_: coefficient
  * min(1, max_norm / (norm + 1e-6)) applied to every gradient). Writes the
  * norm before clipping to @p total_norm (may be NULL).
+ * Distributed gradients count each distinct shard once: their squares are
+ * summed over the mesh dims that shard them (not the replicating ones), so
+ * every rank gets the norm of the full gradients. Collective over the meshes
+ * of the distributed gradients (one small all-reduce per mesh dim that shards
+ * some gradient): every rank must call it with the same gradients present.
  * Errors: DT_ERR_INVALID_ARG for max_norm <= 0; DT_ERR_UNSUPPORTED for a
- * distributed gradient (needs the reduction the parallel styles provide).
+ * Partial gradient (reduce it first), a non-f32/non-contiguous gradient or a
+ * virtual mesh (no comms); communication errors.
  */
 DT_API dt_status dt_clip_grad_norm(dt_module *root, double max_norm, double *total_norm);
 

@@ -13,6 +13,14 @@ dt_tensor *dt__local_of(dt_tensor *t)
     return (t != NULL && t->dist != NULL) ? t->local : t;
 }
 
+dt_tensor *dt__param_grad(dt_tensor *p)
+{
+    dt_tensor *g = dt_tensor_grad(p);
+    if (g == NULL && p->dist != NULL && p->local != NULL)
+        g = dt_tensor_grad(p->local);
+    return g;
+}
+
 /* A local name: non-empty, no '.', no '*' (reserved for plan patterns). */
 static dt_status check_name(const char *fn, const char *what, const char *name)
 {

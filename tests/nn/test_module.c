@@ -433,13 +433,76 @@ static void test_param_set_and_hooks(void **state)
     dt_tensor_release(x);
 }
 
+
+/*
+ * dt_param_init on a distributed parameter fills its shard with exactly its
+ * slice of the full tensor: every rank of 1-d and 2-d virtual meshes (no
+ * communication), even and uneven shards, nested sharding, Replicate.
+ */
+static void check_dist_init(int ndim, const int *mesh_shape, const dt_placement *pl)
+{
+    int64_t shape[2] = {5, 7};
+    dt_tensor *full = NULL;
+    NN_OK(dt_tensor_zeros(2, shape, DT_DTYPE_F32, dt_device_cpu(), &full));
+    NN_OK(dt_param_init(full, "layers.3.attention.wq.weight", 99, 0.02, 0.0));
+    int world = 1;
+    for (int d = 0; d < ndim; d++)
+        world *= mesh_shape[d];
+    for (int r = 0; r < world; r++) {
+        dt_mesh *mesh = NULL;
+        dt_tensor *want = NULL, *got = NULL;
+        NN_OK(dt_mesh_create_virtual(ndim, mesh_shape, NULL, r, &mesh));
+        NN_OK(dt_distribute(full, mesh, ndim, pl, &want));
+        NN_OK(dt_distribute(full, mesh, ndim, pl, &got));
+        NN_OK(dt_tensor_fill(dt_to_local(got), -1.0));
+        NN_OK(dt_param_init(got, "layers.3.attention.wq.weight", 99, 0.02, 0.0));
+        assert_true(dt_tensor_equal(dt_to_local(got), dt_to_local(want)));
+        NN_OK(dt_param_init(got, "x.bias", 99, 0.0, 0.5)); /* constants fill the shard */
+        for (int64_t i = 0; i < dt_tensor_numel(dt_to_local(got)); i++)
+            assert_true(dt_tensor_item_at(dt_to_local(got), i) == 0.5);
+        dt_tensor_release(got);
+        dt_tensor_release(want);
+        dt_mesh_release(mesh);
+    }
+    dt_tensor_release(full);
+}
+
+static void test_distributed_param_init(void **state)
+{
+    (void)state;
+    int m1[1] = {3}, m4[1] = {4}, m22[2] = {2, 2};
+    dt_placement s0[1] = {dt_shard(0)}, s1[1] = {dt_shard(1)}, r[1] = {dt_replicate()};
+    check_dist_init(1, m1, s0); /* 5 rows over 3: 2, 2, 1 */
+    check_dist_init(1, m4, s1); /* 7 cols over 4: 2, 2, 2, 1 */
+    check_dist_init(1, m4, s0); /* 5 rows over 4 */
+    check_dist_init(1, m1, r);
+    dt_placement nested[2] = {dt_shard(0), dt_shard(0)}, both[2] = {dt_shard(1), dt_shard(0)};
+    dt_placement mixed[2] = {dt_replicate(), dt_shard(1)};
+    check_dist_init(2, m22, nested);
+    check_dist_init(2, m22, both);
+    check_dist_init(2, m22, mixed);
+
+    /* a Partial "parameter" is refused */
+    int64_t shape[1] = {4};
+    dt_tensor *full = NULL, *d = NULL;
+    dt_mesh *mesh = NULL;
+    dt_placement p[1] = {dt_partial(DT_REDUCE_OP_SUM)};
+    NN_OK(dt_tensor_zeros(1, shape, DT_DTYPE_F32, dt_device_cpu(), &full));
+    NN_OK(dt_mesh_create_virtual(1, m1, NULL, 1, &mesh));
+    NN_OK(dt_distribute(full, mesh, 1, p, &d));
+    NN_FAILS(dt_param_init(d, "w", 1, 0.02, 0.0), DT_ERR_INVALID_ARG, "Partial on mesh dim 0");
+    dt_tensor_release(d);
+    dt_tensor_release(full);
+    dt_mesh_release(mesh);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_user_module_and_tree), cmocka_unit_test(test_tree_bad_input),
         cmocka_unit_test(test_gpt_param_order),      cmocka_unit_test(test_module_foreach),
         cmocka_unit_test(test_gpt_init),             cmocka_unit_test(test_gpt_forward_shapes),
-        cmocka_unit_test(test_param_set_and_hooks),
+        cmocka_unit_test(test_param_set_and_hooks), cmocka_unit_test(test_distributed_param_init),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
