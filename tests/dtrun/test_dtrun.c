@@ -259,6 +259,58 @@ static void test_sigint_forwarded(void **state)
     run_free(&a);
 }
 
+/* Alive and not a zombie (an orphan's zombie may wait for a lazy init to reap it). */
+static bool proc_alive(int pid)
+{
+    if (kill(pid, 0) != 0)
+        return false;
+    char path[64], buf[256] = "";
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return rp == NULL || rp[2] != 'Z';
+}
+
+/* dtrun dies by SIGKILL (say, a harness timeout): its ranks must not live on. */
+static void test_dtrun_killed_ranks_follow(void **state)
+{
+    run a;
+    const char *args[] = {"-n", "3", probe, "exit", "0", "99", NULL}; /* all sleep forever */
+    run_start(&a, args, NULL);
+    int pids[3] = {0}, seen = 0;
+    for (int i = 0; i < 500 && seen < 3; i++) {
+        usleep(10000);
+        char *o = slurp(a.out_path);
+        seen = 0;
+        for (const char *p = o; (p = strstr(p, "pid ")) != NULL; p += 4) {
+            int rk, pid;
+            if (sscanf(p, "pid %d %d", &rk, &pid) == 2 && rk >= 0 && rk < 3 && seen < 3)
+                pids[seen++] = pid;
+        }
+        free(o);
+    }
+    assert_int_equal(seen, 3);
+    kill(a.pid, SIGKILL);
+    run_finish(&a, 10);
+    int alive = 3;
+    for (int i = 0; i < 200 && alive > 0; i++) {
+        usleep(10000);
+        alive = 0;
+        for (int k = 0; k < 3; k++)
+            alive += proc_alive(pids[k]);
+    }
+    for (int k = 0; k < 3; k++)
+        if (proc_alive(pids[k]))
+            kill(pids[k], SIGKILL);
+    assert_int_equal(alive, 0);
+    run_free(&a);
+}
+
 static void test_bad_arguments(void **state)
 {
     const char *cases[][8] = {
@@ -353,6 +405,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_rank_exit_code),
         cmocka_unit_test(test_rank_killed_tears_down),
         cmocka_unit_test(test_sigint_forwarded),
+        cmocka_unit_test(test_dtrun_killed_ranks_follow),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_multinode),
     };

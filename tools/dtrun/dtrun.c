@@ -11,7 +11,14 @@
  * exits non-zero or dies by a signal, dtrun says which and how, sends SIGTERM
  * to the others, SIGKILL after the grace period (default 2 s), and exits
  * non-zero: the failing rank's exit status, or 128 + its signal number.
- * Exit 0 only when every rank exited 0.
+ * Exit 0 only when every rank exited 0. Whatever a rank leaves running in its
+ * process group is killed when the rank exits, and every rank is killed if
+ * dtrun itself dies (PR_SET_PDEATHSIG), so no job outlives its launcher.
+ *
+ * Multi-node: one dtrun per node with the same --nnodes/--master and the same
+ * exported DT_JOB_TOKEN; node 0's store binds the --master host (DT_STORE_BIND,
+ * unless set). Each dtrun supervises only its own node's ranks: a failure on
+ * another node reaches this one through the ranks' own errors (DT_ERR_PEER_LOST).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -23,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -229,9 +237,13 @@ static void setenv_int(const char *name, int v)
 
 /* In the child: environment, own process group, pipes, exec. Never returns. */
 static void exec_rank(const dtrun_opts *o, int local, const char *token, const char *bind,
-                      int out_w, int err_w)
+                      int out_w, int err_w, pid_t dtrun_pid)
 {
     setpgid(0, 0);
+    /* If dtrun itself is killed (SIGKILL, a test harness timeout), the ranks go too. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != dtrun_pid)
+        _exit(128 + SIGKILL); /* dtrun died before the line above took effect */
     setenv_int("RANK", o->node_rank * o->nproc + local);
     setenv_int("WORLD_SIZE", o->nnodes * o->nproc);
     setenv_int("LOCAL_RANK", local);
@@ -275,13 +287,14 @@ static bool spawn_all(const dtrun_opts *o, dtrun_rank *ranks, const char *token,
             fprintf(stderr, "dtrun: pipe: %s\n", strerror(errno));
             return false;
         }
+        pid_t self = getpid();
         pid_t pid = fork();
         if (pid < 0) {
             fprintf(stderr, "dtrun: fork: %s\n", strerror(errno));
             return false;
         }
         if (pid == 0)
-            exec_rank(o, l, token, bind, po[1], pe[1]);
+            exec_rank(o, l, token, bind, po[1], pe[1], self);
         setpgid(pid, pid); /* also here: no race with the signals we may send at once */
         ranks[l].pid = pid;
         ranks[l].out = (dtrun_stream){.fd = po[0], .out_fd = 1, .rank = grank};
