@@ -210,8 +210,8 @@ dt_status dt__nccl_allreduce(dt_comm *comm, const void *send, void *recv, size_t
 {
     const char *fn = "dt_comm_allreduce";
     dt_nccl_comm *c = dt__nccl(comm);
-    ncclDataType_t t;
-    ncclRedOp_t o;
+    ncclDataType_t t = ncclFloat32;
+    ncclRedOp_t o = ncclSum;
     DT_CHECK(nccl_type(fn, dtype, &t));
     DT_CHECK(nccl_op(fn, op, &o));
     DT_CHECK(begin(c, fn));
@@ -263,8 +263,8 @@ dt_status dt__nccl_reduce_scatterv(dt_comm *comm, const void *send, void *recv,
 {
     const char *fn = "dt_comm_reduce_scatterv";
     dt_nccl_comm *c = dt__nccl(comm);
-    ncclDataType_t t;
-    ncclRedOp_t o;
+    ncclDataType_t t = ncclFloat32;
+    ncclRedOp_t o = ncclSum;
     size_t esz = dt_dtype_size(dtype);
     int n = comm->size;
     DT_CHECK(nccl_type(fn, dtype, &t));

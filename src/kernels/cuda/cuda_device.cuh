@@ -116,13 +116,31 @@ __device__ __forceinline__ int64_t double_to_int_sat(double v)
     return (int64_t)v;
 }
 
+/*
+ * double -> float rounding to odd (an inexact result gets its last mantissa
+ * bit set): rounding that float to f16/bf16 then equals rounding v directly,
+ * as the host's dt__store_elem does.
+ */
+__device__ __forceinline__ float f64_to_f32_odd(double v)
+{
+    float f = (float)v;
+    if ((double)f == v || !isfinite(f) || isnan(v))
+        return f;
+    uint32_t u = __float_as_uint(f);
+    if (fabs((double)f) > fabs(v))
+        u -= 1; /* step toward zero */
+    return __uint_as_float(u | 1u);
+}
+
 __device__ __forceinline__ void store_double(void *p, int dtype, int64_t i, double v)
 {
     switch (dtype) {
     case DT_DTYPE_F32: ((float *)p)[i] = (float)v; break;
     case DT_DTYPE_F64: ((double *)p)[i] = v; break;
-    case DT_DTYPE_F16: ((__half *)p)[i] = __float2half_rn((float)v); break;
-    case DT_DTYPE_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn((float)v); break;
+    case DT_DTYPE_F16: ((__half *)p)[i] = __float2half_rn(f64_to_f32_odd(v)); break;
+    case DT_DTYPE_BF16:
+        ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(f64_to_f32_odd(v));
+        break;
     default: store_int(p, dtype, i, double_to_int_sat(v)); break;
     }
 }
