@@ -105,7 +105,8 @@ static inline __attribute__((always_inline)) float dt__expf_core(float x)
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    int32_t e = ((int32_t)n + 127) << 23;
+    /* NaN keeps flowing through p; the exponent is built from a sane n */
+    uint32_t e = (uint32_t)((int32_t)(n == n ? n : 0.0f) + 127) << 23;
     float scale;
     memcpy(&scale, &e, sizeof(scale));
     return p * scale;
