@@ -76,7 +76,8 @@ typedef struct dt_kernel_ops {
     /*
      * Softmax (or log-softmax) over the last dim of contiguous x after scaling
      * by `scale`; with `causal`, x is [..., Tq, Tk] and key j > query i +
-     * (Tk - Tq) is masked to -inf.
+     * (Tk - Tq) is masked to -inf (a row with every key masked, Tq > Tk, gives
+     * NaN as PyTorch's softmax of an all -inf row does).
      */
     dt_status (*softmax)(const dt_tensor *x, float scale, bool causal, bool log, dt_tensor *y);
     /* gx = d/dx given y (the forward output) and gy; includes `scale` */
