@@ -3,14 +3,16 @@
  * gives each its torchrun-style environment, optionally tags their output,
  * and tears the whole job down as soon as one rank fails.
  *
- * Files: dtrun.c (options, environment, spawning, the supervision loop),
- * dtrun_output.c (per-rank line buffering for --tag-output).
+ * Files: dtrun.c (environment, spawning, main), dtrun_args.c (options),
+ * dtrun_supervise.c (signals, reaping, teardown), dtrun_output.c (per-rank
+ * line buffering for --tag-output).
  */
 #ifndef DTRUN_H
 #define DTRUN_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 /* One output stream (stdout or stderr) of one rank, read from a pipe. */
@@ -21,6 +23,49 @@ typedef struct dtrun_stream {
     char *buf;     /* bytes of the current, not yet complete line */
     size_t len, cap;
 } dtrun_stream;
+
+#define DTRUN_MAX_RANKS 4096
+
+typedef struct dtrun_opts {
+    int nproc, nnodes, node_rank;
+    char master_addr[256];
+    int master_port; /* 0: pick a free one (single node only) */
+    bool tag_output;
+    double grace_s;
+    char **argv; /* PROGRAM ARGS..., NULL-terminated */
+} dtrun_opts;
+
+typedef struct dtrun_rank {
+    pid_t pid;     /* 0 once reaped */
+    int status;    /* waitpid status, valid once reaped */
+    dtrun_stream out, err;
+} dtrun_rank;
+
+typedef struct dtrun_state {
+    int live;            /* ranks not yet reaped */
+    int fail_code;       /* dtrun's exit code once something failed; 0 = nothing yet */
+    bool tearing_down;
+    double kill_at;      /* when to SIGKILL the survivors; 0 = not scheduled */
+    int got_signal;      /* SIGINT/SIGTERM received by dtrun */
+} dtrun_state;
+
+/* Parse the command line; 0, or the exit code for a usage error (2). */
+int dtrun_parse_args(int argc, char **argv, dtrun_opts *o);
+
+/* Install the SIGCHLD/SIGINT/SIGTERM handlers (self-pipe). False on failure. */
+bool dtrun_install_handlers(void);
+
+/* Send @p sig to the process group of every live rank. */
+void dtrun_signal_all(dtrun_rank *ranks, int n, int sig);
+
+/* Signal the ranks and schedule SIGKILL after @p grace seconds (once). */
+void dtrun_start_teardown(dtrun_state *st, dtrun_rank *ranks, int n, int sig, double grace);
+
+/* Run until every rank is reaped and its output drained; fills @p st. */
+void dtrun_supervise(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *st);
+
+/* Monotonic seconds. */
+double dtrun_now(void);
 
 /* Read what is available on @p s and write every complete line, prefixed with
  * "[rank] ", with one write() each (so lines of different ranks never mix).

@@ -1,0 +1,203 @@
+/*
+ * dtrun's supervision: signals arrive through a self-pipe, exits are reaped,
+ * the first failure is reported and tears the job down (SIGTERM, then SIGKILL).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dtrun.h"
+
+static int sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    (void)!write(sig_pipe[1], &b, 1);
+    errno = saved;
+}
+
+double dtrun_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void dtrun_signal_all(dtrun_rank *ranks, int n, int sig)
+{
+    for (int l = 0; l < n; l++)
+        if (ranks[l].pid > 0)
+            kill(-ranks[l].pid, sig);
+}
+
+static const char *sig_name(int sig, char *buf, size_t cap)
+{
+    const char *abbrev = sigabbrev_np(sig);
+    if (abbrev != NULL)
+        snprintf(buf, cap, "SIG%s", abbrev);
+    else
+        snprintf(buf, cap, "%d", sig);
+    return buf;
+}
+
+void dtrun_start_teardown(dtrun_state *st, dtrun_rank *ranks, int n, int sig, double grace)
+{
+    if (st->tearing_down)
+        return;
+    st->tearing_down = true;
+    dtrun_signal_all(ranks, n, sig);
+    st->kill_at = dtrun_now() + grace;
+}
+
+/* Reap finished ranks; report the first failures and start tearing down. */
+static void reap(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *st)
+{
+    for (;;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid <= 0)
+            return;
+        for (int l = 0; l < o->nproc; l++) {
+            if (ranks[l].pid != pid)
+                continue;
+            int grank = o->node_rank * o->nproc + l;
+            ranks[l].pid = 0;
+            ranks[l].status = status;
+            st->live--;
+            kill(-pid, SIGKILL); /* whatever the rank left behind in its group */
+            bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+            if (!failed || st->tearing_down)
+                break;
+            char sb[32];
+            if (WIFSIGNALED(status)) {
+                fprintf(stderr, "dtrun: rank %d killed by signal %s\n", grank,
+                        sig_name(WTERMSIG(status), sb, sizeof(sb)));
+                st->fail_code = 128 + WTERMSIG(status);
+            } else {
+                fprintf(stderr, "dtrun: rank %d exited with status %d\n", grank,
+                        WEXITSTATUS(status));
+                st->fail_code = WEXITSTATUS(status);
+            }
+            if (st->live > 0)
+                fprintf(stderr, "dtrun: terminating the other %d rank(s)\n", st->live);
+            dtrun_start_teardown(st, ranks, o->nproc, SIGTERM, o->grace_s);
+            break;
+        }
+    }
+}
+
+static void handle_signals(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *st)
+{
+    unsigned char b[64];
+    ssize_t n = read(sig_pipe[0], b, sizeof(b));
+    for (ssize_t i = 0; i < n; i++) {
+        if (b[i] == SIGCHLD) {
+            reap(o, ranks, st);
+        } else if (st->got_signal) { /* second SIGINT/SIGTERM: no more patience */
+            dtrun_signal_all(ranks, o->nproc, SIGKILL);
+        } else {
+            st->got_signal = b[i];
+            dtrun_signal_all(ranks, o->nproc, b[i]);
+            st->tearing_down = true;
+            st->kill_at = dtrun_now() + o->grace_s;
+        }
+    }
+}
+
+/* At most 4096 ranks: fixed tables, so supervision cannot fail on memory. */
+static struct pollfd pfd[2 * DTRUN_MAX_RANKS + 1];
+static dtrun_stream *pfd_stream[2 * DTRUN_MAX_RANKS + 1];
+
+/* The signal pipe, then every rank pipe still open; returns the count. */
+static int build_pollset(dtrun_rank *ranks, int n)
+{
+    int np = 0;
+    pfd[np++] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
+    for (int l = 0; l < n; l++) {
+        dtrun_stream *ss[2] = {&ranks[l].out, &ranks[l].err};
+        for (int k = 0; k < 2; k++) {
+            if (ss[k]->fd >= 0) {
+                pfd_stream[np] = ss[k];
+                pfd[np++] = (struct pollfd){.fd = ss[k]->fd, .events = POLLIN};
+            }
+        }
+    }
+    return np;
+}
+
+/* Milliseconds until the next thing to do on a timer (SIGKILL, end of draining). */
+static int next_timeout_ms(const dtrun_state *st, double drain_until, double t)
+{
+    double wait_s = 1.0;
+    if (st->kill_at > 0 && st->kill_at - t < wait_s)
+        wait_s = st->kill_at - t;
+    if (drain_until > 0 && drain_until - t < wait_s)
+        wait_s = drain_until - t;
+    return wait_s <= 0 ? 0 : (int)(wait_s * 1000) + 1;
+}
+
+/* The supervision loop: runs until every rank is reaped and its output drained. */
+void dtrun_supervise(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *st)
+{
+    int n = o->nproc;
+    double drain_until = 0;
+    reap(o, ranks, st); /* a rank may have died before the handler could matter */
+    for (;;) {
+        int np = build_pollset(ranks, n);
+        double t = dtrun_now();
+        if (st->live == 0) {
+            /* Ranks are gone; pipes still open belong to leftovers: give them a moment. */
+            if (np <= 1)
+                break;
+            if (drain_until == 0)
+                drain_until = t + 1.0;
+            if (t >= drain_until)
+                break;
+        }
+        if (st->kill_at > 0 && t >= st->kill_at) {
+            dtrun_signal_all(ranks, n, SIGKILL);
+            st->kill_at = 0;
+        }
+        int r = poll(pfd, (nfds_t)np, next_timeout_ms(st, drain_until, t));
+        if (r < 0 && errno != EINTR) {
+            fprintf(stderr, "dtrun: poll: %s; killing the job\n", strerror(errno));
+            dtrun_signal_all(ranks, n, SIGKILL);
+            st->fail_code = st->fail_code ? st->fail_code : 1;
+            break;
+        }
+        if (r <= 0)
+            continue;
+        /* Output first, so a rank's last lines come before dtrun's verdict on it. */
+        for (int i = 1; i < np; i++)
+            if (pfd[i].revents != 0)
+                dtrun_stream_pump(pfd_stream[i]);
+        if (pfd[0].revents & POLLIN)
+            handle_signals(o, ranks, st);
+    }
+    for (int l = 0; l < n; l++) {
+        dtrun_stream_finish(&ranks[l].out);
+        dtrun_stream_finish(&ranks[l].err);
+    }
+}
+
+bool dtrun_install_handlers(void)
+{
+    if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+        return false;
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(SIGCHLD, &sa, NULL) == 0 && sigaction(SIGINT, &sa, NULL) == 0 &&
+           sigaction(SIGTERM, &sa, NULL) == 0 && signal(SIGPIPE, SIG_IGN) != SIG_ERR;
+}
