@@ -60,6 +60,14 @@ out_unlock:
     return s;
 }
 
+dt_status dt__cuda_device_pooled(const char *fn, int index, bool *pooled)
+{
+    int mode = MODE_UNSET;
+    DT_CHECK(device_setup(fn, index, &mode));
+    *pooled = mode == MODE_POOL;
+    return DT_OK;
+}
+
 static uint64_t pool_reserved(int index)
 {
     cudaMemPool_t pool;

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/kernels_cuda.h"
 
 dt_status dt__cuda_error(cudaError_t e, const char *fn, const char *what, const char *file,
                          int line)
@@ -162,18 +163,38 @@ dt_status dt__cuda_iter_init(const char *fn, dt_cu_iter *it, const dt_tensor *ou
     return DT_OK;
 }
 
+/* Scratch follows the device allocator's mode, so DT_ALLOC=system and
+ * devices without memory pools work too (at the cost of a synchronising free). */
+static bool scratch_pooled(void)
+{
+    int dev = 0;
+    bool pooled = false;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        dt__cuda_device_pooled("dt_cuda_scratch", dev, &pooled) != DT_OK)
+        return false;
+    return pooled;
+}
+
 dt_status dt__cuda_scratch(const char *fn, size_t bytes, void **out)
 {
     void *p = NULL;
-    DT_CUDA_CHECK(cudaMallocAsync(&p, bytes > 0 ? bytes : 1, DT_CUDA_STREAM), fn);
+    size_t n = bytes > 0 ? bytes : 1;
+    if (scratch_pooled())
+        DT_CUDA_CHECK(cudaMallocAsync(&p, n, DT_CUDA_STREAM), fn);
+    else
+        DT_CUDA_CHECK(cudaMalloc(&p, n), fn);
     *out = p;
     return DT_OK;
 }
 
 void dt__cuda_scratch_free(void *p)
 {
-    if (p != NULL)
+    if (p == NULL)
+        return;
+    if (scratch_pooled())
         (void)cudaFreeAsync(p, DT_CUDA_STREAM);
+    else
+        (void)cudaFree(p);
 }
 
 dt_status dt__cuda_contig(const char *fn, const dt_tensor *t, const void **data, void **tmp)

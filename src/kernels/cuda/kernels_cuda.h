@@ -20,6 +20,10 @@ int dt__cuda_device_count(void);
  * dt__allocator_register(DT_DEVICE_CUDA, ...) when the library is loaded. */
 extern const struct dt_allocator_ops dt__cuda_allocator;
 
+/* Whether device @p index allocates from its stream-ordered pool (else
+ * cudaMalloc: DT_ALLOC=system, or a device without memory pools). */
+dt_status dt__cuda_device_pooled(const char *fn, int index, bool *pooled);
+
 /* Table entries implemented in kernels_cuda_*.c */
 dt_status dt__cuda_fill(dt_tensor *out, double value);
 dt_status dt__cuda_copy(dt_tensor *dst, const dt_tensor *src);
