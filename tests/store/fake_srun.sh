@@ -12,7 +12,7 @@ pids=""
 i=0
 while [ "$i" -lt "$n" ]; do
   SLURM_PROCID=$i SLURM_LOCALID=$i SLURM_NTASKS=$n SLURM_NODEID=0 SLURM_NNODES=1 \
-  SLURM_TASKS_PER_NODE=$n SLURM_JOB_ID=$job SLURM_STEP_ID=0 SLURM_STEP_NODELIST=$(hostname) \
+  SLURM_TASKS_PER_NODE=$n SLURM_JOB_ID=$job SLURM_STEP_ID=0 SLURM_STEP_NODELIST=$(uname -n) \
     "$@" &
   pids="$pids $!"
   i=$((i + 1))

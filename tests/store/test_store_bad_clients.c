@@ -304,6 +304,18 @@ static void test_many_clients(void **state)
     }
 }
 
+/* A legitimate wait longer than the stall timer is not mistaken for a stall. */
+static void test_long_wait_not_stalled(void **state)
+{
+    fixture *f = *state;
+    const char *keys[] = {"never_set"};
+    double t0 = now_s();
+    assert_int_equal(dt_store_wait(f->server, keys, 1, 3 * STALL_S), DT_ERR_TIMEOUT);
+    assert_true(now_s() - t0 >= 3 * STALL_S - 0.05);
+    assert_non_null(strstr(dt_last_error(), "never_set"));
+    assert_serving(f, "after_long_wait");
+}
+
 /* Child: a store server limited to 48 fds; reports its port, serves for 1.5 s
  * while the parent floods it, then checks it still serves and did not spin. */
 static int fd_limited_server(int port_pipe)
@@ -376,6 +388,7 @@ int main(void)
         cmocka_unit_test(test_half_sent_then_disconnect),
         cmocka_unit_test(test_silent_unauthenticated),
         cmocka_unit_test(test_many_clients),
+        cmocka_unit_test(test_long_wait_not_stalled),
         cmocka_unit_test(test_fd_exhaustion),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
