@@ -284,6 +284,14 @@ static void test_bad_params(void **state)
     assert_int_equal(make_client(0, "t", 1, &s), DT_ERR_INVALID_ARG);
     assert_int_equal(make_client(1234, "t", -1, &s), DT_ERR_INVALID_ARG);
     assert_null(s);
+    /* defaults from the launcher's environment, checked */
+    setenv("MASTER_PORT", "80x", 1);
+    assert_int_equal(dt_store_create(NULL, &s), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "MASTER_PORT='80x'"));
+    unsetenv("MASTER_PORT");
+    assert_int_equal(dt_store_create(NULL, &s), DT_ERR_INVALID_ARG); /* no port at all */
+    assert_non_null(strstr(dt_last_error(), "MASTER_PORT"));
+    assert_null(s);
     /* nobody listens: a timeout naming the address, not a hang */
     dt_store *srv = make_server("tok", 5);
     int port = dt_store_port(srv);

@@ -118,8 +118,17 @@ dt_status dt_store_create(const dt_store_params *params, dt_store **out)
     const char *env_port = getenv("MASTER_PORT");
     const char *host = DT_PARAM_VALUE(params, host, DT_STORE_PARAM_FIELD_HOST,
                                       env_host && env_host[0] ? env_host : "127.0.0.1");
-    int port = DT_PARAM_VALUE(params, port, DT_STORE_PARAM_FIELD_PORT,
-                              env_port ? atoi(env_port) : 0);
+    int env_port_v = 0;
+    if (env_port != NULL && env_port[0] != '\0' &&
+        !(params != NULL && (params->field_mask & DT_STORE_PARAM_FIELD_PORT))) {
+        char *end;
+        long v = strtol(env_port, &end, 10);
+        if (end == env_port || *end != '\0' || v < 1 || v > 65535)
+            return DT_ERR(DT_ERR_INVALID_ARG, "dt_store_create: MASTER_PORT='%s' is not a port "
+                          "(1..65535)", env_port);
+        env_port_v = (int)v;
+    }
+    int port = DT_PARAM_VALUE(params, port, DT_STORE_PARAM_FIELD_PORT, env_port_v);
     bool is_server = DT_PARAM_VALUE(params, is_server, DT_STORE_PARAM_FIELD_IS_SERVER, false);
     const char *token = DT_PARAM_VALUE(params, token, DT_STORE_PARAM_FIELD_TOKEN,
                                        dt__config_str("DT_JOB_TOKEN"));
