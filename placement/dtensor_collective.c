@@ -238,15 +238,15 @@ static dt_status scatter_stage(const dt_spec *sp, const int *src, int k, dt_tens
                             me == root ? 0 : (int64_t)dt_tensor_nbytes(*cur));
         return DT_OK;
     }
-    size_t sc[64] = {0}, sd[64] = {0}, rc[64] = {0}, rd[64] = {0};
+    size_t *sc = calloc(4 * (size_t)n, sizeof(size_t)), *sd = sc + n, *rc = sd + n, *rd = rc + n;
     int d = sp->pl[k].dim;
     int64_t sz;
-    if (n > 64)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "dt_distribute_from: mesh dim %d has %d ranks (max 64)",
-                      k, n);
+    if (sc == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "dt_distribute_from: no memory for %d counts", 4 * n);
     dt_shard_chunk(shape[d], n, me, &sz, NULL);
     shape[d] = sz;
-    DT_CHECK(dt_tensor_empty(sp->ndim, shape, sp->dtype, dt_device_cpu(), &y));
+    DT_CHECK_GOTO(dt_tensor_empty(sp->ndim, shape, sp->dtype, dt_device_cpu(), &y), s,
+                  err_release);
     if (me == root) {
         DT_CHECK_GOTO(dt__pack_chunks(*cur, d, n, sc, &sbuf), s, err_release);
         for (int q = 1; q < n; q++)
@@ -259,11 +259,13 @@ static dt_status scatter_stage(const dt_spec *sp, const int *src, int k, dt_tens
     dt__mesh_count_coll(m, DT_COLL_BROADCAST, me == root ? 0 : (int64_t)dt_tensor_nbytes(y));
     dt_tensor_release(sbuf);
     dt_tensor_release(*cur);
+    free(sc);
     *cur = y;
     return DT_OK;
 err_release:
     dt_tensor_release(sbuf);
     dt_tensor_release(y);
+    free(sc);
     return s;
 }
 

@@ -20,6 +20,7 @@ typedef struct step_ctx {
     int n, me;
     int ndim;
     dt_dtype dtype;
+    size_t *scratch; /* 4 * n counts/displacements */
 } step_ctx;
 
 static int64_t prod(const int64_t *s, int from, int to)
@@ -131,7 +132,7 @@ static dt_status exec_allgather(const step_ctx *c, dt_tensor *x, dt_tensor **out
 {
     const int64_t *L = c->st->logical_shape;
     int d = c->st->src.dim;
-    size_t counts[64], displs[64];
+    size_t *counts = c->scratch, *displs = c->scratch + c->n;
     dt_tensor *y = NULL, *buf = NULL;
     dt_status s;
     int64_t outer = prod(L, 0, d), inner = prod(L, d + 1, c->ndim);
@@ -169,14 +170,14 @@ err_release:
     return s;
 }
 
-/* P -> R: all-reduce with the Partial's op. */
+/* P -> R: all-reduce with the Partial's op (out of place: no copy first). */
 static dt_status exec_allreduce(const step_ctx *c, dt_tensor *x, dt_tensor **out)
 {
     dt_tensor *y = NULL;
     dt_status s;
-    DT_CHECK(dt_tensor_clone(x, &y));
+    DT_CHECK(new_like(c, dt_tensor_shape(x), dt_tensor_device(x), &y));
     if (dt_tensor_numel(y) > 0) {
-        DT_CHECK_GOTO(dt_comm_allreduce(c->comm, dt_tensor_data(y), dt_tensor_data(y),
+        DT_CHECK_GOTO(dt_comm_allreduce(c->comm, dt_tensor_data(x), dt_tensor_data(y),
                                         (size_t)dt_tensor_numel(y), c->dtype, c->st->src.op, NULL),
                       s, err_release);
         dt__mesh_count_coll(c->mesh, DT_COLL_ALLREDUCE, c->st->bytes);
@@ -193,7 +194,7 @@ static dt_status exec_reduce_scatter(const step_ctx *c, dt_tensor *x, dt_tensor 
 {
     const int64_t *L = c->st->logical_shape;
     int d = c->st->dst.dim;
-    size_t counts[64];
+    size_t *counts = c->scratch;
     int64_t ys[DT_MAX_DIMS], sz, off;
     dt_tensor *y = NULL, *buf = NULL;
     dt_status s;
@@ -234,7 +235,7 @@ static dt_status exec_alltoall(const step_ctx *c, dt_tensor *x, dt_tensor **out)
 {
     const int64_t *L = c->st->logical_shape;
     int a = c->st->src.dim, b = c->st->dst.dim;
-    size_t sc[64], sd[64], rc[64], rd[64];
+    size_t *sc = c->scratch, *sd = sc + c->n, *rc = sd + c->n, *rd = rc + c->n;
     int64_t ys[DT_MAX_DIMS], bsz, boff;
     dt_tensor *y = NULL, *sbuf = NULL, *rbuf = NULL;
     dt_status s;
@@ -325,12 +326,18 @@ static dt_status exec_step(const step_ctx *c, dt_tensor *x, dt_tensor **out)
                       "dt_redistribute: mesh dim %d has no comm (a virtual mesh can plan but not "
                       "communicate)",
                       c->st->mesh_dim);
-    if (c->n > 64)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "dt_redistribute: mesh dim %d has %d ranks (max 64)",
-                      c->st->mesh_dim, c->n);
     dt_tensor *xc = NULL;
     dt_status s;
-    DT_CHECK(dt_tensor_contiguous(x, &xc));
+    step_ctx cc = *c;
+    cc.scratch = malloc(sizeof(size_t) * 4 * (size_t)c->n);
+    if (cc.scratch == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "dt_redistribute: no memory for %d counts", 4 * c->n);
+    c = &cc;
+    s = dt_tensor_contiguous(x, &xc);
+    if (s != DT_OK) {
+        free(cc.scratch);
+        return s;
+    }
     switch (c->st->kind) {
     case DT__STEP_ALLGATHER:      s = exec_allgather(c, xc, out); break;
     case DT__STEP_ALLREDUCE:      s = exec_allreduce(c, xc, out); break;
@@ -339,6 +346,7 @@ static dt_status exec_step(const step_ctx *c, dt_tensor *x, dt_tensor **out)
     default: s = DT_ERR(DT_ERR_INTERNAL, "dt_redistribute: bad step kind %d", (int)c->st->kind);
     }
     dt_tensor_release(xc);
+    free(cc.scratch);
     return s;
 }
 
