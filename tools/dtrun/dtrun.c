@@ -7,9 +7,10 @@
  * convention plus the store's secret). Each rank runs in its own process group,
  * so signals reach whatever the rank started too.
  *
- * Supervision: SIGINT/SIGTERM to dtrun are forwarded to every rank. When a rank
- * exits non-zero or dies by a signal, dtrun says which and how, sends SIGTERM
- * to the others, SIGKILL after the grace period (default 2 s), and exits
+ * Supervision: SIGINT/SIGTERM/SIGHUP/SIGQUIT to dtrun are forwarded to every
+ * rank (a second one sends SIGKILL). When a rank exits non-zero or dies by a
+ * signal, dtrun says which and how, sends SIGTERM to the others, SIGKILL after
+ * the grace period (default 2 s), and exits
  * non-zero: the failing rank's exit status, or 128 + its signal number.
  * Exit 0 only when every rank exited 0. Whatever a rank leaves running in its
  * process group is killed when the rank exits, and every rank is killed if

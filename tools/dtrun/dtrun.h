@@ -46,13 +46,13 @@ typedef struct dtrun_state {
     int fail_code;       /* dtrun's exit code once something failed; 0 = nothing yet */
     bool tearing_down;
     double kill_at;      /* when to SIGKILL the survivors; 0 = not scheduled */
-    int got_signal;      /* SIGINT/SIGTERM received by dtrun */
+    int got_signal;      /* SIGINT/SIGTERM/SIGHUP/SIGQUIT received by dtrun (forwarded) */
 } dtrun_state;
 
 /* Parse the command line; 0, or the exit code for a usage error (2). */
 int dtrun_parse_args(int argc, char **argv, dtrun_opts *o);
 
-/* Install the SIGCHLD/SIGINT/SIGTERM handlers (self-pipe). False on failure. */
+/* Install the SIGCHLD and SIGINT/SIGTERM/SIGHUP/SIGQUIT handlers (self-pipe). */
 bool dtrun_install_handlers(void);
 
 /* Send @p sig to the process group of every live rank. */

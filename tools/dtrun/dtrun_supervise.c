@@ -198,6 +198,8 @@ bool dtrun_install_handlers(void)
     sa.sa_handler = on_signal;
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
     sigemptyset(&sa.sa_mask);
+    /* SIGHUP/SIGQUIT too: a closed terminal or Ctrl-\ must not orphan the ranks */
     return sigaction(SIGCHLD, &sa, NULL) == 0 && sigaction(SIGINT, &sa, NULL) == 0 &&
-           sigaction(SIGTERM, &sa, NULL) == 0 && signal(SIGPIPE, SIG_IGN) != SIG_ERR;
+           sigaction(SIGTERM, &sa, NULL) == 0 && sigaction(SIGHUP, &sa, NULL) == 0 &&
+           sigaction(SIGQUIT, &sa, NULL) == 0 && signal(SIGPIPE, SIG_IGN) != SIG_ERR;
 }
