@@ -19,11 +19,16 @@ static float row_lse(const float *restrict x, int64_t n)
         return m;
     float lane[16] = {0}, s = 0.0f;
     int64_t j = 0;
+    /* x - m <= 0 and finite here: only the low clamp matters */
     for (; j + 16 <= n; j += 16)
-        for (int l = 0; l < 16; l++)
-            lane[l] += dt__expf(x[j + l] - m);
-    for (; j < n; j++)
-        s += dt__expf(x[j] - m);
+        for (int l = 0; l < 16; l++) {
+            float d = x[j + l] - m;
+            lane[l] += d < -87.33654f ? 0.0f : dt__expf_core(d);
+        }
+    for (; j < n; j++) {
+        float d = x[j] - m;
+        s += d < -87.33654f ? 0.0f : dt__expf_core(d);
+    }
     for (int l = 0; l < 16; l++)
         s += lane[l];
     return m + logf(s);
@@ -90,8 +95,10 @@ DT_CPU_CLONES
 static void ce_bwd_row(const float *restrict x, int64_t n, float lse, float g, int64_t target,
                        float *restrict gx)
 {
-    for (int64_t j = 0; j < n; j++)
-        gx[j] = g * dt__expf(x[j] - lse);
+    for (int64_t j = 0; j < n; j++) {
+        float d = x[j] - lse;
+        gx[j] = g * (d < -87.33654f ? 0.0f : dt__expf_core(d));
+    }
     if (target >= 0 && target < n)
         gx[target] -= g;
 }

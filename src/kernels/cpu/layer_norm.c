@@ -111,30 +111,53 @@ out_release:
     return s;
 }
 
-DT_CPU_CLONES
-static void ln_bwd_row(const float *restrict x, const float *restrict gy,
-                       const float *restrict w, int64_t n, float mean, float rstd,
-                       float *restrict gx, float *restrict gw, float *restrict gb)
+/* has_w is a constant at both call sites, so `w[j]` loads are unconditional. */
+static inline __attribute__((always_inline)) void
+ln_bwd_impl(const float *restrict x, const float *restrict gy, const float *restrict w, bool has_w,
+            int64_t n, float mean, float rstd, float *restrict gx, float *restrict gw,
+            float *restrict gb)
 {
-    float sg = 0.0f, sgx = 0.0f;
-    for (int64_t j = 0; j < n; j++) {
+    float lg[16] = {0}, lgx[16] = {0}, sg = 0.0f, sgx = 0.0f;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int l = 0; l < 16; l++) {
+            float xhat = (x[j + l] - mean) * rstd;
+            float g = gy[j + l] * (has_w ? w[j + l] : 1.0f);
+            lg[l] += g;
+            lgx[l] += g * xhat;
+        }
+    for (; j < n; j++) {
         float xhat = (x[j] - mean) * rstd;
-        float g = gy[j] * (w != NULL ? w[j] : 1.0f);
+        float g = gy[j] * (has_w ? w[j] : 1.0f);
         sg += g;
         sgx += g * xhat;
     }
+    for (int l = 0; l < 16; l++) {
+        sg += lg[l];
+        sgx += lgx[l];
+    }
     float mg = sg / (float)n, mgx = sgx / (float)n;
-    for (int64_t j = 0; j < n; j++) {
+    for (j = 0; j < n; j++) {
         float xhat = (x[j] - mean) * rstd;
-        float g = gy[j] * (w != NULL ? w[j] : 1.0f);
+        float g = gy[j] * (has_w ? w[j] : 1.0f);
         gx[j] = rstd * (g - mg - xhat * mgx);
     }
     if (gw != NULL)
-        for (int64_t j = 0; j < n; j++)
+        for (j = 0; j < n; j++)
             gw[j] += gy[j] * (x[j] - mean) * rstd;
     if (gb != NULL)
-        for (int64_t j = 0; j < n; j++)
+        for (j = 0; j < n; j++)
             gb[j] += gy[j];
+}
+
+DT_CPU_CLONES
+static void ln_bwd_row(const float *x, const float *gy, const float *w, int64_t n, float mean,
+                       float rstd, float *gx, float *gw, float *gb)
+{
+    if (w != NULL)
+        ln_bwd_impl(x, gy, w, true, n, mean, rstd, gx, gw, gb);
+    else
+        ln_bwd_impl(x, gy, w, false, n, mean, rstd, gx, gw, gb);
 }
 
 dt_status dt__cpu_layer_norm_backward(const dt_tensor *x, const dt_tensor *w,
