@@ -280,6 +280,44 @@ static void test_p2p_nonblocking_split(void **state)
     cudaFree(ds);
 }
 
+/* Host buffers through an NCCL comm are staged through device memory. */
+static void test_host_buffers(void **state)
+{
+    (void)state;
+    NEED_WORLD();
+    float v[3] = {1, 2, (float)me}, want[3] = {(float)np, (float)(2 * np), 0};
+    for (int r = 0; r < np; r++)
+        want[2] += (float)r;
+    NC_OK(dt_comm_allreduce(world, v, v, 3, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL));
+    for (int i = 0; i < 3; i++)
+        assert_true(v[i] == want[i]);
+    /* uneven all-gather with a gap the collective must leave alone */
+    size_t *counts = malloc(sizeof(size_t) * (size_t)np), *displs = malloc(sizeof(size_t) * (size_t)np);
+    size_t extent = 0;
+    for (int r = 0; r < np; r++) {
+        counts[r] = (size_t)r + 1;
+        displs[r] = extent + 1; /* one untouched slot before each block */
+        extent = displs[r] + counts[r];
+    }
+    float *all = malloc(extent * sizeof(float)), mine[16];
+    for (size_t i = 0; i < extent; i++)
+        all[i] = -7.0f;
+    for (int i = 0; i <= me; i++)
+        mine[i] = (float)(100 * me + i);
+    dt_work *w = NULL;
+    NC_OK(dt_comm_allgatherv(world, mine, all, counts, displs, DT_DTYPE_F32, &w));
+    NC_OK(dt_work_wait(w, -1));
+    dt_work_release(w);
+    for (int r = 0; r < np; r++) {
+        assert_true(all[displs[r] - 1] == -7.0f);
+        for (size_t i = 0; i < counts[r]; i++)
+            assert_true(all[displs[r] + i] == (float)(100 * r + (int)i));
+    }
+    free(all);
+    free(displs);
+    free(counts);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -287,6 +325,7 @@ int main(void)
         cmocka_unit_test(test_allgatherv_reduce_scatterv),
         cmocka_unit_test(test_alltoall_broadcast),
         cmocka_unit_test(test_p2p_nonblocking_split),
+        cmocka_unit_test(test_host_buffers),
     };
     return cmocka_run_group_tests_name("cuda_nccl", tests, group_setup, group_teardown);
 }

@@ -1,117 +1,14 @@
 /*
- * NCCL operations: point-to-point for the generic layer, the native
+ * NCCL operations: point-to-point for the generic layer and the native
  * collectives (uneven all-gather / reduce-scatter as grouped broadcasts /
- * reduces, all-to-all as grouped send/recv), and their completion: each
- * operation records a CUDA event on the comm's stream after it, and a
- * request or work handle is done when that event is.
+ * reduces, all-to-all as grouped send/recv). Each one stages host buffers
+ * (nccl_op.c), enqueues on the comm's stream, and hands out a request or
+ * work handle that completes with the stream.
  */
 #include <stdlib.h>
 
 #include "comm/nccl/nccl_impl.h"
 #include "core/log.h"
-
-/* ------------------------------------------------------------ requests */
-
-dt_status dt__nccl_op_post(dt_nccl_comm *c, const char *fn, dt_nccl_op **out)
-{
-    dt_nccl_op *op = calloc(1, sizeof(*op));
-    if (op == NULL)
-        return dt__nccl_fail(c, DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for a request", fn));
-    op->comm = c;
-    cudaError_t e = cudaEventCreateWithFlags(&op->done, cudaEventDisableTiming);
-    if (e == cudaSuccess)
-        e = cudaEventRecord(op->done, c->stream);
-    if (e != cudaSuccess) {
-        if (op->done != NULL)
-            cudaEventDestroy(op->done);
-        free(op);
-        /* the operation is queued but cannot be tracked: the comm is unusable */
-        return dt__nccl_fail(c, DT_ERR(DT_ERR_BACKEND, "%s: recording its completion event "
-                                       "failed: %s", fn, cudaGetErrorString(e)));
-    }
-    *out = op;
-    return DT_OK;
-}
-
-static void op_release(dt_nccl_op *op)
-{
-    cudaEventDestroy(op->done);
-    free(op);
-}
-
-dt_status dt__nccl_op_test(dt_nccl_op *op, const char *fn)
-{
-    dt_nccl_comm *c = op->comm;
-    dt_status st = DT_OK;
-    if (c->broken != DT_OK) {
-        st = dt__nccl_usable(c, fn);
-        op_release(op);
-        return st;
-    }
-    (void)cudaSetDevice(c->device);
-    cudaError_t e = cudaEventQuery(op->done);
-    if (e == cudaSuccess) {
-        op_release(op);
-        return DT_OK;
-    }
-    if (e == cudaErrorNotReady) {
-        st = dt__nccl_async_status(c, fn);
-        if (st == DT_OK)
-            return DT_IN_PROGRESS;
-    } else {
-        st = dt__nccl_fail(c, DT_ERR(DT_ERR_BACKEND, "%s: the operation failed on the device: %s",
-                                     fn, cudaGetErrorString(e)));
-    }
-    op_release(op);
-    return st;
-}
-
-void dt__nccl_op_free(dt_nccl_op *op)
-{
-    if (op == NULL)
-        return;
-    dt_nccl_comm *c = op->comm;
-    (void)cudaSetDevice(c->device);
-    if (c->broken == DT_OK && cudaEventQuery(op->done) != cudaSuccess) {
-        /* abandoned (timeout or error elsewhere): its kernel may wait forever */
-        DT_LOG_WARN("comm", "nccl: abandoning an unfinished operation (rank %d of %d)",
-                    c->base.rank, c->base.size);
-        dt__nccl_fail(c, DT_ERR_TIMEOUT);
-    }
-    op_release(op);
-}
-
-static dt_status native_test(dt_work *w)
-{
-    dt_status st = dt__nccl_op_test(w->native, w->what);
-    if (st != DT_IN_PROGRESS)
-        w->native = NULL; /* op_test freed it */
-    return st;
-}
-
-static void native_free(dt_work *w)
-{
-    dt__nccl_op_free(w->native);
-    w->native = NULL;
-}
-
-dt_status dt__nccl_finish(dt_nccl_comm *c, const char *what, dt_nccl_op *op, dt_work **work)
-{
-    dt_work *w = NULL;
-    dt_status st = dt__work_native(&c->base, what, native_test, native_free, op, &w);
-    if (st != DT_OK) {
-        (void)cudaEventSynchronize(op->done); /* cannot hand it out: finish it here */
-        op_release(op);
-        return st;
-    }
-    if (work != NULL) {
-        *work = w;
-        return DT_OK;
-    }
-    st = dt__work_finish(w, -1);
-    dt_work_release(w);
-    return st;
-}
 
 /* ------------------------------------------------------------ types */
 
@@ -151,24 +48,46 @@ static dt_status begin(dt_nccl_comm *c, const char *fn)
     return dt__nccl_order(c, fn);
 }
 
-/* End a group opened with ncclGroupStart after @p r (the first failure inside it). */
-static dt_status group_end(dt_nccl_comm *c, ncclResult_t r, const char *fn, const char *what)
+/* The result of an enqueueing NCCL call (waited for in non-blocking mode);
+ * on failure the stage is released and the comm aborted. */
+static dt_status enqueued(dt_nccl_comm *c, ncclResult_t r, const char *fn, const char *what,
+                          dt_nccl_stage *st)
 {
-    ncclResult_t e = ncclGroupEnd();
-    if (r == ncclSuccess)
-        r = e;
     if (r == ncclInProgress)
         r = dt__nccl_wait_ready(c->nccl, c->base.timeout_s);
-    if (r != ncclSuccess)
-        return dt__nccl_fail(c, dt__nccl_error(r, c, fn, what, __FILE__, __LINE__));
-    return DT_OK;
+    if (r == ncclSuccess)
+        return DT_OK;
+    dt__nccl_stage_release(c, st);
+    return dt__nccl_fail(c, dt__nccl_error(r, c, fn, what, __FILE__, __LINE__));
 }
 
-static dt_status post_and_finish(dt_nccl_comm *c, const char *fn, dt_work **work)
+/* End a group opened with ncclGroupStart after @p r (the first failure inside it). */
+static dt_status group_end(dt_nccl_comm *c, ncclResult_t r, const char *fn, const char *what,
+                           dt_nccl_stage *st)
+{
+    ncclResult_t e = ncclGroupEnd();
+    return enqueued(c, r != ncclSuccess ? r : e, fn, what, st);
+}
+
+static dt_status post_and_finish(dt_nccl_comm *c, const char *fn, dt_nccl_stage *st,
+                                 dt_work **work)
 {
     dt_nccl_op *op = NULL;
-    DT_CHECK(dt__nccl_op_post(c, fn, &op));
+    DT_CHECK(dt__nccl_op_post(c, fn, st, &op));
     return dt__nccl_finish(c, fn, op, work);
+}
+
+/* Elements spanned by blocks (counts, displs; NULL displs = packed). */
+static size_t blocks_extent(int n, const size_t *counts, const size_t *displs)
+{
+    size_t off = 0, end = 0;
+    for (int r = 0; r < n; r++) {
+        size_t at = displs != NULL ? displs[r] : off;
+        off += counts[r];
+        if (counts[r] > 0 && at + counts[r] > end)
+            end = at + counts[r];
+    }
+    return end;
 }
 
 /* ------------------------------------------------------------ point-to-point */
@@ -178,9 +97,12 @@ dt_status dt__nccl_isend(dt_comm *comm, const void *buf, size_t bytes, int peer,
 {
     const char *fn = "dt_comm_send";
     dt_nccl_comm *c = dt__nccl(comm);
+    dt_nccl_stage st;
     DT_CHECK(begin(c, fn));
-    DT_NCCL_CHECK(c, ncclSend(buf, bytes, ncclUint8, peer, c->nccl, c->stream), fn);
-    return dt__nccl_op_post(c, fn, (dt_nccl_op **)req);
+    DT_CHECK(dt__nccl_stage_in(c, fn, buf, bytes, NULL, 0, &st));
+    DT_CHECK(enqueued(c, ncclSend(st.send, bytes, ncclUint8, peer, c->nccl, c->stream), fn,
+                      "ncclSend", &st));
+    return dt__nccl_op_post(c, fn, &st, (dt_nccl_op **)req);
 }
 
 dt_status dt__nccl_irecv(dt_comm *comm, void *buf, size_t bytes, int peer, uint32_t tag,
@@ -188,9 +110,12 @@ dt_status dt__nccl_irecv(dt_comm *comm, void *buf, size_t bytes, int peer, uint3
 {
     const char *fn = "dt_comm_recv";
     dt_nccl_comm *c = dt__nccl(comm);
+    dt_nccl_stage st;
     DT_CHECK(begin(c, fn));
-    DT_NCCL_CHECK(c, ncclRecv(buf, bytes, ncclUint8, peer, c->nccl, c->stream), fn);
-    return dt__nccl_op_post(c, fn, (dt_nccl_op **)req);
+    DT_CHECK(dt__nccl_stage_in(c, fn, NULL, 0, buf, bytes, &st));
+    DT_CHECK(enqueued(c, ncclRecv(st.recv, bytes, ncclUint8, peer, c->nccl, c->stream), fn,
+                      "ncclRecv", &st));
+    return dt__nccl_op_post(c, fn, &st, (dt_nccl_op **)req);
 }
 
 dt_status dt__nccl_req_test(dt_comm *comm, void *req)
@@ -212,11 +137,15 @@ dt_status dt__nccl_allreduce(dt_comm *comm, const void *send, void *recv, size_t
     dt_nccl_comm *c = dt__nccl(comm);
     ncclDataType_t t = ncclFloat32;
     ncclRedOp_t o = ncclSum;
+    size_t bytes = count * dt_dtype_size(dtype);
+    dt_nccl_stage st;
     DT_CHECK(nccl_type(fn, dtype, &t));
     DT_CHECK(nccl_op(fn, op, &o));
     DT_CHECK(begin(c, fn));
-    DT_NCCL_CHECK(c, ncclAllReduce(send, recv, count, t, o, c->nccl, c->stream), fn);
-    return post_and_finish(c, fn, work);
+    DT_CHECK(dt__nccl_stage_in(c, fn, send, bytes, recv, bytes, &st));
+    DT_CHECK(enqueued(c, ncclAllReduce(st.send, st.recv, count, t, o, c->nccl, c->stream), fn,
+                      "ncclAllReduce", &st));
+    return post_and_finish(c, fn, &st, work);
 }
 
 /* Counts all equal and blocks packed (displs NULL or r * count). */
@@ -235,11 +164,15 @@ dt_status dt__nccl_allgatherv(dt_comm *comm, const void *send, void *recv, const
     dt_nccl_comm *c = dt__nccl(comm);
     size_t esz = dt_dtype_size(dtype);
     int n = comm->size;
+    dt_nccl_stage st;
     DT_CHECK(begin(c, fn));
+    DT_CHECK(dt__nccl_stage_in(c, fn, send, counts[comm->rank] * esz, recv,
+                               blocks_extent(n, counts, displs) * esz, &st));
     if (uniform_blocks(n, counts, displs)) {
-        DT_NCCL_CHECK(c, ncclAllGather(send, recv, counts[0] * esz, ncclUint8, c->nccl, c->stream),
-                      fn);
-        return post_and_finish(c, fn, work);
+        DT_CHECK(enqueued(c, ncclAllGather(st.send, st.recv, counts[0] * esz, ncclUint8, c->nccl,
+                                           c->stream),
+                          fn, "ncclAllGather", &st));
+        return post_and_finish(c, fn, &st, work);
     }
     /* uneven: every rank broadcasts its block, in one group */
     ncclResult_t r = ncclGroupStart();
@@ -249,12 +182,12 @@ dt_status dt__nccl_allgatherv(dt_comm *comm, const void *send, void *recv, const
         off += counts[root];
         if (counts[root] == 0)
             continue;
-        char *dst = (char *)recv + at * esz;
-        r = ncclBroadcast(root == comm->rank ? send : dst, dst, counts[root] * esz, ncclUint8,
+        char *dst = (char *)st.recv + at * esz;
+        r = ncclBroadcast(root == comm->rank ? st.send : dst, dst, counts[root] * esz, ncclUint8,
                           root, c->nccl, c->stream);
     }
-    DT_CHECK(group_end(c, r, fn, "grouped ncclBroadcast"));
-    return post_and_finish(c, fn, work);
+    DT_CHECK(group_end(c, r, fn, "grouped ncclBroadcast", &st));
+    return post_and_finish(c, fn, &st, work);
 }
 
 dt_status dt__nccl_reduce_scatterv(dt_comm *comm, const void *send, void *recv,
@@ -267,25 +200,30 @@ dt_status dt__nccl_reduce_scatterv(dt_comm *comm, const void *send, void *recv,
     ncclRedOp_t o = ncclSum;
     size_t esz = dt_dtype_size(dtype);
     int n = comm->size;
+    dt_nccl_stage st;
     DT_CHECK(nccl_type(fn, dtype, &t));
     DT_CHECK(nccl_op(fn, op, &o));
     DT_CHECK(begin(c, fn));
+    DT_CHECK(dt__nccl_stage_in(c, fn, send, blocks_extent(n, counts, NULL) * esz, recv,
+                               counts[comm->rank] * esz, &st));
     if (uniform_blocks(n, counts, NULL)) {
-        DT_NCCL_CHECK(c, ncclReduceScatter(send, recv, counts[0], t, o, c->nccl, c->stream), fn);
-        return post_and_finish(c, fn, work);
+        DT_CHECK(enqueued(c, ncclReduceScatter(st.send, st.recv, counts[0], t, o, c->nccl,
+                                               c->stream),
+                          fn, "ncclReduceScatter", &st));
+        return post_and_finish(c, fn, &st, work);
     }
     /* uneven: block r is reduced onto rank r, all in one group */
     ncclResult_t r = ncclGroupStart();
     size_t off = 0;
     for (int root = 0; r == ncclSuccess && root < n; root++) {
-        const char *src = (const char *)send + off * esz;
+        const char *src = (const char *)st.send + off * esz;
         off += counts[root];
         if (counts[root] == 0)
             continue;
-        r = ncclReduce(src, recv, counts[root], t, o, root, c->nccl, c->stream);
+        r = ncclReduce(src, st.recv, counts[root], t, o, root, c->nccl, c->stream);
     }
-    DT_CHECK(group_end(c, r, fn, "grouped ncclReduce"));
-    return post_and_finish(c, fn, work);
+    DT_CHECK(group_end(c, r, fn, "grouped ncclReduce", &st));
+    return post_and_finish(c, fn, &st, work);
 }
 
 dt_status dt__nccl_alltoallv(dt_comm *comm, const void *send, const size_t *send_counts,
@@ -296,25 +234,29 @@ dt_status dt__nccl_alltoallv(dt_comm *comm, const void *send, const size_t *send
     dt_nccl_comm *c = dt__nccl(comm);
     size_t esz = dt_dtype_size(dtype);
     int n = comm->size, me = comm->rank;
+    dt_nccl_stage st;
     DT_CHECK(begin(c, fn));
+    DT_CHECK(dt__nccl_stage_in(c, fn, send, blocks_extent(n, send_counts, send_displs) * esz,
+                               recv, blocks_extent(n, recv_counts, recv_displs) * esz, &st));
     size_t soff = 0, roff = 0, my_s = 0, my_r = 0;
     for (int p = 0; p < n; p++) { /* own block: a device copy, not a message */
-        size_t s_at = send_displs != NULL ? send_displs[p] : soff;
-        size_t r_at = recv_displs != NULL ? recv_displs[p] : roff;
+        if (p == me) {
+            my_s = send_displs != NULL ? send_displs[p] : soff;
+            my_r = recv_displs != NULL ? recv_displs[p] : roff;
+        }
         soff += send_counts[p];
         roff += recv_counts[p];
-        if (p == me) {
-            my_s = s_at;
-            my_r = r_at;
-        }
     }
-    if (send_counts[me] > 0 && (const char *)send + my_s * esz != (char *)recv + my_r * esz) {
-        cudaError_t e = cudaMemcpyAsync((char *)recv + my_r * esz, (const char *)send + my_s * esz,
-                                        send_counts[me] * esz, cudaMemcpyDeviceToDevice,
-                                        c->stream);
-        if (e != cudaSuccess)
+    const char *own_src = (const char *)st.send + my_s * esz;
+    char *own_dst = (char *)st.recv + my_r * esz;
+    if (send_counts[me] > 0 && own_src != own_dst) {
+        cudaError_t e = cudaMemcpyAsync(own_dst, own_src, send_counts[me] * esz,
+                                        cudaMemcpyDeviceToDevice, c->stream);
+        if (e != cudaSuccess) {
+            dt__nccl_stage_release(c, &st);
             return DT_ERR(DT_ERR_BACKEND, "%s: copying the own block failed: %s", fn,
                           cudaGetErrorString(e));
+        }
     }
     ncclResult_t r = ncclGroupStart();
     soff = roff = 0;
@@ -326,14 +268,14 @@ dt_status dt__nccl_alltoallv(dt_comm *comm, const void *send, const size_t *send
         if (p == me)
             continue;
         if (send_counts[p] > 0)
-            r = ncclSend((const char *)send + s_at * esz, send_counts[p] * esz, ncclUint8, p,
+            r = ncclSend((const char *)st.send + s_at * esz, send_counts[p] * esz, ncclUint8, p,
                          c->nccl, c->stream);
         if (r == ncclSuccess && recv_counts[p] > 0)
-            r = ncclRecv((char *)recv + r_at * esz, recv_counts[p] * esz, ncclUint8, p, c->nccl,
-                         c->stream);
+            r = ncclRecv((char *)st.recv + r_at * esz, recv_counts[p] * esz, ncclUint8, p,
+                         c->nccl, c->stream);
     }
-    DT_CHECK(group_end(c, r, fn, "grouped ncclSend/ncclRecv"));
-    return post_and_finish(c, fn, work);
+    DT_CHECK(group_end(c, r, fn, "grouped ncclSend/ncclRecv", &st));
+    return post_and_finish(c, fn, &st, work);
 }
 
 dt_status dt__nccl_broadcast(dt_comm *comm, void *buf, size_t count, dt_dtype dtype, int root,
@@ -341,20 +283,25 @@ dt_status dt__nccl_broadcast(dt_comm *comm, void *buf, size_t count, dt_dtype dt
 {
     const char *fn = "dt_comm_broadcast";
     dt_nccl_comm *c = dt__nccl(comm);
+    size_t bytes = count * dt_dtype_size(dtype);
+    dt_nccl_stage st;
     DT_CHECK(begin(c, fn));
-    DT_NCCL_CHECK(c, ncclBroadcast(buf, buf, count * dt_dtype_size(dtype), ncclUint8, root,
-                                   c->nccl, c->stream),
-                  fn);
-    return post_and_finish(c, fn, work);
+    DT_CHECK(dt__nccl_stage_in(c, fn, buf, bytes, buf, bytes, &st));
+    DT_CHECK(enqueued(c, ncclBroadcast(st.send, st.recv, bytes, ncclUint8, root, c->nccl,
+                                       c->stream),
+                      fn, "ncclBroadcast", &st));
+    return post_and_finish(c, fn, &st, work);
 }
 
 dt_status dt__nccl_barrier(dt_comm *comm, dt_work **work)
 {
     const char *fn = "dt_comm_barrier";
     dt_nccl_comm *c = dt__nccl(comm);
+    dt_nccl_stage st;
     DT_CHECK(begin(c, fn));
-    DT_NCCL_CHECK(c, ncclAllReduce(c->barrier_buf, c->barrier_buf, 1, ncclFloat32, ncclSum,
-                                   c->nccl, c->stream),
-                  fn);
-    return post_and_finish(c, fn, work);
+    DT_CHECK(dt__nccl_stage_in(c, fn, NULL, 0, NULL, 0, &st));
+    DT_CHECK(enqueued(c, ncclAllReduce(c->barrier_buf, c->barrier_buf, 1, ncclFloat32, ncclSum,
+                                       c->nccl, c->stream),
+                      fn, "ncclAllReduce (barrier)", &st));
+    return post_and_finish(c, fn, &st, work);
 }

@@ -18,10 +18,21 @@ typedef struct dt_nccl_comm {
     dt_status broken;      /* DT_OK, else the error that aborted the comm */
 } dt_nccl_comm;
 
+/* Device views of an operation's buffers; host buffers get device scratch. */
+typedef struct dt_nccl_stage {
+    const void *send;   /* what NCCL reads: the caller's buffer or dev_send/dev_recv */
+    void *recv;         /* what NCCL writes */
+    void *dev_send;     /* scratch owned by the stage (NULL: none) */
+    void *dev_recv;
+    void *host_recv;    /* copy recv_bytes back here on completion (NULL: none) */
+    size_t recv_bytes;
+} dt_nccl_stage;
+
 /* One posted operation: done when the stream passes its event. */
 typedef struct dt_nccl_op {
     dt_nccl_comm *comm;
     cudaEvent_t done;
+    dt_nccl_stage stage;
 } dt_nccl_op;
 
 extern const dt_comm_ops dt__nccl_ops;
@@ -35,17 +46,6 @@ static inline dt_nccl_comm *dt__nccl(dt_comm *c)
 dt_status dt__nccl_error(ncclResult_t r, dt_nccl_comm *c, const char *fn, const char *what,
                          const char *file, int line);
 
-/* Run an NCCL call; in non-blocking mode ncclInProgress means "wait for it". */
-#define DT_NCCL_CHECK(c, call, fn)                                                   \
-    do {                                                                             \
-        ncclResult_t dt_nc_r_ = (call);                                              \
-        if (dt_nc_r_ == ncclInProgress)                                              \
-            dt_nc_r_ = dt__nccl_wait_ready((c)->nccl, (c)->base.timeout_s);          \
-        if (dt_nc_r_ != ncclSuccess)                                                 \
-            return dt__nccl_fail((c), dt__nccl_error(dt_nc_r_, (c), (fn), #call,     \
-                                                     __FILE__, __LINE__));           \
-    } while (0)
-
 /* Poll ncclCommGetAsyncError until the comm leaves ncclInProgress (or timeout:
  * returns ncclInProgress). */
 ncclResult_t dt__nccl_wait_ready(ncclComm_t comm, double timeout_s);
@@ -58,8 +58,20 @@ dt_status dt__nccl_order(dt_nccl_comm *c, const char *fn);
 /* An asynchronous NCCL failure of the comm (peer lost, ...) as a dt_status, or DT_OK. */
 dt_status dt__nccl_async_status(dt_nccl_comm *c, const char *fn);
 
-/* Record the end of the operation just enqueued and hand out a request. */
-dt_status dt__nccl_op_post(dt_nccl_comm *c, const char *fn, dt_nccl_op **out);
+/*
+ * Point the operation at device memory: @p send (send_bytes) and @p recv
+ * (recv_bytes) that are host memory are staged through scratch on the comm
+ * stream (send == recv is in place). Zero bytes = unused. Use st->send and
+ * st->recv in the NCCL call; hand @p st to dt__nccl_op_post, or release it.
+ */
+dt_status dt__nccl_stage_in(dt_nccl_comm *c, const char *fn, const void *send,
+                            size_t send_bytes, void *recv, size_t recv_bytes, dt_nccl_stage *st);
+void dt__nccl_stage_release(dt_nccl_comm *c, dt_nccl_stage *st);
+
+/* Record the end of the operation just enqueued and hand out a request that
+ * owns @p stage (may be NULL; released on failure). */
+dt_status dt__nccl_op_post(dt_nccl_comm *c, const char *fn, dt_nccl_stage *stage,
+                           dt_nccl_op **out);
 /* DT_OK when done (op freed), DT_IN_PROGRESS, or an error (op freed, comm aborted). */
 dt_status dt__nccl_op_test(dt_nccl_op *op, const char *fn);
 /* Free an op; an unfinished one aborts its comm (its kernels could never end). */
