@@ -1,6 +1,9 @@
 /*
  * The NCCL backend of dt_comm (device memory): buffers passed to its
- * collectives are CUDA device pointers on the comm's device.
+ * collectives are CUDA device pointers on the comm's device. Host buffers
+ * also work (small host-side exchanges over a comm that happens to be NCCL):
+ * they are staged through device scratch, copied in when the operation is
+ * posted and back when it completes - correct, but slow for large data.
  *
  * Semantics beyond comm.h:
  *   - every operation runs on the comm's own CUDA stream, ordered after the
