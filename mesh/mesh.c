@@ -449,16 +449,30 @@ int64_t dt_coll_stats_total(const dt_coll_stats *s)
 
 /* The cache lives on the root and is shared by its slices: callers put the
  * identity of the (sliced) mesh they plan for into the key. */
+static uint64_t key_hash(const void *key, size_t len)
+{
+    const unsigned char *p = key;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
 bool dt__mesh_cache_get(dt_mesh *m, const void *key, size_t key_len, void *value,
                         size_t value_len)
 {
     dt_mesh *r = mesh_root(m);
+    uint64_t h = key_hash(key, key_len);
     bool found = false;
     pthread_mutex_lock(&r->lock);
-    for (dt__mesh_cache_entry *e = r->cache; e != NULL; e = e->next) {
-        if (e->key_len == key_len && e->value_len == value_len &&
+    for (dt__mesh_cache_entry **pp = &r->cache; *pp != NULL; pp = &(*pp)->next) {
+        dt__mesh_cache_entry *e = *pp;
+        if (e->hash == h && e->key_len == key_len && e->value_len == value_len &&
             memcmp(e->key, key, key_len) == 0) {
             memcpy(value, e->key + key_len, value_len);
+            *pp = e->next; /* move to the front: recently used entries stay */
+            e->next = r->cache;
+            r->cache = e;
             found = true;
             break;
         }
@@ -487,17 +501,18 @@ void dt__mesh_cache_put(dt_mesh *m, const void *key, size_t key_len, const void 
     memcpy(kv, key, key_len);
     memcpy(kv + key_len, value, value_len);
     e->key = kv;
+    e->hash = key_hash(key, key_len);
     e->key_len = key_len;
     e->value_len = value_len;
     pthread_mutex_lock(&r->lock);
     for (dt__mesh_cache_entry *x = r->cache; x != NULL; x = x->next) {
-        if (x->key_len == key_len && memcmp(x->key, key, key_len) == 0) {
+        if (x->hash == e->hash && x->key_len == key_len && memcmp(x->key, key, key_len) == 0) {
             pthread_mutex_unlock(&r->lock);
             cache_entry_free(e);
             return;
         }
     }
-    if (r->cache_len >= DT__MESH_CACHE_MAX) { /* drop the oldest (the list tail) */
+    if (r->cache_len >= DT__MESH_CACHE_MAX) { /* drop the least recently used (the tail) */
         dt__mesh_cache_entry **pp = &r->cache;
         while ((*pp)->next != NULL)
             pp = &(*pp)->next;

@@ -16,6 +16,7 @@
 /* One entry of the plan cache: a value blob keyed by bytes (both copied). */
 typedef struct dt__mesh_cache_entry {
     struct dt__mesh_cache_entry *next;
+    uint64_t hash; /* of the key: most mismatches cost one compare */
     size_t key_len, value_len;
     unsigned char *key; /* key then value, one block */
 } dt__mesh_cache_entry;

@@ -132,6 +132,38 @@ static void test_plan_errors(void **state)
     dt_mesh_release(m22);
 }
 
+/* More distinct plans than the cache holds: cached answers equal fresh ones. */
+static void test_plan_cache(void **state)
+{
+    (void)state;
+    int ms[2] = {2, 2};
+    dt_mesh *m = NULL, *fresh = NULL;
+    assert_int_equal(dt_mesh_create_virtual(2, ms, NULL, 3, &m), DT_OK);
+    dt_placement a[2] = {dt_shard(0), dt_shard(1)}, b[2] = {dt_replicate(), dt_shard(0)};
+    for (int round = 0; round < 2; round++) {
+        for (int64_t rows = 1; rows <= 300; rows++) {
+            int64_t shape[2] = {rows, 3};
+            dt_spec *sa = NULL, *sb = NULL, *fa = NULL, *fb = NULL;
+            dt__plan p1, p2;
+            assert_int_equal(dt_spec_create(m, 2, a, 2, shape, DT_DTYPE_F32, &sa), DT_OK);
+            assert_int_equal(dt_spec_create(m, 2, b, 2, shape, DT_DTYPE_F32, &sb), DT_OK);
+            assert_int_equal(dt__redist_plan(sa, sb, &p1), DT_OK);
+            /* a new mesh has an empty cache: this plan is computed afresh */
+            assert_int_equal(dt_mesh_create_virtual(2, ms, NULL, 3, &fresh), DT_OK);
+            assert_int_equal(dt_spec_create(fresh, 2, a, 2, shape, DT_DTYPE_F32, &fa), DT_OK);
+            assert_int_equal(dt_spec_create(fresh, 2, b, 2, shape, DT_DTYPE_F32, &fb), DT_OK);
+            assert_int_equal(dt__redist_plan(fa, fb, &p2), DT_OK);
+            assert_memory_equal(&p1, &p2, sizeof(p1));
+            dt_spec_release(sa);
+            dt_spec_release(sb);
+            dt_spec_release(fa);
+            dt_spec_release(fb);
+            dt_mesh_release(fresh);
+        }
+    }
+    dt_mesh_release(m);
+}
+
 /* ------------------------------------------------------------ simulator */
 
 typedef struct arr {
@@ -502,6 +534,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_table),    cmocka_unit_test(test_plan_errors),
+        cmocka_unit_test(test_plan_cache),
         cmocka_unit_test(test_exhaustive_1d), cmocka_unit_test(test_exhaustive_2d),
         cmocka_unit_test(test_exhaustive_3d),
     };
