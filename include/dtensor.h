@@ -30,5 +30,6 @@
 #include "dtensor/mesh.h"
 #include "dtensor/placement.h"
 #include "dtensor/nn.h"
+#include "dtensor/checkpoint.h"
 
 #endif /* DTENSOR_H */
