@@ -260,12 +260,67 @@ static void test_explain_and_counters(void **state)
     dt_mesh_release(m);
 }
 
+/* Tensors on a sliced mesh use the parent's comms; every transition works there too. */
+static void test_sliced_mesh(void **state)
+{
+    (void)state;
+    int w = dt_runtime_size(pt_rt);
+    if (w % 2 != 0)
+        return;
+    int shape[2] = {2, w / 2};
+    const char *names[2] = {"dp", "tp"};
+    dt_mesh *m = NULL, *tp = NULL, *dp = NULL;
+    PT_OK(dt_mesh_create(pt_rt, 2, shape, names, &m));
+    PT_OK(dt_mesh_slice(m, "tp", &tp));
+    PT_OK(dt_mesh_slice(m, "dp", &dp));
+    int64_t ts[2] = {5, 3};
+    dt_tensor *x = pt_tensor(2, ts, DT_DTYPE_F32, 3);
+    const char *pl[] = {"S(0)", "S(1)", "R", "P(sum)", "P(max)"};
+    dt_mesh *sub[2] = {tp, dp};
+    for (int k = 0; k < 2; k++)
+        for (int a = 0; a < 5; a++)
+            for (int b = 0; b < 5; b++) {
+                dt_placement pa, pb;
+                dt_tensor *d = NULL, *y = NULL, *f = NULL;
+                PT_OK(dt_placement_parse(pl[a], &pa));
+                PT_OK(dt_placement_parse(pl[b], &pb));
+                PT_OK(dt_distribute(x, sub[k], 1, &pa, &d));
+                PT_OK(dt_redistribute(d, 1, &pb, &y));
+                if (pb.kind != DT_PLACEMENT_PARTIAL) {
+                    dt_tensor *want = pt_expected_local(x, dt_tensor_spec(y));
+                    assert_true(dt_tensor_equal(dt_to_local(y), want));
+                    dt_tensor_release(want);
+                }
+                PT_OK(dt_full_tensor(y, &f));
+                if (!dt_tensor_equal(f, x))
+                    fail_msg("slice %s: %s -> %s: full tensor differs", names[1 - k], pl[a], pl[b]);
+                dt_tensor_release(f);
+                dt_tensor_release(y);
+                dt_tensor_release(d);
+            }
+    /* a tensor on the tp slice cannot move to a spec on the dp slice (unless both are size 1) */
+    dt_placement r = dt_replicate();
+    dt_tensor *d = NULL, *y = NULL;
+    dt_spec *other = NULL;
+    PT_OK(dt_distribute(x, tp, 1, &r, &d));
+    PT_OK(dt_spec_create(dp, 1, &r, 2, ts, DT_DTYPE_F32, &other));
+    if (!dt_mesh_equal(tp, dp))
+        assert_int_equal(dt_redistribute_to(d, other, &y), DT_ERR_INVALID_ARG);
+    dt_spec_release(other);
+    dt_tensor_release(d);
+    dt_tensor_release(x);
+    dt_mesh_release(tp);
+    dt_mesh_release(dp);
+    dt_mesh_release(m);
+    in_step();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_from_local),      cmocka_unit_test(test_from_local_grad),
         cmocka_unit_test(test_distribute_from), cmocka_unit_test(test_bad_specs),
-        cmocka_unit_test(test_explain_and_counters),
+        cmocka_unit_test(test_explain_and_counters), cmocka_unit_test(test_sliced_mesh),
     };
     return cmocka_run_group_tests(tests, pt_setup, pt_teardown);
 }
