@@ -248,7 +248,7 @@ static dt_status scatter_stage(const dt_spec *sp, const int *src, int k, dt_tens
     DT_CHECK_GOTO(dt_tensor_empty(sp->ndim, shape, sp->dtype, dt_device_cpu(), &y), s,
                   err_release);
     if (me == root) {
-        DT_CHECK_GOTO(dt__pack_chunks(*cur, d, n, sc, &sbuf), s, err_release);
+        DT_CHECK_GOTO(dt__pack_chunks(*cur, d, n, -1, sc, &sbuf), s, err_release);
         for (int q = 1; q < n; q++)
             sd[q] = sd[q - 1] + sc[q - 1];
     }

@@ -83,8 +83,10 @@ void dt__local_shape(int ndim, const int64_t *shape, int mesh_ndim, const int *m
                      const dt_placement *pl, const int *coord, int64_t *local_shape,
                      int64_t *offset);
 /* Pack the n torch.chunk blocks of @p x along dim d one after another into a
- * new flat buffer; counts[q] = elements of block q. */
-dt_status dt__pack_chunks(dt_tensor *x, int d, int n, size_t *counts, dt_tensor **out);
+ * new flat buffer; counts[q] = elements of block q (0 for block @p skip,
+ * which is left out; -1 = none). */
+dt_status dt__pack_chunks(dt_tensor *x, int d, int n, int skip, size_t *counts,
+                          dt_tensor **out);
 /* True when a Partial(sum) mesh dim has this rank off coordinate 0: its shard
  * of a freshly distributed tensor is zeros (the value lives on coordinate 0). */
 bool dt__partial_zero(const dt_spec *s);

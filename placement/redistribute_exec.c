@@ -61,7 +61,7 @@ static dt_status copy_into(dt_tensor *dst, int d, int64_t off, int64_t len, dt_t
     return s;
 }
 
-dt_status dt__pack_chunks(dt_tensor *x, int d, int n, size_t *counts, dt_tensor **out)
+dt_status dt__pack_chunks(dt_tensor *x, int d, int n, int skip, size_t *counts, dt_tensor **out)
 {
     int ndim = dt_tensor_ndim(x);
     int64_t total = dt_tensor_numel(x), off = 0, dim_size = dt_tensor_shape(x)[d];
@@ -74,7 +74,7 @@ dt_status dt__pack_chunks(dt_tensor *x, int d, int n, size_t *counts, dt_tensor 
         dt_shard_chunk(dim_size, n, q, &sz, &o);
         memcpy(bs, dt_tensor_shape(x), sizeof(int64_t) * (size_t)ndim);
         bs[d] = sz;
-        counts[q] = (size_t)prod(bs, 0, ndim);
+        counts[q] = q == skip ? 0 : (size_t)prod(bs, 0, ndim);
         if (counts[q] > 0) {
             DT_CHECK_GOTO(dt_tensor_narrow(x, d, o, sz, &src), s, err_release);
             DT_CHECK_GOTO(block_view(buf, off, ndim, bs, &dst), s, err_release);
@@ -214,7 +214,7 @@ static dt_status exec_reduce_scatter(const step_ctx *c, dt_tensor *x, dt_tensor 
         }
         buf = dt_tensor_retain(x); /* contiguous: the blocks are already packed */
     } else {
-        DT_CHECK_GOTO(dt__pack_chunks(x, d, c->n, counts, &buf), s, err_release);
+        DT_CHECK_GOTO(dt__pack_chunks(x, d, c->n, -1, counts, &buf), s, err_release);
     }
     DT_CHECK_GOTO(dt_comm_reduce_scatterv(c->comm, dt_tensor_data(buf), dt_tensor_data(y), counts,
                                           c->dtype, c->st->src.op, NULL),
@@ -247,25 +247,48 @@ static dt_status exec_alltoall(const step_ctx *c, dt_tensor *x, dt_tensor **out)
         *out = y;
         return DT_OK;
     }
+    /* blocks along a are contiguous pieces of y: receive straight into it, and
+     * move my own block with one local copy instead of through the comm */
+    bool direct = prod(ys, 0, a) == 1;
+    int self = direct ? c->me : -1;
     if (prod(dt_tensor_shape(x), 0, b) == 1) {
         for (int q = 0; q < c->n; q++) {
             int64_t qs;
             dt_shard_chunk(L[b], c->n, q, &qs, NULL);
-            sc[q] = (size_t)(qs * prod(dt_tensor_shape(x), b + 1, c->ndim));
+            sc[q] = q == self ? 0 : (size_t)(qs * prod(dt_tensor_shape(x), b + 1, c->ndim));
         }
         sbuf = dt_tensor_retain(x);
     } else {
-        DT_CHECK_GOTO(dt__pack_chunks(x, b, c->n, sc, &sbuf), s, err_release);
+        DT_CHECK_GOTO(dt__pack_chunks(x, b, c->n, self, sc, &sbuf), s, err_release);
     }
     for (int q = 0; q < c->n; q++) {
         int64_t asz;
         dt_shard_chunk(L[a], c->n, q, &asz, NULL);
-        rc[q] = (size_t)(prod(ys, 0, c->ndim) / (L[a] ? L[a] : 1) * asz);
+        rc[q] = q == self ? 0 : (size_t)(prod(ys, 0, c->ndim) / (L[a] ? L[a] : 1) * asz);
     }
     displs_of(c->n, sc, sd);
     displs_of(c->n, rc, rd);
-    bool direct = prod(ys, 0, a) == 1; /* blocks along a are contiguous pieces of y */
-    if (!direct) {
+    if (direct) { /* displacements into y follow the offsets along a, self included */
+        for (int q = 0; q < c->n; q++) {
+            int64_t asz, aoff;
+            dt_shard_chunk(L[a], c->n, q, &asz, &aoff);
+            rd[q] = (size_t)(prod(ys, 0, c->ndim) / (L[a] ? L[a] : 1) * aoff);
+        }
+        if (prod(dt_tensor_shape(x), 0, b) == 1) /* sbuf is x: self block stays in place */
+            for (int q = 0; q < c->n; q++) {
+                int64_t bo;
+                dt_shard_chunk(L[b], c->n, q, NULL, &bo);
+                sd[q] = (size_t)(bo * prod(dt_tensor_shape(x), b + 1, c->ndim));
+            }
+        dt_tensor *mine = NULL;
+        DT_CHECK_GOTO(dt_tensor_narrow(x, b, boff, bsz, &mine), s, err_release);
+        int64_t asz, aoff;
+        dt_shard_chunk(L[a], c->n, c->me, &asz, &aoff);
+        s = copy_into(y, a, aoff, asz, mine);
+        dt_tensor_release(mine);
+        if (s != DT_OK)
+            goto err_release;
+    } else {
         int64_t total = prod(ys, 0, c->ndim);
         DT_CHECK_GOTO(dt_tensor_empty(1, &total, c->dtype, dt_tensor_device(x), &rbuf), s,
                       err_release);
