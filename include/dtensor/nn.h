@@ -187,7 +187,7 @@ DT_API void dt_module_clear_hooks(dt_module *m);
 
 /*
  * Each constructor makes a new root module with freshly allocated parameters:
- * weights zero (use dt_module_init_normal or dt_gpt_create's init), LayerNorm
+ * weights zero (initialise them with dt_param_init; dt_gpt_create does), LayerNorm
  * weight one; biases zero. Types: "Linear", "Embedding", "LayerNorm",
  * "Attention", "FeedForward", "Block", "Sequential", "GPT".
  * All forwards take one input.
@@ -338,7 +338,8 @@ typedef struct dt_adamw_params {
  * (after parallelizing): it captures the slots' tensors at this moment. State
  * (momentum, exp_avg, exp_avg_sq) is allocated lazily at the first step, shaped
  * like each parameter's local data, tagged DT_MEM_OPTIMIZER.
- * Errors: DT_ERR_INVALID_ARG naming a bad hyper-parameter.
+ * Errors: DT_ERR_INVALID_ARG naming a bad hyper-parameter, or a parameter
+ * with a Partial placement.
  */
 DT_API dt_status dt_optim_sgd_create(dt_module *root, const dt_sgd_params *p, dt_optim **out);
 DT_API dt_status dt_optim_adamw_create(dt_module *root, const dt_adamw_params *p,
@@ -349,16 +350,15 @@ DT_API void dt_optim_destroy(dt_optim *o);
 /**
  * One update of every parameter that has a gradient (parameters without one
  * are skipped, as in PyTorch). A distributed parameter's local shard is
- * updated in place with the local shard of its gradient (the parameter's own
- * .grad, else the .grad of its local shard); the gradient must have the
- * parameter's placements. Not collective.
- * Errors: DT_ERR_INVALID_ARG naming the FQN for a Partial or differently
- * placed gradient, or a size mismatch; DT_ERR_UNSUPPORTED for a non-f32 or
- * non-contiguous parameter or gradient, or a device without the fused kernel.
+ * updated in place with its gradient, which autograd keeps on the shard
+ * (dt_tensor_grad, autograd.h): the distributed backward must deliver it in
+ * the parameter's placements (reduced, not Partial). Not collective.
+ * Errors: DT_ERR_INVALID_ARG naming the FQN for a size mismatch;
+ * DT_ERR_UNSUPPORTED for a non-f32 or non-contiguous parameter or gradient,
+ * or a device without the fused kernel.
  */
 DT_API dt_status dt_optim_step(dt_optim *o);
-/** Drop every parameter's gradient, and a distributed one's local shard's
- * (PyTorch zero_grad(set_to_none=True)). */
+/** Drop every parameter's gradient (PyTorch zero_grad(set_to_none=True)). */
 DT_API void dt_optim_zero_grad(dt_optim *o);
 DT_API double dt_optim_lr(const dt_optim *o);
 DT_API void dt_optim_set_lr(dt_optim *o, double lr);
@@ -382,14 +382,15 @@ DT_API dt_tensor *dt_optim_param_state(const dt_optim *o, int i, const char *nam
  * at most @p max_norm (PyTorch clip_grad_norm_: coefficient
  * min(1, max_norm / (norm + 1e-6)) applied to every gradient). Writes the
  * norm before clipping to @p total_norm (may be NULL).
- * Distributed gradients count each distinct shard once: their squares are
- * summed over the mesh dims that shard them (not the replicating ones), so
- * every rank gets the norm of the full gradients. Collective over the meshes
- * of the distributed gradients (one small all-reduce per mesh dim that shards
- * some gradient): every rank must call it with the same gradients present.
+ * The gradient of a distributed parameter is its shard's, placed like the
+ * parameter: each distinct shard counts once, its squares summed over the
+ * mesh dims that shard the parameter (not the replicating ones), so every rank
+ * gets the norm of the full gradients. Collective over the meshes of the
+ * distributed parameters (one small all-reduce per mesh dim that shards some
+ * gradient): every rank must call it with the same gradients present.
  * Errors: DT_ERR_INVALID_ARG for max_norm <= 0; DT_ERR_UNSUPPORTED for a
- * Partial gradient (reduce it first), a non-f32/non-contiguous gradient or a
- * virtual mesh (no comms); communication errors.
+ * Partial parameter, a non-f32/non-contiguous gradient or a virtual mesh (no
+ * comms); communication errors.
  */
 DT_API dt_status dt_clip_grad_norm(dt_module *root, double max_norm, double *total_norm);
 

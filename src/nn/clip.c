@@ -67,23 +67,26 @@ static dt_status add_sum_sq(const char *fqn, dt_module *owner, const char *name,
                             void *user)
 {
     clip_ctx *c = user;
-    dt_tensor *g = dt__param_grad(p);
+    /* a distributed parameter's gradient is its local shard's (autograd.h),
+     * laid out like the parameter */
+    dt_tensor *g = dt_tensor_grad(p);
     if (g == NULL)
         return DT_OK;
     double s = 0.0;
     DT_CHECK(local_sum_sq(fqn, dt__local_of(g), &s));
-    if (g->dist == NULL) {
+    dt_tensor *placed = g->dist != NULL ? g : (p->dist != NULL ? p : NULL);
+    if (placed == NULL) {
         c->sum_sq += s;
         return DT_OK;
     }
-    dt_mesh *mesh = dt_tensor_mesh(g);
-    const dt_placement *pl = dt_tensor_placements(g);
+    dt_mesh *mesh = dt_tensor_mesh(placed);
+    const dt_placement *pl = dt_tensor_placements(placed);
     unsigned mask = 0;
     for (int d = 0; d < dt_mesh_ndim(mesh); d++) {
         if (pl[d].kind == DT_PLACEMENT_PARTIAL)
             return DT_ERR(DT_ERR_UNSUPPORTED,
-                          "dt_clip_grad_norm: the gradient of '%s' is Partial on mesh dim %d "
-                          "(reduce it before clipping)",
+                          "dt_clip_grad_norm: '%s' is Partial on mesh dim %d (its gradient's "
+                          "norm is not defined by the shards)",
                           fqn, d);
         if (pl[d].kind == DT_PLACEMENT_SHARD)
             mask |= 1u << d;
@@ -135,7 +138,7 @@ static dt_status scale_grad(const char *fqn, dt_module *owner, const char *name,
                             void *user)
 {
     const clip_ctx *c = user;
-    dt_tensor *g = dt__param_grad(p);
+    dt_tensor *g = dt_tensor_grad(p);
     if (g == NULL)
         return DT_OK;
     g = dt__local_of(g);

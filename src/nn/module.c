@@ -6,6 +6,8 @@
 #include "core/log.h"
 #include "core/tensor_impl.h"
 #include "dtensor/autograd.h"
+#include "dtensor/mesh.h"
+#include "dtensor/placement.h"
 #include "nn/module_impl.h"
 
 dt_tensor *dt__local_of(dt_tensor *t)
@@ -13,12 +15,15 @@ dt_tensor *dt__local_of(dt_tensor *t)
     return (t != NULL && t->dist != NULL) ? t->local : t;
 }
 
-dt_tensor *dt__param_grad(dt_tensor *p)
+bool dt__param_is_partial(const dt_tensor *t)
 {
-    dt_tensor *g = dt_tensor_grad(p);
-    if (g == NULL && p->dist != NULL && p->local != NULL)
-        g = dt_tensor_grad(p->local);
-    return g;
+    if (t == NULL || t->dist == NULL)
+        return false;
+    const dt_placement *pl = dt_tensor_placements(t);
+    for (int d = 0; d < dt_mesh_ndim(dt_tensor_mesh(t)); d++)
+        if (pl[d].kind == DT_PLACEMENT_PARTIAL)
+            return true;
+    return false;
 }
 
 /* A local name: non-empty, no '.', no '*' (reserved for plan patterns). */

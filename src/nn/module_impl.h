@@ -53,11 +53,7 @@ dt_status dt__module_check_inputs(const dt_module *m, int n_in, dt_tensor *const
 /* The local (shard) data of a tensor: itself, or its local part when distributed. */
 dt_tensor *dt__local_of(dt_tensor *t);
 
-/*
- * The gradient of parameter @p p: its own .grad; for a distributed parameter
- * without one, the .grad its local shard accumulated (whichever handle the
- * distributed backward feeds). NULL when there is none. Borrowed.
- */
-dt_tensor *dt__param_grad(dt_tensor *p);
+/* True when distributed @p t has a Partial placement on some mesh dim. */
+bool dt__param_is_partial(const dt_tensor *t);
 
 #endif

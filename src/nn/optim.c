@@ -20,6 +20,11 @@ static dt_status collect_param(const char *fqn, dt_module *owner, const char *na
 {
     collect_ctx *c = user;
     dt_optim *o = c->o;
+    if (dt__param_is_partial(param))
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_optim_%s_create: parameter '%s' has a Partial placement (a parameter "
+                      "holds its value, not a share of a sum)",
+                      o->kind->name, fqn);
     if (o->n_params == c->cap) {
         int cap = c->cap > 0 ? c->cap * 2 : 16;
         dt_optim_param *p = realloc(o->params, (size_t)cap * sizeof(*p));
@@ -84,32 +89,6 @@ static dt_status alloc_state(const dt_optim *o, dt_optim_param *p, dt_tensor *lo
     return status;
 }
 
-/*
- * A distributed gradient must be laid out like its parameter: a Partial one
- * (not yet reduced) or one on other placements would update the shard with
- * the wrong numbers.
- */
-static dt_status check_placements(const dt_optim *o, const dt_optim_param *p, dt_tensor *grad)
-{
-    if (grad->dist == NULL)
-        return DT_OK;
-    const dt_placement *gp = dt_tensor_placements(grad);
-    const dt_placement *pp = p->param->dist != NULL ? dt_tensor_placements(p->param) : NULL;
-    dt_mesh *mesh = dt_tensor_mesh(grad);
-    for (int d = 0; d < dt_mesh_ndim(mesh); d++) {
-        char want[32] = "local", got[32];
-        dt_placement_format(gp[d], got, sizeof(got));
-        if (pp != NULL)
-            dt_placement_format(pp[d], want, sizeof(want));
-        if (gp[d].kind == DT_PLACEMENT_PARTIAL || pp == NULL || !dt_placement_equal(gp[d], pp[d]))
-            return DT_ERR(DT_ERR_INVALID_ARG,
-                          "dt_optim_step (%s): the gradient of '%s' is %s on mesh dim %d, the "
-                          "parameter %s",
-                          o->kind->name, p->fqn, got, d, want);
-    }
-    return DT_OK;
-}
-
 /* Check that the local data and gradient can go to a fused update. */
 static dt_status check_pair(const dt_optim *o, const dt_optim_param *p, const dt_tensor *local,
                             const dt_tensor *g)
@@ -134,11 +113,11 @@ dt_status dt_optim_step(dt_optim *o)
     bool need_state = o->kind->needs_state == NULL || o->kind->needs_state(&o->h);
     for (int i = 0; i < o->n_params; i++) {
         dt_optim_param *p = &o->params[i];
-        dt_tensor *grad = dt__param_grad(p->param);
+        /* a distributed parameter's gradient is its local shard's (autograd.h) */
+        dt_tensor *grad = dt_tensor_grad(p->param);
         if (grad == NULL)
             continue;
         dt_tensor *local = dt__local_of(p->param), *g = dt__local_of(grad);
-        DT_CHECK(check_placements(o, p, grad));
         DT_CHECK(check_pair(o, p, local, g));
         if (need_state && p->state[0] == NULL)
             DT_CHECK(alloc_state(o, p, local));
@@ -152,12 +131,8 @@ void dt_optim_zero_grad(dt_optim *o)
 {
     if (o == NULL)
         return;
-    for (int i = 0; i < o->n_params; i++) {
-        dt_tensor *p = o->params[i].param;
-        (void)dt_tensor_set_grad(p, NULL);
-        if (p->dist != NULL && p->local != NULL)
-            (void)dt_tensor_set_grad(p->local, NULL);
-    }
+    for (int i = 0; i < o->n_params; i++)
+        (void)dt_tensor_set_grad(o->params[i].param, NULL);
 }
 
 double dt_optim_lr(const dt_optim *o) { return o != NULL ? o->h.lr : 0.0; }
