@@ -152,12 +152,12 @@ DT_API dt_status dt_redistribute_explain(const dt_spec *src, const dt_spec *dst,
 /* ------------------------------------------------------------ distributed tensors */
 
 /**
- * Collective over @p mesh: distribute @p full (the same full tensor on every
- * rank, CPU) with @p n placements: each rank keeps only its shard (a new,
- * contiguous tensor). Replicate keeps the whole; Partial(sum) keeps it on the
- * rank at coordinate 0 of that dim and zeros elsewhere, Partial(avg|max|min)
- * keeps it everywhere. The result is a new leaf (no autograd history).
- * Errors as dt_spec_create. (No communication actually happens.)
+ * Distribute @p full (the same full tensor on every rank of @p mesh) with @p n
+ * placements: each rank keeps only its shard (a new, contiguous tensor).
+ * Replicate keeps the whole; Partial(sum) keeps it on the rank at coordinate 0
+ * of that dim and zeros elsewhere, Partial(avg|max|min) keeps it everywhere.
+ * The result is a new leaf (no autograd history). Errors as dt_spec_create.
+ * Not collective: nothing is communicated (every rank already has the data).
  */
 DT_API dt_status dt_distribute(dt_tensor *full, dt_mesh *mesh, int n, const dt_placement *pl,
                                dt_tensor **out);
