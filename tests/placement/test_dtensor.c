@@ -315,12 +315,62 @@ static void test_sliced_mesh(void **state)
     in_step();
 }
 
+/* A strided (transposed) shard, and a chain of redistributes under autograd. */
+static void test_strided_and_chain(void **state)
+{
+    (void)state;
+    int w = dt_runtime_size(pt_rt), r = dt_runtime_rank(pt_rt);
+    dt_mesh *m = NULL;
+    PT_OK(dt_mesh_create(pt_rt, 1, &w, NULL, &m));
+    /* local [3, 2] shard of S(0), stored transposed */
+    int64_t ts[2] = {2, 3};
+    dt_tensor *t = pt_tensor(2, ts, DT_DTYPE_F32, r), *lt = NULL, *lc = NULL;
+    PT_OK(dt_tensor_transpose(t, 0, 1, &lt));
+    PT_OK(dt_tensor_clone(lt, &lc));
+    PT_OK(dt_tensor_set_requires_grad(lt, true));
+    dt_placement s0 = dt_shard(0), s1 = dt_shard(1), rep = dt_replicate(),
+                 psum = dt_partial(DT_REDUCE_OP_SUM);
+    dt_tensor *d = NULL, *a = NULL, *b = NULL, *c = NULL, *full = NULL;
+    PT_OK(dt_from_local(lt, m, 1, &s0, NULL, &d));
+    assert_int_equal(dt_tensor_dim(d, 0), 3 * w);
+    /* S(0) -> S(1) -> P(sum) -> R: three nodes, gradient back through all */
+    PT_OK(dt_redistribute(d, 1, &s1, &a));
+    PT_OK(dt_redistribute(a, 1, &psum, &b));
+    PT_OK(dt_redistribute(b, 1, &rep, &c));
+    PT_OK(dt_full_tensor(c, &full));
+    dt_tensor *want = NULL, *g = NULL, *gwant = NULL, *gw = NULL;
+    PT_OK(dt_tensor_narrow(full, 0, 3 * r, 3, &want));
+    assert_true(dt_tensor_equal(want, lc)); /* values of the strided shard arrived */
+    int64_t gs[2] = {3 * w, 2};
+    g = pt_tensor(2, gs, DT_DTYPE_F32, 8);
+    PT_OK(dt_backward(dt_to_local(c), g));
+    PT_OK(dt_tensor_narrow(g, 0, 3 * r, 3, &gwant));
+    PT_OK(dt_tensor_clone(gwant, &gw));
+    assert_non_null(dt_tensor_grad(lt));
+    assert_true(dt_tensor_equal(dt_tensor_grad(lt), gw));
+    dt_tensor_release(gw);
+    dt_tensor_release(gwant);
+    dt_tensor_release(g);
+    dt_tensor_release(want);
+    dt_tensor_release(full);
+    dt_tensor_release(c);
+    dt_tensor_release(b);
+    dt_tensor_release(a);
+    dt_tensor_release(d);
+    dt_tensor_release(lc);
+    dt_tensor_release(lt);
+    dt_tensor_release(t);
+    dt_mesh_release(m);
+    in_step();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_from_local),      cmocka_unit_test(test_from_local_grad),
         cmocka_unit_test(test_distribute_from), cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_explain_and_counters), cmocka_unit_test(test_sliced_mesh),
+        cmocka_unit_test(test_strided_and_chain),
     };
     return cmocka_run_group_tests(tests, pt_setup, pt_teardown);
 }
