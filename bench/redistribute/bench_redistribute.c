@@ -185,6 +185,26 @@ static void bench_overhead(bench *b)
         printf("per op (rank 0): 64x64 matmul %.2f us; from_local wrap %.3f us; no-op "
                "redistribute %.3f us; R->S(0) local slice %.2f us\n",
                t_mm * 1e6, t_wrap * 1e6, t_noop * 1e6, t_slice * 1e6);
+    /* the same matmul on distributed inputs (Replicate x Replicate: no
+     * communication), when the sharding rules are there */
+    dt_tensor *dw = NULL;
+    CHECK(dt_from_local(w, b->mesh, 1, &r, gs, &dw));
+    dt_status st = dt_matmul(d, dw, false, false, &y);
+    if (st == DT_OK) {
+        dt_tensor_release(y);
+        t0 = now();
+        for (int i = 0; i < reps; i++) {
+            CHECK(dt_matmul(d, dw, false, false, &y));
+            dt_tensor_release(y);
+        }
+        double t_dmm = (now() - t0) / reps;
+        if (b->rank == 0)
+            printf("distributed 64x64 matmul (R x R) %.2f us: %.2f us over the local kernel\n",
+                   t_dmm * 1e6, (t_dmm - t_mm) * 1e6);
+    } else if (b->rank == 0) {
+        printf("distributed matmul: not measured (%s)\n", dt_last_error());
+    }
+    dt_tensor_release(dw);
     dt_tensor_release(d);
     dt_tensor_release(x);
     dt_tensor_release(w);
