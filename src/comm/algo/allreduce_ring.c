@@ -3,7 +3,8 @@
  * all-gather over p blocks (2(p-1)/p of the data crosses each link, the
  * bandwidth optimum). Each ring step is cut into segments; the transfer of
  * segment j+1 is posted before segment j is reduced, so copy and reduction
- * overlap (rounds flagged `early`).
+ * overlap (rounds flagged `early`). Every block is reduced by one rank and
+ * then copied to the others, so all ranks end bit-identical.
  */
 #include "comm/comm_impl.h"
 
@@ -30,31 +31,39 @@ dt_status dt__algo_allreduce_ring(dt_comm *c, const void *send, void *recv, size
     const bool early = (nseg >= 2);
     const int right = dt__mod(r + 1, p), left = dt__mod(r - 1, p);
     char *buf = recv;
-    char *tmp = dt__sched_scratch(s, 2 * (seg < maxblk ? seg : maxblk) * esz + esz);
-    if (tmp == NULL)
-        return s->status;
+    const char *own = send;
+    /* Out of place, partials arrive straight in recv and this rank's own
+     * contribution is folded in from send: no copy of the input, no scratch.
+     * In place, they arrive in a two-segment scratch. */
+    const bool inplace = (send == recv);
     const size_t slot = (seg < maxblk ? seg : maxblk) * esz;
+    char *tmp = NULL;
+    if (inplace && (tmp = dt__sched_scratch(s, 2 * slot + esz)) == NULL)
+        return s->status;
 
-    if (send != recv) {
-        dt__sched_round(s, false);
-        dt__sched_copy(s, recv, send, count * esz);
-    }
     size_t unit = 0;
     /* reduce-scatter: after step k rank r holds block (r-k-1) reduced over k+2 ranks */
     for (int k = 0; k < p - 1; k++) {
         int sb = dt__mod(r - k, p), rb = dt__mod(r - k - 1, p);
         size_t soff = dt__block_off(count, p, sb), slen = dt__block_len(count, p, sb);
         size_t roff = dt__block_off(count, p, rb), rlen = dt__block_len(count, p, rb);
+        const char *sbase = (k == 0) ? own : buf; /* step 0 sends raw input */
         for (size_t j = 0; j < nseg; j++, unit++) {
             size_t s0 = j * seg < slen ? j * seg : slen, sn = slen - s0 < seg ? slen - s0 : seg;
             size_t r0 = j * seg < rlen ? j * seg : rlen, rn = rlen - r0 < seg ? rlen - r0 : seg;
-            char *t = tmp + (unit % 2) * slot;
+            char *dst = buf + (roff + r0) * esz;
             dt__sched_round(s, early && unit > 0);
-            dt__sched_send(s, buf + (soff + s0) * esz, sn * esz, right);
-            dt__sched_recv(s, t, rn * esz, left);
-            dt__sched_reduce(s, buf + (roff + r0) * esz, t, rn);
+            dt__sched_send(s, sbase + (soff + s0) * esz, sn * esz, right);
+            if (inplace) {
+                char *t = tmp + (unit % 2) * slot;
+                dt__sched_recv(s, t, rn * esz, left);
+                dt__sched_reduce(s, dst, t, rn);
+            } else {
+                dt__sched_recv(s, dst, rn * esz, left);
+                dt__sched_reduce(s, dst, own + (roff + r0) * esz, rn);
+            }
             if (k == p - 2 && s->divisor > 1)
-                dt__sched_scale(s, buf + (roff + r0) * esz, rn, s->divisor);
+                dt__sched_scale(s, dst, rn, s->divisor);
         }
     }
     /* all-gather: pass the finished blocks around */

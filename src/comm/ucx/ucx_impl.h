@@ -19,13 +19,38 @@
 
 typedef struct dt_ucx_shared dt_ucx_shared;
 
+/*
+ * Peer failure. UCX 1.x shared-memory transports cannot report a dead peer
+ * (no UCP_ERR_HANDLING_MODE_PEER support), and asking for it would push all
+ * traffic onto TCP loopback. So: peers on another host get UCX's peer error
+ * handling; peers on this host use shared memory with error handling off,
+ * and a waiting rank checks every DT_UCX_LIVENESS_S that their processes
+ * (pid + start time, swapped at bootstrap) still exist.
+ */
+#define DT_UCX_LIVENESS_S 0.1
+
 typedef struct dt_ucx_peer {
     dt_ucx_shared *shared;
     ucp_ep_h ep;
     int world_rank;
-    bool dead;          /* set by the endpoint error handler */
+    bool dead;          /* set by the endpoint error handler or the liveness check */
     ucs_status_t why;   /* the status it reported */
+    bool local;         /* same host: shared memory, liveness by pid */
+    int pid;
+    unsigned long long start_time; /* /proc/<pid>/stat field 22 */
 } dt_ucx_peer;
+
+/* What each rank publishes besides its worker address. */
+typedef struct dt_ucx_info {
+    int pid;
+    unsigned long long start_time;
+    char host[64];
+} dt_ucx_info;
+
+/* Fill @p out for this process. */
+void dt__ucx_info_self(dt_ucx_info *out);
+/* Mark local peers whose process is gone as dead (rate-limited). */
+void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force);
 
 struct dt_ucx_shared {
     int refs; /* comms using this worker */
@@ -35,8 +60,10 @@ struct dt_ucx_shared {
     int world_rank, world_size;
     dt_ucx_peer *peers; /* world_size entries */
     uint32_t next_id;   /* lowest comm id not used by this process yet */
-    double spin_s;      /* busy-poll time before sleeping */
+    double spin_s;      /* busy-poll time before sleeping (adapted, <= spin_max_s) */
+    double spin_max_s;  /* DT_SPIN_US or the automatic choice */
     int orphans;        /* requests the core gave up on that UCX still owns */
+    double last_liveness; /* when local peers' processes were last checked */
 };
 
 typedef struct dt_ucx_comm {

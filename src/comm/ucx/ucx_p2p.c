@@ -50,6 +50,11 @@ static void recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_info_
     req_finish(r, request, status);
 }
 
+static const char *peer_why(const dt_ucx_peer *p)
+{
+    return p->local ? "its process exited" : ucs_status_string(p->why);
+}
+
 /* Map a completed request's status to ours, recording the message. */
 static dt_status req_status(dt_comm *c, const dt_ucx_req *r)
 {
@@ -66,7 +71,7 @@ static dt_status req_status(dt_comm *c, const dt_ucx_req *r)
     if (peer->dead || r->status == UCS_ERR_CONNECTION_RESET ||
         r->status == UCS_ERR_ENDPOINT_TIMEOUT || r->status == UCS_ERR_UNREACHABLE)
         return DT_ERR(DT_ERR_PEER_LOST, "ucx: %s world rank %d failed: peer lost (%s)", dir,
-                      r->world_peer, ucs_status_string(peer->dead ? peer->why : r->status));
+                      r->world_peer, peer->dead ? peer_why(peer) : ucs_status_string(r->status));
     if (r->status == UCS_ERR_MESSAGE_TRUNCATED)
         return DT_ERR(DT_ERR_INVALID_ARG, "ucx: receive from world rank %d: message longer "
                       "than the %zu bytes expected", r->world_peer, r->expect);
@@ -108,7 +113,7 @@ dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uin
     int wp = uc->members[peer];
     if (sh->peers[wp].dead)
         return DT_ERR(DT_ERR_PEER_LOST, "ucx: send to world rank %d: peer lost (%s)", wp,
-                      ucs_status_string(sh->peers[wp].why));
+                      peer_why(&sh->peers[wp]));
     dt_ucx_req *r = calloc(1, sizeof(*r));
     if (r == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a send request");
@@ -160,7 +165,7 @@ dt_status dt__ucx_req_test(dt_comm *c, void *req)
         /* a receive is not tied to an endpoint, so UCX never fails it: we do */
         dt_status st = DT_ERR(DT_ERR_PEER_LOST, "ucx: %s world rank %d: peer lost (%s)",
                               r->is_recv ? "receive from" : "send to", r->world_peer,
-                              ucs_status_string(peer->why));
+                              peer_why(peer));
         dt__ucx_req_cancel(c, r);
         return st;
     }
@@ -189,12 +194,23 @@ dt_status dt__ucx_progress(dt_comm *c, double wait_s)
 {
     dt_ucx_comm *uc = c->impl;
     dt_ucx_shared *sh = uc->shared;
-    if (ucp_worker_progress(sh->worker) != 0 || wait_s <= 0)
+    if (ucp_worker_progress(sh->worker) != 0)
         return DT_OK;
+    dt__ucx_check_liveness(sh, false);
+    if (wait_s <= 0)
+        return DT_OK;
+    /* Spin first. The budget adapts: a spin that catches an event doubles it
+     * (tight exchanges stay on the fast path), one that ends in a sleep halves
+     * it (a peer busy elsewhere must not lose its core to our polling). */
     double t0 = dt__now();
-    while (dt__now() - t0 < sh->spin_s)
-        if (ucp_worker_progress(sh->worker) != 0)
+    while (dt__now() - t0 < sh->spin_s) {
+        if (ucp_worker_progress(sh->worker) != 0) {
+            sh->spin_s = sh->spin_s * 2 + 1e-6 < sh->spin_max_s ? sh->spin_s * 2 + 1e-6
+                                                                : sh->spin_max_s;
             return DT_OK;
+        }
+    }
+    sh->spin_s /= 2;
     ucs_status_t us = ucp_worker_arm(sh->worker);
     if (us == UCS_ERR_BUSY)
         return DT_OK; /* events arrived meanwhile: the caller progresses again */

@@ -3,11 +3,15 @@
  * addresses swapped through the bootstrap store, one endpoint per peer with
  * peer-failure handling, subgroups (splits) over the same worker, teardown.
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <sched.h>
+
 #include "comm/ucx/ucx_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -42,7 +46,6 @@ static dt_status shared_open(int rank, int size, dt_ucx_shared **out)
     sh->world_size = size;
     sh->efd = -1;
     sh->next_id = 1; /* id 0 is the world */
-    sh->spin_s = (double)dt__config_int("DT_SPIN_US") * 1e-6;
     sh->peers = calloc((size_t)size, sizeof(*sh->peers));
     if (sh->peers == NULL) {
         st = DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for %d peers", size);
@@ -115,7 +118,7 @@ static void close_endpoints(dt_ucx_shared *sh)
     while (sh->orphans > 0 && dt__now() < deadline)
         ucp_worker_progress(sh->worker);
     if (sh->orphans > 0)
-        DT_LOG_WARN("comm", "ucx: %d abandoned requests still pending at teardown", sh->orphans);
+        DT_LOG_INFO("comm", "ucx: %d abandoned requests still pending at teardown", sh->orphans);
 }
 
 static void shared_release(dt_ucx_shared *sh)
@@ -159,21 +162,36 @@ static dt_status connect_all(dt_ucx_shared *sh, dt_store *store)
     memcpy(mine, addr, alen);
     DT_CHECK_GOTO(dt_store_allgather(store, "dt/ucx/addr", sh->world_rank, n, mine, maxlen,
                                      all), st, out_free);
+    dt_ucx_info me_info, *infos = calloc((size_t)n, sizeof(*infos));
+    if (infos == NULL) {
+        st = DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for %d peer records", n);
+        goto out_free;
+    }
+    dt__ucx_info_self(&me_info);
+    DT_CHECK_GOTO(dt_store_allgather(store, "dt/ucx/info", sh->world_rank, n, &me_info,
+                                     sizeof(me_info), infos), st, out_free_infos);
     for (int i = 0; i < n; i++) {
         dt_ucx_peer *p = &sh->peers[i];
         p->shared = sh;
         p->world_rank = i;
+        p->pid = infos[i].pid;
+        p->start_time = infos[i].start_time;
+        p->local = (strncmp(infos[i].host, me_info.host, sizeof(me_info.host)) == 0);
+        /* same host: shared memory, whose transports cannot do peer error handling */
         ucp_ep_params_t ep = {
             .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                           UCP_EP_PARAM_FIELD_ERR_HANDLER,
             .address = (const ucp_address_t *)(all + (size_t)i * maxlen),
-            .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+            .err_mode = p->local ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER,
             .err_handler = {.cb = ep_error, .arg = p},
         };
         char what[64];
         snprintf(what, sizeof(what), "ucp_ep_create to world rank %d", i);
-        DT_CHECK_GOTO(ucx_check(ucp_ep_create(sh->worker, &ep, &p->ep), what), st, out_free);
+        DT_CHECK_GOTO(ucx_check(ucp_ep_create(sh->worker, &ep, &p->ep), what), st,
+                      out_free_infos);
     }
+out_free_infos:
+    free(infos);
 out_free:
     free(all);
     free(mine);
@@ -181,6 +199,29 @@ out_free:
 out_release_addr:
     ucp_worker_release_address(sh->worker, addr);
     return st;
+}
+
+/*
+ * How long a wait busy-polls before sleeping: DT_SPIN_US, or automatically a
+ * long spin (lowest latency) when every local rank has a core of its own and
+ * none when they share cores (a spinning rank would steal its peer's time).
+ */
+static void pick_spin(dt_ucx_shared *sh)
+{
+    int64_t us = dt__config_int("DT_SPIN_US");
+    if (us < 0) {
+        int local = 0;
+        for (int i = 0; i < sh->world_size; i++)
+            local += sh->peers[i].local ? 1 : 0;
+        cpu_set_t set;
+        int cores = (sched_getaffinity(0, sizeof(set), &set) == 0) ? CPU_COUNT(&set)
+                                                                   : (int)sysconf(_SC_NPROCESSORS_ONLN);
+        us = (local <= cores) ? 2000 : 0;
+        DT_LOG_DEBUG("comm", "ucx: %d local ranks on %d cores: spin %lld us before sleeping",
+                     local, cores, (long long)us);
+    }
+    sh->spin_max_s = (double)us * 1e-6;
+    sh->spin_s = sh->spin_max_s;
 }
 
 static dt_status comm_wrap(dt_ucx_shared *sh, int n, int *members, int rank, uint32_t id,
@@ -228,6 +269,7 @@ dt_status dt__comm_ucx_create_world(struct dt_store *store, int rank, int size,
     for (int i = 0; i < size; i++)
         members[i] = i;
     DT_CHECK_GOTO(connect_all(sh, store), st, err_free_members);
+    pick_spin(sh);
     dt_comm *c = NULL;
     DT_CHECK_GOTO(comm_wrap(sh, size, members, rank, 0, &c), st, err_free_members);
     c->timeout_s = timeout_s;
