@@ -176,18 +176,22 @@ static dt_status st_parse_tensor(dt_safetensors *f, const cJSON *o, dt_st_tensor
                       f->path, nm, ndim, DT_MAX_DIMS);
     t->ndim = ndim;
     uint64_t numel = 1;
-    bool overflow = false;
+    bool overflow = false, zero = false;
     for (int d = 0; d < ndim; d++) {
         uint64_t v;
         if (!st_json_uint(cJSON_GetArrayItem(sh, d), &v))
             return FMT(f, "%s: tensor '%.64s': shape[%d] is not a non-negative integer", f->path, nm, d);
         t->shape[d] = (int64_t)v;
-        if (v != 0 && numel > (uint64_t)INT64_MAX / v)
+        zero = zero || v == 0;
+        if (!overflow && v != 0 && numel > (uint64_t)INT64_MAX / v)
             overflow = true;
-        numel *= v;
+        if (!overflow)
+            numel *= v;
     }
-    /* a zero dim makes any product fine; otherwise the product must fit */
-    if (overflow && numel != 0)
+    /* a zero dim makes any product zero; otherwise the product must fit */
+    if (zero)
+        numel = 0;
+    else if (overflow)
         return FMT(f, "%s: tensor '%.64s': shape's element count overflows", f->path, nm);
     if (numel > (uint64_t)INT64_MAX / t->dt->size)
         return FMT(f, "%s: tensor '%.64s': shape's byte count overflows", f->path, nm);
