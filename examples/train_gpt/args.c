@@ -7,7 +7,7 @@
 
 #include "args.h"
 
-typedef enum opt_kind { OPT_STR, OPT_INT, OPT_DOUBLE, OPT_U64, OPT_FLAG, OPT_UNAVAILABLE } opt_kind;
+typedef enum opt_kind { OPT_STR, OPT_INT, OPT_DOUBLE, OPT_U64, OPT_FLAG } opt_kind;
 
 typedef struct opt_row {
     const char *name;
@@ -32,17 +32,17 @@ static const opt_row rows[] = {
     {"--clip-grad", OPT_DOUBLE, FIELD(clip_grad), "NORM", "clip gradients to this global norm"},
     {"--seed", OPT_U64, FIELD(seed), "S", "initialisation seed"},
     {"--data", OPT_STR, FIELD(data), "FILE", "flat uint16 token file"},
+    {"--init", OPT_STR, FIELD(init), "FILE", "start from these weights (safetensors, by FQN)"},
+    {"--save", OPT_STR, FIELD(save), "FILE", "save the trained weights (safetensors, by FQN)"},
     {"--help", OPT_FLAG, FIELD(help), NULL, "this text"},
-    /* recognised, refused until the checkpoint work implements them */
-    {"--init", OPT_UNAVAILABLE, 0, "FILE", "(not implemented yet) load weights.safetensors"},
-    {"--save", OPT_UNAVAILABLE, 0, "FILE", "(not implemented yet) save out.safetensors"},
 };
 
 void train_args_defaults(train_args *a, const char *default_data)
 {
     *a = (train_args){.config = "tiny", .steps = 20, .batch = 8, .seq = 0, .lr = -1.0,
                       .optim = "adamw", .momentum = 0.0, .weight_decay = -1.0,
-                      .clip_grad = 0.0, .seed = 1234, .data = default_data};
+                      .clip_grad = 0.0, .seed = 1234, .data = default_data, .init = NULL,
+                      .save = NULL};
 }
 
 static int parse_value(const opt_row *r, const char *v, train_args *a, FILE *err)
@@ -93,11 +93,6 @@ int train_args_parse(int argc, char **argv, train_args *a, FILE *err)
                 r = &rows[k];
         if (r == NULL) {
             fprintf(err, "train_gpt: unknown option '%s' (see --help)\n", arg);
-            return -1;
-        }
-        if (r->kind == OPT_UNAVAILABLE) {
-            fprintf(err, "train_gpt: %s is not implemented yet (it arrives with checkpoints)\n",
-                    r->name);
             return -1;
         }
         if (r->kind == OPT_FLAG) {

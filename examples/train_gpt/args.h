@@ -22,6 +22,8 @@ typedef struct train_args {
     double clip_grad;    /* --clip-grad NORM (0 = off) */
     uint64_t seed;       /* --seed */
     const char *data;    /* --data tokens.bin */
+    const char *init;    /* --init weights.safetensors (NULL: seeded init) */
+    const char *save;    /* --save out.safetensors (NULL: not saved) */
     bool help;
 } train_args;
 

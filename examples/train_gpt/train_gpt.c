@@ -3,6 +3,7 @@
  * and prints the loss every step, then tokens/s and memory by category.
  *
  *   train_gpt --config tiny --steps 30 --optim adamw --lr 3e-3
+ *   train_gpt --init weights.safetensors --save out.safetensors
  *
  * Single process for now: the parallel options (--mesh, --sequence-parallel,
  * --data-parallel) arrive with the parallel styles; they only change the
@@ -111,6 +112,8 @@ int main(int argc, char **argv)
         goto out;
     }
     TRY(dt_gpt_create(&cfg, a.seed, &model));
+    if (a.init != NULL)
+        TRY(dt_load_full(model, a.init)); /* validated before anything is written */
     TRY(make_optimizer(&a, model, &opt));
     printf("GPT %s: %" PRId64 " parameters (dim %" PRId64 ", %" PRId64 " layers, %" PRId64
            " heads, ffn %" PRId64 ", vocab %" PRId64 ")\n",
@@ -134,6 +137,10 @@ int main(int argc, char **argv)
     if (a.steps > 0)
         printf("%.0f tokens/s (%" PRId64 " steps in %.2f s)\n",
                (double)(a.steps * a.batch * seq) / elapsed, a.steps, elapsed);
+    if (a.save != NULL) {
+        TRY(dt_save_full(model, a.save));
+        printf("saved %s\n", a.save);
+    }
     dt_memory_stats ms;
     TRY(dt_memory_stats_get(dt_device_cpu(), &ms));
     dt_memory_print(&ms, stdout);
