@@ -31,5 +31,6 @@
 #include "dtensor/placement.h"
 #include "dtensor/nn.h"
 #include "dtensor/checkpoint.h"
+#include "dtensor/styles.h"
 
 #endif /* DTENSOR_H */

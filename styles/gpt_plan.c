@@ -1,0 +1,32 @@
+/* The default tensor-parallel plan of the reference GPT (shared spec gpt.md), as text. */
+#include "core/error.h"
+#include "styles/style_impl.h"
+
+static const char gpt_plan_tp[] =
+    "tok_embeddings = rowwise\n"
+    "layers.*.attention.wq|wk|wv = colwise\n"
+    "layers.*.attention.wo = rowwise\n"
+    "layers.*.feed_forward.w1 = colwise\n"
+    "layers.*.feed_forward.w2 = rowwise\n"
+    "output = colwise(output=S(-1), local=false)\n";
+
+/* Megatron sequence parallelism, written like torchtitan's llama plan. */
+static const char gpt_plan_sp[] =
+    "tok_embeddings = rowwise(input=R, output=S(1))\n"
+    "pos_embeddings = prepare_output(output=R, desired_output=S(0))\n"
+    "layers.*.attention_norm = sequence\n"
+    "layers.*.attention = prepare_input(input=S(1), desired=R)\n"
+    "layers.*.attention.wq|wk|wv = colwise\n"
+    "layers.*.attention.wo = rowwise(output=S(1))\n"
+    "layers.*.ffn_norm = sequence\n"
+    "layers.*.feed_forward = prepare_input(input=S(1), desired=R)\n"
+    "layers.*.feed_forward.w1 = colwise\n"
+    "layers.*.feed_forward.w2 = rowwise(output=S(1))\n"
+    "norm = sequence\n"
+    "output = colwise(input=S(1), output=S(-1), local=false)\n";
+
+dt_status dt_plan_gpt_default(bool sequence_parallel, dt_plan **out)
+{
+    DT_ARG_NOT_NULL(out);
+    return dt_plan_parse(sequence_parallel ? gpt_plan_sp : gpt_plan_tp, out);
+}

@@ -1,0 +1,45 @@
+/*
+ * One small vtable per style kind (styles/colwise.c, rowwise.c, sequence.c,
+ * prepare_io.c, pairwise.c): which options it takes, its defaults, which
+ * parameters it partitions and the hooks it adds. Not installed.
+ */
+#ifndef DT_STYLES_STYLE_KIND_H
+#define DT_STYLES_STYLE_KIND_H
+
+#include "styles/style_impl.h"
+
+typedef struct dt__style_kind_ops {
+    const char *name;
+    uint64_t allowed_fields;  /* DT_STYLE_PARAM_FIELD_* the kind takes */
+    uint64_t required_fields; /* ... and must be given */
+    /* Fill the fields not in s->set_fields with the kind's defaults. */
+    void (*defaults)(dt_style *s);
+    /* The parameters the style places on @p m (see dt__style_param_plan). */
+    dt_status (*param_plan)(const dt_style *s, dt_module *m, const char *fqn,
+                            dt_style_param_plan *out, int *n);
+    /* Add the forward hooks to @p m (and its children for pairwise). */
+    dt_status (*add_hooks)(const dt_style *s, dt_module *m, dt_mesh *tp);
+} dt__style_kind_ops;
+
+extern const dt__style_kind_ops dt__style_colwise_ops;
+extern const dt__style_kind_ops dt__style_rowwise_ops;
+extern const dt__style_kind_ops dt__style_sequence_ops;
+extern const dt__style_kind_ops dt__style_prepare_input_ops;
+extern const dt__style_kind_ops dt__style_prepare_output_ops;
+extern const dt__style_kind_ops dt__style_pairwise_ops;
+
+const dt__style_kind_ops *dt__style_kind_ops_of(dt_style_kind k);
+
+/*
+ * A hook context for @p s in role @p as on @p m over @p tp (retains both);
+ * the caller fills the layouts, then hands it to dt__hook_add.
+ */
+dt_status dt__hook_ctx_new(const dt_style *s, dt_style_kind as, dt_mesh *tp, dt__hook_ctx **out);
+/* Add the pre (when @p pre) and/or post hook of @p ctx to @p m; the module's
+ * hooks own the context from here on (freed with them), even on failure. */
+dt_status dt__hook_add(dt_module *m, dt__hook_ctx *ctx, bool pre, bool post);
+
+/* True when @p m is of type @p type_name. */
+bool dt__module_is(const dt_module *m, const char *type_name);
+
+#endif
