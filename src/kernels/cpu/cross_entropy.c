@@ -4,9 +4,9 @@
  * written). Backward: gloss[i] * (softmax - onehot), 0 for ignored rows.
  * A target outside [0, C) that is not ignore_index is an error naming it.
  */
-/* IEEE results without trap/errno bookkeeping, so branch-free math loops
- * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
-#pragma GCC optimize("no-trapping-math", "no-math-errno")
+/* No FP-trap semantics: lets gcc if-convert the branch-free selects in the
+ * loops below so they vectorise (must precede the includes: inline helpers). */
+#pragma GCC optimize("no-trapping-math")
 #include <stdlib.h>
 
 #include "kernels/cpu/cpu_internal.h"

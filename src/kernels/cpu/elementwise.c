@@ -5,9 +5,9 @@
  * gcc vectorises them. Single-threaded: measured at memory bandwidth on the
  * target machines (see bench/kernels), and ranks already share the cores.
  */
-/* IEEE results without trap/errno bookkeeping, so branch-free math loops
- * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
-#pragma GCC optimize("no-trapping-math", "no-math-errno")
+/* No FP-trap semantics: lets gcc if-convert the branch-free selects in the
+ * loops below so they vectorise (must precede the includes: inline helpers). */
+#pragma GCC optimize("no-trapping-math")
 #include "kernels/cpu/cpu_internal.h"
 
 /* Store @p v into element @p i of a @p dtype array. */

@@ -5,9 +5,9 @@
  * gx = rstd * (g - mean(g) - xhat * mean(g * xhat)); gw += sum gy * xhat,
  * gb += sum gy over rows.
  */
-/* IEEE results without trap/errno bookkeeping, so branch-free math loops
- * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
-#pragma GCC optimize("no-trapping-math", "no-math-errno")
+/* No FP-trap semantics: lets gcc if-convert the branch-free selects in the
+ * loops below so they vectorise (must precede the includes: inline helpers). */
+#pragma GCC optimize("no-trapping-math")
 #include "kernels/cpu/cpu_internal.h"
 
 DT_CPU_CLONES

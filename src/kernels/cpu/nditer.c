@@ -1,7 +1,7 @@
 /* The N-d strided iterator and the small helpers every CPU kernel shares. */
-/* IEEE results without trap/errno bookkeeping, so branch-free math loops
- * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
-#pragma GCC optimize("no-trapping-math", "no-math-errno")
+/* No FP-trap semantics: lets gcc if-convert the branch-free selects in the
+ * loops below so they vectorise (must precede the includes: inline helpers). */
+#pragma GCC optimize("no-trapping-math")
 #include <stdlib.h>
 
 #include "kernels/cpu/cpu_internal.h"

@@ -6,9 +6,9 @@
  *   AdamW: p *= 1 - lr wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
  *          p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps), bc = 1 - b^step.
  */
-/* IEEE results without trap/errno bookkeeping, so branch-free math loops
- * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
-#pragma GCC optimize("no-trapping-math", "no-math-errno")
+/* No FP-trap semantics: lets gcc if-convert the branch-free selects in the
+ * loops below so they vectorise (must precede the includes: inline helpers). */
+#pragma GCC optimize("no-trapping-math")
 #include "kernels/cpu/cpu_internal.h"
 
 static dt_status optim_check(const char *fn, const char *what, const dt_tensor *t,

@@ -5,9 +5,9 @@
  * index of the maximum in argmax (i64) when asked; NaN propagates as in PyTorch.
  * An empty dim gives sum 0, mean NaN, and is an error for max.
  */
-/* IEEE results without trap/errno bookkeeping, so branch-free math loops
- * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
-#pragma GCC optimize("no-trapping-math", "no-math-errno")
+/* No FP-trap semantics: lets gcc if-convert the branch-free selects in the
+ * loops below so they vectorise (must precede the includes: inline helpers). */
+#pragma GCC optimize("no-trapping-math")
 #include "kernels/cpu/cpu_internal.h"
 
 static void reduce_rows(dt_reduce_kind kind, const float *x, int64_t outer, int64_t n,

@@ -4,9 +4,9 @@
  * sum. A row whose keys are all masked (Tq > Tk) gives NaN, as PyTorch's
  * softmax of an all -inf row does. Masked entries are 0 (log: -inf).
  */
-/* IEEE results without trap/errno bookkeeping, so branch-free math loops
- * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
-#pragma GCC optimize("no-trapping-math", "no-math-errno")
+/* No FP-trap semantics: lets gcc if-convert the branch-free selects in the
+ * loops below so they vectorise (must precede the includes: inline helpers). */
+#pragma GCC optimize("no-trapping-math")
 #include "kernels/cpu/cpu_internal.h"
 
 DT_CPU_CLONES

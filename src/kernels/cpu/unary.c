@@ -3,9 +3,9 @@
  * strided; the inner runs are branch-free so gcc vectorises them (exp and
  * tanh come from cpu_internal.h's polynomial, not libm, for that reason).
  */
-/* IEEE results without trap/errno bookkeeping, so branch-free math loops
- * (selects, sqrtf) vectorise; must precede the includes (inline helpers). */
-#pragma GCC optimize("no-trapping-math", "no-math-errno")
+/* No FP-trap semantics: lets gcc if-convert the branch-free selects in the
+ * loops below so they vectorise (must precede the includes: inline helpers). */
+#pragma GCC optimize("no-trapping-math")
 #include "kernels/cpu/cpu_internal.h"
 
 static inline __attribute__((always_inline)) float un_apply(dt_unary_op op, float x, float alpha)
