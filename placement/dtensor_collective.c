@@ -14,7 +14,9 @@
 #include "core/error.h"
 #include "placement/placement_impl.h"
 
-#define REC_LEN (2 + DT_MAX_DIMS) /* ndim (-1: bad), dtype, shape */
+/* ndim (-1: bad), dtype, shape, then the placements as (kind, dim, op) */
+#define REC_PL  (2 + DT_MAX_DIMS)
+#define REC_LEN (REC_PL + 3 * DT_MESH_MAX_DIMS)
 
 static dt_status need_comms(const char *fn, const dt_mesh *m)
 {
@@ -118,6 +120,11 @@ static dt_status from_local_infer(dt_tensor *local, dt_mesh *mesh, int n, const 
         rec[1] = local->dtype;
         memcpy(rec + 2, local->shape, sizeof(int64_t) * (size_t)local->ndim);
     }
+    for (int k = 0; k < n && k < DT_MESH_MAX_DIMS && pl != NULL; k++) {
+        rec[REC_PL + 3 * k] = pl[k].kind;
+        rec[REC_PL + 3 * k + 1] = pl[k].dim;
+        rec[REC_PL + 3 * k + 2] = pl[k].op;
+    }
     /* exchange first, even with a bad argument here, so no rank is left waiting */
     DT_CHECK(gather_records(mesh, rec, &table));
     for (int r = 0; r < mesh->size; r++) {
@@ -125,6 +132,11 @@ static dt_status from_local_infer(dt_tensor *local, dt_mesh *mesh, int n, const 
         if (x[0] < 0) {
             s = DT_ERR(DT_ERR_INVALID_ARG, "%s: mesh rank %d passed no local tensor (NULL or "
                        "distributed)", fn, r);
+            goto out;
+        }
+        if (memcmp(x + REC_PL, table + REC_PL, sizeof(int64_t) * 3 * DT_MESH_MAX_DIMS) != 0) {
+            s = DT_ERR(DT_ERR_INVALID_ARG,
+                       "%s: mesh rank %d passed other placements than rank 0", fn, r);
             goto out;
         }
         if (x[0] != table[0] || x[1] != table[1]) {

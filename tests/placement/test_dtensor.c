@@ -208,6 +208,14 @@ static void test_bad_specs(void **state)
     if (w > 1)
         expect_error(dt_from_local(local, m, 1, &rep, NULL, &e), "f64");
     dt_tensor_release(local);
+    /* other placements on the last rank */
+    local = pt_tensor(2, ls3, DT_DTYPE_F32, 1);
+    if (w > 1) {
+        char needle[64];
+        snprintf(needle, sizeof(needle), "mesh rank %d passed other placements", w - 1);
+        expect_error(dt_from_local(local, m, 1, r == w - 1 ? &s0 : &rep, NULL, &e), needle);
+    }
+    dt_tensor_release(local);
     /* NULL on one rank */
     local = pt_tensor(2, ls3, DT_DTYPE_F32, 1);
     expect_error(dt_from_local(r == 0 ? NULL : local, m, 1, &rep, NULL, &e), "passed no local");
