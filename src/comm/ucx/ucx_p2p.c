@@ -199,18 +199,14 @@ dt_status dt__ucx_progress(dt_comm *c, double wait_s)
     dt__ucx_check_liveness(sh, false);
     if (wait_s <= 0)
         return DT_OK;
-    /* Spin first. The budget adapts: a spin that catches an event doubles it
-     * (tight exchanges stay on the fast path), one that ends in a sleep halves
-     * it (a peer busy elsewhere must not lose its core to our polling). */
+    /* Spin first. The budget adapts between 0 and spin_max_s: a sleep that
+     * ends sooner than spin_max_s means spinning would have caught the event
+     * (grow), a longer one means the peer is busy elsewhere and our polling
+     * would only steal its core (shrink). */
     double t0 = dt__now();
-    while (dt__now() - t0 < sh->spin_s) {
-        if (ucp_worker_progress(sh->worker) != 0) {
-            sh->spin_s = sh->spin_s * 2 + 1e-6 < sh->spin_max_s ? sh->spin_s * 2 + 1e-6
-                                                                : sh->spin_max_s;
+    while (dt__now() - t0 < sh->spin_s)
+        if (ucp_worker_progress(sh->worker) != 0)
             return DT_OK;
-        }
-    }
-    sh->spin_s /= 2;
     ucs_status_t us = ucp_worker_arm(sh->worker);
     if (us == UCS_ERR_BUSY)
         return DT_OK; /* events arrived meanwhile: the caller progresses again */
@@ -221,8 +217,16 @@ dt_status dt__ucx_progress(dt_comm *c, double wait_s)
         left = DT_UCX_MAX_SLEEP_S;
     struct pollfd pfd = {.fd = sh->efd, .events = POLLIN};
     int ms = left > 0 ? (int)(left * 1000.0) + 1 : 0;
-    if (poll(&pfd, 1, ms) < 0 && errno != EINTR)
+    int rc = poll(&pfd, 1, ms);
+    if (rc < 0 && errno != EINTR)
         return DT_ERR(DT_ERR_SYSTEM, "ucx: poll on the worker event fd failed: %s",
                       strerror(errno));
+    double waited = dt__now() - t0;
+    if (rc > 0 && waited < sh->spin_max_s) {
+        double grown = 2 * (sh->spin_s > waited ? sh->spin_s : waited);
+        sh->spin_s = grown < sh->spin_max_s ? grown : sh->spin_max_s;
+    } else {
+        sh->spin_s /= 2;
+    }
     return DT_OK;
 }

@@ -113,8 +113,9 @@ static void close_endpoints(dt_ucx_shared *sh)
         }
         p->ep = NULL;
     }
-    /* let the abandoned requests' callbacks run (they free our bookkeeping) */
-    double deadline = dt__now() + 2.0;
+    /* let the abandoned requests' callbacks run (they free our bookkeeping);
+     * a send to a dead same-host peer never completes, so do not wait long */
+    double deadline = dt__now() + 0.2;
     while (sh->orphans > 0 && dt__now() < deadline)
         ucp_worker_progress(sh->worker);
     if (sh->orphans > 0)

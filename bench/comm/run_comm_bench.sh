@@ -1,0 +1,109 @@
+#!/bin/sh
+# Run dtensor's comm_bench, Open MPI's twin (comm_bench_mpi) and PyTorch gloo
+# (bench_gloo.py) side by side in one invocation, on 2 ranks and on 4 ranks
+# (oversubscribed on a 2-core machine), and print bus-bandwidth and time
+# ratios against the issue's goals.
+#
+#   bench/comm/run_comm_bench.sh [BUILD_DIR] [-f FACTOR] [-e MAXBYTES] [-r "2 4"]
+#
+# Tables go to $OUT (default /tmp/dt_comm_bench), the comparison to stdout.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=${1:-$HERE/../../build}
+[ $# -gt 0 ] && shift
+FACTOR=2
+MAXB=64M
+RANKS="2 4"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -f) FACTOR=$2; shift 2 ;;
+    -e) MAXB=$2; shift 2 ;;
+    -r) RANKS=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+OUT=${OUT:-/tmp/dt_comm_bench}
+mkdir -p "$OUT"
+DTRUN=$BUILD/tools/dtrun/dtrun
+DT=$BUILD/bench/comm/comm_bench
+MPI=$BUILD/bench/comm/comm_bench_mpi
+ARGS="-b 8 -e $MAXB -f $FACTOR"
+ROOT=""
+[ "$(id -u)" = 0 ] && ROOT="--allow-run-as-root"
+
+for n in $RANKS; do
+  echo "== $n ranks: dtensor" >&2
+  "$DTRUN" -n "$n" "$DT" $ARGS > "$OUT/dt_$n.txt" || echo "dtensor run failed" >&2
+  if [ -x "$MPI" ] && command -v mpirun >/dev/null; then
+    echo "== $n ranks: Open MPI" >&2
+    mpirun $ROOT --oversubscribe -n "$n" "$MPI" $ARGS > "$OUT/mpi_$n.txt" 2>/dev/null ||
+      echo "Open MPI run failed" >&2
+  else
+    : > "$OUT/mpi_$n.txt"
+  fi
+  if /usr/bin/python3 -c "import torch.distributed" 2>/dev/null; then
+    echo "== $n ranks: gloo" >&2
+    /usr/bin/python3 "$HERE/bench_gloo.py" -n "$n" $ARGS > "$OUT/gloo_$n.txt" 2>/dev/null ||
+      echo "gloo run failed" >&2
+  else
+    : > "$OUT/gloo_$n.txt"
+  fi
+done
+
+/usr/bin/python3 - "$OUT" $RANKS <<'PY'
+import sys
+out, ranks = sys.argv[1], [int(r) for r in sys.argv[2:]]
+
+def load(path):
+    rows = {}
+    try:
+        for line in open(path):
+            f = line.split()
+            if len(f) == 8 and not line.startswith("#"):
+                rows[(f[7], int(f[0]))] = (float(f[4]), float(f[6]))  # time us, busbw
+    except OSError:
+        pass
+    return rows
+
+BIG = 256 * 1024
+for n in ranks:
+    dt, mpi, gloo = (load("%s/%s_%d.txt" % (out, k, n)) for k in ("dt", "mpi", "gloo"))
+    print("\n### %d ranks: busbw GB/s (time us) and dtensor's ratios" % n)
+    print("%-15s %10s %18s %18s %18s %8s %8s" % ("collective", "size(B)", "dtensor", "openmpi",
+                                                  "gloo", "x mpi", "x gloo"))
+    worst_mpi, worst_gloo, worst_time = {}, {}, 0.0
+    for (coll, size) in sorted(dt, key=lambda k: (k[0], k[1])):
+        t, bw = dt[(coll, size)]
+        cells, rm, rg = [], "-", "-"
+        for other in (mpi, gloo):
+            cells.append("%7.3f (%7.1f)" % (other[(coll, size)][1], other[(coll, size)][0])
+                         if (coll, size) in other else "-")
+        if (coll, size) in mpi:
+            mt, mbw = mpi[(coll, size)]
+            rm = "%.2f" % (bw / mbw if mbw > 0 else float("inf"))
+            worst_time = max(worst_time, t / mt if mt > 0 else 0)
+            if size >= BIG and coll in ("allreduce", "allgather", "reduce_scatter"):
+                worst_mpi[coll] = min(worst_mpi.get(coll, 1e9), bw / mbw)
+        if (coll, size) in gloo:
+            gt, gbw = gloo[(coll, size)]
+            rg = "%.2f" % (bw / gbw if gbw > 0 else float("inf"))
+            if size >= BIG and coll in ("allreduce", "allgather", "reduce_scatter"):
+                worst_gloo[coll] = min(worst_gloo.get(coll, 1e9), bw / gbw)
+        print("%-15s %10d %7.3f (%7.1f) %18s %18s %8s %8s" % (coll, size, bw, t, cells[0], cells[1],
+                                                              rm, rg))
+    print("\n# goals (%d ranks)" % n)
+    for coll in ("allreduce", "allgather", "reduce_scatter"):
+        if coll in worst_mpi:
+            print("  %-15s >= 256 KiB: min busbw ratio vs Open MPI %.2f (goal >= 1.0)" %
+                  (coll, worst_mpi[coll]))
+        if coll in worst_gloo:
+            print("  %-15s >= 256 KiB: min busbw ratio vs gloo     %.2f (goal >= 2.0)" %
+                  (coll, worst_gloo[coll]))
+    if ("allreduce", 8) in dt and ("allreduce", 8) in mpi:
+        print("  allreduce 8 B latency: dtensor %.2f us, Open MPI %.2f us, ratio %.2f (goal <= 1.5)"
+              % (dt[("allreduce", 8)][0], mpi[("allreduce", 8)][0],
+                 dt[("allreduce", 8)][0] / mpi[("allreduce", 8)][0]))
+    if worst_time:
+        print("  slowest dtensor/Open MPI time ratio over all rows: %.2f (goal at 4 ranks <= 2.0)"
+              % worst_time)
+PY
