@@ -256,12 +256,50 @@ static void test_masked_fill(void **state)
     dt_tensor_release(x);
 }
 
+/* Bad arguments return DT_ERR_INVALID_ARG (or UNSUPPORTED) with a message, never crash. */
+static void test_bad_inputs(void **state)
+{
+    (void)state;
+    const dt_kernel_ops *k = ku_cpu();
+    int64_t s[2] = {4, 6}, t[2] = {6, 4};
+    dt_tensor *x = ku_rand(2, s, -1, 1), *y = ku_empty(2, s, DT_DTYPE_F32);
+    dt_tensor *i32 = ku_empty(2, s, DT_DTYPE_I32), *xt = NULL, *wrong = ku_empty(2, t, DT_DTYPE_F32);
+    assert_int_equal(dt_tensor_transpose(wrong, 0, 1, &xt), DT_OK); /* [4, 6], not contiguous */
+    assert_int_equal(k->binary(DT_BINARY_ADD, x, i32, y), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "dtype i32"));
+    assert_int_equal(k->binary(DT_BINARY_ADD, x, x, xt), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "not contiguous"));
+    assert_int_equal(k->binary((dt_binary_op)42, x, x, y), DT_ERR_INVALID_ARG);
+    assert_int_equal(k->binary(DT_BINARY_ADD, NULL, x, y), DT_ERR_INVALID_ARG);
+    assert_int_equal(k->unary(DT_UNARY_EXP, x, 0, wrong), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "[4, 6]"));
+    assert_int_equal(k->unary((dt_unary_op)99, x, 0, y), DT_ERR_INVALID_ARG);
+    assert_int_equal(k->softmax(x, 1.0f, false, false, wrong), DT_ERR_INVALID_ARG);
+    assert_int_equal(k->layer_norm(x, wrong, NULL, 1e-5f, y, NULL, NULL), DT_ERR_INVALID_ARG);
+    assert_int_equal(k->reduce(DT_REDUCE_KIND_SUM, x, -3, y, NULL), DT_ERR_INVALID_ARG);
+    assert_int_equal(k->masked_fill(x, x, 0.0f, y), DT_ERR_INVALID_ARG); /* mask not u8 */
+    assert_int_equal(k->gemm(x, x, false, false, 1.0f, 0.0f, y), DT_ERR_INVALID_ARG);
+    assert_int_equal(k->embedding(x, x, 0, y), DT_ERR_INVALID_ARG); /* f32 ids */
+    assert_non_null(strstr(dt_last_error(), "ids"));
+    assert_int_equal(k->cross_entropy(x, NULL, -100, y, y), DT_ERR_INVALID_ARG);
+    assert_int_equal(k->sum_squares(x, NULL), DT_ERR_INVALID_ARG);
+    assert_int_equal(k->sgd_step(x, x, NULL, 0.1f, 0.9f, 0.0f), DT_ERR_INVALID_ARG);
+    assert_int_equal(k->copy(NULL, x), DT_ERR_INVALID_ARG);
+    assert_int_equal(k->fill(NULL, 1.0), DT_ERR_INVALID_ARG);
+    assert_false(k->supports(DT_KOP_GEMM, DT_DTYPE_BF16));
+    assert_true(k->supports(DT_KOP_GEMM, DT_DTYPE_F32));
+    dt_tensor *objs[] = {x, y, i32, xt, wrong};
+    for (size_t i = 0; i < 5; i++)
+        dt_tensor_release(objs[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_binary_broadcast), cmocka_unit_test(test_binary_strided),
         cmocka_unit_test(test_unary),            cmocka_unit_test(test_unary_backward),
         cmocka_unit_test(test_fill_copy),        cmocka_unit_test(test_masked_fill),
+        cmocka_unit_test(test_bad_inputs),
     };
     return cmocka_run_group_tests_name("kernels_elementwise", tests, NULL, NULL);
 }

@@ -226,6 +226,28 @@ static void test_gemm_every_candidate(void **state)
     }
 }
 
+/* Threads: DT_NUM_THREADS, else usable cores / ranks on this node, >= 1; applied to OpenBLAS. */
+static void test_threads(void **state)
+{
+    (void)state;
+    const dt__blas *b = NULL;
+    assert_int_equal(dt__blas_get(&b), DT_OK);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    setenv("LOCAL_WORLD_SIZE", "64", 1); /* more ranks than cores: one thread each */
+    assert_int_equal(dt__kernels_num_threads(), 1);
+    setenv("LOCAL_WORLD_SIZE", "1", 1);
+    assert_true(dt__kernels_num_threads() >= 1 && dt__kernels_num_threads() <= cores);
+    setenv("DT_NUM_THREADS", "3", 1);
+    assert_int_equal(dt__kernels_num_threads(), 3);
+    dt__kernels_set_num_threads(1); /* dt_init's num_threads wins over the environment */
+    assert_int_equal(dt__kernels_num_threads(), 1);
+    assert_int_equal(b->get_num_threads(), 1);
+    unsetenv("DT_NUM_THREADS");
+    unsetenv("LOCAL_WORLD_SIZE");
+    dt__kernels_set_num_threads(0); /* back to the environment's value */
+    assert_int_equal(b->get_num_threads(), dt__kernels_num_threads());
+}
+
 static const char *child_core;
 
 static void test_child_core_in_use(void **state)
@@ -253,6 +275,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest other[] = {
         cmocka_unit_test(test_runtime_info),
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_force_core_switches),
         cmocka_unit_test(test_gemm_every_candidate),
     };
