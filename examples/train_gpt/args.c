@@ -39,9 +39,18 @@ static const opt_row rows[] = {
 
 void train_args_defaults(train_args *a, const char *default_data)
 {
-    *a = (train_args){.config = "tiny", .steps = 20, .batch = 8, .seq = 0, .lr = -1.0,
-                      .optim = "adamw", .momentum = 0.0, .weight_decay = -1.0,
-                      .clip_grad = 0.0, .seed = 1234, .data = default_data, .init = NULL,
+    *a = (train_args){.config = "tiny",
+                      .steps = 20,
+                      .batch = 8,
+                      .seq = 0,
+                      .lr = -1.0,
+                      .optim = "adamw",
+                      .momentum = 0.0,
+                      .weight_decay = -1.0,
+                      .clip_grad = 0.0,
+                      .seed = 1234,
+                      .data = default_data,
+                      .init = NULL,
                       .save = NULL};
 }
 
@@ -120,8 +129,10 @@ int train_args_parse(int argc, char **argv, train_args *a, FILE *err)
 
 void train_args_usage(FILE *f, const char *prog)
 {
-    fprintf(f, "usage: %s [options]\n\nTrains the reference GPT on a token file, printing the "
-               "loss every step,\nthen tokens/s and memory.\n\n", prog);
+    fprintf(f,
+            "usage: %s [options]\n\nTrains the reference GPT on a token file, printing the "
+            "loss every step,\nthen tokens/s and memory.\n\n",
+            prog);
     for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
         char left[48];
         snprintf(left, sizeof(left), "%s%s%s", rows[k].name, rows[k].meta ? " " : "",

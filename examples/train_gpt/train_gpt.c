@@ -23,13 +23,13 @@
 #define DT_DEFAULT_TOKENS "tokens.bin"
 #endif
 
-#define TRY(call)                                                                    \
-    do {                                                                             \
-        dt_status try_s_ = (call);                                                   \
-        if (try_s_ != DT_OK) {                                                       \
-            fprintf(stderr, "train_gpt: %s: %s\n", dt_status_str(try_s_), dt_last_error()); \
-            goto out;                                                                \
-        }                                                                            \
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        dt_status try_s_ = (call);                                                                 \
+        if (try_s_ != DT_OK) {                                                                     \
+            fprintf(stderr, "train_gpt: %s: %s\n", dt_status_str(try_s_), dt_last_error());        \
+            goto out;                                                                              \
+        }                                                                                          \
     } while (0)
 
 static double now_s(void)

@@ -167,8 +167,7 @@ DT_API dt_status dt_module_call(dt_module *m, dt_tensor *x, dt_tensor **out);
  * hook; to replace one, release it and store a new reference. (PyTorch's
  * forward pre-hook; what a style's input_fn becomes.)
  */
-typedef dt_status (*dt_module_pre_hook_fn)(dt_module *m, int n_in, dt_tensor **inputs,
-                                           void *user);
+typedef dt_status (*dt_module_pre_hook_fn)(dt_module *m, int n_in, dt_tensor **inputs, void *user);
 /** Runs after forward; may replace *output the same way (release, store new). */
 typedef dt_status (*dt_module_post_hook_fn)(dt_module *m, dt_tensor **output, void *user);
 
@@ -342,8 +341,7 @@ typedef struct dt_adamw_params {
  * with a Partial placement.
  */
 DT_API dt_status dt_optim_sgd_create(dt_module *root, const dt_sgd_params *p, dt_optim **out);
-DT_API dt_status dt_optim_adamw_create(dt_module *root, const dt_adamw_params *p,
-                                       dt_optim **out);
+DT_API dt_status dt_optim_adamw_create(dt_module *root, const dt_adamw_params *p, dt_optim **out);
 /** Free the optimizer and its state. NULL-safe. */
 DT_API void dt_optim_destroy(dt_optim *o);
 
@@ -405,8 +403,7 @@ typedef struct dt_token_data dt_token_data;
  */
 DT_API dt_status dt_token_data_open(const char *path, dt_token_data **out);
 /** Wrap a copy of @p n tokens already in memory. */
-DT_API dt_status dt_token_data_from_buffer(const uint16_t *tokens, int64_t n,
-                                           dt_token_data **out);
+DT_API dt_status dt_token_data_from_buffer(const uint16_t *tokens, int64_t n, dt_token_data **out);
 DT_API void dt_token_data_close(dt_token_data *d);
 DT_API int64_t dt_token_data_size(const dt_token_data *d);
 /** Largest token id + 1 (0 for no tokens). */

@@ -15,8 +15,8 @@ static dt_status adamw_update(const dt_optim_hparams *h, int64_t step, dt_tensor
     if (k == NULL || k->adamw_step == NULL || !k->supports(DT_KOP_OPTIM, DT_DTYPE_F32))
         return DT_ERR(DT_ERR_UNSUPPORTED, "adamw: the %s device has no adamw_step kernel",
                       p->device.type == DT_DEVICE_CPU ? "cpu" : "cuda");
-    return k->adamw_step(p, g, state[0], state[1], (float)h->lr, (float)h->beta1,
-                         (float)h->beta2, (float)h->eps, (float)h->weight_decay, step);
+    return k->adamw_step(p, g, state[0], state[1], (float)h->lr, (float)h->beta1, (float)h->beta2,
+                         (float)h->eps, (float)h->weight_decay, step);
 }
 
 const dt_optim_kind dt__optim_adamw = {
@@ -41,7 +41,6 @@ dt_status dt_optim_adamw_create(dt_module *root, const dt_adamw_params *p, dt_op
                       h.eps, h.weight_decay);
     if (!(h.beta1 >= 0.0 && h.beta1 < 1.0) || !(h.beta2 >= 0.0 && h.beta2 < 1.0))
         return DT_ERR(DT_ERR_INVALID_ARG,
-                      "dt_optim_adamw_create: betas (%g, %g) must lie in [0, 1)", h.beta1,
-                      h.beta2);
+                      "dt_optim_adamw_create: betas (%g, %g) must lie in [0, 1)", h.beta1, h.beta2);
     return dt__optim_create(root, &dt__optim_adamw, &h, out);
 }

@@ -46,18 +46,17 @@ out_release:
 }
 
 /* Check the projection output @p y ("q", "k", "v") is [B, T, k*head_dim]. */
-static dt_status check_proj(const dt_module *m, const char *what, dt_tensor *y,
-                            int64_t head_dim)
+static dt_status check_proj(const dt_module *m, const char *what, dt_tensor *y, int64_t head_dim)
 {
     if (dt_tensor_ndim(y) != 3 || dt_tensor_dim(y, 2) % head_dim != 0)
         return DT_ERR(DT_ERR_INVALID_ARG,
-                      "Attention '%s': %s must be [B, T, heads*%" PRId64 "], got %d dims, last %" PRId64,
+                      "Attention '%s': %s must be [B, T, heads*%" PRId64
+                      "], got %d dims, last %" PRId64,
                       m->name, what, head_dim, dt_tensor_ndim(y), dt_tensor_dim(y, -1));
     return DT_OK;
 }
 
-static dt_status attention_forward(dt_module *m, int n_in, dt_tensor *const *in,
-                                   dt_tensor **out)
+static dt_status attention_forward(dt_module *m, int n_in, dt_tensor *const *in, dt_tensor **out)
 {
     DT_CHECK(dt__module_check_inputs(m, n_in, in, 1));
     const attention_impl *impl = m->impl;
@@ -95,7 +94,8 @@ dt_status dt_attention_create(int64_t dim, int64_t n_heads, dt_module **out)
     DT_ARG_NOT_NULL(out);
     if (dim <= 0 || n_heads <= 0 || dim % n_heads != 0)
         return DT_ERR(DT_ERR_INVALID_ARG,
-                      "dt_attention_create: n_heads %" PRId64 " must be positive and divide dim %" PRId64,
+                      "dt_attention_create: n_heads %" PRId64
+                      " must be positive and divide dim %" PRId64,
                       n_heads, dim);
     attention_impl *impl = malloc(sizeof(*impl));
     if (impl == NULL)

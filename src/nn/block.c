@@ -8,8 +8,7 @@
 
 /* ---------------------------------------------------------------- FeedForward */
 
-static dt_status feed_forward_forward(dt_module *m, int n_in, dt_tensor *const *in,
-                                      dt_tensor **out)
+static dt_status feed_forward_forward(dt_module *m, int n_in, dt_tensor *const *in, dt_tensor **out)
 {
     DT_CHECK(dt__module_check_inputs(m, n_in, in, 1));
     dt_tensor *h = NULL, *g = NULL;

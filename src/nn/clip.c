@@ -38,7 +38,8 @@ static dt_status local_sum_sq(const char *fqn, const dt_tensor *g, double *out)
 {
     if (g->dtype != DT_DTYPE_F32 || !dt_tensor_is_contiguous(g))
         return DT_ERR(DT_ERR_UNSUPPORTED,
-                      "dt_clip_grad_norm: the gradient of '%s' is not a contiguous f32 tensor", fqn);
+                      "dt_clip_grad_norm: the gradient of '%s' is not a contiguous f32 tensor",
+                      fqn);
     const dt_kernel_ops *k = dt__kernels_for(g->device);
     if (k == NULL || k->sum_squares == NULL)
         return DT_ERR(DT_ERR_UNSUPPORTED,
@@ -47,8 +48,7 @@ static dt_status local_sum_sq(const char *fqn, const dt_tensor *g, double *out)
 }
 
 /* Add @p s to the group of (@p mesh, @p mask), creating it. */
-static dt_status add_to_group(clip_ctx *c, const char *fqn, dt_mesh *mesh, unsigned mask,
-                              double s)
+static dt_status add_to_group(clip_ctx *c, const char *fqn, dt_mesh *mesh, unsigned mask, double s)
 {
     for (int i = 0; i < c->n_groups; i++)
         if (c->groups[i].mask == mask && dt_mesh_equal(c->groups[i].mesh, mesh)) {
@@ -122,8 +122,8 @@ static dt_status reduce_groups(clip_ctx *c)
             if (comm == NULL)
                 return DT_ERR(DT_ERR_UNSUPPORTED,
                               "dt_clip_grad_norm: mesh dim %d has no comm (a virtual mesh)", d);
-            DT_CHECK(dt_comm_allreduce(comm, buf, buf, (size_t)n, DT_DTYPE_F64,
-                                       DT_REDUCE_OP_SUM, NULL));
+            DT_CHECK(
+                dt_comm_allreduce(comm, buf, buf, (size_t)n, DT_DTYPE_F64, DT_REDUCE_OP_SUM, NULL));
             for (int k = 0; k < n; k++)
                 c->groups[idx[k]].sum_sq = buf[k];
         }

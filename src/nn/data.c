@@ -73,8 +73,8 @@ dt_status dt_token_data_open(const char *path, dt_token_data **out)
     int64_t n = (int64_t)bytes / 2;
     uint16_t *t = malloc(n > 0 ? (size_t)bytes : 1);
     if (t == NULL) {
-        status = DT_ERR(DT_ERR_NO_MEMORY, "dt_token_data_open: no memory for %" PRId64 " tokens",
-                        n);
+        status =
+            DT_ERR(DT_ERR_NO_MEMORY, "dt_token_data_open: no memory for %" PRId64 " tokens", n);
         goto err_close;
     }
     if (n > 0 && fread(t, 2, (size_t)n, f) != (size_t)n) {
@@ -113,8 +113,14 @@ void dt_token_data_close(dt_token_data *d)
     free(d);
 }
 
-int64_t dt_token_data_size(const dt_token_data *d) { return d != NULL ? d->n : 0; }
-int64_t dt_token_data_vocab(const dt_token_data *d) { return d != NULL ? d->vocab : 0; }
+int64_t dt_token_data_size(const dt_token_data *d)
+{
+    return d != NULL ? d->n : 0;
+}
+int64_t dt_token_data_vocab(const dt_token_data *d)
+{
+    return d != NULL ? d->vocab : 0;
+}
 
 dt_status dt_token_data_batch(const dt_token_data *d, int64_t step, int64_t batch, int64_t seq,
                               int64_t row_begin, int64_t row_end, dt_tensor **inputs,
@@ -135,7 +141,8 @@ dt_status dt_token_data_batch(const dt_token_data *d, int64_t step, int64_t batc
                       d->n, seq);
     if (row_begin < 0 || row_end > batch || row_begin > row_end)
         return DT_ERR(DT_ERR_INVALID_ARG,
-                      "dt_token_data_batch: rows [%" PRId64 ", %" PRId64 ") outside [0, %" PRId64 ")",
+                      "dt_token_data_batch: rows [%" PRId64 ", %" PRId64 ") outside [0, %" PRId64
+                      ")",
                       row_begin, row_end, batch);
     int64_t rows = row_end - row_begin;
     int64_t shape[2] = {rows, seq};

@@ -19,13 +19,21 @@ dt_status dt_gpt_config_preset(const char *name, dt_gpt_config *out)
     DT_ARG_NOT_NULL(name);
     DT_ARG_NOT_NULL(out);
     if (strcmp(name, "tiny") == 0) {
-        *out = (dt_gpt_config){.vocab_size = 256, .max_seq_len = 64, .dim = 64, .n_layers = 2,
-                               .n_heads = 4, .ffn_dim = 256};
+        *out = (dt_gpt_config){.vocab_size = 256,
+                               .max_seq_len = 64,
+                               .dim = 64,
+                               .n_layers = 2,
+                               .n_heads = 4,
+                               .ffn_dim = 256};
         return DT_OK;
     }
     if (strcmp(name, "small") == 0) {
-        *out = (dt_gpt_config){.vocab_size = 4096, .max_seq_len = 256, .dim = 512,
-                               .n_layers = 6, .n_heads = 8, .ffn_dim = 2048};
+        *out = (dt_gpt_config){.vocab_size = 4096,
+                               .max_seq_len = 256,
+                               .dim = 512,
+                               .n_layers = 6,
+                               .n_heads = 8,
+                               .ffn_dim = 2048};
         return DT_OK;
     }
     return DT_ERR(DT_ERR_NOT_FOUND, "dt_gpt_config_preset: no preset '%s' (tiny, small)", name);
@@ -36,16 +44,17 @@ static dt_status check_config(const dt_gpt_config *c)
     const struct {
         const char *name;
         int64_t v;
-    } f[] = {{"vocab_size", c->vocab_size}, {"max_seq_len", c->max_seq_len}, {"dim", c->dim},
-             {"n_layers", c->n_layers},     {"n_heads", c->n_heads},         {"ffn_dim", c->ffn_dim}};
+    } f[] = {
+        {"vocab_size", c->vocab_size}, {"max_seq_len", c->max_seq_len}, {"dim", c->dim},
+        {"n_layers", c->n_layers},     {"n_heads", c->n_heads},         {"ffn_dim", c->ffn_dim}};
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
         if (f[i].v <= 0)
             return DT_ERR(DT_ERR_INVALID_ARG, "dt_gpt_create: %s must be positive, got %" PRId64,
                           f[i].name, f[i].v);
     if (c->dim % c->n_heads != 0)
         return DT_ERR(DT_ERR_INVALID_ARG,
-                      "dt_gpt_create: n_heads %" PRId64 " does not divide dim %" PRId64,
-                      c->n_heads, c->dim);
+                      "dt_gpt_create: n_heads %" PRId64 " does not divide dim %" PRId64, c->n_heads,
+                      c->dim);
     return DT_OK;
 }
 
@@ -57,8 +66,7 @@ static dt_status embed(dt_module *m, dt_tensor *ids, dt_tensor **out)
     dt_status status;
     DT_CHECK(dt__module_call_child(m, "tok_embeddings", ids, &tok));
     DT_CHECK_GOTO(dt_tensor_arange(t, DT_DTYPE_I64, &pos_ids), status, out_release);
-    DT_CHECK_GOTO(dt__module_call_child(m, "pos_embeddings", pos_ids, &pos), status,
-                  out_release);
+    DT_CHECK_GOTO(dt__module_call_child(m, "pos_embeddings", pos_ids, &pos), status, out_release);
     status = dt_add(tok, pos, out);
 out_release:
     dt_tensor_release(pos);
@@ -76,7 +84,8 @@ static dt_status gpt_forward(dt_module *m, int n_in, dt_tensor *const *in, dt_te
         return DT_ERR(DT_ERR_INVALID_ARG, "GPT: ids must be [B, T], got %d dims",
                       dt_tensor_ndim(ids));
     if (dt_tensor_dim(ids, 1) > impl->cfg.max_seq_len)
-        return DT_ERR(DT_ERR_INVALID_ARG, "GPT: sequence length %" PRId64 " exceeds max_seq_len %" PRId64,
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "GPT: sequence length %" PRId64 " exceeds max_seq_len %" PRId64,
                       dt_tensor_dim(ids, 1), impl->cfg.max_seq_len);
     dt_tensor *h = NULL, *hl = NULL, *n = NULL;
     dt_status status;
@@ -91,8 +100,8 @@ out_release:
     return status;
 }
 
-static const dt_module_ops gpt_ops = {.type_name = "GPT", .forward = gpt_forward,
-                                      .destroy_impl = free};
+static const dt_module_ops gpt_ops = {
+    .type_name = "GPT", .forward = gpt_forward, .destroy_impl = free};
 
 static dt_status build_children(dt_module *m, const dt_gpt_config *c)
 {
@@ -172,7 +181,6 @@ dt_status dt_gpt_init(dt_module *gpt, uint64_t seed)
     if (cfg == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_gpt_init: module is a %s, not a GPT",
                       dt_module_type_name(gpt));
-    init_ctx c = {.seed = seed, .std = 0.02,
-                  .std_proj = 0.02 / sqrt(2.0 * (double)cfg->n_layers)};
+    init_ctx c = {.seed = seed, .std = 0.02, .std_proj = 0.02 / sqrt(2.0 * (double)cfg->n_layers)};
     return dt_module_foreach_param(gpt, init_one, &c);
 }

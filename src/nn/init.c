@@ -35,8 +35,7 @@ uint64_t dt_param_seed(uint64_t seed, const char *fqn)
     return splitmix64(seed ^ fnv1a64(fqn != NULL ? fqn : ""));
 }
 
-dt_status dt_param_init(dt_tensor *param, const char *fqn, uint64_t seed, double std,
-                        double value)
+dt_status dt_param_init(dt_tensor *param, const char *fqn, uint64_t seed, double std, double value)
 {
     DT_ARG_NOT_NULL(param);
     DT_ARG_NOT_NULL(fqn);
@@ -61,10 +60,9 @@ dt_status dt_param_init(dt_tensor *param, const char *fqn, uint64_t seed, double
     }
     /* Writing a leaf's data in place is not an op: keep it off the tape. */
     bool prev = dt_grad_set_enabled(false);
-    dt_status status = std > 0.0
-                           ? dt_tensor_fill_normal(target, 0.0, std, dt_param_seed(seed, fqn),
-                                                   global_shape, global_shape ? offset : NULL)
-                           : dt_tensor_fill(target, value);
+    dt_status status = std > 0.0 ? dt_tensor_fill_normal(target, 0.0, std, dt_param_seed(seed, fqn),
+                                                         global_shape, global_shape ? offset : NULL)
+                                 : dt_tensor_fill(target, value);
     dt_grad_set_enabled(prev);
     return status;
 }

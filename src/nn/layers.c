@@ -33,8 +33,7 @@ dt_status dt_linear_create(int64_t in_features, int64_t out_features, bool bias,
     int64_t wshape[2] = {out_features, in_features};
     DT_CHECK_GOTO(dt__module_new_param(m, "weight", 2, wshape, 0.0), status, err_destroy);
     if (bias)
-        DT_CHECK_GOTO(dt__module_new_param(m, "bias", 1, &out_features, 0.0), status,
-                      err_destroy);
+        DT_CHECK_GOTO(dt__module_new_param(m, "bias", 1, &out_features, 0.0), status, err_destroy);
     *out = m;
     return DT_OK;
 
@@ -45,8 +44,7 @@ err_destroy:
 
 /* ---------------------------------------------------------------- Embedding */
 
-static dt_status embedding_forward(dt_module *m, int n_in, dt_tensor *const *in,
-                                   dt_tensor **out)
+static dt_status embedding_forward(dt_module *m, int n_in, dt_tensor *const *in, dt_tensor **out)
 {
     DT_CHECK(dt__module_check_inputs(m, n_in, in, 1));
     dt_tensor *w = dt_module_param(m, "weight");
@@ -55,8 +53,7 @@ static dt_status embedding_forward(dt_module *m, int n_in, dt_tensor *const *in,
     return dt_embedding(w, in[0], out);
 }
 
-static const dt_module_ops embedding_ops = {.type_name = "Embedding",
-                                            .forward = embedding_forward};
+static const dt_module_ops embedding_ops = {.type_name = "Embedding", .forward = embedding_forward};
 
 dt_status dt_embedding_create(int64_t num_embeddings, int64_t dim, dt_module **out)
 {
@@ -84,13 +81,12 @@ typedef struct layer_norm_impl {
     double eps;
 } layer_norm_impl;
 
-static dt_status layer_norm_forward(dt_module *m, int n_in, dt_tensor *const *in,
-                                    dt_tensor **out)
+static dt_status layer_norm_forward(dt_module *m, int n_in, dt_tensor *const *in, dt_tensor **out)
 {
     DT_CHECK(dt__module_check_inputs(m, n_in, in, 1));
     const layer_norm_impl *impl = m->impl;
-    return dt_layer_norm(in[0], dt_module_param(m, "weight"), dt_module_param(m, "bias"),
-                         impl->eps, out);
+    return dt_layer_norm(in[0], dt_module_param(m, "weight"), dt_module_param(m, "bias"), impl->eps,
+                         out);
 }
 
 static const dt_module_ops layer_norm_ops = {
@@ -101,8 +97,8 @@ dt_status dt_layer_norm_create(int64_t dim, double eps, dt_module **out)
     DT_ARG_NOT_NULL(out);
     if (dim <= 0 || !(eps > 0.0))
         return DT_ERR(DT_ERR_INVALID_ARG,
-                      "dt_layer_norm_create: need dim > 0 and eps > 0, got %" PRId64 " and %g",
-                      dim, eps);
+                      "dt_layer_norm_create: need dim > 0 and eps > 0, got %" PRId64 " and %g", dim,
+                      eps);
     layer_norm_impl *impl = malloc(sizeof(*impl));
     if (impl == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "dt_layer_norm_create: no memory");

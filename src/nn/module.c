@@ -32,8 +32,7 @@ static dt_status check_name(const char *fn, const char *what, const char *name)
     if (name == NULL || name[0] == '\0')
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s name is empty", fn, what);
     if (strchr(name, '.') != NULL || strchr(name, '*') != NULL)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s name '%s' contains '.' or '*'", fn, what,
-                      name);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s name '%s' contains '.' or '*'", fn, what, name);
     return DT_OK;
 }
 
@@ -67,8 +66,7 @@ dt_status dt_module_create(const dt_module_ops *ops, void *impl, dt_module **out
     }
     dt_module *m = calloc(1, sizeof(*m));
     if (m == NULL) {
-        status = DT_ERR(DT_ERR_NO_MEMORY, "dt_module_create: no memory for a %s",
-                        ops->type_name);
+        status = DT_ERR(DT_ERR_NO_MEMORY, "dt_module_create: no memory for a %s", ops->type_name);
         goto err_free_impl;
     }
     m->name = strdup("");
@@ -136,8 +134,7 @@ dt_status dt_module_add_child(dt_module *parent, const char *name, dt_module *ch
     for (const dt_module *a = parent; a != NULL; a = a->parent)
         if (a == child)
             return DT_ERR(DT_ERR_INVALID_ARG,
-                          "dt_module_add_child: '%s' is an ancestor of the parent (a cycle)",
-                          name);
+                          "dt_module_add_child: '%s' is an ancestor of the parent (a cycle)", name);
     if (dt_module_child(parent, name) != NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_module_add_child: parent already has a child '%s'",
                       name);
@@ -173,8 +170,8 @@ static dt_module_slot *find_slot(const dt_module *m, const char *name)
 static dt_status mark_param(const char *fn, const char *name, dt_tensor *t)
 {
     if (!dt__dtype_is_float(t->dtype))
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: parameter '%s' has dtype %s (floats only)", fn,
-                      name, dt_dtype_name(t->dtype));
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: parameter '%s' has dtype %s (floats only)", fn, name,
+                      dt_dtype_name(t->dtype));
     if (t->grad_fn != NULL)
         return DT_ERR(DT_ERR_INVALID_ARG,
                       "%s: parameter '%s' is the result of an op (detach it first)", fn, name);
@@ -243,7 +240,10 @@ dt_tensor *dt_module_param(const dt_module *m, const char *name)
     return s != NULL ? s->tensor : NULL;
 }
 
-int dt_module_num_params(const dt_module *m) { return m != NULL ? m->n_params : 0; }
+int dt_module_num_params(const dt_module *m)
+{
+    return m != NULL ? m->n_params : 0;
+}
 
 const char *dt_module_param_name_at(const dt_module *m, int i)
 {
@@ -260,10 +260,22 @@ const char *dt_module_type_name(const dt_module *m)
     return m != NULL ? m->ops->type_name : "(null)";
 }
 
-const char *dt_module_name(const dt_module *m) { return m != NULL ? m->name : ""; }
-dt_module *dt_module_parent(const dt_module *m) { return m != NULL ? m->parent : NULL; }
-void *dt_module_impl(const dt_module *m) { return m != NULL ? m->impl : NULL; }
-int dt_module_num_children(const dt_module *m) { return m != NULL ? m->n_children : 0; }
+const char *dt_module_name(const dt_module *m)
+{
+    return m != NULL ? m->name : "";
+}
+dt_module *dt_module_parent(const dt_module *m)
+{
+    return m != NULL ? m->parent : NULL;
+}
+void *dt_module_impl(const dt_module *m)
+{
+    return m != NULL ? m->impl : NULL;
+}
+int dt_module_num_children(const dt_module *m)
+{
+    return m != NULL ? m->n_children : 0;
+}
 
 dt_module *dt_module_child_at(const dt_module *m, int i)
 {

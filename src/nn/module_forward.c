@@ -51,7 +51,8 @@ dt_status dt_module_forward(dt_module *m, int n_in, dt_tensor *const *inputs, dt
     DT_ARG_NOT_NULL(m);
     DT_ARG_NOT_NULL(out);
     if (n_in < 0 || n_in > DT_MODULE_MAX_INPUTS)
-        return DT_ERR(DT_ERR_INVALID_ARG, "dt_module_forward: %s '%s' called with %d inputs (max %d)",
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_module_forward: %s '%s' called with %d inputs (max %d)",
                       m->ops->type_name, m->name, n_in, DT_MODULE_MAX_INPUTS);
     if (n_in > 0 && inputs == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_module_forward: inputs is NULL for %d inputs", n_in);
@@ -70,8 +71,7 @@ dt_status dt_module_forward(dt_module *m, int n_in, dt_tensor *const *inputs, dt
     DT_CHECK_GOTO(m->ops->forward(m, n_in, in, &y), status, err_release_inputs);
     for (int h = 0; h < m->n_hooks; h++)
         if (!m->hooks[h].pre)
-            DT_CHECK_GOTO(m->hooks[h].post_fn(m, &y, m->hooks[h].user), status,
-                          err_release_output);
+            DT_CHECK_GOTO(m->hooks[h].post_fn(m, &y, m->hooks[h].user), status, err_release_output);
     for (int i = 0; i < n_in; i++)
         dt_tensor_release(in[i]);
     *out = y;
@@ -99,8 +99,7 @@ dt_status dt__module_call_child(dt_module *m, const char *name, dt_tensor *x, dt
     return dt_module_forward(c, 1, &x, out);
 }
 
-dt_status dt__module_check_inputs(const dt_module *m, int n_in, dt_tensor *const *inputs,
-                                  int want)
+dt_status dt__module_check_inputs(const dt_module *m, int n_in, dt_tensor *const *inputs, int want)
 {
     if (n_in != want)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s '%s': forward takes %d input(s), got %d",

@@ -47,8 +47,7 @@ dt_status dt__module_adopt(dt_module *parent, const char *name, dt_module *child
 dt_status dt__module_call_child(dt_module *m, const char *name, dt_tensor *x, dt_tensor **out);
 
 /* Check that a built-in forward got exactly @p want inputs, none NULL. */
-dt_status dt__module_check_inputs(const dt_module *m, int n_in, dt_tensor *const *inputs,
-                                  int want);
+dt_status dt__module_check_inputs(const dt_module *m, int n_in, dt_tensor *const *inputs, int want);
 
 /* The local (shard) data of a tensor: itself, or its local part when distributed. */
 dt_tensor *dt__local_of(dt_tensor *t);

@@ -83,8 +83,8 @@ static dt_status alloc_state(const dt_optim *o, dt_optim_param *p, dt_tensor *lo
     dt_mem_category prev = dt_memory_set_default_category(DT_MEM_OPTIMIZER);
     dt_status status = DT_OK;
     for (int s = 0; s < o->kind->n_states && status == DT_OK; s++)
-        status = dt_tensor_zeros(local->ndim, local->shape, local->dtype, local->device,
-                                 &p->state[s]);
+        status =
+            dt_tensor_zeros(local->ndim, local->shape, local->dtype, local->device, &p->state[s]);
     dt_memory_set_default_category(prev);
     return status;
 }
@@ -94,14 +94,17 @@ static dt_status check_pair(const dt_optim *o, const dt_optim_param *p, const dt
                             const dt_tensor *g)
 {
     if (local->dtype != DT_DTYPE_F32 || g->dtype != DT_DTYPE_F32)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "dt_optim_step (%s): '%s' is %s with a %s gradient (f32 only)",
-                      o->kind->name, p->fqn, dt_dtype_name(local->dtype), dt_dtype_name(g->dtype));
+        return DT_ERR(DT_ERR_UNSUPPORTED,
+                      "dt_optim_step (%s): '%s' is %s with a %s gradient (f32 only)", o->kind->name,
+                      p->fqn, dt_dtype_name(local->dtype), dt_dtype_name(g->dtype));
     if (!dt_tensor_is_contiguous(local) || !dt_tensor_is_contiguous(g))
-        return DT_ERR(DT_ERR_UNSUPPORTED, "dt_optim_step (%s): '%s' or its gradient is not contiguous",
-                      o->kind->name, p->fqn);
+        return DT_ERR(DT_ERR_UNSUPPORTED,
+                      "dt_optim_step (%s): '%s' or its gradient is not contiguous", o->kind->name,
+                      p->fqn);
     if (dt_tensor_numel(local) != dt_tensor_numel(g))
         return DT_ERR(DT_ERR_INVALID_ARG,
-                      "dt_optim_step (%s): '%s' has %" PRId64 " local elements, its gradient %" PRId64,
+                      "dt_optim_step (%s): '%s' has %" PRId64
+                      " local elements, its gradient %" PRId64,
                       o->kind->name, p->fqn, dt_tensor_numel(local), dt_tensor_numel(g));
     return DT_OK;
 }
@@ -135,7 +138,10 @@ void dt_optim_zero_grad(dt_optim *o)
         (void)dt_tensor_set_grad(o->params[i].param, NULL);
 }
 
-double dt_optim_lr(const dt_optim *o) { return o != NULL ? o->h.lr : 0.0; }
+double dt_optim_lr(const dt_optim *o)
+{
+    return o != NULL ? o->h.lr : 0.0;
+}
 
 void dt_optim_set_lr(dt_optim *o, double lr)
 {
@@ -143,9 +149,18 @@ void dt_optim_set_lr(dt_optim *o, double lr)
         o->h.lr = lr;
 }
 
-int64_t dt_optim_step_count(const dt_optim *o) { return o != NULL ? o->steps : 0; }
-const char *dt_optim_name(const dt_optim *o) { return o != NULL ? o->kind->name : "(null)"; }
-int dt_optim_num_params(const dt_optim *o) { return o != NULL ? o->n_params : 0; }
+int64_t dt_optim_step_count(const dt_optim *o)
+{
+    return o != NULL ? o->steps : 0;
+}
+const char *dt_optim_name(const dt_optim *o)
+{
+    return o != NULL ? o->kind->name : "(null)";
+}
+int dt_optim_num_params(const dt_optim *o)
+{
+    return o != NULL ? o->n_params : 0;
+}
 
 const char *dt_optim_param_fqn(const dt_optim *o, int i)
 {

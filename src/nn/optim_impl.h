@@ -9,8 +9,8 @@
 
 typedef struct dt_optim_param {
     char *fqn;
-    dt_tensor *param;                       /* one reference */
-    dt_tensor *state[DT_OPTIM_MAX_STATES];  /* local-shaped, NULL until the first step */
+    dt_tensor *param;                      /* one reference */
+    dt_tensor *state[DT_OPTIM_MAX_STATES]; /* local-shaped, NULL until the first step */
 } dt_optim_param;
 
 typedef struct dt_optim_hparams {

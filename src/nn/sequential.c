@@ -4,8 +4,7 @@
 #include "core/error.h"
 #include "nn/module_impl.h"
 
-static dt_status sequential_forward(dt_module *m, int n_in, dt_tensor *const *in,
-                                    dt_tensor **out)
+static dt_status sequential_forward(dt_module *m, int n_in, dt_tensor *const *in, dt_tensor **out)
 {
     DT_CHECK(dt__module_check_inputs(m, n_in, in, 1));
     dt_tensor *x = dt_tensor_retain(in[0]);

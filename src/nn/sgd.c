@@ -18,7 +18,10 @@ static dt_status sgd_update(const dt_optim_hparams *h, int64_t step, dt_tensor *
     return k->sgd_step(p, g, buf, (float)h->lr, (float)h->momentum, (float)h->weight_decay);
 }
 
-static bool sgd_needs_state(const dt_optim_hparams *h) { return h->momentum != 0.0; }
+static bool sgd_needs_state(const dt_optim_hparams *h)
+{
+    return h->momentum != 0.0;
+}
 
 const dt_optim_kind dt__optim_sgd = {
     .name = "sgd",
@@ -37,7 +40,7 @@ dt_status dt_optim_sgd_create(dt_module *root, const dt_sgd_params *p, dt_optim 
     };
     if (!(h.lr >= 0.0) || !(h.momentum >= 0.0) || !(h.weight_decay >= 0.0))
         return DT_ERR(DT_ERR_INVALID_ARG,
-                      "dt_optim_sgd_create: lr %g, momentum %g, weight_decay %g must be >= 0",
-                      h.lr, h.momentum, h.weight_decay);
+                      "dt_optim_sgd_create: lr %g, momentum %g, weight_decay %g must be >= 0", h.lr,
+                      h.momentum, h.weight_decay);
     return dt__optim_create(root, &dt__optim_sgd, &h, out);
 }

@@ -15,24 +15,22 @@
 
 #include "dtensor.h"
 
-#define NN_OK(call)                                                                  \
-    do {                                                                             \
-        dt_status nn_s_ = (call);                                                    \
-        if (nn_s_ != DT_OK)                                                          \
-            fail_msg("%s -> %s: %s", #call, dt_status_str(nn_s_), dt_last_error()); \
+#define NN_OK(call)                                                                                \
+    do {                                                                                           \
+        dt_status nn_s_ = (call);                                                                  \
+        if (nn_s_ != DT_OK)                                                                        \
+            fail_msg("%s -> %s: %s", #call, dt_status_str(nn_s_), dt_last_error());                \
     } while (0)
 
 /* Expect @p call to fail with @p want and a non-empty message containing @p text. */
-#define NN_FAILS(call, want, text)                                                   \
-    do {                                                                             \
-        dt_clear_error();                                                            \
-        dt_status nn_s_ = (call);                                                    \
-        if (nn_s_ != (want))                                                         \
-            fail_msg("%s -> %s, expected %s", #call, dt_status_str(nn_s_),           \
-                     dt_status_str(want));                                           \
-        if (strstr(dt_last_error(), (text)) == NULL)                                 \
-            fail_msg("%s: message '%s' does not mention '%s'", #call, dt_last_error(), \
-                     (text));                                                        \
+#define NN_FAILS(call, want, text)                                                                 \
+    do {                                                                                           \
+        dt_clear_error();                                                                          \
+        dt_status nn_s_ = (call);                                                                  \
+        if (nn_s_ != (want))                                                                       \
+            fail_msg("%s -> %s, expected %s", #call, dt_status_str(nn_s_), dt_status_str(want));   \
+        if (strstr(dt_last_error(), (text)) == NULL)                                               \
+            fail_msg("%s: message '%s' does not mention '%s'", #call, dt_last_error(), (text));    \
     } while (0)
 
 static uint64_t nn_rng_state = 0x9e3779b97f4a7c15ull;

@@ -78,8 +78,8 @@ static void set_grads(dt_module *ref, dt_module *dist, dt_mesh *mesh, const layo
     nn_rng_state = rng;
     for (int i = 0; i < 4; i++) {
         dt_tensor *p = slot(ref, i), *g = NULL, *d = NULL;
-        NN_OK(dt_tensor_empty(dt_tensor_ndim(p), dt_tensor_shape(p), DT_DTYPE_F32,
-                              dt_device_cpu(), &g));
+        NN_OK(dt_tensor_empty(dt_tensor_ndim(p), dt_tensor_shape(p), DT_DTYPE_F32, dt_device_cpu(),
+                              &g));
         nn_fill_rand(g, -1, 1);
         NN_OK(dt_tensor_set_grad(p, g));
         NN_OK(dt_distribute(g, mesh, lay->ndim, lay->pl[i], &d));
@@ -120,7 +120,9 @@ static void run_layout(const layout *lay, bool adamw)
     } else {
         dt_sgd_params p = {.field_mask = DT_SGD_PARAM_FIELD_LR | DT_SGD_PARAM_FIELD_MOMENTUM |
                                          DT_SGD_PARAM_FIELD_WEIGHT_DECAY,
-                           .lr = 0.1, .momentum = 0.9, .weight_decay = 0.01};
+                           .lr = 0.1,
+                           .momentum = 0.9,
+                           .weight_decay = 0.01};
         NN_OK(dt_optim_sgd_create(ref, &p, &oref));
         NN_OK(dt_optim_sgd_create(dist, &p, &odist));
     }
@@ -152,12 +154,14 @@ static void test_sharded_training_matches_full(void **state)
 {
     (void)state;
     int w = dt_runtime_size(rt);
-    layout one = {.ndim = 1, .shape = {w, 0},
+    layout one = {.ndim = 1,
+                  .shape = {w, 0},
                   .pl = {{dt_shard(0)}, {dt_shard(0)}, {dt_shard(1)}, {dt_replicate()}}};
     run_layout(&one, true);
     run_layout(&one, false);
     if (w == 4) {
-        layout two = {.ndim = 2, .shape = {2, 2},
+        layout two = {.ndim = 2,
+                      .shape = {2, 2},
                       .pl = {{dt_shard(0), dt_shard(1)},
                              {dt_replicate(), dt_shard(0)},
                              {dt_shard(1), dt_replicate()},
@@ -174,9 +178,10 @@ static void test_partial_parameter_refused(void **state)
     int w = dt_runtime_size(rt);
     dt_mesh *mesh = NULL;
     NN_OK(dt_mesh_create(rt, 1, &w, NULL, &mesh));
-    layout lay = {.ndim = 1, .shape = {w, 0},
-                  .pl = {{dt_shard(0)}, {dt_partial(DT_REDUCE_OP_SUM)}, {dt_replicate()},
-                         {dt_replicate()}}};
+    layout lay = {
+        .ndim = 1,
+        .shape = {w, 0},
+        .pl = {{dt_shard(0)}, {dt_partial(DT_REDUCE_OP_SUM)}, {dt_replicate()}, {dt_replicate()}}};
     dt_module *m = make_model(5);
     shard_model(m, mesh, &lay);
     dt_optim *o = NULL;

@@ -83,9 +83,12 @@ static int setup(void **state)
     weights = (float *)read_file(NN_GOLDEN_DIR "/gpt_golden_weights.bin", &bytes);
     n_weights = bytes / 4;
     const cJSON *c = jget(golden, "config");
-    cfg = (dt_gpt_config){.vocab_size = jint(c, "vocab_size"), .max_seq_len = jint(c, "max_seq_len"),
-                          .dim = jint(c, "dim"), .n_layers = jint(c, "n_layers"),
-                          .n_heads = jint(c, "n_heads"), .ffn_dim = jint(c, "ffn_dim")};
+    cfg = (dt_gpt_config){.vocab_size = jint(c, "vocab_size"),
+                          .max_seq_len = jint(c, "max_seq_len"),
+                          .dim = jint(c, "dim"),
+                          .n_layers = jint(c, "n_layers"),
+                          .n_heads = jint(c, "n_heads"),
+                          .ffn_dim = jint(c, "ffn_dim")};
     batch_size = jint(golden, "batch");
     seq_len = jint(golden, "seq");
     n_steps = jint(golden, "steps");
@@ -273,14 +276,16 @@ static dt_optim *make_optim(dt_module *m, const cJSON *run)
     if (strcmp(kind, "sgd") == 0) {
         dt_sgd_params p = {.field_mask = DT_SGD_PARAM_FIELD_LR | DT_SGD_PARAM_FIELD_MOMENTUM |
                                          DT_SGD_PARAM_FIELD_WEIGHT_DECAY,
-                           .lr = jnum(run, "lr"), .momentum = jnum(run, "momentum"),
+                           .lr = jnum(run, "lr"),
+                           .momentum = jnum(run, "momentum"),
                            .weight_decay = jnum(run, "weight_decay")};
         NN_OK(dt_optim_sgd_create(m, &p, &o));
     } else {
         /* betas and eps: the defaults are the spec's (0.9, 0.95), 1e-8 */
-        dt_adamw_params p = {.field_mask = DT_ADAMW_PARAM_FIELD_LR |
-                                           DT_ADAMW_PARAM_FIELD_WEIGHT_DECAY,
-                             .lr = jnum(run, "lr"), .weight_decay = jnum(run, "weight_decay")};
+        dt_adamw_params p = {.field_mask =
+                                 DT_ADAMW_PARAM_FIELD_LR | DT_ADAMW_PARAM_FIELD_WEIGHT_DECAY,
+                             .lr = jnum(run, "lr"),
+                             .weight_decay = jnum(run, "weight_decay")};
         NN_OK(dt_optim_adamw_create(m, &p, &o));
     }
     assert_string_equal(dt_optim_name(o), kind);
@@ -313,7 +318,8 @@ static void run_training(const cJSON *run)
         NN_OK(dt_optim_step(o));
     }
     assert_int_equal(dt_optim_step_count(o), n_steps);
-    final_ctx c = {.final = jget(run, "final"), .i = 0,
+    final_ctx c = {.final = jget(run, "final"),
+                   .i = 0,
                    .adam = strcmp(jget(run, "optim")->valuestring, "adamw") == 0};
     NN_OK(dt_module_foreach_param(m, check_final, &c));
     dt_optim_destroy(o);

@@ -43,8 +43,8 @@ static void ref_linear(const double *x, int64_t n, int64_t in, const double *w, 
         }
 }
 
-static void ref_layer_norm(const double *x, int64_t n, int64_t d, const double *w,
-                           const double *b, double *y)
+static void ref_layer_norm(const double *x, int64_t n, int64_t d, const double *w, const double *b,
+                           double *y)
 {
     for (int64_t r = 0; r < n; r++) {
         double mean = 0, var = 0;
@@ -152,7 +152,8 @@ static void ref_block(dt_module *root, const char *fqn, const double *x, int64_t
                       int64_t d, int64_t head_dim, int64_t hidden, double *y)
 {
     int64_t n = B * T;
-    double *a = malloc(sizeof(double) * (size_t)(n * d)), *t = malloc(sizeof(double) * (size_t)(n * d));
+    double *a = malloc(sizeof(double) * (size_t)(n * d)),
+           *t = malloc(sizeof(double) * (size_t)(n * d));
     char p[96];
     snprintf(p, sizeof(p), "%s.attention_norm", fqn);
     double *w = param_vals(root, p, "weight"), *b = param_vals(root, p, "bias");
@@ -239,7 +240,8 @@ static void test_layer_norm(void **state)
     NN_OK(dt_module_foreach_param(m, randomise, NULL));
     int64_t xs[3] = {2, 3, 6};
     dt_tensor *x = nn_rand_tensor(3, xs, -2, 3);
-    double *xv = nn_vals(x), *w = param_vals(m, "", "weight"), *b = param_vals(m, "", "bias"), y[36];
+    double *xv = nn_vals(x), *w = param_vals(m, "", "weight"), *b = param_vals(m, "", "bias"),
+           y[36];
     ref_layer_norm(xv, 6, 6, w, b, y);
     run_module(m, x, y, "LayerNorm");
     free(xv);
@@ -364,8 +366,8 @@ static void test_block(void **state)
 static void test_gpt(void **state)
 {
     (void)state;
-    dt_gpt_config c = {.vocab_size = 13, .max_seq_len = 6, .dim = 8, .n_layers = 2,
-                       .n_heads = 2, .ffn_dim = 12};
+    dt_gpt_config c = {
+        .vocab_size = 13, .max_seq_len = 6, .dim = 8, .n_layers = 2, .n_heads = 2, .ffn_dim = 12};
     int64_t B = 2, T = 5, n = B * T, d = c.dim;
     dt_module *m = NULL;
     NN_OK(dt_gpt_create(&c, 5, &m));
@@ -417,10 +419,10 @@ static void test_gpt(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_linear),      cmocka_unit_test(test_embedding),
-        cmocka_unit_test(test_layer_norm),  cmocka_unit_test(test_feed_forward),
-        cmocka_unit_test(test_attention),   cmocka_unit_test(test_attention_local_heads),
-        cmocka_unit_test(test_block),       cmocka_unit_test(test_gpt),
+        cmocka_unit_test(test_linear),     cmocka_unit_test(test_embedding),
+        cmocka_unit_test(test_layer_norm), cmocka_unit_test(test_feed_forward),
+        cmocka_unit_test(test_attention),  cmocka_unit_test(test_attention_local_heads),
+        cmocka_unit_test(test_block),      cmocka_unit_test(test_gpt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

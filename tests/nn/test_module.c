@@ -123,8 +123,8 @@ static void test_tree_bad_input(void **state)
 
 /* ---------------------------------------------------------------- GPT structure */
 
-static const dt_gpt_config small_cfg = {.vocab_size = 11, .max_seq_len = 7, .dim = 12,
-                                        .n_layers = 1, .n_heads = 3, .ffn_dim = 20};
+static const dt_gpt_config small_cfg = {
+    .vocab_size = 11, .max_seq_len = 7, .dim = 12, .n_layers = 1, .n_heads = 3, .ffn_dim = 20};
 
 typedef struct names_ctx {
     char names[64][64];
@@ -147,17 +147,27 @@ static dt_status collect(const char *fqn, dt_module *owner, const char *name, dt
 static void test_gpt_param_order(void **state)
 {
     (void)state;
-    static const char *const want[] = {
-        "tok_embeddings.weight", "pos_embeddings.weight",
-        "layers.0.attention_norm.weight", "layers.0.attention_norm.bias",
-        "layers.0.attention.wq.weight", "layers.0.attention.wq.bias",
-        "layers.0.attention.wk.weight", "layers.0.attention.wk.bias",
-        "layers.0.attention.wv.weight", "layers.0.attention.wv.bias",
-        "layers.0.attention.wo.weight", "layers.0.attention.wo.bias",
-        "layers.0.ffn_norm.weight", "layers.0.ffn_norm.bias",
-        "layers.0.feed_forward.w1.weight", "layers.0.feed_forward.w1.bias",
-        "layers.0.feed_forward.w2.weight", "layers.0.feed_forward.w2.bias",
-        "norm.weight", "norm.bias", "output.weight"};
+    static const char *const want[] = {"tok_embeddings.weight",
+                                       "pos_embeddings.weight",
+                                       "layers.0.attention_norm.weight",
+                                       "layers.0.attention_norm.bias",
+                                       "layers.0.attention.wq.weight",
+                                       "layers.0.attention.wq.bias",
+                                       "layers.0.attention.wk.weight",
+                                       "layers.0.attention.wk.bias",
+                                       "layers.0.attention.wv.weight",
+                                       "layers.0.attention.wv.bias",
+                                       "layers.0.attention.wo.weight",
+                                       "layers.0.attention.wo.bias",
+                                       "layers.0.ffn_norm.weight",
+                                       "layers.0.ffn_norm.bias",
+                                       "layers.0.feed_forward.w1.weight",
+                                       "layers.0.feed_forward.w1.bias",
+                                       "layers.0.feed_forward.w2.weight",
+                                       "layers.0.feed_forward.w2.bias",
+                                       "norm.weight",
+                                       "norm.bias",
+                                       "output.weight"};
     dt_module *m = NULL;
     NN_OK(dt_gpt_create(&small_cfg, 1, &m));
     names_ctx c = {.n = 0, .all_params_ok = true};
@@ -168,7 +178,8 @@ static void test_gpt_param_order(void **state)
     assert_true(c.all_params_ok);
     assert_int_equal(dt_module_param_count(m), c.n);
     int64_t d = 12, v = 11, s = 7, f = 20;
-    int64_t numel = v * d + s * d + 4 * d + 4 * (d * d + d) + (f * d + f) + (d * f + d) + 2 * d + v * d;
+    int64_t numel =
+        v * d + s * d + 4 * d + 4 * (d * d + d) + (f * d + f) + (d * f + d) + 2 * d + v * d;
     assert_int_equal(dt_module_param_numel(m), numel);
 
     /* types along a path, and the attention's configuration */
@@ -214,12 +225,23 @@ static void test_module_foreach(void **state)
     NN_OK(dt_gpt_create(&small_cfg, 1, &m));
     visit_ctx c = {.n = 0};
     NN_OK(dt_module_foreach(m, visit, &c));
-    static const char *const want[] = {
-        "", "tok_embeddings", "pos_embeddings", "layers", "layers.0",
-        "layers.0.attention_norm", "layers.0.attention", "layers.0.attention.wq",
-        "layers.0.attention.wk", "layers.0.attention.wv", "layers.0.attention.wo",
-        "layers.0.ffn_norm", "layers.0.feed_forward", "layers.0.feed_forward.w1",
-        "layers.0.feed_forward.w2", "norm", "output"};
+    static const char *const want[] = {"",
+                                       "tok_embeddings",
+                                       "pos_embeddings",
+                                       "layers",
+                                       "layers.0",
+                                       "layers.0.attention_norm",
+                                       "layers.0.attention",
+                                       "layers.0.attention.wq",
+                                       "layers.0.attention.wk",
+                                       "layers.0.attention.wv",
+                                       "layers.0.attention.wo",
+                                       "layers.0.ffn_norm",
+                                       "layers.0.feed_forward",
+                                       "layers.0.feed_forward.w1",
+                                       "layers.0.feed_forward.w2",
+                                       "norm",
+                                       "output"};
     assert_int_equal(c.n, (int)(sizeof(want) / sizeof(want[0])));
     for (int i = 0; i < c.n; i++) {
         assert_string_equal(c.fqns[i], want[i]);
@@ -294,8 +316,8 @@ static void test_gpt_init(void **state)
     NN_OK(dt_tensor_zeros(2, dt_tensor_shape(ta), DT_DTYPE_F32, dt_device_cpu(), &ref));
     assert_int_equal(dt_param_seed(42, "tok_embeddings.weight"),
                      doc_param_seed(42, "tok_embeddings.weight"));
-    NN_OK(dt_tensor_fill_normal(ref, 0.0, 0.02, doc_param_seed(42, "tok_embeddings.weight"),
-                                NULL, NULL));
+    NN_OK(dt_tensor_fill_normal(ref, 0.0, 0.02, doc_param_seed(42, "tok_embeddings.weight"), NULL,
+                                NULL));
     assert_true(dt_tensor_equal(ta, ref));
     dt_tensor_release(ref);
 
@@ -385,7 +407,10 @@ static dt_status failing_hook(dt_module *m, dt_tensor **out, void *user)
 }
 
 static int freed_users;
-static void count_free(void *p) { freed_users++; }
+static void count_free(void *p)
+{
+    freed_users++;
+}
 
 static void test_param_set_and_hooks(void **state)
 {
@@ -432,7 +457,6 @@ static void test_param_set_and_hooks(void **state)
     dt_tensor_release(w);
     dt_tensor_release(x);
 }
-
 
 /*
  * dt_param_init on a distributed parameter fills its shard with exactly its
@@ -499,10 +523,14 @@ static void test_distributed_param_init(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_user_module_and_tree), cmocka_unit_test(test_tree_bad_input),
-        cmocka_unit_test(test_gpt_param_order),      cmocka_unit_test(test_module_foreach),
-        cmocka_unit_test(test_gpt_init),             cmocka_unit_test(test_gpt_forward_shapes),
-        cmocka_unit_test(test_param_set_and_hooks), cmocka_unit_test(test_distributed_param_init),
+        cmocka_unit_test(test_user_module_and_tree),
+        cmocka_unit_test(test_tree_bad_input),
+        cmocka_unit_test(test_gpt_param_order),
+        cmocka_unit_test(test_module_foreach),
+        cmocka_unit_test(test_gpt_init),
+        cmocka_unit_test(test_gpt_forward_shapes),
+        cmocka_unit_test(test_param_set_and_hooks),
+        cmocka_unit_test(test_distributed_param_init),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,8 +22,8 @@ static void set_grads(dt_module *m, double grads[2][6])
 {
     for (int p = 0; p < 2; p++) {
         dt_tensor *t = dt_module_param_at(m, p), *g = NULL;
-        NN_OK(dt_tensor_empty(dt_tensor_ndim(t), dt_tensor_shape(t), DT_DTYPE_F32,
-                              dt_device_cpu(), &g));
+        NN_OK(dt_tensor_empty(dt_tensor_ndim(t), dt_tensor_shape(t), DT_DTYPE_F32, dt_device_cpu(),
+                              &g));
         nn_fill_rand(g, -2, 2);
         for (int64_t i = 0; i < dt_tensor_numel(g); i++)
             grads[p][i] = dt_tensor_item_at(g, i);
@@ -50,7 +50,9 @@ static void check_sgd(double lr, double momentum, double wd)
     dt_module *m = make_model();
     dt_sgd_params sp = {.field_mask = DT_SGD_PARAM_FIELD_LR | DT_SGD_PARAM_FIELD_MOMENTUM |
                                       DT_SGD_PARAM_FIELD_WEIGHT_DECAY,
-                        .lr = lr, .momentum = momentum, .weight_decay = wd};
+                        .lr = lr,
+                        .momentum = momentum,
+                        .weight_decay = wd};
     dt_optim *o = NULL;
     NN_OK(dt_optim_sgd_create(m, &sp, &o));
     double p[2][6], g[2][6], buf[2][6] = {{0}};
@@ -96,7 +98,11 @@ static void check_adamw(double lr, double b1, double b2, double eps, double wd)
     dt_adamw_params ap = {.field_mask = DT_ADAMW_PARAM_FIELD_LR | DT_ADAMW_PARAM_FIELD_BETA1 |
                                         DT_ADAMW_PARAM_FIELD_BETA2 | DT_ADAMW_PARAM_FIELD_EPS |
                                         DT_ADAMW_PARAM_FIELD_WEIGHT_DECAY,
-                          .lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd};
+                          .lr = lr,
+                          .beta1 = b1,
+                          .beta2 = b2,
+                          .eps = eps,
+                          .weight_decay = wd};
     dt_optim *o = NULL;
     NN_OK(dt_optim_adamw_create(m, &ap, &o));
     assert_null(dt_optim_param_state(o, 0, "exp_avg")); /* lazily allocated */

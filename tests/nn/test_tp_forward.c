@@ -73,8 +73,12 @@ static void test_sharded_gpt_forward(void **state)
     int w = dt_runtime_size(rt);
     dt_mesh *mesh = NULL;
     NN_OK(dt_mesh_create(rt, 1, &w, NULL, &mesh));
-    dt_gpt_config cfg = {.vocab_size = 64, .max_seq_len = 16, .dim = 48, .n_layers = 2,
-                         .n_heads = 12, .ffn_dim = 80};
+    dt_gpt_config cfg = {.vocab_size = 64,
+                         .max_seq_len = 16,
+                         .dim = 48,
+                         .n_layers = 2,
+                         .n_heads = 12,
+                         .ffn_dim = 80};
     dt_module *ref = NULL, *tp = NULL;
     NN_OK(dt_gpt_create(&cfg, 7, &ref));
     NN_OK(dt_gpt_create(&cfg, 7, &tp));
