@@ -149,6 +149,14 @@ DT_API int dt_module_param_count(dt_module *root);
 /** Total elements of the subtree's parameters (global numel for distributed ones). */
 DT_API int64_t dt_module_param_numel(dt_module *root);
 
+/**
+ * Print the tree to @p f: one line per module (FQN and type, indented by
+ * depth), one per parameter (name, global shape, dtype; for a distributed
+ * one its placements, mesh and local shape), then the total elements, global
+ * and on this rank. Not collective.
+ */
+DT_API dt_status dt_module_print(dt_module *root, FILE *f);
+
 /* ---------------------------------------------------------------- forward and hooks */
 
 /**

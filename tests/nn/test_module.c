@@ -520,6 +520,31 @@ static void test_distributed_param_init(void **state)
     dt_mesh_release(mesh);
 }
 
+static void test_module_print(void **state)
+{
+    (void)state;
+    dt_module *m = NULL;
+    NN_OK(dt_gpt_create(&small_cfg, 1, &m));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    NN_OK(dt_module_print(m, f));
+    fclose(f);
+    assert_non_null(strstr(text, "<root> (GPT)\n"));
+    /* indented by depth: wq is 4 levels down, its parameters one more */
+    assert_non_null(strstr(text, "\n        layers.0.attention.wq (Linear)\n"
+                                 "          weight [12, 12] f32\n"
+                                 "          bias [12] f32\n"));
+    assert_non_null(strstr(text, "\n  output (Linear)\n    weight [11, 12] f32\n"));
+    char total[96];
+    snprintf(total, sizeof(total), "%lld parameter elements (%lld on this rank)\n",
+             (long long)dt_module_param_numel(m), (long long)dt_module_param_numel(m));
+    assert_non_null(strstr(text, total));
+    free(text);
+    NN_FAILS(dt_module_print(m, NULL), DT_ERR_INVALID_ARG, "'f'");
+    dt_module_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -531,6 +556,7 @@ int main(void)
         cmocka_unit_test(test_gpt_forward_shapes),
         cmocka_unit_test(test_param_set_and_hooks),
         cmocka_unit_test(test_distributed_param_init),
+        cmocka_unit_test(test_module_print),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -85,6 +85,20 @@ static void test_sharded_gpt_forward(void **state)
     apply_default_plan(tp, mesh, cfg.n_layers);
     /* the global sizes are unchanged (dt_module_param_numel counts global elements) */
     assert_true(dt_module_param_numel(tp) == dt_module_param_numel(ref));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    NN_OK(dt_module_print(tp, f));
+    fclose(f);
+    char line[160];
+    int64_t rows = 0; /* this rank's rows of the 80-row w1 (torch.chunk) */
+    dt_shard_chunk(80, w, dt_mesh_rank(mesh), &rows, NULL);
+    snprintf(line, sizeof(line),
+             "weight [80, 48] f32  S(0) [80, 48] f32 on mesh %d, local [%lld, 48]", w,
+             (long long)rows);
+    if (strstr(text, line) == NULL)
+        fail_msg("'%s' not in:\n%s", line, text);
+    free(text);
 
     int64_t shape[2] = {2, 16}, ids[32], tg[32];
     for (int i = 0; i < 32; i++) {
