@@ -38,7 +38,9 @@ typedef struct dt_mesh dt_mesh;
  * a NULL entry leaves that dim unnamed). Splits the world comm once per dim.
  * Errors (DT_ERR_INVALID_ARG naming the value): ndim outside 1..4, a size
  * < 1, product != world size, duplicate or over-long names.
- * The caller releases the mesh with dt_mesh_release (before dt_runtime_destroy).
+ * The caller releases the mesh with dt_mesh_release. Distributed tensors, specs
+ * and sliced meshes hold references too: drop them all before
+ * dt_runtime_destroy (the mesh's comms are split from the world comm).
  */
 DT_API dt_status dt_mesh_create(dt_runtime *rt, int ndim, const int *shape,
                                 const char *const *dim_names, dt_mesh **out);
