@@ -158,7 +158,8 @@ def train(cfg, state, tokens, b, t, run, steps):
 def main():
     torch.manual_seed(1234)
     torch.set_num_threads(1)
-    cfg = dict(vocab_size=64, max_seq_len=16, dim=32, n_layers=2, n_heads=4, ffn_dim=80)
+    # 12 heads divide by tp = 2, 3, 4; vocab 64 and ffn 80 shard unevenly over 3
+    cfg = dict(vocab_size=64, max_seq_len=16, dim=48, n_layers=2, n_heads=12, ffn_dim=80)
     b, t, steps = 2, 16, 5
     model = GPT(cfg)
     gen = torch.Generator().manual_seed(99)
@@ -211,7 +212,7 @@ def main():
     golden = dict(torch_version=torch.__version__, config=cfg, batch=b, seq=t, steps=steps,
                   params=params, tokens=tokens, loss=float(loss.item()), grad_norm=total, grads=grads, runs=runs)
     with open(os.path.join(out_dir, "gpt_golden.json"), "w") as f:
-        json.dump(golden, f, indent=1)
+        json.dump(golden, f, separators=(",", ":"))
     print("loss %.6f; wrote %d parameters (%d floats) to %s" % (loss.item(), len(params), offset,
                                                                  out_dir), file=sys.stderr)
 
