@@ -34,6 +34,7 @@ static const opt_row rows[] = {
     {"--data", OPT_STR, FIELD(data), "FILE", "flat uint16 token file"},
     {"--init", OPT_STR, FIELD(init), "FILE", "start from these weights (safetensors, by FQN)"},
     {"--save", OPT_STR, FIELD(save), "FILE", "save the trained weights (safetensors, by FQN)"},
+    {"--print-model", OPT_FLAG, FIELD(print_model), NULL, "print the module tree and shapes"},
     {"--help", OPT_FLAG, FIELD(help), NULL, "this text"},
 };
 

@@ -24,6 +24,7 @@ typedef struct train_args {
     const char *data;    /* --data tokens.bin */
     const char *init;    /* --init weights.safetensors (NULL: seeded init) */
     const char *save;    /* --save out.safetensors (NULL: not saved) */
+    bool print_model;    /* --print-model */
     bool help;
 } train_args;
 

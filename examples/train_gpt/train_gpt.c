@@ -115,6 +115,8 @@ int main(int argc, char **argv)
     if (a.init != NULL)
         TRY(dt_load_full(model, a.init)); /* validated before anything is written */
     TRY(make_optimizer(&a, model, &opt));
+    if (a.print_model)
+        TRY(dt_module_print(model, stdout));
     printf("GPT %s: %" PRId64 " parameters (dim %" PRId64 ", %" PRId64 " layers, %" PRId64
            " heads, ffn %" PRId64 ", vocab %" PRId64 ")\n",
            a.config, dt_module_param_numel(model), cfg.dim, cfg.n_layers, cfg.n_heads, cfg.ffn_dim,
