@@ -19,6 +19,23 @@
  * registration order, then each child in registration order (PyTorch's
  * named_parameters order).
  *
+ * A training step (error checks omitted):
+ *
+ *     dt_gpt_config cfg;  dt_gpt_config_preset("tiny", &cfg);
+ *     dt_module *gpt;     dt_gpt_create(&cfg, 1234, &gpt);
+ *     dt_optim *opt;      dt_optim_adamw_create(gpt, NULL, &opt);   // spec defaults
+ *     dt_token_data *d;   dt_token_data_open("tokens.bin", &d);
+ *     for (int64_t s = 0; s < steps; s++) {
+ *         dt_tensor *x, *y, *logits, *loss;
+ *         dt_token_data_batch(d, s, B, T, 0, B, &x, &y);
+ *         dt_optim_zero_grad(opt);
+ *         dt_module_call(gpt, x, &logits);
+ *         dt_nn_cross_entropy(logits, y, &loss);
+ *         dt_backward(loss, NULL);
+ *         dt_optim_step(opt);
+ *         ... release x, y, logits, loss
+ *     }
+ *
  * Thread safety: a module tree must not be used by two threads at once.
  * Ownership: a child belongs to its parent (dt_module_destroy on the root frees
  * the tree); slots hold one reference to each parameter tensor.
