@@ -131,6 +131,10 @@ static void test_reduce_scatter(void **state)
                          dt_reduce_op_name((dt_reduce_op)op), dt_dtype_name(dt), c);
                 CT_OK(dt_comm_reduce_scatter(w, send, recv, c, dt, (dt_reduce_op)op, NULL));
                 ct_expect_equal(recv, want, c, dt, what);
+                /* in place: the result replaces this rank's own block of send */
+                char *own = (char *)send + (size_t)me * c * dt_dtype_size(dt);
+                CT_OK(dt_comm_reduce_scatter(w, send, own, c, dt, (dt_reduce_op)op, NULL));
+                ct_expect_equal(own, want, c, dt, what);
                 free(send);
                 free(recv);
                 free(want);

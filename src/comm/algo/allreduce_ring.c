@@ -15,7 +15,7 @@
 size_t dt__algo_ring_segment_bytes(void)
 {
     int64_t kb = dt__config_int("DT_RING_SEGMENT_KB");
-    return (kb > 0) ? (size_t)kb * 1024 : 512 * 1024;
+    return (kb > 0) ? (size_t)kb * 1024 : 4096 * 1024;
 }
 
 dt_status dt__algo_allreduce_ring(dt_comm *c, const void *send, void *recv, size_t count,

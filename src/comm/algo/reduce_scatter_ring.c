@@ -5,7 +5,8 @@
  * after p-1 steps the partial it receives is block r, complete. Steps are
  * segmented so the next segment's transfer overlaps this segment's reduce.
  * Partials live in two scratch blocks (step k receives into acc[k % 2] and
- * step k+1 sends from it).
+ * step k+1 sends from it); the last one arrives straight in recv, which saves
+ * copying this rank's block, except in place (recv == send + block r).
  */
 #include "comm/comm_impl.h"
 
@@ -46,9 +47,7 @@ dt_status dt__algo_reduce_scatterv_ring(dt_comm *c, const void *send, void *recv
         o += counts[i];
     }
 
-    /* own block r starts as this rank's contribution */
-    dt__sched_round(s, false);
-    dt__sched_copy(s, out, in + off[r] * esz, counts[r] * esz);
+    const bool inplace = (out == in + off[r] * esz);
     size_t unit = 0;
     for (int k = 0; k < p - 1; k++) {
         int sb = dt__mod(r - k - 1, p), rb = dt__mod(r - k - 2, p);
@@ -60,14 +59,22 @@ dt_status dt__algo_reduce_scatterv_ring(dt_comm *c, const void *send, void *recv
             size_t r0 = j * seg < rlen ? j * seg : rlen, rn = rlen - r0 < seg ? rlen - r0 : seg;
             dt__sched_round(s, early && unit > 0);
             dt__sched_send(s, sbase + s0 * esz, sn * esz, right);
-            dt__sched_recv(s, rbase + r0 * esz, rn * esz, left);
-            if (k < p - 2) {
-                dt__sched_reduce(s, rbase + r0 * esz, in + (off[rb] + r0) * esz, rn);
-            } else {
-                dt__sched_reduce(s, out + r0 * esz, rbase + r0 * esz, rn);
-                if (s->divisor > 1)
-                    dt__sched_scale(s, out + r0 * esz, rn, s->divisor);
+            const char *mine = in + (off[rb] + r0) * esz;
+            if (k < p - 2) { /* a partial to pass on: into scratch, plus ours */
+                dt__sched_recv(s, rbase + r0 * esz, rn * esz, left);
+                dt__sched_reduce(s, rbase + r0 * esz, mine, rn);
+                continue;
             }
+            char *dst = out + r0 * esz;
+            if (inplace) { /* recv already holds our contribution */
+                dt__sched_recv(s, rbase + r0 * esz, rn * esz, left);
+                dt__sched_reduce(s, dst, rbase + r0 * esz, rn);
+            } else {       /* the last partial lands in recv, ours is folded in */
+                dt__sched_recv(s, dst, rn * esz, left);
+                dt__sched_reduce(s, dst, mine, rn);
+            }
+            if (s->divisor > 1)
+                dt__sched_scale(s, dst, rn, s->divisor);
         }
     }
     if (off != off_small)
