@@ -148,9 +148,12 @@ static void test_exhaustive(void **state)
                                 dt_partial(DT_REDUCE_OP_SUM), dt_partial(DT_REDUCE_OP_MAX),
                                 dt_partial(DT_REDUCE_OP_AVG), dt_partial(DT_REDUCE_OP_MIN)};
         /* fewer Partial flavours as the mesh grows, to keep the suite quick */
-        int nopts = nds[i] == 1 ? 7 : (nds[i] == 2 ? 5 : 4);
+        int nopts = nds[i] <= 2 ? 7 : 5;
         int nl = pt_lists(nds[i], nopts, opts, lists);
         int nshapes = nds[i] == 3 ? 2 : 3;
+        if (dt_runtime_rank(pt_rt) == 0)
+            printf("mesh %s: %d placement lists, %d pairs x %d shapes\n", mname, nl, nl * nl,
+                   nshapes);
         for (int s = 0; s < nshapes; s++) {
             dt_tensor *x = pt_tensor(2, tshapes[s], DT_DTYPE_F32, 1);
             dt_tensor *g = pt_tensor(2, tshapes[s], DT_DTYPE_F32, 2);
