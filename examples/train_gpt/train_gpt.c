@@ -129,7 +129,7 @@ int main(int argc, char **argv)
     for (int64_t s = 0; s < a.steps; s++) {
         double loss = 0.0, norm = 0.0, ts = now_s();
         TRY(train_step(&a, model, opt, data, s, seq, &loss, &norm));
-        printf("step %4" PRId64 "  loss %.4f", s, loss);
+        printf("step %4" PRId64 "  loss %.6f", s, loss);
         if (a.clip_grad > 0.0)
             printf("  grad_norm %.4f", norm);
         printf("  (%.1f ms)\n", 1e3 * (now_s() - ts));

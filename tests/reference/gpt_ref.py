@@ -16,6 +16,11 @@ test loads the same numbers into its modules and compares:
   * 5 training steps (SGD, SGD with momentum and weight decay, AdamW, AdamW
     with gradient clipping): the loss at every step and sampled final weights.
 Batches follow the spec's Data section over the token list in the JSON.
+
+`gpt_ref.py compare TOKENS.bin OUT.safetensors tiny|small STEPS sgd|adamw LR`
+writes fresh PyTorch weights to OUT and prints PyTorch's loss per step, to
+compare with `train_gpt --config ... --init OUT --steps ... --optim ... --lr ...`
+(batch 8, seq = max_seq_len, the trainer's defaults).
 """
 import json
 import math
@@ -217,5 +222,45 @@ def main():
                                                                  out_dir), file=sys.stderr)
 
 
+def write_safetensors(path, model):
+    """The model's parameters as a safetensors file (by FQN, f32), written by hand."""
+    header, blobs, off = {}, [], 0
+    for name, p in model.named_parameters():
+        data = p.detach().contiguous().numpy().astype("<f4").tobytes()
+        header[name] = dict(dtype="F32", shape=list(p.shape), data_offsets=[off, off + len(data)])
+        blobs.append(data)
+        off += len(data)
+    header["__metadata__"] = dict(format="pt")
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def compare_run(argv):
+    """gpt_ref.py compare TOKENS.bin OUT.safetensors CONFIG STEPS OPTIM LR:
+    write fresh PyTorch weights to OUT and print PyTorch's loss per step, for
+    comparing with `train_gpt --init OUT` on the same token file."""
+    tokens_path, out, config, steps, optim, lr = argv
+    presets = dict(tiny=dict(vocab_size=256, max_seq_len=64, dim=64, n_layers=2, n_heads=4,
+                             ffn_dim=256),
+                   small=dict(vocab_size=4096, max_seq_len=256, dim=512, n_layers=6, n_heads=8,
+                              ffn_dim=2048))
+    cfg = presets[config]
+    torch.manual_seed(5)
+    model = GPT(cfg)
+    write_safetensors(out, model)
+    raw = open(tokens_path, "rb").read()
+    tokens = list(struct.unpack("<%dH" % (len(raw) // 2), raw))
+    run = dict(optim=optim, lr=float(lr), momentum=0.0, weight_decay=0.1 if optim == "adamw" else 0.0,
+               clip=0.0)
+    _, losses = train(cfg, model.state_dict(), tokens, 8, cfg["max_seq_len"], run, int(steps))
+    for s, l in enumerate(losses):
+        print("step %4d  loss %.6f" % (s, l))
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "compare":
+        compare_run(sys.argv[2:])
+    else:
+        main()
