@@ -35,6 +35,13 @@ static const opt_row rows[] = {
     {"--init", OPT_STR, FIELD(init), "FILE", "start from these weights (safetensors, by FQN)"},
     {"--save", OPT_STR, FIELD(save), "FILE", "save the trained weights (safetensors, by FQN)"},
     {"--print-model", OPT_FLAG, FIELD(print_model), NULL, "print the module tree and shapes"},
+    {"--mesh", OPT_STR, FIELD(mesh), "tp=N",
+     "device mesh, e.g. tp=4 or dp=1,tp=2 (default tp=<ranks> under dtrun)"},
+    {"--sequence-parallel", OPT_FLAG, FIELD(sequence_parallel), NULL,
+     "norms on sequence shards (the default plan's SequenceParallel variant)"},
+    {"--plan", OPT_STR, FIELD(plan), "FILE", "tensor-parallel plan text (default: the spec's)"},
+    {"--explain-plan", OPT_FLAG, FIELD(explain_plan), NULL,
+     "print each parameter's placements, shapes and bytes on rank 0"},
     {"--help", OPT_FLAG, FIELD(help), NULL, "this text"},
 };
 

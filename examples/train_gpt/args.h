@@ -25,6 +25,10 @@ typedef struct train_args {
     const char *init;    /* --init weights.safetensors (NULL: seeded init) */
     const char *save;    /* --save out.safetensors (NULL: not saved) */
     bool print_model;    /* --print-model */
+    const char *mesh;    /* --mesh tp=2 (NULL: tp=<world> on several ranks) */
+    bool sequence_parallel; /* --sequence-parallel */
+    const char *plan;       /* --plan FILE (NULL: the spec's default plan) */
+    bool explain_plan;      /* --explain-plan */
     bool help;
 } train_args;
 

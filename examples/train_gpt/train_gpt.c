@@ -18,6 +18,7 @@
 #include "dtensor.h"
 
 #include "args.h"
+#include "parallel.h"
 
 #ifndef DT_DEFAULT_TOKENS
 #define DT_DEFAULT_TOKENS "tokens.bin"
@@ -70,7 +71,7 @@ static dt_status train_step(const train_args *a, dt_module *model, dt_optim *opt
         s = dt_nn_cross_entropy(logits, y, &loss);
     dt_tensor_release(logits); /* the graph keeps what backward needs */
     if (s == DT_OK)
-        s = dt_tensor_item(loss, loss_out);
+        s = train_loss_item(loss, loss_out); /* local, or a replicated distributed scalar */
     if (s == DT_OK)
         s = dt_backward(loss, NULL);
     if (s == DT_OK && a->clip_grad > 0.0)
@@ -97,7 +98,9 @@ int main(int argc, char **argv)
     dt_module *model = NULL;
     dt_optim *opt = NULL;
     dt_token_data *data = NULL;
+    train_parallel par = {.tp = 1};
     dt_gpt_config cfg;
+    TRY(train_parallel_init(&par));
     TRY(dt_gpt_config_preset(a.config, &cfg));
     int64_t seq = a.seq > 0 ? a.seq : cfg.max_seq_len;
     if (seq > cfg.max_seq_len) {
@@ -114,6 +117,8 @@ int main(int argc, char **argv)
     TRY(dt_gpt_create(&cfg, a.seed, &model));
     if (a.init != NULL)
         TRY(dt_load_full(model, a.init)); /* validated before anything is written */
+    /* shard the full weights every rank holds: any mesh trains the same model */
+    TRY(train_parallel_apply(&par, a.mesh, a.sequence_parallel, a.plan, a.explain_plan, model));
     TRY(make_optimizer(&a, model, &opt));
     if (a.print_model)
         TRY(dt_module_print(model, stdout));
@@ -146,10 +151,12 @@ int main(int argc, char **argv)
     dt_memory_stats ms;
     TRY(dt_memory_stats_get(dt_device_cpu(), &ms));
     dt_memory_print(&ms, stdout);
+    TRY(train_parallel_report_memory(&par, model, stdout));
     rc = 0;
 out:
     dt_optim_destroy(opt);
     dt_module_destroy(model);
     dt_token_data_close(data);
+    train_parallel_destroy(&par);
     return rc;
 }

@@ -1,0 +1,146 @@
+/* train_gpt's mesh, plan and parallelization (see parallel.h). */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "parallel.h"
+
+dt_status train_parallel_init(train_parallel *p)
+{
+    *p = (train_parallel){.tp = 1};
+    DT_CHECK(dt_init(NULL, &p->rt));
+    p->rank = dt_runtime_rank(p->rt);
+    p->world = dt_runtime_size(p->rt);
+    if (p->rank != 0 && freopen("/dev/null", "w", stdout) == NULL)
+        return DT_ERR(DT_ERR_SYSTEM, "train_gpt: rank %d cannot silence stdout", p->rank);
+    return DT_OK;
+}
+
+/* "dp=1,tp=4" -> dims; sizes >= 1, names unique (dt_mesh_create checks them again). */
+static dt_status parse_mesh(const char *text, int *ndim, int *shape,
+                            char names[DT_MESH_MAX_DIMS][DT_MESH_NAME_MAX])
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", text);
+    int n = 0;
+    for (char *save = NULL, *item = strtok_r(buf, ",", &save); item != NULL;
+         item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '='), *end = NULL;
+        if (eq == NULL || eq == item || n == DT_MESH_MAX_DIMS)
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "train_gpt: --mesh '%s': bad item '%s' (want name=size, at most %d)",
+                          text, item, DT_MESH_MAX_DIMS);
+        *eq = '\0';
+        long v = strtol(eq + 1, &end, 10);
+        if (end == eq + 1 || *end != '\0' || v < 1 || v > 1 << 20 ||
+            strlen(item) >= DT_MESH_NAME_MAX)
+            return DT_ERR(DT_ERR_INVALID_ARG, "train_gpt: --mesh '%s': bad size '%s' of '%s'",
+                          text, eq + 1, item);
+        snprintf(names[n], DT_MESH_NAME_MAX, "%s", item);
+        shape[n++] = (int)v;
+    }
+    if (n == 0)
+        return DT_ERR(DT_ERR_INVALID_ARG, "train_gpt: --mesh '%s' names no dim", text);
+    *ndim = n;
+    return DT_OK;
+}
+
+static dt_status make_mesh(train_parallel *p, const char *text)
+{
+    int ndim = 0, shape[DT_MESH_MAX_DIMS], tp_index = -1;
+    char names[DT_MESH_MAX_DIMS][DT_MESH_NAME_MAX];
+    DT_CHECK(parse_mesh(text, &ndim, shape, names));
+    for (int d = 0; d < ndim; d++) {
+        if (strcmp(names[d], "tp") == 0)
+            tp_index = d;
+        else if (shape[d] != 1)
+            return DT_ERR(DT_ERR_UNSUPPORTED,
+                          "train_gpt: --mesh '%s': dim '%s' of size %d: only tensor parallelism "
+                          "('tp') is available; other dims must have size 1",
+                          text, names[d], shape[d]);
+    }
+    if (tp_index < 0)
+        return DT_ERR(DT_ERR_INVALID_ARG, "train_gpt: --mesh '%s' has no 'tp' dim", text);
+    const char *np[DT_MESH_MAX_DIMS];
+    for (int d = 0; d < ndim; d++)
+        np[d] = names[d];
+    DT_CHECK(dt_mesh_create(p->rt, ndim, shape, np, &p->mesh));
+    p->tp = shape[tp_index];
+    return DT_OK;
+}
+
+dt_status train_parallel_apply(train_parallel *p, const char *mesh_text, bool sp,
+                               const char *plan_path, bool explain, dt_module *model)
+{
+    char def[32];
+    if (mesh_text == NULL) {
+        if (p->world == 1 && !sp && plan_path == NULL && !explain)
+            return DT_OK; /* one process, nothing asked: the plain model */
+        snprintf(def, sizeof(def), "tp=%d", p->world);
+        mesh_text = def;
+    }
+    DT_CHECK(make_mesh(p, mesh_text));
+    dt_plan *plan = NULL;
+    dt_status s;
+    if (plan_path != NULL)
+        DT_CHECK(dt_plan_load(plan_path, &plan));
+    else
+        DT_CHECK(dt_plan_gpt_default(sp, &plan));
+    if (explain && p->rank == 0)
+        DT_CHECK_GOTO(dt_plan_explain(model, p->mesh, plan, "tp", stdout), s, out_destroy);
+    DT_CHECK_GOTO(dt_parallelize_module(model, p->mesh, plan, "tp"), s, out_destroy);
+    printf("mesh %s (%d ranks), plan %s%s\n", mesh_text, p->world,
+           plan_path != NULL ? plan_path : "default", sp && plan_path == NULL ? " + sequence parallel" : "");
+out_destroy:
+    dt_plan_destroy(plan);
+    return s;
+}
+
+dt_status train_loss_item(dt_tensor *loss, double *out)
+{
+    return dt_tensor_item(dt_tensor_is_distributed(loss) ? dt_to_local(loss) : loss, out);
+}
+
+enum { REPORT_FIELDS = 2 + DT_MEM_CATEGORY_COUNT };
+
+dt_status train_parallel_report_memory(train_parallel *p, dt_module *model, FILE *f)
+{
+    dt_memory_stats ms;
+    DT_CHECK(dt_memory_stats_get(dt_device_cpu(), &ms));
+    int64_t mine[REPORT_FIELDS];
+    mine[0] = dt_module_param_bytes_local(model);
+    mine[1] = ms.total_peak;
+    for (int c = 0; c < DT_MEM_CATEGORY_COUNT; c++)
+        mine[2 + c] = ms.peak[c];
+    int64_t *all = malloc(sizeof(int64_t) * REPORT_FIELDS * (size_t)p->world);
+    if (all == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "train_gpt: no memory for the report");
+    dt_status s = dt_comm_allgather(dt_runtime_world(p->rt), mine, all, REPORT_FIELDS,
+                                    DT_DTYPE_I64, NULL);
+    if (s == DT_OK && p->rank == 0) {
+        fprintf(f, "memory per rank (MiB): params held | peak total");
+        for (int c = 0; c < DT_MEM_CATEGORY_COUNT; c++)
+            fprintf(f, " | %s", dt_mem_category_name((dt_mem_category)c));
+        fprintf(f, "\n");
+        for (int r = 0; r < p->world; r++) {
+            const int64_t *v = all + (size_t)r * REPORT_FIELDS;
+            fprintf(f, "  rank %d: %.3f | %.3f", r, (double)v[0] / 1048576.0,
+                    (double)v[1] / 1048576.0);
+            for (int c = 0; c < DT_MEM_CATEGORY_COUNT; c++)
+                fprintf(f, " | %.3f", (double)v[2 + c] / 1048576.0);
+            fprintf(f, "\n");
+        }
+    }
+    free(all);
+    return s;
+}
+
+void train_parallel_destroy(train_parallel *p)
+{
+    if (p->rt != NULL)
+        dt_comm_barrier(dt_runtime_world(p->rt), NULL);
+    dt_mesh_release(p->mesh);
+    dt_runtime_destroy(p->rt);
+    *p = (train_parallel){0};
+}

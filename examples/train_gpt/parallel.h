@@ -1,0 +1,49 @@
+/*
+ * The parallel side of train_gpt: start-up (dt_init), the mesh of --mesh,
+ * the plan (--plan FILE or the spec's default, --sequence-parallel),
+ * parallelizing the model, and per-rank reports. The training loop itself
+ * does not change: parallel styles only change parameter placements.
+ */
+#ifndef TRAIN_GPT_PARALLEL_H
+#define TRAIN_GPT_PARALLEL_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "dtensor.h"
+
+typedef struct train_parallel {
+    dt_runtime *rt;
+    dt_mesh *mesh; /* NULL when not parallelized */
+    int rank, world, tp;
+} train_parallel;
+
+/*
+ * dt_init (the launcher's environment: dtrun, torchrun-style variables, or
+ * one process). Ranks other than 0 send stdout to /dev/null: rank 0 prints
+ * the run, every rank's memory is gathered to it.
+ */
+dt_status train_parallel_init(train_parallel *p);
+
+/*
+ * Parse @p mesh_text ("tp=2", "dp=1,tp=4"; NULL: "tp=<world>" when the world
+ * has more than one rank, else nothing to do), create the mesh, the plan
+ * (dt_plan_load(@p plan_path) or dt_plan_gpt_default(@p sp)) and
+ * parallelize @p model over the mesh dim "tp". A dim other than tp must have
+ * size 1 (data parallelism is not available here). With @p explain rank 0
+ * prints dt_plan_explain first. Errors name the bad value.
+ */
+dt_status train_parallel_apply(train_parallel *p, const char *mesh_text, bool sp,
+                               const char *plan_path, bool explain, dt_module *model);
+
+/* The value of the loss, local or a replicated distributed scalar. */
+dt_status train_loss_item(dt_tensor *loss, double *out);
+
+/* Collective: rank 0 prints one line per rank: parameter bytes held and the
+ * peak bytes per memory category. */
+dt_status train_parallel_report_memory(train_parallel *p, dt_module *model, FILE *f);
+
+/* Barrier, then release the mesh and the runtime. */
+void train_parallel_destroy(train_parallel *p);
+
+#endif
