@@ -226,13 +226,44 @@ out:
     return s;
 }
 
+/*
+ * Autograd runs on local shards (placement.h): a distributed root is replaced
+ * by its shard, and a distributed seed by its shard. The seed of a one-element
+ * distributed root is 1 on every rank holding the element (Replicate and
+ * Partial read as Replicate: each rank's shard gradient is the full one).
+ */
+static dt_status local_root(dt_tensor **root, dt_tensor **grad)
+{
+    dt_tensor *r = *root, *g = *grad;
+    if (g != NULL && g->dist != NULL) {
+        if (r->dist == NULL)
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "dt_backward: grad is distributed but root is a local tensor");
+        g = g->local;
+    }
+    if (r->dist == NULL) {
+        *grad = g;
+        return DT_OK;
+    }
+    if (g == NULL && dt_tensor_numel(r) != 1) {
+        char sr[96];
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_backward: distributed root of global shape %s is not a scalar; pass "
+                      "a gradient",
+                      dt__shape_str(r->ndim, r->shape, sr, sizeof(sr)));
+    }
+    *root = r->local;
+    *grad = g;
+    return DT_OK;
+}
+
 dt_status dt_backward(dt_tensor *root, dt_tensor *grad)
 {
     node_list all = {0};
     dt_tensor *g = NULL;
     dt_status s = DT_OK;
     DT_ARG_NOT_NULL(root);
-    DT_CHECK(dt__ops_reject_distributed("dt_backward", 1, &root));
+    DT_CHECK(local_root(&root, &grad));
     if (!dt_tensor_requires_grad(root))
         return DT_ERR(DT_ERR_INVALID_ARG,
                       "dt_backward: root does not require grad (no input of its graph requires "

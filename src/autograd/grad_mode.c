@@ -28,6 +28,8 @@ static bool dtype_is_float(dt_dtype d)
 dt_status dt_tensor_set_requires_grad(dt_tensor *t, bool requires_grad)
 {
     DT_ARG_NOT_NULL(t);
+    if (t->dist != NULL) /* autograd runs on the shard */
+        return dt_tensor_set_requires_grad(t->local, requires_grad);
     if (t->grad_fn != NULL) {
         if (!requires_grad)
             return DT_ERR(DT_ERR_INVALID_ARG,
@@ -46,17 +48,27 @@ dt_status dt_tensor_set_requires_grad(dt_tensor *t, bool requires_grad)
 
 bool dt_tensor_requires_grad(const dt_tensor *t)
 {
+    if (t != NULL && t->dist != NULL)
+        return dt_tensor_requires_grad(t->local);
     return t != NULL && (t->requires_grad || t->grad_fn != NULL);
 }
 
 dt_tensor *dt_tensor_grad(const dt_tensor *t)
 {
+    if (t != NULL && t->dist != NULL)
+        return t->local->grad;
     return t == NULL ? NULL : t->grad;
 }
 
 dt_status dt_tensor_set_grad(dt_tensor *t, dt_tensor *grad)
 {
     DT_ARG_NOT_NULL(t);
+    if (t->dist != NULL)
+        return dt_tensor_set_grad(t->local, grad != NULL && grad->dist != NULL ? grad->local
+                                                                             : grad);
+    if (grad != NULL && grad->dist != NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_tensor_set_grad: grad is distributed but the tensor is local");
     if (grad != NULL) {
         char sg[96], st[96];
         if (grad == t)
@@ -83,7 +95,20 @@ dt_status dt_tensor_detach(dt_tensor *t, dt_tensor **out)
     dt_tensor *y = NULL;
     DT_ARG_NOT_NULL(t);
     DT_ARG_NOT_NULL(out);
-    DT_CHECK(dt__ops_reject_distributed("dt_tensor_detach", 1, &t));
+    if (t->dist != NULL) { /* detach the shard, keep the spec */
+        const dt_dist_op_table *tab = NULL;
+        dt_tensor *l = NULL;
+        dt_status s;
+        DT_CHECK(dt__ops_dist_table("dt_tensor_detach", 1, &t, &tab));
+        if (tab == NULL || tab->wrap_like == NULL)
+            return DT_ERR(DT_ERR_UNSUPPORTED, "dt_tensor_detach: no distributed wrap available");
+        DT_CHECK(dt__ops_alias(t->local, &l));
+        s = tab->wrap_like(t, l, &y);
+        dt_tensor_release(l);
+        DT_CHECK(s);
+        *out = y;
+        return DT_OK;
+    }
     DT_CHECK(dt__ops_alias(t, &y));
     *out = y;
     return DT_OK;

@@ -58,7 +58,7 @@ static dt_status binary_op(dt_binary_op op, dt_tensor *a, dt_tensor *b, dt_tenso
     DT_CHECK(dt__ops_check_f32(name, "b", b));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
-    DT_CHECK(dt__ops_reject_distributed(name, 2, ins));
+    DT__DIST_DISPATCH(name, 2, ins, binary, op, a, b, out);
     DT_CHECK(dt__ops_check_same_device(name, a, b));
     int ndim;
     int64_t shape[DT_MAX_DIMS];
@@ -137,7 +137,7 @@ static dt_status unary_op(const char *name, dt_unary_op op, dt_tensor *x, double
     DT_CHECK(dt__ops_check_f32(name, "x", x));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
-    DT_CHECK(dt__ops_reject_distributed(name, 1, &x));
+    DT__DIST_DISPATCH(name, 1, &x, unary, op, x, alpha, out);
     DT_CHECK(dt__ops_unary_raw(op, x, (float)alpha, &y));
     if (dt__ag_should_record(1, &x)) {
         DT_CHECK_GOTO(dt__ag_node_create(name, unary_backward, 1, &x, &node), s, err_y);

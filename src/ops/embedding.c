@@ -50,7 +50,7 @@ static dt_status embedding_backward(dt_ag_node *node, dt_tensor *const *gy, dt_t
     DT_CHECK(dt__ops_kernels(node->name, wm->device, DT_KOP_EMBEDDING, &k));
     DT_CHECK(dt__ops_zeros(2, wm->shape, wm->device, &gw));
     DT_CHECK_GOTO(dt__tensor_make_view(gy[0], 2, shape, strides, gy[0]->offset, &g2), s, err);
-    DT_CHECK_GOTO(k->embedding_backward(ids, g2, 0, gw), s, err);
+    DT_CHECK_GOTO(k->embedding_backward(ids, g2, node->iv[0], gw), s, err);
     dt_tensor_release(g2);
     gx[0] = gw;
     return DT_OK;
@@ -60,19 +60,16 @@ err:
     return s;
 }
 
-dt_status dt_embedding(dt_tensor *weight, dt_tensor *ids, dt_tensor **out)
+/* The lookup on local tensors; with @p shard, ids outside [vocab_start,
+ * vocab_start + rows) give zero rows instead of an error. */
+static dt_status embedding_local(const char *name, dt_tensor *weight, dt_tensor *ids,
+                                 int64_t vocab_start, bool shard, dt_tensor **out)
 {
-    const char *name = "dt_embedding";
     const dt_kernel_ops *k = NULL;
-    dt_tensor *ins[2] = {weight, ids}, *flat = NULL, *y = NULL, *y2 = NULL;
+    dt_tensor *flat = NULL, *y = NULL, *y2 = NULL;
     dt_ag_node *node = NULL;
     int64_t shape[DT_MAX_DIMS], n_valid = 0;
     dt_status s;
-    DT_CHECK(dt__ops_check_f32(name, "weight", weight));
-    DT_CHECK(dt__ops_check_ids(name, "ids", ids));
-    if (out == NULL)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
-    DT_CHECK(dt__ops_reject_distributed(name, 2, ins));
     DT_CHECK(dt__ops_check_same_device(name, weight, ids));
     if (weight->ndim != 2)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: weight must be 2-d [rows, dim], has %d dims",
@@ -80,7 +77,9 @@ dt_status dt_embedding(dt_tensor *weight, dt_tensor *ids, dt_tensor **out)
     if (ids->ndim + 1 > DT_MAX_DIMS)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: ids have %d dims, at most %d allowed", name,
                       ids->ndim, DT_MAX_DIMS - 1);
-    DT_CHECK(dt__ops_check_id_range(name, "ids", ids, weight->shape[0], INT64_MIN, &n_valid));
+    if (!shard)
+        DT_CHECK(dt__ops_check_id_range(name, "ids", ids, weight->shape[0], INT64_MIN,
+                                        &n_valid));
     DT_CHECK(dt__ops_kernels(name, weight->device, DT_KOP_EMBEDDING, &k));
     for (int i = 0; i < ids->ndim; i++)
         shape[i] = ids->shape[i];
@@ -89,9 +88,10 @@ dt_status dt_embedding(dt_tensor *weight, dt_tensor *ids, dt_tensor **out)
     DT_CHECK(ids_flat(ids, &flat));
     DT_CHECK_GOTO(dt__ops_empty(ids->ndim + 1, shape, weight->device, &y), s, err);
     DT_CHECK_GOTO(dt__tensor_make_view(y, 2, s2, st2, y->offset, &y2), s, err);
-    DT_CHECK_GOTO(k->embedding(weight, flat, 0, y2), s, err);
+    DT_CHECK_GOTO(k->embedding(weight, flat, vocab_start, y2), s, err);
     if (dt__ag_should_record(1, &weight)) {
         DT_CHECK_GOTO(dt__ag_node_create(name, embedding_backward, 1, &weight, &node), s, err);
+        node->iv[0] = vocab_start;
         DT_CHECK_GOTO(dt__ag_save(node, flat), s, err_node);
         DT_CHECK_GOTO(dt__ag_attach(node, 1, &y), s, err);
     }
@@ -106,4 +106,26 @@ err:
     dt_tensor_release(y);
     dt_tensor_release(flat);
     return s;
+}
+
+dt_status dt__ops_embedding_shard(dt_tensor *weight, dt_tensor *ids, int64_t vocab_start,
+                                  dt_tensor **out)
+{
+    const char *name = "dt_embedding(vocab shard)";
+    DT_CHECK(dt__ops_check_f32(name, "weight", weight));
+    DT_CHECK(dt__ops_check_ids(name, "ids", ids));
+    DT_CHECK(dt__ops_reject_distributed(name, 2, (dt_tensor *[]){weight, ids}));
+    return embedding_local(name, weight, ids, vocab_start, true, out);
+}
+
+dt_status dt_embedding(dt_tensor *weight, dt_tensor *ids, dt_tensor **out)
+{
+    const char *name = "dt_embedding";
+    dt_tensor *ins[2] = {weight, ids};
+    DT_CHECK(dt__ops_check_f32(name, "weight", weight));
+    DT_CHECK(dt__ops_check_ids(name, "ids", ids));
+    if (out == NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
+    DT__DIST_DISPATCH(name, 2, ins, embedding, weight, ids, out);
+    return embedding_local(name, weight, ids, 0, false, out);
 }

@@ -66,7 +66,7 @@ dt_status dt_layer_norm(dt_tensor *x, dt_tensor *weight, dt_tensor *bias, double
     DT_CHECK(layer_norm_check(name, x, weight, bias, eps));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
-    DT_CHECK(dt__ops_reject_distributed(name, 3, ins));
+    DT__DIST_DISPATCH(name, 3, ins, layer_norm, x, weight, bias, eps, out);
     DT_CHECK(dt__ops_kernels(name, x->device, DT_KOP_LAYER_NORM, &k));
     int64_t c = x->shape[x->ndim - 1], rows = c ? dt_tensor_numel(x) / c : 0;
     DT_CHECK(dt__ops_contiguous(x, &xc));

@@ -78,7 +78,7 @@ dt_status dt_cross_entropy(dt_tensor *logits, dt_tensor *targets, int64_t ignore
     DT_CHECK(ce_check(name, logits, targets));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
-    DT_CHECK(dt__ops_reject_distributed(name, 2, ins));
+    DT__DIST_DISPATCH(name, 2, ins, cross_entropy, logits, targets, ignore_index, out);
     int64_t c = logits->shape[logits->ndim - 1], rows = dt_tensor_numel(targets);
     if (targets->device.type != DT_DEVICE_CPU) /* the mean's divisor is counted on the host */
         return DT_ERR(DT_ERR_UNSUPPORTED,

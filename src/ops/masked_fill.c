@@ -41,7 +41,7 @@ dt_status dt_masked_fill(dt_tensor *x, dt_tensor *mask, double value, dt_tensor 
     DT_CHECK(dt__ops_check_not_null(name, "mask", mask));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
-    DT_CHECK(dt__ops_reject_distributed(name, 2, ins));
+    DT__DIST_DISPATCH(name, 2, ins, masked_fill, x, mask, value, out);
     if (mask->dtype != DT_DTYPE_U8)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: mask has dtype %s, expected u8", name,
                       dt_dtype_name(mask->dtype));

@@ -146,7 +146,7 @@ dt_status dt_matmul(dt_tensor *a, dt_tensor *b, bool trans_a, bool trans_b, dt_t
     DT_CHECK(dt__ops_check_f32(name, "b", b));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
-    DT_CHECK(dt__ops_reject_distributed(name, 2, ins));
+    DT__DIST_DISPATCH(name, 2, ins, matmul, a, b, trans_a, trans_b, out);
     DT_CHECK(dt__ops_check_same_device(name, a, b));
     if (a->ndim < 2 || b->ndim < 2)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: inputs need >= 2 dims (a has %d, b has %d)", name,
@@ -298,7 +298,7 @@ dt_status dt_linear(dt_tensor *x, dt_tensor *w, dt_tensor *bias, dt_tensor **out
     DT_CHECK(linear_check(name, x, w, bias));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
-    DT_CHECK(dt__ops_reject_distributed(name, 3, ins));
+    DT__DIST_DISPATCH(name, 3, ins, linear, x, w, bias, out);
     DT_CHECK(dt__ops_kernels(name, x->device, DT_KOP_GEMM, &k));
     DT_CHECK(linear_raw(k, x, w, bias, &xc, &y));
     if (dt__ag_should_record(3, ins)) {

@@ -9,12 +9,12 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "kernels/kernel_ops.h"
+#include "ops/dist_dispatch.h"
 
 /*
- * THE entry hook for distributed tensors. Every public op calls this first
- * with all its tensor inputs. Today a distributed input returns
- * DT_ERR_UNSUPPORTED naming the op; when the placement layer lands, this is
- * the single place that dispatches to its sharding-propagation rules.
+ * Refuse distributed inputs (DT_ERR_UNSUPPORTED naming the op) where only
+ * local tensors make sense. Public ops route distributed inputs to the
+ * sharding rules instead, with DT__DIST_DISPATCH (dist_dispatch.h).
  */
 dt_status dt__ops_reject_distributed(const char *op, int n, dt_tensor *const *xs);
 
@@ -64,6 +64,14 @@ dt_status dt__ops_unary_raw(dt_unary_op op, dt_tensor *x, float alpha, dt_tensor
  */
 dt_status dt__ops_check_id_range(const char *op, const char *what, const dt_tensor *ids,
                                  int64_t n, int64_t ignore, int64_t *n_valid);
+
+/*
+ * Embedding lookup into a vocabulary shard (local tensors): rows of @p weight
+ * hold ids [vocab_start, vocab_start + rows); other ids give zero rows and no
+ * gradient (embedding.c). Differentiable in weight.
+ */
+dt_status dt__ops_embedding_shard(dt_tensor *weight, dt_tensor *ids, int64_t vocab_start,
+                                  dt_tensor **out);
 
 /* Release each of n tensors (NULL entries allowed). */
 void dt__ops_release_all(int n, dt_tensor **ts);

@@ -2,16 +2,45 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdatomic.h>
+
+#include "ops/dist_dispatch.h"
 #include "ops/ops_internal.h"
+
+static _Atomic(const dt_dist_op_table *) g_dist_table;
+
+void dt__ops_set_dist_table(const dt_dist_op_table *table)
+{
+    atomic_store(&g_dist_table, table);
+}
+
+dt_status dt__ops_dist_table(const char *op, int n, dt_tensor *const *xs,
+                             const dt_dist_op_table **table)
+{
+    (void)op;
+    bool any = false;
+    for (int i = 0; i < n && !any; i++)
+        any = xs[i] != NULL && xs[i]->dist != NULL;
+    if (!any) {
+        *table = NULL;
+        return DT_OK;
+    }
+    const dt_dist_op_table *t = atomic_load(&g_dist_table);
+    if (t == NULL) { /* first distributed input: the rules install themselves (idempotent) */
+        dt__dist_rules_install();
+        t = atomic_load(&g_dist_table);
+    }
+    *table = t;
+    return DT_OK;
+}
 
 dt_status dt__ops_reject_distributed(const char *op, int n, dt_tensor *const *xs)
 {
-    /* Placement hook: route distributed inputs to sharding rules here. */
     for (int i = 0; i < n; i++) {
         if (xs[i] != NULL && xs[i]->dist != NULL)
             return DT_ERR(DT_ERR_UNSUPPORTED,
-                          "%s: input %d is a distributed tensor; distributed dispatch is not "
-                          "available for this op yet",
+                          "%s: input %d is a distributed tensor; this entry takes local tensors "
+                          "only",
                           op, i);
     }
     return DT_OK;

@@ -89,7 +89,7 @@ static dt_status reduce_common(const char *name, dt_reduce_kind kind, dt_tensor 
     DT_CHECK(dt__ops_check_f32(name, "x", x));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
-    DT_CHECK(dt__ops_reject_distributed(name, 1, &x));
+    DT__DIST_DISPATCH(name, 1, &x, reduce, kind, x, dim, keepdim, out);
     DT_CHECK(dt__ops_wrap_dim(name, dim, x->ndim, &d));
     if (kind == DT_REDUCE_KIND_MAX && x->shape[d] == 0)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: dim %d is empty; max has no value", name, dim);
@@ -159,7 +159,7 @@ dt_status dt_sum_all(dt_tensor *x, dt_tensor **out)
     DT_CHECK(dt__ops_check_f32(name, "x", x));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
-    DT_CHECK(dt__ops_reject_distributed(name, 1, &x));
+    DT__DIST_DISPATCH(name, 1, &x, sum_all, x, out);
     DT_CHECK(dt__ops_kernels(name, x->device, DT_KOP_REDUCE, &k));
     n = dt_tensor_numel(x);
     DT_CHECK(dt__ops_contiguous(x, &xc));

@@ -39,7 +39,7 @@ static dt_status entry(const char *name, dt_tensor *x, void *out)
     DT_CHECK(dt__ops_check_f32(name, "x", x));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
-    return dt__ops_reject_distributed(name, 1, &x);
+    return DT_OK;
 }
 
 /* Finish a view op: own handle, record; releases y on failure. */
@@ -68,6 +68,7 @@ dt_status dt_reshape(dt_tensor *x, int ndim, const int64_t *shape, dt_tensor **o
 {
     dt_tensor *y = NULL;
     DT_CHECK(entry("dt_reshape", x, out));
+    DT__DIST_DISPATCH("dt_reshape", 1, &x, reshape, x, ndim, shape, out);
     if (ndim > 0 && shape == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_reshape: argument 'shape' is NULL");
     dt_mem_category prev = dt_memory_set_default_category(DT_MEM_ACTIVATION);
@@ -88,6 +89,7 @@ dt_status dt_contiguous(dt_tensor *x, dt_tensor **out)
 {
     dt_tensor *y = NULL;
     DT_CHECK(entry("dt_contiguous", x, out));
+    DT__DIST_DISPATCH("dt_contiguous", 1, &x, contiguous, x, out);
     DT_CHECK(dt__ops_contiguous(x, &y));
     return finish("dt_contiguous", identity_backward, x, y, NULL, 0, out);
 }
@@ -109,6 +111,7 @@ dt_status dt_permute(dt_tensor *x, const int *perm, dt_tensor **out)
     DT_CHECK(entry("dt_permute", x, out));
     if (perm == NULL && x->ndim > 0)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_permute: argument 'perm' is NULL");
+    DT__DIST_DISPATCH("dt_permute", 1, &x, permute, x, perm, out);
     DT_CHECK(dt_tensor_permute(x, perm, &y)); /* validates perm */
     for (int i = 0; i < x->ndim; i++)
         iv[i] = perm[i] < 0 ? perm[i] + x->ndim : perm[i];
@@ -128,6 +131,12 @@ dt_status dt_transpose(dt_tensor *x, int d0, int d1, dt_tensor **out)
     DT_CHECK(entry("dt_transpose", x, out));
     DT_CHECK(dt__ops_wrap_dim("dt_transpose", d0, x->ndim, &a));
     DT_CHECK(dt__ops_wrap_dim("dt_transpose", d1, x->ndim, &b));
+    if (x->dist != NULL) { /* a transpose is the permute that swaps a and b */
+        int perm[DT_MAX_DIMS];
+        for (int i = 0; i < x->ndim; i++)
+            perm[i] = i == a ? b : (i == b ? a : i);
+        return dt_permute(x, perm, out);
+    }
     DT_CHECK(dt_tensor_transpose(x, a, b, &y));
     iv[0] = a;
     iv[1] = b;
@@ -169,6 +178,7 @@ dt_status dt_narrow(dt_tensor *x, int dim, int64_t start, int64_t length, dt_ten
     int64_t iv[2];
     int d = 0;
     DT_CHECK(entry("dt_narrow", x, out));
+    DT__DIST_DISPATCH("dt_narrow", 1, &x, narrow, x, dim, start, length, out);
     DT_CHECK(dt__ops_wrap_dim("dt_narrow", dim, x->ndim, &d));
     DT_CHECK(dt_tensor_narrow(x, d, start, length, &y)); /* validates the range */
     iv[0] = d;
@@ -203,7 +213,6 @@ static dt_status concat_check(int n, dt_tensor *const *xs, int dim, int *d, int6
             return DT_ERR(DT_ERR_INVALID_ARG, "dt_concat: xs[%d] is NULL", i);
         DT_CHECK(dt__ops_check_f32(name, "xs[i]", xs[i]));
     }
-    DT_CHECK(dt__ops_reject_distributed(name, n, xs));
     DT_CHECK(dt__ops_wrap_dim(name, dim, xs[0]->ndim, d));
     memcpy(shape, xs[0]->shape, sizeof(int64_t) * (size_t)xs[0]->ndim);
     shape[*d] = 0;
@@ -232,6 +241,7 @@ dt_status dt_concat(int n, dt_tensor *const *xs, int dim, dt_tensor **out)
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_concat: argument 'out' is NULL");
     DT_CHECK(concat_check(n, xs, dim, &d, shape));
+    DT__DIST_DISPATCH("dt_concat", n, xs, concat, n, xs, dim, out);
     DT_CHECK(dt__ops_empty(xs[0]->ndim, shape, xs[0]->device, &y));
     for (int i = 0; i < n; i++) {
         DT_CHECK_GOTO(dt_tensor_narrow(y, d, start, xs[i]->shape[d], &v), s, err);
@@ -282,6 +292,7 @@ dt_status dt_split(dt_tensor *x, int dim, int n, const int64_t *sizes, dt_tensor
     int d = 0, made = 0;
     dt_status s = DT_OK;
     DT_CHECK(entry(name, x, outs));
+    DT__DIST_DISPATCH(name, 1, &x, split, x, dim, n, sizes, outs);
     if (n < 1 || sizes == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_split: needs n >= 1 sizes, got n=%d%s", n,
                       sizes == NULL ? " (sizes is NULL)" : "");

@@ -48,7 +48,10 @@ static dt_status softmax_common(const char *name, dt_tensor *x, int dim, double 
     DT_CHECK(dt__ops_check_f32(name, "x", x));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
-    DT_CHECK(dt__ops_reject_distributed(name, 1, &x));
+    DT__DIST_DISPATCH(name, 1, &x, softmax,
+                      causal ? DT_DIST_CAUSAL_SOFTMAX
+                             : (log ? DT_DIST_LOG_SOFTMAX : DT_DIST_SOFTMAX),
+                      x, dim, scale, out);
     if (causal && x->ndim < 2)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: x needs >= 2 dims [..., Tq, Tk], has %d", name,
                       x->ndim);

@@ -7,6 +7,7 @@
 
 #include "ag_test_util.h"
 #include "core/tensor_impl.h"
+#include "ops/dist_dispatch.h"
 
 static int64_t s23[2] = {2, 3};
 
@@ -355,12 +356,18 @@ static void test_distributed_inputs_go_through_one_hook(void **state)
     (void)state;
     dt_tensor *a = ag_rand_tensor(2, s23, -1, 1), *y = NULL;
     int dummy = 0;
+    /* a rules table without entries: every op must consult it and fail by name */
+    static const dt_dist_op_table empty = {0};
+    dt__ops_set_dist_table(&empty);
     a->dist = (struct dt_dist *)&dummy; /* only the pointer is looked at */
     assert_int_equal(dt_add(a, a, &y), DT_ERR_UNSUPPORTED);
     assert_non_null(strstr(dt_last_error(), "dt_add"));
     assert_int_equal(dt_softmax(a, -1, &y), DT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(dt_last_error(), "dt_softmax"));
     assert_int_equal(dt_linear(a, a, NULL, &y), DT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(dt_last_error(), "dt_linear"));
     a->dist = NULL;
+    dt__ops_set_dist_table(NULL);
     assert_null(y);
     dt_tensor_release(a);
 }

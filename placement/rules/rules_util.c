@@ -1,0 +1,191 @@
+/* The steps shared by every sharding rule: the op's mesh, preparing inputs
+ * (redistribute + gradient all-reduce), wrapping results, the fallback. */
+#include <string.h>
+
+#include "core/log.h"
+#include "placement/rules/rules.h"
+
+dt_status dt__rl_mesh(const char *op, int n, dt_tensor *const *xs, dt_mesh **out)
+{
+    dt_mesh *m = NULL;
+    for (int i = 0; i < n; i++) {
+        if (xs[i] == NULL || xs[i]->dist == NULL)
+            continue;
+        if (m == NULL)
+            m = xs[i]->dist->mesh;
+        else if (m != xs[i]->dist->mesh && !dt_mesh_equal(m, xs[i]->dist->mesh))
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "%s: input %d lives on a different mesh than the other inputs", op, i);
+    }
+    if (m == NULL)
+        return DT_ERR(DT_ERR_INTERNAL, "%s: sharding rule called without distributed inputs",
+                      op);
+    *out = m;
+    return DT_OK;
+}
+
+void dt__rl_placements(const dt_tensor *x, const dt_mesh *mesh, dt_placement *pl)
+{
+    for (int k = 0; k < mesh->ndim; k++)
+        pl[k] = x->dist != NULL ? x->dist->pl[k] : dt_replicate();
+}
+
+const char *dt__rl_fmt(int n, const dt_placement *pl, char *buf, size_t len)
+{
+    dt_placements_format(n, pl, ",", buf, len);
+    return buf;
+}
+
+/* ------------------------------------------------------------ gradient all-reduce node */
+
+/* iv[k] = 1 for the mesh dims whose gradient is summed; saved[0] carries the mesh. */
+static dt_status grad_reduce_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
+{
+    dt_mesh *mesh = node->saved[0]->dist->mesh;
+    dt_tensor *g = NULL;
+    dt_status s;
+    if (!dt__ag_input_needs_grad(node, 0))
+        return DT_OK;
+    DT_CHECK(dt_tensor_clone(gy[0], &g));
+    size_t count = (size_t)dt_tensor_numel(g);
+    for (int k = 0; k < mesh->ndim; k++) {
+        if (!node->iv[k] || mesh->shape[k] == 1 || count == 0)
+            continue;
+        dt_comm *comm = dt_mesh_dim_comm(mesh, k);
+        if (comm == NULL) {
+            s = DT_ERR(DT_ERR_INVALID_ARG, "%s: mesh dim %d has no comm", node->name, k);
+            goto err_release;
+        }
+        DT_CHECK_GOTO(dt_comm_allreduce(comm, dt_tensor_data(g), dt_tensor_data(g), count,
+                                        g->dtype, DT_REDUCE_OP_SUM, NULL),
+                      s, err_release);
+        /* what the ring moves, as the planner counts an all-reduce */
+        int64_t bytes = (int64_t)(count * dt_dtype_size(g->dtype)) * 2 * (mesh->shape[k] - 1) /
+                        mesh->shape[k];
+        dt__mesh_count_coll(mesh, DT_COLL_ALLREDUCE, bytes);
+    }
+    gx[0] = g;
+    return DT_OK;
+err_release:
+    dt_tensor_release(g);
+    return s;
+}
+
+/* y = x forward; the gradient all-reduced over the mesh dims in @p mask. */
+static dt_status grad_reduce(const char *op, dt_spec *spec, const bool *mask, dt_tensor *x,
+                             dt_tensor **y)
+{
+    dt_ag_node *node = NULL;
+    dt_tensor *h = NULL, *a = NULL;
+    dt_status s;
+    (void)op;
+    DT_CHECK(dt__ops_alias(x, &a));
+    DT_CHECK_GOTO(dt__dist_wrap(spec, NULL, &h), s, err_release);
+    DT_CHECK_GOTO(dt__ag_node_create("dist_grad_allreduce", grad_reduce_backward, 1, &x, &node),
+                  s, err_release);
+    for (int k = 0; k < spec->mesh_ndim; k++)
+        node->iv[k] = mask[k];
+    node->saved[0] = h; /* a data-less handle keeps the spec and mesh alive */
+    node->n_saved = 1;
+    h = NULL;
+    DT_CHECK_GOTO(dt__ag_attach(node, 1, &a), s, err_release);
+    *y = a;
+    return DT_OK;
+err_release:
+    dt_tensor_release(h);
+    dt_tensor_release(a);
+    return s;
+}
+
+/* ------------------------------------------------------------ prepare / wrap */
+
+dt_status dt__rl_prepare(const char *op, dt_tensor *x, dt_mesh *mesh, const dt_placement *want,
+                         const dt_placement *out_pl, dt_tensor **local)
+{
+    dt_placement cur[DT__RL_MAX_MESH];
+    dt_spec *src = NULL, *dst = NULL;
+    dt_tensor *y = NULL, *z = NULL;
+    bool mask[DT__RL_MAX_MESH], any = false;
+    dt_status s;
+    if (x == NULL) {
+        *local = NULL;
+        return DT_OK;
+    }
+    dt__rl_placements(x, mesh, cur);
+    if (x->dist != NULL)
+        src = dt_spec_retain(x->dist);
+    else
+        DT_CHECK(dt_spec_create(mesh, mesh->ndim, cur, x->ndim, x->shape, x->dtype, &src));
+    DT_CHECK_GOTO(dt__spec_like(src, mesh->ndim, want, &dst), s, out);
+    DT_CHECK_GOTO(dt__redist_local(src, dst, x->dist != NULL ? x->local : x, &y), s, out);
+    for (int k = 0; k < mesh->ndim; k++) {
+        mask[k] = dt__rl_is_r(want[k]) && out_pl != NULL && !dt__rl_is_r(out_pl[k]) &&
+                  mesh->shape[k] > 1;
+        any = any || mask[k];
+    }
+    if (any && dt__ag_should_record(1, &y)) {
+        DT_CHECK_GOTO(grad_reduce(op, dst, mask, y, &z), s, out);
+        dt_tensor_release(y);
+        y = z;
+    }
+    *local = y;
+    y = NULL;
+    s = DT_OK;
+out:
+    dt_tensor_release(y);
+    dt_spec_release(src);
+    dt_spec_release(dst);
+    return s;
+}
+
+dt_status dt__rl_wrap(const char *op, dt_mesh *mesh, const dt_placement *pl, int ndim,
+                      const int64_t *shape, dt_dtype dtype, dt_tensor *local, dt_tensor **out)
+{
+    dt_spec *spec = NULL;
+    int64_t want[DT_MAX_DIMS];
+    dt_status s;
+    DT_CHECK(dt_spec_create(mesh, mesh->ndim, pl, ndim, shape, dtype, &spec));
+    DT_CHECK_GOTO(dt_spec_local_shape(spec, NULL, want, NULL), s, out);
+    if (local->ndim != ndim ||
+        memcmp(local->shape, want, sizeof(int64_t) * (size_t)ndim) != 0) {
+        char a[96], b[96], p[64];
+        s = DT_ERR(DT_ERR_INTERNAL, "%s: rule gave a local result %s, spec %s wants %s", op,
+                   dt__shape_str(local->ndim, local->shape, a, sizeof(a)),
+                   dt__rl_fmt(mesh->ndim, pl, p, sizeof(p)),
+                   dt__shape_str(ndim, want, b, sizeof(b)));
+        goto out;
+    }
+    s = dt__dist_wrap(spec, local, out);
+out:
+    dt_spec_release(spec);
+    return s;
+}
+
+/* ------------------------------------------------------------ fallback */
+
+#define DT__RL_FALLBACK_MAX 8
+
+dt_status dt__rl_fallback(const char *op, int n, dt_tensor *const *xs, dt__rl_local_fn run,
+                          void *ctx, dt_tensor **out)
+{
+    dt_placement r[DT__RL_MAX_MESH];
+    dt_tensor *locals[DT__RL_FALLBACK_MAX] = {0}, *y = NULL;
+    dt_mesh *mesh = NULL;
+    dt_status s = DT_OK;
+    if (n > DT__RL_FALLBACK_MAX)
+        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: fallback takes at most %d inputs", op,
+                      DT__RL_FALLBACK_MAX);
+    DT_CHECK(dt__rl_mesh(op, n, xs, &mesh));
+    for (int k = 0; k < mesh->ndim; k++)
+        r[k] = dt_replicate();
+    DT_LOG_WARN("redist", "%s: no sharding rule for these placements; replicating its inputs",
+                op);
+    for (int i = 0; i < n; i++)
+        DT_CHECK_GOTO(dt__rl_prepare(op, xs[i], mesh, r, r, &locals[i]), s, out);
+    DT_CHECK_GOTO(run(ctx, locals, &y), s, out);
+    s = dt__rl_wrap(op, mesh, r, y->ndim, y->shape, y->dtype, y, out);
+    dt_tensor_release(y);
+out:
+    dt__ops_release_all(n, locals);
+    return s;
+}

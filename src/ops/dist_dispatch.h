@@ -1,0 +1,91 @@
+/*
+ * The hook between the ops layer and the placement layer's sharding rules.
+ *
+ * src/ops/ knows nothing about meshes or placements: when any input of a
+ * public op is a distributed tensor (t->dist != NULL), the op hands all its
+ * arguments to the entry of this table, which placement/rules/ implements
+ * (ask the rule for placements, redistribute, run the local op on the shards,
+ * wrap the result). An entry left NULL makes the op fail with
+ * DT_ERR_UNSUPPORTED naming it.
+ *
+ * The table is installed by dt__dist_rules_install() (placement/rules/), which
+ * dt__ops_dist_table() calls the first time it meets a distributed input (no
+ * constructor: a static-library constructor would be dropped by the linker).
+ * dt__ops_set_dist_table() replaces it (NULL: back to the default on next use).
+ *
+ * Gradients stay local: autograd runs on the local shards, and the rules keep
+ * the convention of placement.h (the gradient of a shard is the shard of the
+ * global gradient, Partial read as Replicate), so the engine never sees a
+ * distributed gradient.
+ */
+#ifndef DT_OPS_DIST_DISPATCH_H
+#define DT_OPS_DIST_DISPATCH_H
+
+#include "kernels/kernel_ops.h"
+
+typedef enum dt_dist_softmax_kind {
+    DT_DIST_SOFTMAX,
+    DT_DIST_LOG_SOFTMAX,
+    DT_DIST_CAUSAL_SOFTMAX
+} dt_dist_softmax_kind;
+
+typedef struct dt_dist_op_table {
+    dt_status (*binary)(dt_binary_op op, dt_tensor *a, dt_tensor *b, dt_tensor **out);
+    /* scale, add_scalar, gelu_tanh, relu */
+    dt_status (*unary)(dt_unary_op op, dt_tensor *x, double alpha, dt_tensor **out);
+    dt_status (*masked_fill)(dt_tensor *x, dt_tensor *mask, double value, dt_tensor **out);
+    dt_status (*matmul)(dt_tensor *a, dt_tensor *b, bool trans_a, bool trans_b, dt_tensor **out);
+    dt_status (*linear)(dt_tensor *x, dt_tensor *w, dt_tensor *bias, dt_tensor **out);
+    /* dim is ignored for the causal kind, scale only used by it */
+    dt_status (*softmax)(dt_dist_softmax_kind kind, dt_tensor *x, int dim, double scale,
+                         dt_tensor **out);
+    dt_status (*layer_norm)(dt_tensor *x, dt_tensor *w, dt_tensor *b, double eps,
+                            dt_tensor **out);
+    dt_status (*embedding)(dt_tensor *weight, dt_tensor *ids, dt_tensor **out);
+    dt_status (*cross_entropy)(dt_tensor *logits, dt_tensor *targets, int64_t ignore_index,
+                               dt_tensor **out);
+    /* sum / mean / max along dim */
+    dt_status (*reduce)(dt_reduce_kind kind, dt_tensor *x, int dim, bool keepdim,
+                        dt_tensor **out);
+    dt_status (*sum_all)(dt_tensor *x, dt_tensor **out);
+    dt_status (*reshape)(dt_tensor *x, int ndim, const int64_t *shape, dt_tensor **out);
+    dt_status (*permute)(dt_tensor *x, const int *perm, dt_tensor **out);
+    dt_status (*narrow)(dt_tensor *x, int dim, int64_t start, int64_t length, dt_tensor **out);
+    dt_status (*contiguous)(dt_tensor *x, dt_tensor **out);
+    dt_status (*concat)(int n, dt_tensor *const *xs, int dim, dt_tensor **out);
+    dt_status (*split)(dt_tensor *x, int dim, int n, const int64_t *sizes, dt_tensor **outs);
+    /* A distributed handle with @p like's spec over @p local (retained): dt_tensor_detach. */
+    dt_status (*wrap_like)(dt_tensor *like, dt_tensor *local, dt_tensor **out);
+} dt_dist_op_table;
+
+/* Replace the table (NULL: reinstall the default on the next distributed input). */
+void dt__ops_set_dist_table(const dt_dist_op_table *table);
+
+/*
+ * *table = NULL when no input of @p xs is distributed; else the installed
+ * table (installing the default first). Never fails today; the status is
+ * there so a missing table can be reported by name.
+ */
+dt_status dt__ops_dist_table(const char *op, int n, dt_tensor *const *xs,
+                             const dt_dist_op_table **table);
+
+/* Implemented by placement/rules/: installs the default rules table. */
+void dt__dist_rules_install(void);
+
+/*
+ * In a public op, after the NULL checks: route distributed inputs to the
+ * table entry @p entry with the call's arguments, or fail naming the op.
+ */
+#define DT__DIST_DISPATCH(name, n, ins, entry, ...)                                          \
+    do {                                                                                     \
+        const dt_dist_op_table *dt__tab = NULL;                                              \
+        DT_CHECK(dt__ops_dist_table((name), (n), (ins), &dt__tab));                          \
+        if (dt__tab != NULL) {                                                               \
+            if (dt__tab->entry == NULL)                                                      \
+                return DT_ERR(DT_ERR_UNSUPPORTED,                                            \
+                              "%s: no sharding rule for distributed inputs", (name));        \
+            return dt__tab->entry(__VA_ARGS__);                                              \
+        }                                                                                    \
+    } while (0)
+
+#endif

@@ -1,0 +1,250 @@
+/*
+ * Harness for the distributed-op tests: every rank builds the same full
+ * inputs from a seed, runs an op once on distributed inputs and once locally
+ * on the full tensors, and compares the full result and the gradients of the
+ * inputs (each rank's shard of the reference gradient, Partial read as
+ * Replicate) after backward through both from loss = sum(y * c).
+ */
+#ifndef DT_TEST_DO_UTIL_H
+#define DT_TEST_DO_UTIL_H
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dtensor.h"
+
+#define DO_OK(call)                                                                    \
+    do {                                                                               \
+        dt_status do_s_ = (call);                                                      \
+        if (do_s_ != DT_OK)                                                            \
+            fail_msg("%s -> %s: %s", #call, dt_status_str(do_s_), dt_last_error());    \
+    } while (0)
+
+#define DO_MAX_IN 4
+
+static dt_runtime *do_rt;
+
+static inline int do_setup(void **state)
+{
+    (void)state;
+    dt_status st = dt_init(NULL, &do_rt);
+    if (st != DT_OK) {
+        fprintf(stderr, "dt_init: %s: %s\n", dt_status_str(st), dt_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static inline int do_teardown(void **state)
+{
+    (void)state;
+    if (do_rt != NULL)
+        dt_comm_barrier(dt_runtime_world(do_rt), NULL);
+    dt_runtime_destroy(do_rt);
+    return 0;
+}
+
+static inline int do_world(void) { return dt_runtime_size(do_rt); }
+
+/* A 1-d mesh over the world. */
+static inline dt_mesh *do_mesh1(void)
+{
+    dt_mesh *m = NULL;
+    int w = do_world();
+    DO_OK(dt_mesh_create(do_rt, 1, &w, NULL, &m));
+    return m;
+}
+
+/* A full f32 tensor ~ N(0, 1) from @p seed (the same on every rank). */
+static inline dt_tensor *do_randn(int ndim, const int64_t *shape, uint64_t seed)
+{
+    dt_tensor *t = NULL;
+    DO_OK(dt_tensor_empty(ndim, shape, DT_DTYPE_F32, dt_device_cpu(), &t));
+    DO_OK(dt_tensor_fill_normal(t, 0.0, 1.0, seed, NULL, NULL));
+    return t;
+}
+
+/* Integer ids in [0, n) from @p seed, i64. */
+static inline dt_tensor *do_ids(int ndim, const int64_t *shape, int64_t n, uint64_t seed)
+{
+    dt_tensor *u = NULL, *t = NULL;
+    DO_OK(dt_tensor_empty(ndim, shape, DT_DTYPE_F32, dt_device_cpu(), &u));
+    DO_OK(dt_tensor_fill_uniform(u, 0.0, (double)n, seed, NULL, NULL));
+    DO_OK(dt_tensor_empty(ndim, shape, DT_DTYPE_I64, dt_device_cpu(), &t));
+    const float *uf = dt_tensor_data(u);
+    int64_t *tv = dt_tensor_data(t);
+    for (int64_t i = 0; i < dt_tensor_numel(t); i++) {
+        int64_t v = (int64_t)uf[i];
+        tv[i] = v >= n ? n - 1 : v;
+    }
+    dt_tensor_release(u);
+    return t;
+}
+
+/* max |a - b| <= tol * max(max |b|, 1e-3), the shapes equal. */
+static inline void do_assert_close(dt_tensor *a, dt_tensor *b, double tol, const char *what)
+{
+    dt_tensor *ac = NULL, *bc = NULL;
+    assert_int_equal(dt_tensor_ndim(a), dt_tensor_ndim(b));
+    for (int d = 0; d < dt_tensor_ndim(a); d++)
+        if (dt_tensor_shape(a)[d] != dt_tensor_shape(b)[d])
+            fail_msg("%s: shape mismatch at dim %d: %lld vs %lld", what, d,
+                     (long long)dt_tensor_shape(a)[d], (long long)dt_tensor_shape(b)[d]);
+    DO_OK(dt_tensor_contiguous(a, &ac));
+    DO_OK(dt_tensor_contiguous(b, &bc));
+    const float *x = dt_tensor_data(ac), *y = dt_tensor_data(bc);
+    double md = 0.0, mb = 1e-3;
+    for (int64_t i = 0; i < dt_tensor_numel(ac); i++) {
+        double dd = fabs((double)x[i] - (double)y[i]);
+        if (!(dd <= md)) /* NaN-safe */
+            md = dd;
+        if (fabs((double)y[i]) > mb)
+            mb = fabs((double)y[i]);
+    }
+    if (!(md <= tol * mb))
+        fail_msg("%s: max abs diff %g exceeds %g (max |ref| %g)", what, md, tol * mb, mb);
+    dt_tensor_release(ac);
+    dt_tensor_release(bc);
+}
+
+/* This rank's slice of @p full under @p s with every Partial read as Replicate. */
+static inline dt_tensor *do_grad_local(dt_tensor *full, const dt_spec *s)
+{
+    dt_placement pl[DT_MESH_MAX_DIMS];
+    int mn = dt_mesh_ndim(dt_spec_mesh(s));
+    int64_t ls[DT_MAX_DIMS], off[DT_MAX_DIMS];
+    for (int k = 0; k < mn; k++) {
+        pl[k] = dt_spec_placements(s)[k];
+        if (pl[k].kind == DT_PLACEMENT_PARTIAL)
+            pl[k] = dt_replicate();
+    }
+    int ms[DT_MESH_MAX_DIMS], coord[DT_MESH_MAX_DIMS];
+    for (int k = 0; k < mn; k++)
+        ms[k] = dt_mesh_dim_size(dt_spec_mesh(s), k);
+    dt_mesh_coordinate(dt_spec_mesh(s), coord);
+    DO_OK(dt_shard_local_shape(dt_spec_ndim(s), dt_spec_shape(s), mn, ms, pl, coord, ls, off));
+    dt_tensor *cur = dt_tensor_retain(full), *next = NULL, *c = NULL;
+    for (int d = 0; d < dt_spec_ndim(s); d++) {
+        DO_OK(dt_tensor_narrow(cur, d, off[d], ls[d], &next));
+        dt_tensor_release(cur);
+        cur = next;
+    }
+    DO_OK(dt_tensor_clone(cur, &c));
+    dt_tensor_release(cur);
+    return c;
+}
+
+/* The op under test: on distributed inputs when @p dist (else local full ones). */
+typedef dt_status (*do_op_fn)(dt_tensor *const *xs, bool dist, void *ctx, dt_tensor **out);
+
+typedef struct do_case {
+    const char *name;
+    int n;                                  /* float inputs */
+    int ndim[DO_MAX_IN];
+    int64_t shape[DO_MAX_IN][DT_MAX_DIMS];
+    dt_placement pl[DO_MAX_IN][DT_MESH_MAX_DIMS];
+    bool no_grad[DO_MAX_IN];                /* inputs that do not require grad */
+    do_op_fn op;
+    void *ctx;
+    /* expected output placements (n_out_pl = 0: not checked) */
+    int n_out_pl;
+    dt_placement out_pl[DT_MESH_MAX_DIMS];
+} do_case;
+
+/*
+ * Run @p c on @p mesh: forward distributed and local, compare full outputs,
+ * backward from sum(y * c) both ways, compare every input's gradient shard.
+ */
+static inline void do_run(dt_mesh *mesh, const do_case *c, uint64_t seed)
+{
+    dt_tensor *ref[DO_MAX_IN] = {0}, *dx[DO_MAX_IN] = {0}, *yr = NULL, *yd = NULL, *yf = NULL;
+    dt_tensor *w = NULL, *wd = NULL, *t = NULL, *lr = NULL, *ld = NULL, *lf = NULL;
+    dt_placement r[DT_MESH_MAX_DIMS];
+    int mn = dt_mesh_ndim(mesh);
+    char msg[160];
+    for (int k = 0; k < mn; k++)
+        r[k] = dt_replicate();
+    for (int i = 0; i < c->n; i++) {
+        dt_tensor *full = do_randn(c->ndim[i], c->shape[i], seed + (uint64_t)i * 7919);
+        DO_OK(dt_tensor_clone(full, &ref[i]));
+        DO_OK(dt_distribute(full, mesh, mn, c->pl[i], &dx[i]));
+        dt_tensor_release(full);
+        if (!c->no_grad[i]) {
+            DO_OK(dt_tensor_set_requires_grad(ref[i], true));
+            DO_OK(dt_tensor_set_requires_grad(dx[i], true));
+        }
+    }
+    DO_OK(c->op(ref, false, c->ctx, &yr));
+    DO_OK(c->op(dx, true, c->ctx, &yd));
+    assert_non_null(dt_tensor_spec(yd));
+    if (c->n_out_pl > 0) {
+        for (int k = 0; k < mn; k++) {
+            dt_placement want = c->out_pl[k], got = dt_tensor_placements(yd)[k];
+            DO_OK(dt_placement_normalize(want, dt_tensor_ndim(yd), &want));
+            if (!dt_placement_equal(want, got)) {
+                char a[32], b[32];
+                dt_placement_format(got, a, sizeof(a));
+                dt_placement_format(want, b, sizeof(b));
+                fail_msg("%s: output placement on mesh dim %d is %s, expected %s", c->name, k,
+                         a, b);
+            }
+        }
+    }
+    DO_OK(dt_full_tensor(yd, &yf));
+    snprintf(msg, sizeof(msg), "%s: forward", c->name);
+    do_assert_close(yf, yr, 1e-5, msg);
+    /* loss = sum(y * w) with a fixed random w */
+    w = do_randn(dt_tensor_ndim(yr), dt_tensor_shape(yr), seed + 424242);
+    DO_OK(dt_distribute(w, mesh, mn, r, &wd));
+    DO_OK(dt_mul(yr, w, &t));
+    DO_OK(dt_sum_all(t, &lr));
+    dt_tensor_release(t);
+    DO_OK(dt_mul(yd, wd, &t));
+    DO_OK(dt_sum_all(t, &ld));
+    dt_tensor_release(t);
+    DO_OK(dt_full_tensor(ld, &lf));
+    snprintf(msg, sizeof(msg), "%s: loss", c->name);
+    do_assert_close(lf, lr, 1e-5, msg);
+    if (dt_tensor_requires_grad(lr)) {
+        DO_OK(dt_backward(lr, NULL));
+        DO_OK(dt_backward(ld, NULL));
+        for (int i = 0; i < c->n; i++) {
+            if (c->no_grad[i])
+                continue;
+            dt_tensor *gr = dt_tensor_grad(ref[i]), *gd = dt_tensor_grad(dx[i]);
+            snprintf(msg, sizeof(msg), "%s: grad of input %d", c->name, i);
+            if (gr == NULL || gd == NULL)
+                fail_msg("%s: missing (%p %p)", msg, (void *)gr, (void *)gd);
+            dt_tensor *want = do_grad_local(gr, dt_tensor_spec(dx[i]));
+            do_assert_close(gd, want, 1e-5, msg);
+            dt_tensor_release(want);
+        }
+    }
+    dt_tensor_release(lf);
+    dt_tensor_release(ld);
+    dt_tensor_release(lr);
+    dt_tensor_release(wd);
+    dt_tensor_release(w);
+    dt_tensor_release(yf);
+    dt_tensor_release(yd);
+    dt_tensor_release(yr);
+    for (int i = 0; i < c->n; i++) {
+        dt_tensor_release(ref[i]);
+        dt_tensor_release(dx[i]);
+    }
+}
+
+/* Placement shorthands. */
+#define S(d) dt_shard(d)
+#define R dt_replicate()
+#define P dt_partial(DT_REDUCE_OP_SUM)
+
+#endif
