@@ -20,7 +20,7 @@
  * best one is picked at load time (gcc function multi-versioning), so one
  * binary runs everywhere and still uses the wide vectors this CPU has.
  */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
 #define DT_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define DT_CPU_CLONES
