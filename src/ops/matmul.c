@@ -184,6 +184,15 @@ err_y:
 
 /* ------------------------------------------------------------ linear */
 
+/* Product of all dims but the last: the rows of x [..., in], even when in is 0. */
+static int64_t lead_rows(const dt_tensor *x)
+{
+    int64_t r = 1;
+    for (int d = 0; d + 1 < x->ndim; d++)
+        r *= x->shape[d];
+    return r;
+}
+
 /* A 2-d [rows, cols] view of contiguous t. */
 static dt_status view2d(dt_tensor *t, int64_t rows, int64_t cols, dt_tensor **out)
 {
@@ -257,7 +266,7 @@ static dt_status linear_check(const char *name, dt_tensor *x, dt_tensor *w, dt_t
 static dt_status linear_raw(const dt_kernel_ops *k, dt_tensor *x, dt_tensor *w, dt_tensor *bias,
                             dt_tensor **xc_out, dt_tensor **out)
 {
-    int64_t in = w->shape[1], outf = w->shape[0], rows = dt_tensor_numel(x) / (in ? in : 1);
+    int64_t in = w->shape[1], outf = w->shape[0], rows = lead_rows(x);
     int64_t shape[DT_MAX_DIMS], bshape[2] = {rows, outf};
     dt_tensor *xc = NULL, *wc = NULL, *x2 = NULL, *y = NULL, *y2 = NULL, *eb = NULL;
     dt_status s;
@@ -305,7 +314,7 @@ dt_status dt_linear(dt_tensor *x, dt_tensor *w, dt_tensor *bias, dt_tensor **out
         DT_CHECK_GOTO(dt__ag_node_create(name, linear_backward, 3, ins, &node), s, err_y);
         node->iv[0] = w->shape[1];
         node->iv[1] = w->shape[0];
-        node->iv[2] = dt_tensor_numel(x) / (w->shape[1] ? w->shape[1] : 1);
+        node->iv[2] = lead_rows(x);
         DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 1) ? xc : NULL), s,
                       err_node);
         DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 0) ? w : NULL), s,

@@ -28,7 +28,7 @@
             fail_msg("%s -> %s: %s", #call, dt_status_str(do_s_), dt_last_error());    \
     } while (0)
 
-#define DO_MAX_IN 4
+#define DO_MAX_IN 6
 
 static dt_runtime *do_rt;
 
