@@ -198,6 +198,55 @@ DT_API dt_status dt_save_full(dt_module *root, const char *path);
  */
 DT_API dt_status dt_load_full(dt_module *root, const char *path);
 
+/* ================================================================ sharded checkpoints */
+
+/*
+ * A sharded checkpoint is a directory:
+ *   rank-<R>.<save_id>.safetensors  the distinct shards world rank R holds,
+ *                                   keyed by FQN (each shard stored once: by
+ *                                   the rank at coordinate 0 of every mesh dim
+ *                                   that replicates it; local parameters by
+ *                                   world rank 0), metadata format=pt,
+ *                                   dtensor.save_id, dtensor.rank;
+ *   index.json                      written last by world rank 0: format
+ *                                   "dtensor-sharded", version 1, save_id,
+ *                                   world_size, and per FQN its dtype, global
+ *                                   shape, placements (informative) and every
+ *                                   shard's file, key, offset and shape.
+ * Every file is written to a temporary name, fsync'ed and renamed; the save id
+ * in the rank files' names means a new save into the same directory never
+ * touches the files the current index.json names, so a crash at any point
+ * leaves the previous checkpoint loadable. After the new index is in place,
+ * world rank 0 removes the rank files of older saves (best effort).
+ */
+
+/**
+ * Save @p root's parameters as a sharded checkpoint in @p dir (created if
+ * missing; its parent must exist). Collective over the parameters' mesh when
+ * some are distributed (one mesh for all, as dt_save_full); ranks of a mesh
+ * slice that does not contain world rank 0 hold replicas of the slice that
+ * does and return DT_OK at once without writing. Every participating rank
+ * returns the same status. @p optim must be NULL for now (optimizer state,
+ * step count and RNG state come with the data-parallel work).
+ * Errors: DT_ERR_UNSUPPORTED (optim != NULL, a Partial parameter),
+ * DT_ERR_INVALID_ARG (as dt_save_full), DT_ERR_SYSTEM (files), collectives'.
+ */
+DT_API dt_status dt_checkpoint_save(dt_module *root, dt_optim *optim, const char *dir);
+
+/**
+ * Load a sharded checkpoint from @p dir into @p root's parameters, whatever
+ * mesh and placements they have now (another world size, another plan, or
+ * all local): each rank reads only the parts of the stored shards that
+ * overlap its own shards. Not collective. Everything (index, files, keys,
+ * dtypes, shapes, coverage) is validated before any parameter is written.
+ * Errors: DT_ERR_SYSTEM (cannot read index.json or a rank file),
+ * DT_ERR_FORMAT (hostile or inconsistent index.json or rank file, shards that
+ * do not cover a parameter), DT_ERR_INVALID_ARG naming the FQN (missing from
+ * the checkpoint, not in the model, dtype or global shape mismatch),
+ * DT_ERR_UNSUPPORTED (optim != NULL, a Partial parameter).
+ */
+DT_API dt_status dt_checkpoint_load(dt_module *root, dt_optim *optim, const char *dir);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,94 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/ck_params.h"
 #include "checkpoint/st_impl.h"
 #include "core/error.h"
 #include "core/tensor_impl.h"
 #include "dtensor/placement.h"
 
-typedef struct fs_param {
-    char *fqn;
-    dt_tensor *t; /* borrowed from the module */
-} fs_param;
-
-typedef struct fs_list {
-    int n, cap;
-    fs_param *p;
-} fs_list;
-
-static void fs_list_free(fs_list *l)
-{
-    for (int i = 0; i < l->n; i++)
-        free(l->p[i].fqn);
-    free(l->p);
-}
-
-static dt_status fs_collect_one(const char *fqn, dt_module *owner, const char *name, dt_tensor *param,
-                                void *user)
-{
-    fs_list *l = user;
-    if (l->n == l->cap) {
-        int cap = l->cap == 0 ? 64 : 2 * l->cap;
-        fs_param *p = realloc(l->p, sizeof(*p) * (size_t)cap);
-        if (p == NULL)
-            return DT_ERR(DT_ERR_NO_MEMORY, "state dict: %d parameters", cap);
-        l->p = p;
-        l->cap = cap;
-    }
-    l->p[l->n].fqn = strdup(fqn);
-    l->p[l->n].t = param;
-    if (l->p[l->n].fqn == NULL)
-        return DT_ERR(DT_ERR_NO_MEMORY, "state dict: FQN %s", fqn);
-    l->n++;
-    return DT_OK;
-}
-
-/* The parameters of @p root and the one mesh their distributed ones share
- * (*mesh NULL when all are local). */
-static dt_status fs_collect(const char *fn, dt_module *root, fs_list *l, dt_mesh **mesh)
-{
-    DT_CHECK(dt_module_foreach_param(root, fs_collect_one, l));
-    if (l->n == 0)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: the module has no parameters", fn);
-    dt_mesh *m = NULL;
-    const char *first = NULL;
-    for (int i = 0; i < l->n; i++) {
-        dt_mesh *pm = dt_tensor_mesh(l->p[i].t);
-        if (pm == NULL)
-            continue;
-        if (m == NULL) {
-            m = pm;
-            first = l->p[i].fqn;
-        } else if (!dt_mesh_equal(m, pm)) {
-            return DT_ERR(DT_ERR_INVALID_ARG, "%s: parameters '%s' and '%s' are on different meshes",
-                          fn, first, l->p[i].fqn);
-        }
-    }
-    *mesh = m;
-    return DT_OK;
-}
-
-/* Every rank of @p mesh gets the lowest (worst) status of all of them. */
-static dt_status fs_agree(dt_mesh *mesh, dt_status mine, dt_status *all)
-{
-    int32_t v = (int32_t)mine;
-    for (int d = 0; d < dt_mesh_ndim(mesh); d++)
-        DT_CHECK(dt_comm_allreduce(dt_mesh_dim_comm(mesh, d), &v, &v, 1, DT_DTYPE_I32,
-                                   DT_REDUCE_OP_MIN, NULL));
-    *all = (dt_status)v;
-    return DT_OK;
-}
-
-/* On a rank whose own part went well, name the failure another rank had. */
-static dt_status fs_settle(const char *fn, dt_status mine, dt_status all, const char *path)
-{
-    if (mine != DT_OK)
-        return mine;
-    if (all != DT_OK)
-        return DT_ERR(all, "%s: writing %s failed on mesh rank 0 (%s; see its error)", fn, path,
-                      dt_status_str(all));
-    return DT_OK;
-}
+typedef dt_ck_param fs_param;
+typedef dt_ck_params fs_list;
 
 /* Gather every parameter in file order; @p w (rank 0 only) writes them. */
 static dt_status fs_stream(const char *fn, fs_list *l, dt_safetensors_writer *w, const int *order,
@@ -125,7 +45,8 @@ dt_status dt_save_full(dt_module *root, const char *path)
     int *order = NULL;
     dt_safetensors_writer *w = NULL;
     dt_status st = DT_OK, wst = DT_OK, all = DT_OK;
-    DT_CHECK_GOTO(fs_collect(fn, root, &l, &mesh), st, out);
+    DT_CHECK_GOTO(dt__ck_params_collect(fn, root, &l), st, out);
+    mesh = l.mesh;
     e = calloc((size_t)l.n, sizeof(*e));
     order = calloc((size_t)l.n, sizeof(int));
     if (e == NULL || order == NULL) {
@@ -142,9 +63,9 @@ dt_status dt_save_full(dt_module *root, const char *path)
         wst = dt_safetensors_writer_create(path, l.n, e, 1, meta, &w);
     if (mesh != NULL) {
         /* a writer that cannot start stops everyone before any gather */
-        DT_CHECK_GOTO(fs_agree(mesh, wst, &all), st, out);
+        DT_CHECK_GOTO(dt__ck_agree(mesh, wst, &all), st, out);
         if (all != DT_OK) {
-            st = fs_settle(fn, wst, all, path);
+            st = dt__ck_settle(fn, wst, all, "writing the file (on mesh rank 0)");
             goto out;
         }
     } else if (wst != DT_OK) {
@@ -161,8 +82,8 @@ dt_status dt_save_full(dt_module *root, const char *path)
             dt_safetensors_writer_abort(tmp);
     }
     if (mesh != NULL) {
-        DT_CHECK_GOTO(fs_agree(mesh, wst, &all), st, out);
-        st = fs_settle(fn, wst, all, path);
+        DT_CHECK_GOTO(dt__ck_agree(mesh, wst, &all), st, out);
+        st = dt__ck_settle(fn, wst, all, "writing the file (on mesh rank 0)");
     } else {
         st = wst;
     }
@@ -170,7 +91,7 @@ out:
     dt_safetensors_writer_abort(w);
     free(order);
     free(e);
-    fs_list_free(&l);
+    dt__ck_params_free(&l);
     return st;
 }
 
@@ -203,11 +124,7 @@ static dt_status fs_plan_one(const char *fn, const dt_safetensors *f, const fs_p
     tg->local = t;
     if (dt_tensor_is_distributed(t)) {
         const dt_spec *s = dt_tensor_spec(t);
-        const dt_placement *pl = dt_spec_placements(s);
-        for (int k = 0; k < dt_mesh_ndim(dt_spec_mesh(s)); k++)
-            if (pl[k].kind == DT_PLACEMENT_PARTIAL)
-                return DT_ERR(DT_ERR_UNSUPPORTED, "%s: parameter '%s' is Partial on mesh dim %d; "
-                              "load into Shard or Replicate parameters", fn, p->fqn, k);
+        DT_CHECK(dt__ck_check_not_partial(fn, p));
         DT_CHECK(dt_spec_local_shape(s, NULL, NULL, tg->off));
         tg->local = dt_to_local(t);
     }
@@ -220,12 +137,11 @@ dt_status dt_load_full(dt_module *root, const char *path)
     DT_ARG_NOT_NULL(root);
     DT_ARG_NOT_NULL(path);
     fs_list l = {0};
-    dt_mesh *mesh = NULL;
     dt_safetensors *f = NULL;
     fs_target *tg = NULL;
     unsigned char *used = NULL;
     dt_status st = DT_OK;
-    DT_CHECK_GOTO(fs_collect(fn, root, &l, &mesh), st, out);
+    DT_CHECK_GOTO(dt__ck_params_collect(fn, root, &l), st, out);
     DT_CHECK_GOTO(dt_safetensors_open(path, &f), st, out);
     tg = calloc((size_t)l.n, sizeof(*tg));
     used = calloc((size_t)f->n + 1, 1);
@@ -248,6 +164,6 @@ out:
     free(used);
     free(tg);
     dt_safetensors_close(f);
-    fs_list_free(&l);
+    dt__ck_params_free(&l);
     return st;
 }

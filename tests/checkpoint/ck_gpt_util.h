@@ -70,4 +70,42 @@ static inline void ck_release_all(dt_tensor **t, int n)
         dt_tensor_release(t[i]);
 }
 
+/* Placements of parameter @p i on a mesh of @p nd dims, into @p pl. */
+typedef void (*ck_place_fn)(int i, int nd, dt_placement *pl, void *user);
+
+/* Replace every parameter of @p m by dt_distribute of it on @p mesh. */
+static inline void ck_shard_model(dt_module *m, dt_mesh *mesh, ck_place_fn place, void *user)
+{
+    ck_params p;
+    ck_params_of(m, &p);
+    int nd = dt_mesh_ndim(mesh);
+    for (int i = 0; i < p.n; i++) {
+        dt_placement pl[DT_MESH_MAX_DIMS];
+        place(i, nd, pl, user);
+        dt_tensor *d = NULL;
+        CK_OK(dt_distribute(p.t[i], mesh, nd, pl, &d));
+        CK_OK(dt_module_param_set(p.owner[i], p.name[i], d));
+        dt_tensor_release(d);
+    }
+}
+
+/* Every parameter of @p m (local or distributed) equals the local one of @p ref. */
+static inline void ck_assert_same_weights(dt_module *m, dt_module *ref, const char *what)
+{
+    ck_params pm, pr;
+    ck_params_of(m, &pm);
+    ck_params_of(ref, &pr);
+    assert_int_equal(pm.n, pr.n);
+    for (int i = 0; i < pm.n; i++) {
+        dt_tensor *g = NULL;
+        if (dt_tensor_is_distributed(pm.t[i]))
+            CK_OK(dt_full_tensor(pm.t[i], &g));
+        else
+            g = dt_tensor_retain(pm.t[i]);
+        if (!dt_tensor_equal(g, pr.t[i]))
+            fail_msg("%s: %s differs", what, pm.fqn[i]);
+        dt_tensor_release(g);
+    }
+}
+
 #endif

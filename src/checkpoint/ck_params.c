@@ -1,0 +1,111 @@
+/*
+ * Parameter lists and status agreement shared by the full and sharded
+ * checkpoints (see ck_params.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint/ck_params.h"
+#include "core/error.h"
+
+static dt_status ck_collect_one(const char *fqn, dt_module *owner, const char *name,
+                                dt_tensor *param, void *user)
+{
+    dt_ck_params *l = user;
+    if (l->n == l->cap) {
+        int cap = l->cap == 0 ? 64 : 2 * l->cap;
+        dt_ck_param *p = realloc(l->p, sizeof(*p) * (size_t)cap);
+        if (p == NULL)
+            return DT_ERR(DT_ERR_NO_MEMORY, "checkpoint: %d parameters", cap);
+        l->p = p;
+        l->cap = cap;
+    }
+    l->p[l->n].fqn = strdup(fqn);
+    l->p[l->n].t = param;
+    if (l->p[l->n].fqn == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "checkpoint: FQN %s", fqn);
+    l->n++;
+    return DT_OK;
+}
+
+dt_status dt__ck_params_collect(const char *fn, dt_module *root, dt_ck_params *l)
+{
+    DT_CHECK(dt_module_foreach_param(root, ck_collect_one, l));
+    if (l->n == 0)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: the module has no parameters", fn);
+    const char *first = NULL;
+    for (int i = 0; i < l->n; i++) {
+        dt_mesh *pm = dt_tensor_mesh(l->p[i].t);
+        if (pm == NULL)
+            continue;
+        if (l->mesh == NULL) {
+            l->mesh = pm;
+            first = l->p[i].fqn;
+        } else if (!dt_mesh_equal(l->mesh, pm)) {
+            return DT_ERR(DT_ERR_INVALID_ARG, "%s: parameters '%s' and '%s' are on different meshes",
+                          fn, first, l->p[i].fqn);
+        }
+    }
+    if (l->mesh != NULL && dt_mesh_dim_comm(l->mesh, 0) == NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: parameter '%s' is on a virtual mesh (no comms)", fn, first);
+    return DT_OK;
+}
+
+void dt__ck_params_free(dt_ck_params *l)
+{
+    for (int i = 0; i < l->n; i++)
+        free(l->p[i].fqn);
+    free(l->p);
+    l->p = NULL;
+    l->n = l->cap = 0;
+}
+
+dt_status dt__ck_agree(dt_mesh *mesh, dt_status mine, dt_status *all)
+{
+    int32_t v = (int32_t)mine;
+    for (int d = 0; d < dt_mesh_ndim(mesh); d++)
+        DT_CHECK(dt_comm_allreduce(dt_mesh_dim_comm(mesh, d), &v, &v, 1, DT_DTYPE_I32,
+                                   DT_REDUCE_OP_MIN, NULL));
+    *all = (dt_status)v;
+    return DT_OK;
+}
+
+dt_status dt__ck_agree_max(dt_mesh *mesh, int64_t *v)
+{
+    for (int d = 0; d < dt_mesh_ndim(mesh); d++)
+        DT_CHECK(dt_comm_allreduce(dt_mesh_dim_comm(mesh, d), v, v, 1, DT_DTYPE_I64,
+                                   DT_REDUCE_OP_MAX, NULL));
+    return DT_OK;
+}
+
+dt_status dt__ck_settle(const char *fn, dt_status mine, dt_status all, const char *what)
+{
+    if (mine != DT_OK)
+        return mine;
+    if (all != DT_OK)
+        return DT_ERR(all, "%s: %s failed on another rank (%s; see its error)", fn, what,
+                      dt_status_str(all));
+    return DT_OK;
+}
+
+dt_status dt__ck_check_not_partial(const char *fn, const dt_ck_param *p)
+{
+    const dt_spec *s = dt_tensor_spec(p->t);
+    if (s == NULL)
+        return DT_OK;
+    const dt_placement *pl = dt_spec_placements(s);
+    for (int k = 0; k < dt_mesh_ndim(dt_spec_mesh(s)); k++)
+        if (pl[k].kind == DT_PLACEMENT_PARTIAL)
+            return DT_ERR(DT_ERR_UNSUPPORTED, "%s: parameter '%s' is Partial on mesh dim %d; "
+                          "checkpoints hold Shard or Replicate parameters", fn, p->fqn, k);
+    return DT_OK;
+}
+
+bool dt__ck_shard_stored(const dt_spec *s, const int *coord)
+{
+    const dt_placement *pl = dt_spec_placements(s);
+    for (int k = 0; k < dt_mesh_ndim(dt_spec_mesh(s)); k++)
+        if (pl[k].kind != DT_PLACEMENT_SHARD && coord[k] != 0)
+            return false;
+    return true;
+}

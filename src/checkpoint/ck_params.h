@@ -1,0 +1,42 @@
+/*
+ * What the full and sharded checkpoints share: the module's parameters with
+ * their FQNs, the one mesh their distributed ones live on, and agreeing on a
+ * status across that mesh.
+ */
+#ifndef DT_CHECKPOINT_CK_PARAMS_H
+#define DT_CHECKPOINT_CK_PARAMS_H
+
+#include "dtensor/checkpoint.h"
+#include "dtensor/placement.h"
+
+typedef struct dt_ck_param {
+    char *fqn;
+    dt_tensor *t; /* borrowed from the module */
+} dt_ck_param;
+
+typedef struct dt_ck_params {
+    int n, cap;
+    dt_ck_param *p;
+    dt_mesh *mesh; /* shared by the distributed parameters; NULL when all are local */
+} dt_ck_params;
+
+/* Collect @p root's parameters; DT_ERR_INVALID_ARG (naming @p fn) when there
+ * are none or the distributed ones are on different meshes. */
+dt_status dt__ck_params_collect(const char *fn, dt_module *root, dt_ck_params *l);
+void dt__ck_params_free(dt_ck_params *l);
+
+/* Collective over @p mesh: *all = the lowest status any rank passed. */
+dt_status dt__ck_agree(dt_mesh *mesh, dt_status mine, dt_status *all);
+/* Collective over @p mesh: every rank gets the largest @p v. */
+dt_status dt__ck_agree_max(dt_mesh *mesh, int64_t *v);
+/* On a rank whose own part went well, record who failed (@p all). */
+dt_status dt__ck_settle(const char *fn, dt_status mine, dt_status all, const char *what);
+/* DT_ERR_UNSUPPORTED naming the FQN when @p t has a Partial placement. */
+dt_status dt__ck_check_not_partial(const char *fn, const dt_ck_param *p);
+
+/* True when the shard at mesh coordinate @p coord of a tensor with spec @p s
+ * is the copy a sharded checkpoint stores: coordinate 0 on every mesh dim
+ * that does not shard it (each distinct shard is stored exactly once). */
+bool dt__ck_shard_stored(const dt_spec *s, const int *coord);
+
+#endif

@@ -1,0 +1,236 @@
+/*
+ * Sharded checkpoints, load side: each rank works out the box of every
+ * parameter it holds under its own mesh and placements, intersects it with the
+ * stored shards listed in index.json, and reads only those intersections
+ * from the rank files (any mesh, any plan: resharding happens here). Every
+ * read is planned and validated before the first parameter is written.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint/ck_index.h"
+#include "checkpoint/ck_params.h"
+#include "checkpoint/st_impl.h"
+#include "core/error.h"
+#include "core/tensor_impl.h"
+
+typedef struct sl_read {
+    int file;                   /* in the open-file cache */
+    int tensor;                 /* in that file */
+    int64_t src_off[DT_MAX_DIMS]; /* box origin inside the stored shard */
+    dt_tensor *dst;             /* view of the parameter's local data */
+} sl_read;
+
+typedef struct sl_ctx {
+    const char *dir;
+    dt_ck_index *ix;
+    int n_files;
+    char **file_names;
+    dt_safetensors **files;
+    int n_reads, cap_reads;
+    sl_read *reads;
+} sl_ctx;
+
+static void sl_free(sl_ctx *c)
+{
+    for (int i = 0; i < c->n_files; i++) {
+        dt_safetensors_close(c->files[i]);
+        free(c->file_names[i]);
+    }
+    free(c->files);
+    free(c->file_names);
+    for (int i = 0; i < c->n_reads; i++)
+        dt_tensor_release(c->reads[i].dst);
+    free(c->reads);
+    dt__ck_index_free(c->ix);
+}
+
+/* The open file called @p name (opened on first use). */
+static dt_status sl_file(sl_ctx *c, const char *name, int *out)
+{
+    for (int i = 0; i < c->n_files; i++)
+        if (strcmp(c->file_names[i], name) == 0) {
+            *out = i;
+            return DT_OK;
+        }
+    char **nn = realloc(c->file_names, sizeof(char *) * (size_t)(c->n_files + 1));
+    if (nn != NULL)
+        c->file_names = nn;
+    dt_safetensors **nf = realloc(c->files, sizeof(*nf) * (size_t)(c->n_files + 1));
+    if (nf != NULL)
+        c->files = nf;
+    if (nn == NULL || nf == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "dt_checkpoint_load: files");
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", c->dir, name);
+    dt_safetensors *f = NULL;
+    DT_CHECK(dt_safetensors_open(path, &f));
+    c->file_names[c->n_files] = strdup(name);
+    c->files[c->n_files] = f;
+    *out = c->n_files++;
+    if (c->file_names[*out] == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "dt_checkpoint_load: files");
+    return DT_OK;
+}
+
+/* @p t narrowed to [off, off + shape) on every dim (a view). */
+static dt_status sl_view(dt_tensor *t, const int64_t *off, const int64_t *shape, dt_tensor **out)
+{
+    dt_tensor *cur = dt_tensor_retain(t), *next = NULL;
+    for (int d = 0; d < dt_tensor_ndim(t); d++) {
+        dt_status st = dt_tensor_narrow(cur, d, off[d], shape[d], &next);
+        dt_tensor_release(cur);
+        if (st != DT_OK)
+            return st;
+        cur = next;
+    }
+    *out = cur;
+    return DT_OK;
+}
+
+static dt_status sl_add_read(sl_ctx *c, const sl_read *r)
+{
+    if (c->n_reads == c->cap_reads) {
+        int cap = c->cap_reads == 0 ? 64 : 2 * c->cap_reads;
+        sl_read *p = realloc(c->reads, sizeof(*p) * (size_t)cap);
+        if (p == NULL)
+            return DT_ERR(DT_ERR_NO_MEMORY, "dt_checkpoint_load: %d reads", cap);
+        c->reads = p;
+        c->cap_reads = cap;
+    }
+    c->reads[c->n_reads++] = *r;
+    return DT_OK;
+}
+
+/* The stored shard @p s must be in its file with the index's dtype and shape. */
+static dt_status sl_check_stored(sl_ctx *c, const dt_ck_entry *e, const dt_ck_shard *s, int *file,
+                                 int *tensor)
+{
+    DT_CHECK(sl_file(c, s->file, file));
+    const dt_safetensors *f = c->files[*file];
+    if (dt_safetensors_find(f, s->key, tensor) != DT_OK)
+        return DT_ERR(DT_ERR_FORMAT, "dt_checkpoint_load: %s has no tensor '%s' (a shard of '%s')",
+                      f->path, s->key, e->name);
+    const dt_st_tensor *ft = &f->tensors[*tensor];
+    bool same = ft->dt->dtype == e->dtype && ft->ndim == e->ndim;
+    for (int d = 0; same && d < e->ndim; d++)
+        same = ft->shape[d] == s->shape[d];
+    if (!same) {
+        char a[128], b[128];
+        return DT_ERR(DT_ERR_FORMAT, "dt_checkpoint_load: %s holds '%s' as %s %s, index.json says %s %s",
+                      f->path, s->key, ft->dt->name, dt__shape_str(ft->ndim, ft->shape, a, sizeof(a)),
+                      dt_dtype_name(e->dtype), dt__shape_str(e->ndim, s->shape, b, sizeof(b)));
+    }
+    return DT_OK;
+}
+
+/* Plan the reads that fill box [off, off + shape) of @p local from @p e's shards. */
+static dt_status sl_plan_param(sl_ctx *c, const dt_ck_entry *e, dt_tensor *local, const int64_t *off,
+                               const int64_t *shape)
+{
+    int nd = e->ndim;
+    int64_t need = dt__shape_numel(nd, shape), got = 0;
+    for (int k = 0; k < e->n_shards && need > 0; k++) {
+        const dt_ck_shard *s = &e->shards[k];
+        int64_t lo[DT_MAX_DIMS], len[DT_MAX_DIMS], vol = 1;
+        for (int d = 0; d < nd; d++) {
+            int64_t a = off[d] > s->offset[d] ? off[d] : s->offset[d];
+            int64_t b1 = off[d] + shape[d], b2 = s->offset[d] + s->shape[d];
+            int64_t b = b1 < b2 ? b1 : b2;
+            lo[d] = a;
+            len[d] = b > a ? b - a : 0;
+            vol *= len[d];
+        }
+        if (vol == 0)
+            continue;
+        sl_read r = {0};
+        DT_CHECK(sl_check_stored(c, e, s, &r.file, &r.tensor));
+        int64_t dst_off[DT_MAX_DIMS];
+        for (int d = 0; d < nd; d++) {
+            r.src_off[d] = lo[d] - s->offset[d];
+            dst_off[d] = lo[d] - off[d];
+        }
+        DT_CHECK(sl_view(local, dst_off, len, &r.dst));
+        dt_status st = sl_add_read(c, &r);
+        if (st != DT_OK) {
+            dt_tensor_release(r.dst);
+            return st;
+        }
+        got += vol;
+    }
+    /* shards do not overlap (checked when parsing), so volumes add up */
+    if (got != need)
+        return DT_ERR(DT_ERR_FORMAT, "dt_checkpoint_load: the shards of '%s' in %s/index.json cover %lld of "
+                      "the %lld elements this rank needs", e->name, c->dir, (long long)got,
+                      (long long)need);
+    return DT_OK;
+}
+
+static dt_status sl_plan(sl_ctx *c, const char *fn, dt_ck_params *l)
+{
+    unsigned char *used = calloc((size_t)c->ix->n + 1, 1);
+    if (used == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "%s: index", fn);
+    dt_status st = DT_OK;
+    for (int i = 0; i < l->n && st == DT_OK; i++) {
+        const dt_ck_param *p = &l->p[i];
+        dt_tensor *t = p->t;
+        const dt_ck_entry *e = dt__ck_index_find(c->ix, p->fqn);
+        if (e == NULL) {
+            st = DT_ERR(DT_ERR_INVALID_ARG, "%s: parameter '%s' is missing from %s/index.json", fn,
+                        p->fqn, c->dir);
+            break;
+        }
+        used[e - c->ix->entries] = 1;
+        bool same = e->dtype == dt_tensor_dtype(t) && e->ndim == dt_tensor_ndim(t);
+        for (int d = 0; same && d < e->ndim; d++)
+            same = e->shape[d] == dt_tensor_shape(t)[d];
+        if (!same) {
+            char a[128], b[128];
+            st = DT_ERR(DT_ERR_INVALID_ARG, "%s: parameter '%s' is %s %s in the model, %s %s in the checkpoint",
+                        fn, p->fqn, dt_dtype_name(dt_tensor_dtype(t)),
+                        dt__shape_str(dt_tensor_ndim(t), dt_tensor_shape(t), a, sizeof(a)),
+                        dt_dtype_name(e->dtype), dt__shape_str(e->ndim, e->shape, b, sizeof(b)));
+            break;
+        }
+        st = dt__ck_check_not_partial(fn, p);
+        int64_t off[DT_MAX_DIMS] = {0};
+        dt_tensor *local = t;
+        if (st == DT_OK && dt_tensor_is_distributed(t)) {
+            st = dt_spec_local_shape(dt_tensor_spec(t), NULL, NULL, off);
+            local = dt_to_local(t);
+        }
+        if (st == DT_OK)
+            st = sl_plan_param(c, e, local, off, dt_tensor_shape(local));
+    }
+    for (int i = 0; i < c->ix->n && st == DT_OK; i++)
+        if (!used[i])
+            st = DT_ERR(DT_ERR_INVALID_ARG, "%s: the checkpoint holds '%s', which the model does not have",
+                        fn, c->ix->entries[i].name);
+    free(used);
+    return st;
+}
+
+dt_status dt_checkpoint_load(dt_module *root, dt_optim *optim, const char *dir)
+{
+    static const char *fn = "dt_checkpoint_load";
+    DT_ARG_NOT_NULL(root);
+    DT_ARG_NOT_NULL(dir);
+    if (optim != NULL)
+        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: optimizer state is not loaded yet (pass NULL)", fn);
+    sl_ctx c = {.dir = dir};
+    dt_ck_params l = {0};
+    dt_status st = DT_OK;
+    DT_CHECK_GOTO(dt__ck_params_collect(fn, root, &l), st, out);
+    DT_CHECK_GOTO(dt__ck_index_read(dir, &c.ix), st, out);
+    DT_CHECK_GOTO(sl_plan(&c, fn, &l), st, out);
+    for (int i = 0; i < c.n_reads; i++) {
+        const sl_read *r = &c.reads[i];
+        DT_CHECK_GOTO(dt_safetensors_read_box(c.files[r->file], r->tensor, r->src_off, r->dst), st, out);
+    }
+out:
+    sl_free(&c);
+    dt__ck_params_free(&l);
+    return st;
+}
