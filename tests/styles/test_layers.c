@@ -1,0 +1,248 @@
+/*
+ * Single layers under styles on dtrun ranks against the same layers on one
+ * rank (every rank computes the reference itself): the TorchShard-style
+ * column- then row-parallel linears (outputs, weight and input gradients),
+ * parallel cross entropy on vocabulary-sharded logits, a colwise Embedding
+ * (embedding dim sharded) and pairwise on a FeedForward. Sizes are uneven
+ * on 2 and 3 ranks (7 and 10 features).
+ */
+#include "st_util.h"
+
+static dt_runtime *rt;
+static dt_mesh *mesh;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (dt_init(NULL, &rt) != DT_OK)
+        return -1;
+    int w = dt_runtime_size(rt);
+    const char *names[1] = {"tp"};
+    return dt_mesh_create(rt, 1, &w, names, &mesh) == DT_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    dt_mesh_release(mesh);
+    if (rt != NULL)
+        dt_comm_barrier(dt_runtime_world(rt), NULL);
+    dt_runtime_destroy(rt);
+    return 0;
+}
+
+static dt_status init_one(const char *fqn, dt_module *o, const char *name, dt_tensor *p, void *u)
+{
+    (void)o, (void)name;
+    return dt_param_init(p, fqn, *(uint64_t *)u, 0.5, 0.0); /* biases too: nonzero */
+}
+
+static void init_params(dt_module *m, uint64_t seed)
+{
+    ST_OK(dt_module_foreach_param(m, init_one, &seed));
+}
+
+/* The full value of @p t: gathered when distributed, itself otherwise (new reference). */
+static dt_tensor *full_of(dt_tensor *t)
+{
+    dt_tensor *f = NULL;
+    if (dt_tensor_is_distributed(t))
+        ST_OK(dt_full_tensor(t, &f));
+    else
+        f = dt_tensor_retain(t);
+    return f;
+}
+
+/* The full gradient of parameter @p p (its local grad wrapped with p's placements). */
+static dt_tensor *full_grad(dt_tensor *p)
+{
+    if (!dt_tensor_is_distributed(p))
+        return dt_tensor_retain(dt_tensor_grad(p));
+    dt_tensor *g = dt_tensor_grad(p), *d = NULL, *f = NULL;
+    if (g == NULL)
+        g = dt_tensor_grad(dt_to_local(p));
+    assert_non_null(g);
+    if (dt_tensor_is_distributed(g))
+        g = dt_to_local(g);
+    ST_OK(dt_from_local(g, dt_tensor_mesh(p), 1, dt_tensor_placements(p), dt_tensor_shape(p), &d));
+    ST_OK(dt_full_tensor(d, &f));
+    dt_tensor_release(d);
+    return f;
+}
+
+static void assert_close(const char *what, dt_tensor *a, dt_tensor *b)
+{
+    assert_int_equal(dt_tensor_numel(a), dt_tensor_numel(b));
+    double worst = 0.0, scale = 1e-6;
+    for (int64_t i = 0; i < dt_tensor_numel(b); i++) {
+        worst = fmax(worst, fabs(dt_tensor_item_at(a, i) - dt_tensor_item_at(b, i)));
+        scale = fmax(scale, fabs(dt_tensor_item_at(b, i)));
+    }
+    if (worst > 1e-5 * scale)
+        fail_msg("%s: differs by %g (scale %g)", what, worst, scale);
+}
+
+static dt_tensor *input(int64_t n, int64_t d, uint64_t seed)
+{
+    int64_t s[2] = {n, d};
+    dt_tensor *x = NULL;
+    ST_OK(dt_tensor_empty(2, s, DT_DTYPE_F32, dt_device_cpu(), &x));
+    ST_OK(dt_tensor_fill_normal(x, 0.0, 1.0, seed, NULL, NULL));
+    ST_OK(dt_tensor_set_requires_grad(x, true));
+    return x;
+}
+
+/* loss = sum(y * y) of a local or distributed y */
+static dt_tensor *square_sum(dt_tensor *y)
+{
+    dt_tensor *yy = NULL, *l = NULL;
+    ST_OK(dt_mul(y, y, &yy));
+    ST_OK(dt_sum_all(yy, &l));
+    dt_tensor_release(yy);
+    return l;
+}
+
+static void test_torchshard_linears(void **state)
+{
+    (void)state;
+    dt_module *col = NULL, *row = NULL, *rc = NULL, *rr = NULL;
+    ST_OK(dt_parallel_linear_create(6, 7, true, 1, mesh, "tp", &col));
+    ST_OK(dt_parallel_linear_create(7, 4, true, 0, mesh, "tp", &row));
+    ST_OK(dt_linear_create(6, 7, true, &rc));
+    ST_OK(dt_linear_create(7, 4, true, &rr));
+    init_params(col, 1), init_params(rc, 1), init_params(row, 2), init_params(rr, 2);
+    dt_tensor *x = input(5, 6, 3), *xr = input(5, 6, 3);
+    dt_tensor *h = NULL, *y = NULL, *hr = NULL, *yr = NULL;
+    ST_OK(dt_module_call(col, x, &h)); /* this rank's S(-1) columns, local */
+    assert_false(dt_tensor_is_distributed(h));
+    ST_OK(dt_module_call(row, h, &y)); /* all-reduced: replicated, local */
+    ST_OK(dt_module_call(rc, xr, &hr));
+    ST_OK(dt_module_call(rr, hr, &yr));
+    assert_close("row(col(x))", y, yr);
+    dt_tensor *l = square_sum(y), *lr = square_sum(yr);
+    ST_OK(dt_backward(l, NULL));
+    ST_OK(dt_backward(lr, NULL));
+    assert_close("x.grad", dt_tensor_grad(x), dt_tensor_grad(xr));
+    const char *names[2] = {"weight", "bias"};
+    dt_module *mods[2][2] = {{col, rc}, {row, rr}};
+    for (int m = 0; m < 2; m++)
+        for (int k = 0; k < 2; k++) {
+            dt_tensor *g = full_grad(dt_module_param(mods[m][0], names[k]));
+            assert_close(names[k], g, dt_tensor_grad(dt_module_param(mods[m][1], names[k])));
+            dt_tensor_release(g);
+        }
+    dt_tensor *objs[] = {l, lr, h, y, hr, yr, x, xr};
+    for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
+        dt_tensor_release(objs[i]);
+    dt_module_destroy(col), dt_module_destroy(row), dt_module_destroy(rc), dt_module_destroy(rr);
+}
+
+static void test_parallel_cross_entropy(void **state)
+{
+    (void)state;
+    dt_module *out = NULL, *ref = NULL;
+    dt_plan *plan = NULL;
+    ST_OK(dt_linear_create(6, 10, false, &out));
+    ST_OK(dt_linear_create(6, 10, false, &ref));
+    init_params(out, 4), init_params(ref, 4);
+    dt_style *s = NULL;
+    dt_style_params p = {.field_mask = DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT,
+                         .use_local_output = false};
+    ST_OK(dt_style_create(DT_STYLE_COLWISE, &p, &s));
+    ST_OK(dt_plan_create(&plan));
+    ST_OK(dt_plan_add(plan, "", s));
+    ST_OK(dt_parallelize_module(out, mesh, plan, "tp"));
+    dt_tensor *x = input(5, 6, 5), *xr = input(5, 6, 5), *lg = NULL, *lgr = NULL;
+    int64_t tv[5] = {0, 9, 3, 4, 7};
+    dt_tensor *t = NULL, *loss = NULL, *lr = NULL;
+    ST_OK(dt_tensor_from_buffer(1, (int64_t[]){5}, DT_DTYPE_I64, tv, &t));
+    ST_OK(dt_module_call(out, x, &lg));
+    assert_true(dt_tensor_is_distributed(lg));
+    assert_true(dt_placement_is_shard(dt_tensor_placements(lg)[0], 1));
+    ST_OK(dt_parallel_cross_entropy(lg, t, &loss));
+    ST_OK(dt_module_call(ref, xr, &lgr));
+    ST_OK(dt_nn_cross_entropy(lgr, t, &lr));
+    dt_tensor *lf = full_of(loss);
+    assert_close("loss", lf, lr);
+    ST_OK(dt_backward(loss, NULL));
+    ST_OK(dt_backward(lr, NULL));
+    dt_tensor *g = full_grad(dt_module_param(out, "weight"));
+    assert_close("output.weight.grad", g, dt_tensor_grad(dt_module_param(ref, "weight")));
+    assert_close("x.grad", dt_tensor_grad(x), dt_tensor_grad(xr));
+    /* logits not sharded along the classes are refused by name */
+    dt_tensor *rep = NULL, *bad = NULL;
+    ST_OK(dt_redistribute(lg, 1, (dt_placement[]){dt_shard(0)}, &rep));
+    ST_FAILS(dt_parallel_cross_entropy(rep, t, &bad), DT_ERR_INVALID_ARG, "S(0)");
+    dt_tensor *objs[] = {rep, g, lf, lr, loss, t, lg, lgr, x, xr};
+    for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
+        dt_tensor_release(objs[i]);
+    dt_style_release(s);
+    dt_plan_destroy(plan);
+    dt_module_destroy(out), dt_module_destroy(ref);
+}
+
+/* colwise on an Embedding shards the embedding dim; pairwise on a FeedForward. */
+static void test_embedding_and_pairwise(void **state)
+{
+    (void)state;
+    dt_module *emb = NULL, *er = NULL, *ffn = NULL, *fr = NULL;
+    ST_OK(dt_embedding_create(11, 7, &emb));
+    ST_OK(dt_embedding_create(11, 7, &er));
+    ST_OK(dt_feed_forward_create(7, 10, &ffn));
+    ST_OK(dt_feed_forward_create(7, 10, &fr));
+    init_params(emb, 6), init_params(er, 6), init_params(ffn, 7), init_params(fr, 7);
+    dt_plan *pe = NULL, *pf = NULL;
+    ST_OK(dt_plan_parse("  # nothing\n", &pe)); /* an empty text is an empty plan */
+    assert_int_equal(dt_plan_size(pe), 0);
+    dt_plan_destroy(pe);
+    dt_style *col = NULL, *pair = NULL;
+    ST_OK(dt_style_colwise(&col));
+    ST_OK(dt_style_pairwise(&pair));
+    ST_OK(dt_plan_create(&pe));
+    ST_OK(dt_plan_add(pe, "", col));
+    ST_OK(dt_plan_create(&pf));
+    ST_OK(dt_plan_add(pf, "", pair));
+    ST_OK(dt_parallelize_module(emb, mesh, pe, "tp"));
+    ST_OK(dt_parallelize_module(ffn, mesh, pf, "tp"));
+    int64_t ids_v[6] = {0, 10, 3, 3, 7, 1};
+    dt_tensor *ids = NULL, *e = NULL, *ef = NULL, *erv = NULL, *y = NULL, *yr = NULL;
+    ST_OK(dt_tensor_from_buffer(2, (int64_t[]){2, 3}, DT_DTYPE_I64, ids_v, &ids));
+    ST_OK(dt_module_call(emb, ids, &e)); /* local [2, 3, chunk of 7] */
+    assert_false(dt_tensor_is_distributed(e));
+    dt_tensor *ed = NULL;
+    ST_OK(dt_from_local(e, mesh, 1, (dt_placement[]){dt_shard(-1)}, NULL, &ed));
+    ST_OK(dt_full_tensor(ed, &ef));
+    ST_OK(dt_module_call(er, ids, &erv));
+    assert_close("colwise embedding", ef, erv);
+    /* the pairwise FeedForward on the full embeddings: replicated in, replicated out */
+    ST_OK(dt_module_call(ffn, ef, &y));
+    ST_OK(dt_module_call(fr, erv, &yr));
+    assert_close("pairwise feed_forward", y, yr);
+    dt_tensor *l = square_sum(y), *lr = square_sum(yr);
+    ST_OK(dt_backward(l, NULL));
+    ST_OK(dt_backward(lr, NULL));
+    const char *fq[4] = {"w1.weight", "w1.bias", "w2.weight", "w2.bias"};
+    for (int i = 0; i < 4; i++) {
+        dt_tensor *g = full_grad(st_param(ffn, fq[i]));
+        assert_close(fq[i], g, dt_tensor_grad(st_param(fr, fq[i])));
+        dt_tensor_release(g);
+    }
+    dt_tensor *g = full_grad(dt_module_param(emb, "weight"));
+    assert_close("embedding.grad", g, dt_tensor_grad(dt_module_param(er, "weight")));
+    dt_tensor *objs[] = {g, l, lr, y, yr, ed, ef, erv, e, ids};
+    for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
+        dt_tensor_release(objs[i]);
+    dt_style_release(col), dt_style_release(pair);
+    dt_plan_destroy(pe), dt_plan_destroy(pf);
+    dt_module_destroy(emb), dt_module_destroy(er), dt_module_destroy(ffn), dt_module_destroy(fr);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_torchshard_linears),
+        cmocka_unit_test(test_parallel_cross_entropy),
+        cmocka_unit_test(test_embedding_and_pairwise),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
