@@ -178,8 +178,21 @@ dt_status dt__rl_fallback(const char *op, int n, dt_tensor *const *xs, dt__rl_lo
     DT_CHECK(dt__rl_mesh(op, n, xs, &mesh));
     for (int k = 0; k < mesh->ndim; k++)
         r[k] = dt_replicate();
-    DT_LOG_WARN("redist", "%s: no sharding rule for these placements; replicating its inputs",
-                op);
+    for (int i = 0; i < n; i++) { /* say so when it costs a collective */
+        dt_placement pl[DT__RL_MAX_MESH];
+        bool all_r = true;
+        if (xs[i] == NULL)
+            continue;
+        dt__rl_placements(xs[i], mesh, pl);
+        for (int k = 0; k < mesh->ndim; k++)
+            all_r = all_r && dt__rl_is_r(pl[k]);
+        if (!all_r) {
+            char buf[64];
+            DT_LOG_WARN("redist", "%s: no sharding rule; replicating input %d (%s)", op, i,
+                        dt__rl_fmt(mesh->ndim, pl, buf, sizeof(buf)));
+            break;
+        }
+    }
     for (int i = 0; i < n; i++)
         DT_CHECK_GOTO(dt__rl_prepare(op, xs[i], mesh, r, r, &locals[i]), s, out);
     DT_CHECK_GOTO(run(ctx, locals, &y), s, out);
