@@ -3,7 +3,8 @@
  * collective it runs, in the same process and run, on the same bytes:
  *   S(0)->R  vs all-gather,     P->R    vs all-reduce,
  *   P->S(0)  vs reduce-scatter, S(0)->S(1) vs all-to-all,
- * reporting time and bus bandwidth (nccl-tests convention) and the ratio.
+ * reporting time and bus bandwidth (nccl-tests convention) and the ratio
+ * (iterations of the two alternate; median of the slowest rank's times).
  * Then the per-op cost of the distributed layer on small tensors: wrapping a
  * shard (dt_from_local with a shape), a no-op redistribute (plan cache hit),
  * next to a 64x64 matmul on the local kernel.
@@ -56,61 +57,68 @@ typedef struct bench {
 
 enum { K_GATHER, K_REDUCE, K_SCATTER, K_A2A };
 
-/* Bare collective of the same bytes as the transition. */
-static double run_bare(bench *b, int kind)
+/* One timed call of the bare collective moving the same bytes as the transition. */
+static double time_bare(bench *b, int kind, float *in, float *out)
 {
     dt_comm *c = dt_mesh_dim_comm(b->mesh, 0);
     size_t total = (size_t)(b->rows * b->cols), part = total / (size_t)b->n;
-    float *in = calloc(total, sizeof(float)), *out = calloc(total, sizeof(float));
-    double *t = calloc((size_t)b->iters, sizeof(double));
-    for (int it = -1; it < b->iters; it++) {
-        CHECK(dt_comm_barrier(dt_runtime_world(b->rt), NULL));
-        double t0 = now();
-        switch (kind) {
-        case K_GATHER: CHECK(dt_comm_allgather(c, in, out, part, DT_DTYPE_F32, NULL)); break;
-        case K_REDUCE:
-            CHECK(dt_comm_allreduce(c, in, out, total, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL));
-            break;
-        case K_SCATTER:
-            CHECK(dt_comm_reduce_scatter(c, in, out, part, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL));
-            break;
-        case K_A2A:
-            CHECK(dt_comm_alltoall(c, in, out, part / (size_t)b->n, DT_DTYPE_F32, NULL));
-            break;
-        }
-        if (it >= 0)
-            t[it] = now() - t0;
+    CHECK(dt_comm_barrier(dt_runtime_world(b->rt), NULL));
+    double t0 = now();
+    switch (kind) {
+    case K_GATHER: CHECK(dt_comm_allgather(c, in, out, part, DT_DTYPE_F32, NULL)); break;
+    case K_REDUCE:
+        CHECK(dt_comm_allreduce(c, in, out, total, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL));
+        break;
+    case K_SCATTER:
+        CHECK(dt_comm_reduce_scatter(c, in, out, part, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL));
+        break;
+    case K_A2A: CHECK(dt_comm_alltoall(c, in, out, part / (size_t)b->n, DT_DTYPE_F32, NULL)); break;
     }
-    double m = median_max(dt_runtime_world(b->rt), t, b->iters);
-    free(in);
-    free(out);
-    free(t);
-    return m;
+    return now() - t0;
 }
 
-static double run_redist(bench *b, const char *from, const char *to)
+/* One timed dt_redistribute of @p d to @p pt (the result is dropped). */
+static double time_redist(bench *b, dt_tensor *d, dt_placement pt)
 {
+    dt_tensor *y = NULL;
+    CHECK(dt_comm_barrier(dt_runtime_world(b->rt), NULL));
+    double t0 = now();
+    CHECK(dt_redistribute(d, 1, &pt, &y));
+    double t = now() - t0;
+    dt_tensor_release(y);
+    return t;
+}
+
+/* Bare and redistribute alternate, iteration by iteration, so a machine
+ * whose load changes during the run treats both alike. */
+static void run_pair(bench *b, int kind, const char *from, const char *to, double *t_bare,
+                     double *t_redist)
+{
+    size_t total = (size_t)(b->rows * b->cols);
+    float *in = calloc(total, sizeof(float)), *out = calloc(total, sizeof(float));
+    double *tb = calloc((size_t)b->iters, sizeof(double));
+    double *tr = calloc((size_t)b->iters, sizeof(double));
     dt_placement pf, pt;
     CHECK(dt_placement_parse(from, &pf));
     CHECK(dt_placement_parse(to, &pt));
     int64_t shape[2] = {b->rows, b->cols};
-    dt_tensor *x = NULL, *d = NULL, *y = NULL;
+    dt_tensor *x = NULL, *d = NULL;
     CHECK(dt_tensor_zeros(2, shape, DT_DTYPE_F32, dt_device_cpu(), &x));
     CHECK(dt_distribute(x, b->mesh, 1, &pf, &d));
     dt_tensor_release(x);
-    double *t = calloc((size_t)b->iters, sizeof(double));
-    for (int it = -1; it < b->iters; it++) {
-        CHECK(dt_comm_barrier(dt_runtime_world(b->rt), NULL));
-        double t0 = now();
-        CHECK(dt_redistribute(d, 1, &pt, &y));
-        if (it >= 0)
-            t[it] = now() - t0;
-        dt_tensor_release(y);
+    time_bare(b, kind, in, out); /* warm-up: pages, connections, plan cache */
+    time_redist(b, d, pt);
+    for (int it = 0; it < b->iters; it++) {
+        tb[it] = time_bare(b, kind, in, out);
+        tr[it] = time_redist(b, d, pt);
     }
-    double m = median_max(dt_runtime_world(b->rt), t, b->iters);
+    *t_bare = median_max(dt_runtime_world(b->rt), tb, b->iters);
+    *t_redist = median_max(dt_runtime_world(b->rt), tr, b->iters);
     dt_tensor_release(d);
-    free(t);
-    return m;
+    free(in);
+    free(out);
+    free(tb);
+    free(tr);
 }
 
 /* Bus bandwidth in GB/s of moving S bytes with the given collective. */
@@ -135,8 +143,8 @@ static void bench_collectives(bench *b)
         printf("%d ranks, tensor [%lld, %lld] f32 = %.0f MiB, median of %d (slowest rank)\n",
                b->n, (long long)b->rows, (long long)b->cols, bytes / 1048576.0, b->iters);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        double tb = run_bare(b, cases[i].kind);
-        double tr = run_redist(b, cases[i].from, cases[i].to);
+        double tb, tr;
+        run_pair(b, cases[i].kind, cases[i].from, cases[i].to, &tb, &tr);
         if (b->rank == 0)
             printf("  %-6s -> %-5s %8.2f ms %6.2f GB/s | bare %-14s %8.2f ms %6.2f GB/s | %5.1f%%\n",
                    cases[i].from, cases[i].to, tr * 1e3, busbw(cases[i].kind, bytes, b->n, tr),
