@@ -35,7 +35,7 @@ if(NOT DT_CUDA STREQUAL "OFF")
     find_package(CUDAToolkit QUIET)
     find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include)
     find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib)
-    if(NOT CUDAToolkit_FOUND OR NOT TARGET CUDA::cublas)
+    if(NOT CUDAToolkit_FOUND OR NOT CUDA_cudart_LIBRARY OR NOT CUDA_cublas_LIBRARY)
       string(APPEND dt_cuda_missing " cudart/cuBLAS")
     endif()
     if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
@@ -76,7 +76,7 @@ function(dt_cuda_split_flags in_list out_var)
 endfunction()
 
 if(DT_HAVE_CUDA)
-  # Link the shared runtime everywhere: the C targets link CUDA::cudart, and a
+  # Link the shared runtime everywhere: the C targets link libcudart.so, and a
   # static cudart in the same process would be a second runtime.
   set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
   set(CMAKE_CUDA_STANDARD 17)
@@ -111,9 +111,13 @@ function(dt_cuda_add_sources target)
   endif()
 endfunction()
 
+# Absolute library paths rather than the CUDA:: imported targets, so the
+# exported dtensor::dtensor_static does not need find_package(CUDAToolkit)
+# in consumers' projects.
 function(dt_cuda_link target)
   if(DT_HAVE_CUDA)
-    target_link_libraries(${target} PRIVATE CUDA::cudart CUDA::cublas ${NCCL_LIBRARY})
+    target_link_libraries(${target} PRIVATE ${CUDA_cudart_LIBRARY} ${CUDA_cublas_LIBRARY}
+      ${NCCL_LIBRARY})
   endif()
 endfunction()
 
@@ -122,6 +126,7 @@ function(dt_cuda_use target)
   if(DT_HAVE_CUDA)
     target_compile_definitions(${target} PRIVATE DT_HAVE_CUDA=1)
     target_include_directories(${target} PRIVATE ${CUDAToolkit_INCLUDE_DIRS} ${NCCL_INCLUDE_DIR})
-    target_link_libraries(${target} PRIVATE CUDA::cudart CUDA::cublas ${NCCL_LIBRARY})
+    target_link_libraries(${target} PRIVATE ${CUDA_cudart_LIBRARY} ${CUDA_cublas_LIBRARY}
+      ${NCCL_LIBRARY})
   endif()
 endfunction()
