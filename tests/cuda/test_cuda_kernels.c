@@ -1,6 +1,7 @@
 /*
  * The CUDA kernel table against the CPU table (the reference) on random
- * inputs: every entry, strided and broadcast operands, edge cases (causal
+ * inputs: every entry and each launch path (e.g. reductions by thread, warp
+ * or block), strided and broadcast operands, edge cases (causal
  * rows with no key, ignore_index, empty reductions, K = 0 GEMM), errors.
  *
  * Without a GPU (cudaGetDeviceCount() == 0, as on the development and CI
@@ -413,11 +414,12 @@ static void test_reduce(void **state)
 {
     (void)state;
     NEED_GPU();
-    int64_t s[3] = {5, 6, 7}, big[2] = {3, 5000};
+    int64_t s[3] = {5, 6, 7}, big[2] = {3, 5000}, rows[2] = {300, 64};
     cu_pair x = cu_rand(3, s, -5, 5, 70), xb = cu_rand(2, big, -5, 5, 71);
-    cu_pair xt = cu_transpose(x, 0, 2); /* strided [7, 6, 5] */
-    const cu_pair *ins[3] = {&x, &xt, &xb};
-    for (int k = 0; k < 3; k++) {
+    cu_pair xr = cu_rand(2, rows, -5, 5, 72); /* many rows of 64: one warp each */
+    cu_pair xt = cu_transpose(x, 0, 2);      /* strided [7, 6, 5] */
+    const cu_pair *ins[4] = {&x, &xt, &xb, &xr};
+    for (int k = 0; k < 4; k++) {
         int nd = dt_tensor_ndim(ins[k]->c);
         for (int dim = -1; dim < nd; dim++) {
             int d = dim < 0 ? dim + nd : dim;
@@ -444,6 +446,7 @@ static void test_reduce(void **state)
     CU_OK(cu_gpu()->sum_squares(xt.g, &sg));
     assert_true(fabs(sc - sg) <= 1e-9 * fabs(sc) + 1e-9);
     cu_pair_release(xt);
+    cu_pair_release(xr);
     cu_pair_release(xb);
     cu_pair_release(x);
 }

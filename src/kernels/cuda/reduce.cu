@@ -46,6 +46,52 @@ __global__ void reduce_thread_kernel(int kind, const float *x, dt_cu_iter o, int
     }
 }
 
+/* (best, index) of two lanes: the better one, "none" (INT64_MAX) losing. */
+__device__ __forceinline__ void max_merge(float &best, int64_t &bi, float ov, int64_t oi)
+{
+    if (oi != INT64_MAX && (bi == INT64_MAX || better(ov, oi, best, bi))) {
+        best = ov;
+        bi = oi;
+    }
+}
+
+/* One warp per output: many outputs each reducing a contiguous run (rs == 1). */
+__global__ void reduce_warp_kernel(int kind, const float *x, dt_cu_iter o, int64_t R,
+                                   float *out, int64_t *am)
+{
+    int lane = threadIdx.x & 31;
+    int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
+    for (int64_t q = blockIdx.x * (int64_t)(blockDim.x >> 5) + (threadIdx.x >> 5); q < o.numel;
+         q += warps) {
+        int64_t base[1];
+        iter_offsets<1>(o, q, base);
+        const float *p = x + base[0];
+        if (kind != DT_CU_RED_MAX) {
+            float acc = 0.0f;
+            for (int64_t r = lane; r < R; r += 32)
+                acc += p[r];
+            acc = warp_reduce(acc, SumOp<float>());
+            if (lane == 0)
+                out[q] = kind == DT_CU_RED_MEAN ? acc / (float)R : acc;
+            continue;
+        }
+        float best = -INFINITY;
+        int64_t bi = INT64_MAX;
+        for (int64_t r = lane; r < R; r += 32)
+            max_merge(best, bi, p[r], r);
+        for (int off = 16; off > 0; off >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, best, off);
+            int64_t oi = __shfl_xor_sync(0xffffffffu, bi, off);
+            max_merge(best, bi, ov, oi);
+        }
+        if (lane == 0) {
+            out[q] = best;
+            if (am != nullptr)
+                am[q] = bi == INT64_MAX ? 0 : bi;
+        }
+    }
+}
+
 /* One block per output, for few outputs with long reductions. */
 __global__ void reduce_block_kernel(int kind, const float *x, dt_cu_iter o, int64_t R, int64_t rs,
                                     float *out, int64_t *am)
@@ -155,6 +201,9 @@ extern "C" cudaError_t dt_cu_reduce(int kind, const float *x, int ndim, const in
     if (R >= 1024 && o.numel <= 4096)
         reduce_block_kernel<<<row_blocks(o.numel), kThreads, 0, stream>>>(kind, x, o, R, rs, out,
                                                                          argmax);
+    else if (rs == 1 && R >= 32)
+        reduce_warp_kernel<<<grid_for(o.numel * 32), kThreads, 0, stream>>>(kind, x, o, R, out,
+                                                                           argmax);
     else
         reduce_thread_kernel<<<grid_for(o.numel), kThreads, 0, stream>>>(kind, x, o, R, rs, out,
                                                                         argmax);
