@@ -23,6 +23,13 @@
  *
  * Grad mode is per thread (as in PyTorch); a graph must not be used by two
  * threads at once.
+ *
+ * Distributed tensors (placement.h): autograd runs on their local shards.
+ * requires_grad, grad and set_grad of a distributed tensor act on its shard
+ * (dt_tensor_grad returns the shard's gradient, a local tensor laid out with
+ * the tensor's placements, Partial read as Replicate); detach keeps the spec.
+ * dt_backward from a distributed root is collective over its mesh (backward
+ * may all-reduce or redistribute gradients) and must be called by every rank.
  */
 #ifndef DTENSOR_AUTOGRAD_H
 #define DTENSOR_AUTOGRAD_H
@@ -61,11 +68,12 @@ DT_API dt_status dt_tensor_set_grad(dt_tensor *t, dt_tensor *grad);
  * error (DT_ERR_INVALID_ARG, "already consumed"), detected before any
  * gradient is written. With @p root a leaf, its .grad += @p grad (or 1).
  * @p grad (borrowed) must be f32 with root's shape. Not collective for local
- * tensors.
+ * tensors. A distributed root (a Replicate or Partial scalar loss, e.g. the
+ * parallel cross entropy) is seeded with 1 on every rank; a non-scalar one
+ * needs @p grad, distributed like it (its shard is used).
  * Errors: DT_ERR_INVALID_ARG for NULL root, a root that does not require
  * grad, a non-scalar root without @p grad, a mismatched @p grad, or a consumed
- * graph; DT_ERR_UNSUPPORTED for a distributed root (not yet routed);
- * DT_ERR_NO_MEMORY. After an error in the middle of the walk the graph is
+ * graph; DT_ERR_NO_MEMORY; collective errors for a distributed graph. After an error in the middle of the walk the graph is
  * partly consumed and leaves may hold partial gradients.
  */
 DT_API dt_status dt_backward(dt_tensor *root, dt_tensor *grad);
@@ -81,7 +89,9 @@ DT_API bool dt_grad_is_enabled(void);
 /**
  * Cut @p t from its history: a new handle (caller releases) on the same data,
  * with no grad_fn and requires_grad false.
- * Errors: DT_ERR_INVALID_ARG for NULL; DT_ERR_UNSUPPORTED for a distributed tensor.
+ * A distributed @p t gives a distributed handle with the same spec over the
+ * detached shard.
+ * Errors: DT_ERR_INVALID_ARG for NULL.
  */
 DT_API dt_status dt_tensor_detach(dt_tensor *t, dt_tensor **out);
 

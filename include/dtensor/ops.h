@@ -11,14 +11,41 @@
  * results are views sharing the input's storage where the layout allows.
  * Ops on local tensors are not collective and do not synchronise threads.
  *
- * Inputs may be local or distributed tensors (placement.h): on distributed
- * inputs the op follows the sharding-propagation rules and returns a
- * distributed result. Until those rules are wired in, an op given a
- * distributed input returns DT_ERR_UNSUPPORTED naming the op.
+ * Inputs may be local or distributed tensors (placement.h). When any input
+ * is distributed the op is COLLECTIVE over that mesh (every rank must call it
+ * with the same global shapes and placements) and returns a distributed
+ * result: the sharding rules (placement/rules/, PyTorch DTensor semantics)
+ * pick the placements, redistribute the inputs where needed, run the local
+ * op on the shards and wrap the result. A local tensor mixed with distributed
+ * ones is read as Replicate (handy for ids, targets and masks). Inputs on
+ * different meshes fail with DT_ERR_INVALID_ARG. Per mesh dim:
+ *   - element-wise: Shard(d) with Shard(d) or Replicate -> Shard(d) (the
+ *     Replicate side is sliced locally, or stays whole on a broadcast dim);
+ *     Partial(sum) +/- Partial(sum), Partial(sum) * or / Replicate ->
+ *     Partial(sum); scale keeps a Partial; other ops on a Partial reduce first;
+ *   - matmul: S(M) x R -> S(-2); R x S(N) -> S(-1); S(K) x S(K) -> Partial;
+ *     batch shards pass; linear: R x colwise w Shard(0) -> Shard(-1) (bias
+ *     Shard(0)); Shard(-1) x rowwise w Shard(1) -> Partial(sum), a Replicate
+ *     bias added once (by coordinate 0 of the Partial mesh dims);
+ *   - softmax / log_softmax / layer_norm over a sharded dim, and max over a
+ *     sharded dim, replicate it first; sum / mean over a sharded dim ->
+ *     Partial(sum);
+ *   - embedding with weight Shard(0) (vocabulary): ids outside a rank's rows
+ *     give zeros, result Partial(sum); cross_entropy on Shard(-1) logits never
+ *     gathers them (max and sum-exp all-reduced): a Replicate scalar;
+ *   - reshape keeps a Shard where the chunks line up ([B,T,D] S(2) ->
+ *     [B,T,H,hd] S(2) when the heads split evenly), permute/transpose move
+ *     it; narrow/split/concat along a sharded dim replicate it first;
+ *   - masked_fill has no rule: its inputs are replicated (a DT_LOG=warn line
+ *     on subsystem "redist" names the op).
+ * Gradients follow placement.h's convention (the gradient of a shard is the
+ * shard of the global gradient, Partial read as Replicate); a Replicate input
+ * of an op whose output is sharded or Partial gets its gradient all-reduced
+ * in backward (what Megatron calls f).
  *
  * Errors: DT_ERR_INVALID_ARG naming the bad argument, shape, dtype, dim or
- * value (NULL inputs or `out` included); DT_ERR_NO_MEMORY;
- * DT_ERR_UNSUPPORTED as above.
+ * value (NULL inputs or `out` included); DT_ERR_NO_MEMORY; errors of the
+ * collectives (comm.h) for distributed inputs.
  */
 #ifndef DTENSOR_OPS_H
 #define DTENSOR_OPS_H

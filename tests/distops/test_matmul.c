@@ -139,12 +139,34 @@ static void test_megatron_mlp(void **state)
     dt_mesh_release(m);
 }
 
+/* The same block on a dp x tp = 2x2 mesh: batch sharded over dp, weights over
+ * tp; the Replicate-over-dp weights get their gradients summed over dp (DDP). */
+static void test_megatron_mlp_2d(void **state)
+{
+    (void)state;
+    if (do_world() != 4)
+        skip();
+    dt_mesh *m = NULL;
+    int shape[2] = {2, 2};
+    const char *names[2] = {"dp", "tp"};
+    DO_OK(dt_mesh_create(do_rt, 2, shape, names, &m));
+    mlp_ctx ctx = {.mesh = m};
+    do_case c = {.name = "mlp dp x tp", .n = 5, .ndim = {3, 2, 1, 2, 1},
+                 .shape = {{4, 3, 8}, {10, 8}, {10}, {8, 10}, {8}},
+                 .pl = {{S(0), R}, {R, S(0)}, {R, S(0)}, {R, S(1)}, {R, R}}, .op = op_mlp,
+                 .ctx = &ctx, .n_out_pl = 2, .out_pl = {S(0), P}};
+    do_run(m, &c, 3100);
+    assert_int_equal(ctx.comms, 0);
+    dt_mesh_release(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_rules),
         cmocka_unit_test(test_linear_rules),
         cmocka_unit_test(test_megatron_mlp),
+        cmocka_unit_test(test_megatron_mlp_2d),
     };
     return cmocka_run_group_tests(tests, do_setup, do_teardown);
 }
