@@ -12,7 +12,7 @@
 
 #include "ck_gpt_util.h"
 
-#define ROUNDS 10
+#define ROUNDS 20
 
 static dt_module *make_model(void)
 {
@@ -106,10 +106,52 @@ static void test_sigkill_during_save(void **state)
     ck_rmdir(dir);
 }
 
+/* Same for sharded checkpoints saved again and again into one directory:
+ * index.json always names one complete earlier save. */
+static void test_sigkill_during_sharded_save(void **state)
+{
+    (void)state;
+    char dir[256], ck[300];
+    ck_tmpdir(dir, sizeof(dir), "crash_sharded");
+    snprintf(ck, sizeof(ck), "%s/ck", dir);
+    dt_module *m = make_model();
+    fill(m, 0);
+    CK_OK(dt_checkpoint_save(m, NULL, ck));
+    int last = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            for (int g = last + 1;; g++) {
+                fill(m, g);
+                if (dt_checkpoint_save(m, NULL, ck) != DT_OK)
+                    _exit(3);
+            }
+        }
+        struct timespec ts = {0, (long)(1 + rand() % 40) * 1000000L};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status));
+        dt_module *back = make_model();
+        fill(back, -1);
+        CK_OK(dt_checkpoint_load(back, NULL, ck));
+        int g = generation(back);
+        assert_true(g >= last);
+        last = g;
+        dt_module_destroy(back);
+    }
+    printf("%d rounds of sharded saves: last complete generation %d\n", ROUNDS, last);
+    dt_module_destroy(m);
+    ck_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigkill_during_save),
+        cmocka_unit_test(test_sigkill_during_sharded_save),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
