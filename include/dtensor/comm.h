@@ -158,7 +158,8 @@ DT_API dt_status dt_work_test(dt_work *work, bool *done);
 DT_API dt_status dt_work_wait(dt_work *work, double timeout_s);
 /**
  * Free a work handle; one still running is waited for first (errors are
- * logged). The buffers may be reused after this returns. NULL-safe.
+ * logged). The buffers may be reused after this returns. Release every work
+ * before destroying its comm. NULL-safe.
  */
 DT_API void dt_work_release(dt_work *work);
 

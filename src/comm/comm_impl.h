@@ -9,6 +9,26 @@
  * entry marked "(optional)" below that is non-NULL) or build a generic
  * schedule (src/comm/algo/) that runs on the backend's isend/irecv.
  *
+ * Adding a backend (e.g. NCCL for device memory):
+ *   1. fill a `static const dt_comm_ops` with the REQUIRED entries: isend /
+ *      irecv / req_test / req_cancel / progress / destroy (NCCL: ncclSend /
+ *      ncclRecv on the comm's stream, a CUDA event per request, progress =
+ *      cudaEventQuery + a short sleep), and either `split` (ncclCommSplit) or
+ *      `subgroup` + `comm_id` + `next_comm_id`;
+ *   2. set any optional native collective you have (ncclAllReduce, ...). A
+ *      native entry receives validated arguments (size > 1) and `work`:
+ *      NULL = complete before returning; otherwise return a handle from
+ *      dt__work_native(comm, name, test, free, your_state, out). `test` must
+ *      not block: DT_OK when done, DT_IN_PROGRESS, or an error recorded with
+ *      DT_ERR; between calls to it a waiting rank calls ops->progress(comm,
+ *      time_left), so progress is where your backend may sleep briefly;
+ *   3. create comms with calloc'ed `dt_comm` { .ops, .impl, .rank, .size,
+ *      .timeout_s } and return them from a constructor like
+ *      dt__comm_ucx_create_world; destroy frees both.
+ *   Collectives without a native entry then run the generic algorithms of
+ *   src/comm/algo/ over your isend/irecv, so a backend with only the required
+ *   entries is already complete.
+ *
  * Conventions every entry follows:
  *   - peers are ranks in THIS comm (0 .. size-1); the backend maps them to
  *     its transport addresses;

@@ -63,6 +63,8 @@ struct dt_ucx_shared {
     double spin_s;      /* busy-poll time before sleeping (adapted, <= spin_max_s) */
     double spin_max_s;  /* DT_SPIN_US or the automatic choice */
     int orphans;        /* requests the core gave up on that UCX still owns */
+    struct dt_ucx_req **orphan_list; /* them, freed at teardown if never completed */
+    int orphan_cap;
     double last_liveness; /* when local peers' processes were last checked */
 };
 
@@ -73,7 +75,8 @@ typedef struct dt_ucx_comm {
 } dt_ucx_comm;
 
 /* One outstanding send or receive. */
-typedef struct dt_ucx_req {
+typedef struct dt_ucx_req dt_ucx_req;
+struct dt_ucx_req {
     void *ucp_req;       /* NULL once completed */
     bool done, orphaned; /* orphaned: cancelled by the core, the callback frees */
     ucs_status_t status;
@@ -82,7 +85,7 @@ typedef struct dt_ucx_req {
     size_t got;
     int world_peer;
     dt_ucx_shared *shared;
-} dt_ucx_req;
+};
 
 extern const dt_comm_ops dt__ucx_ops;
 

@@ -31,7 +31,13 @@ static void req_finish(dt_ucx_req *r, void *ucp_req, ucs_status_t status)
         ucp_request_free(ucp_req);
     r->ucp_req = NULL;
     if (r->orphaned) {
-        r->shared->orphans--;
+        dt_ucx_shared *sh = r->shared;
+        for (int i = 0; sh != NULL && i < sh->orphans; i++) {
+            if (sh->orphan_list[i] == r) {
+                sh->orphan_list[i] = sh->orphan_list[--sh->orphans];
+                break;
+            }
+        }
         free(r);
     }
 }
@@ -184,8 +190,20 @@ void dt__ucx_req_cancel(dt_comm *c, void *req)
         return;
     }
     dt_ucx_comm *uc = c->impl;
+    dt_ucx_shared *sh = uc->shared;
+    if (sh->orphans == sh->orphan_cap) {
+        int cap = sh->orphan_cap ? 2 * sh->orphan_cap : 16;
+        dt_ucx_req **l = realloc(sh->orphan_list, (size_t)cap * sizeof(*l));
+        if (l == NULL) { /* cannot track it: leak it rather than free it under UCX */
+            r->orphaned = true;
+            r->shared = NULL;
+            return;
+        }
+        sh->orphan_list = l;
+        sh->orphan_cap = cap;
+    }
+    sh->orphan_list[sh->orphans++] = r;
     r->orphaned = true; /* the callback (on cancel or completion) frees it */
-    uc->shared->orphans++;
     if (r->is_recv)
         ucp_request_cancel(uc->shared->worker, r->ucp_req);
 }

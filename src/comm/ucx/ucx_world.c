@@ -129,6 +129,9 @@ static void shared_release(dt_ucx_shared *sh)
     close_endpoints(sh);
     ucp_worker_destroy(sh->worker);
     ucp_cleanup(sh->context);
+    for (int i = 0; i < sh->orphans; i++) /* UCX never completed them */
+        free(sh->orphan_list[i]);
+    free(sh->orphan_list);
     free(sh->peers);
     free(sh);
 }
