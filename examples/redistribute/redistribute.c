@@ -3,6 +3,7 @@
  *
  *   dtrun -n 4 build/examples/redistribute/redistribute --mesh 2x2 --shape 7,5 \
  *         --from "S(0),R" --to "R,S(1)" [--names dp,tp] [--dtype f32] [--explain]
+ *         [--in x.safetensors [--name T]] [--out y.safetensors]
  *
  * Every rank prints its local shape and global offset before and after, rank 0
  * prints the plan (with --explain, each rank prints its own plan: byte counts
@@ -34,6 +35,7 @@ typedef struct args {
     char names_buf[128];
     const char *names[DT_MESH_MAX_DIMS];
     const char *from, *to;
+    const char *in, *out, *name;
     dt_dtype dtype;
     bool explain;
 } args;
@@ -41,7 +43,8 @@ typedef struct args {
 static void usage(void)
 {
     fprintf(stderr, "usage: redistribute --mesh 2x2 --shape 7,5 --from \"S(0),R\" --to \"R,S(1)\" "
-                    "[--names dp,tp] [--dtype f32] [--explain]\n");
+                    "[--names dp,tp] [--dtype f32] [--explain] [--in x.safetensors [--name T]] "
+                    "[--out y.safetensors]\n");
     exit(2);
 }
 
@@ -92,16 +95,18 @@ static args parse(int argc, char **argv)
             named = true;
         } else if (strcmp(argv[i], "--dtype") == 0) {
             CHECK(dt_dtype_parse(v, &a.dtype));
-        } else if (strcmp(argv[i], "--in") == 0 || strcmp(argv[i], "--out") == 0) {
-            fprintf(stderr, "redistribute: %s needs safetensors support from the checkpoint "
-                            "module, which is not available yet\n", argv[i]);
-            exit(2);
+        } else if (strcmp(argv[i], "--in") == 0) {
+            a.in = v;
+        } else if (strcmp(argv[i], "--out") == 0) {
+            a.out = v;
+        } else if (strcmp(argv[i], "--name") == 0) {
+            a.name = v;
         } else {
             usage();
         }
         i++;
     }
-    if (a.mesh_ndim < 1 || a.ndim < 1 || a.from == NULL || a.to == NULL)
+    if (a.mesh_ndim < 1 || (a.ndim < 1 && a.in == NULL) || a.from == NULL || a.to == NULL)
         usage();
     if (named) {
         int k = 0;
@@ -166,6 +171,23 @@ int main(int argc, char **argv)
     int nf = 0, nt = 0;
     CHECK(dt_placements_parse(a.from, DT_MESH_MAX_DIMS, pf, &nf));
     CHECK(dt_placements_parse(a.to, DT_MESH_MAX_DIMS, pt, &nt));
+    dt_tensor *x = NULL, *idx = NULL, *flat = NULL, *d = NULL, *y = NULL, *full = NULL;
+    char name[256] = "x";
+    if (a.in != NULL) { /* the full tensor from the file; shape and dtype follow it */
+        dt_safetensors *f = NULL;
+        dt_safetensors_info info;
+        int i = 0;
+        CHECK(dt_safetensors_open(a.in, &f));
+        if (a.name != NULL)
+            CHECK(dt_safetensors_find(f, a.name, &i));
+        CHECK(dt_safetensors_info_at(f, i, &info));
+        snprintf(name, sizeof(name), "%s", info.name);
+        CHECK(dt_safetensors_load(f, name, &x));
+        dt_safetensors_close(f);
+        a.ndim = dt_tensor_ndim(x);
+        memcpy(a.shape, dt_tensor_shape(x), sizeof(int64_t) * (size_t)a.ndim);
+        a.dtype = dt_tensor_dtype(x);
+    }
     dt_runtime *rt = NULL;
     CHECK(dt_init(NULL, &rt));
     int rank = dt_runtime_rank(rt), size = 1;
@@ -173,6 +195,7 @@ int main(int argc, char **argv)
         size *= a.mesh[k];
     if (dt_runtime_size(rt) == 1 && size > 1) {
         int rc = plan_only(&a, pf, nf, pt, nt);
+        dt_tensor_release(x);
         dt_runtime_destroy(rt);
         return rc;
     }
@@ -181,14 +204,14 @@ int main(int argc, char **argv)
     if (rank == 0)
         dt_mesh_print(m, stdout);
 
-    /* x[i] = i (as the dtype holds it), the same on every rank */
-    dt_tensor *x = NULL, *idx = NULL, *flat = NULL, *d = NULL, *y = NULL, *full = NULL;
-    int64_t numel = 1;
-    for (int i = 0; i < a.ndim; i++)
-        numel *= a.shape[i];
-    CHECK(dt_tensor_arange(numel, DT_DTYPE_F64, &idx));
-    CHECK(dt_tensor_to_dtype(idx, a.dtype, &flat));
-    CHECK(dt_tensor_reshape(flat, a.ndim, a.shape, &x));
+    if (x == NULL) { /* x[i] = i (as the dtype holds it), the same on every rank */
+        int64_t numel = 1;
+        for (int i = 0; i < a.ndim; i++)
+            numel *= a.shape[i];
+        CHECK(dt_tensor_arange(numel, DT_DTYPE_F64, &idx));
+        CHECK(dt_tensor_to_dtype(idx, a.dtype, &flat));
+        CHECK(dt_tensor_reshape(flat, a.ndim, a.shape, &x));
+    }
 
     CHECK(dt_distribute(x, m, nf, pf, &d));
     print_shard("from", dt_tensor_spec(d), rank);
@@ -211,6 +234,11 @@ int main(int argc, char **argv)
     bool ok = dt_tensor_equal(full, x);
     printf("rank %d full_tensor(redistribute(distribute(x))) == x: %s\n", rank,
            ok ? "yes" : "NO");
+    if (a.out != NULL && rank == 0) {
+        const char *names[1] = {name};
+        CHECK(dt_safetensors_save(a.out, 1, names, &full, 0, NULL));
+        printf("rank 0 wrote %s (%s)\n", a.out, name);
+    }
 
     dt_spec_release(dst);
     dt_tensor_release(full);
