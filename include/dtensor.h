@@ -32,5 +32,6 @@
 #include "dtensor/nn.h"
 #include "dtensor/checkpoint.h"
 #include "dtensor/styles.h"
+#include "dtensor/data_parallel.h"
 
 #endif /* DTENSOR_H */

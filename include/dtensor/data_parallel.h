@@ -1,0 +1,133 @@
+/*
+ * dtensor/data_parallel.h - data parallelism over a mesh dim: DDP and fully
+ * sharded data parallel (ZeRO-1/2/3), composable with tensor parallelism on a
+ * (dp, tp) mesh, and a per-rank memory report.
+ *
+ * Every rank of the dp dim runs the same model on its own rows of the global
+ * batch; gradients are summed over dp after being scaled by `grad_scale`
+ * (default 1/dp: the mean of equal local batches; for uneven local batches
+ * pass n_local / B so the result is the gradient of the global-batch mean).
+ *
+ *   DDP    parameters stay as they are (replicated over dp); each gradient is
+ *          copied into a bucket as soon as backward produced it and a bucket is
+ *          all-reduced (non-blocking) as soon as it is full, so communication
+ *          overlaps the rest of backward.
+ *   ZeRO-1 every parameter slot holds this rank's dp shard (see below), so an
+ *          optimizer created afterwards keeps state for the shard only; the
+ *          full (tp-local) parameters are all-gathered at each forward and kept,
+ *          gradients all-reduced in full, each rank keeps its slice.
+ *   ZeRO-2 as ZeRO-1, gradients reduce-scattered straight into the shards.
+ *   ZeRO-3 as ZeRO-2, and the gathered parameters exist only while a unit
+ *          (default: every child of the root that owns parameters, and every
+ *          child of a parameterless child: for the GPT tok_embeddings,
+ *          pos_embeddings, layers.i, norm, output) runs: gathered just before
+ *          its forward (the next unit's gather prefetched, non-blocking), freed
+ *          after it, gathered again just before its backward (the previous
+ *          unit prefetched), freed once its gradients were reduce-scattered.
+ *
+ * The dp shard of a parameter: the parameter as tensor parallelism left it (a
+ * distributed tensor on the tp slice, or a local tensor) is split over dp
+ * along its first tensor dim that no other mesh dim shards (torch.chunk rule,
+ * uneven shards allowed). The slot then holds a distributed tensor on the whole
+ * mesh with Shard(k) on dp and the parameter's placements on the other dims, so
+ * dt_full_tensor, dt_module_print, dt_save_full and dt_clip_grad_norm see the
+ * exact full weights and gradients. A parameter every dim of which is already
+ * sharded (a column-parallel bias) stays replicated over dp.
+ *
+ * Gradients: the autograd engine has no "gradient of this leaf is ready" hook,
+ * so each parameter is handed to the module through a small autograd node
+ * (recorded in the forward pre-hooks) whose backward runs exactly when that
+ * gradient is complete and starts its reduction (non-blocking). When the last
+ * such node of the forward has run, the reductions are waited for and the
+ * gradients installed on the slots' tensors (accumulated into existing ones).
+ * Hence: every parameter used in a forward must receive a gradient in its
+ * backward (PyTorch's find_unused_parameters=False), and the graph must not
+ * outlive the model.
+ *
+ * Order: parallelize for tp first (dt_parallelize_module), then
+ * dt_fully_shard / dt_ddp_apply, then create the optimizer.
+ * Thread safety: as the module tree (one thread).
+ */
+#ifndef DTENSOR_DATA_PARALLEL_H
+#define DTENSOR_DATA_PARALLEL_H
+
+#include "dtensor/mesh.h"
+#include "dtensor/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Data-parallel styles (only append). */
+typedef enum dt_dp_stage {
+    DT_DP_DDP = 0,
+    DT_DP_ZERO1,
+    DT_DP_ZERO2,
+    DT_DP_ZERO3,
+} dt_dp_stage;
+
+/** "ddp", "zero1", "zero2", "zero3" ("invalid" otherwise). Static. */
+DT_API const char *dt_dp_stage_name(dt_dp_stage stage);
+/** Parse one of the names above; DT_ERR_INVALID_ARG naming the text otherwise. */
+DT_API dt_status dt_dp_stage_parse(const char *text, dt_dp_stage *out);
+
+enum {
+    DT_FSDP_PARAM_FIELD_STAGE = 1u << 0,
+    DT_FSDP_PARAM_FIELD_BUCKET_BYTES = 1u << 1,
+    DT_FSDP_PARAM_FIELD_UNITS = 1u << 2,
+    DT_FSDP_PARAM_FIELD_PREFETCH = 1u << 3,
+    DT_FSDP_PARAM_FIELD_CPU_OFFLOAD = 1u << 4,
+    DT_FSDP_PARAM_FIELD_GRAD_SCALE = 1u << 5,
+};
+
+/** Options of dt_fully_shard / dt_ddp_apply (field-masked; NULL = defaults). */
+typedef struct dt_fsdp_params {
+    uint64_t field_mask;
+    dt_dp_stage stage;   /* default DT_DP_ZERO3 (dt_ddp_apply forces DT_DP_DDP) */
+    size_t bucket_bytes; /* DDP bucket capacity, default 4 MiB (>= 1 parameter per bucket) */
+    const char *units;   /* ZeRO-3 units: comma-separated FQN patterns ('*' = one segment),
+                            default: see the top of this file */
+    bool prefetch;       /* ZeRO-3: gather the next unit while this one runs, default true */
+    bool cpu_offload;    /* optimizer state in host memory: accepted; a no-op on CPU ranks */
+    double grad_scale;   /* factor on this rank's gradients before the dp sum, default 1/dp */
+} dt_fsdp_params;
+
+/**
+ * Make @p root data parallel over mesh dim @p dp_dim of @p mesh with the
+ * stage of @p p (default ZeRO-3), in place: parameter slots are replaced by
+ * their dp shards (ZeRO) and forward hooks are added to @p root (and to the
+ * ZeRO-3 units); the state lives with the hooks (freed with the model).
+ * Call once per model, after tensor parallelism (parameters distributed on a
+ * slice of @p mesh that excludes @p dp_dim, or local) and before creating the
+ * optimizer. A dp dim of size 1 is allowed (nothing is communicated).
+ * Collective over the dp dim only in the sense that every dp rank must make
+ * the same call; no communication happens here.
+ * Errors: DT_ERR_NOT_FOUND naming @p dp_dim; DT_ERR_INVALID_ARG for a bad
+ * stage, grad_scale <= 0, a unit pattern that matches nothing, a parameter
+ * that is not f32 or is distributed on a mesh whose dims are not dims of
+ * @p mesh other than @p dp_dim, or a model already made data parallel;
+ * DT_ERR_UNSUPPORTED on a virtual mesh. On error the model is unchanged.
+ */
+DT_API dt_status dt_fully_shard(dt_module *root, dt_mesh *mesh, const char *dp_dim,
+                                const dt_fsdp_params *p);
+
+/** dt_fully_shard with the stage forced to DT_DP_DDP (other fields as given). */
+DT_API dt_status dt_ddp_apply(dt_module *root, dt_mesh *mesh, const char *dp_dim,
+                              const dt_fsdp_params *p);
+
+/**
+ * Collective over @p comm (NULL: only this rank): every rank's
+ * dt_memory_stats_get(cpu) is gathered to rank 0 of @p comm, which prints to
+ * @p f (ignored elsewhere, may be NULL there) a header and one row per rank:
+ * current and peak MiB of parameters, gradients, optimizer state,
+ * activations, communication buffers and the total. When @p rows is not NULL
+ * it receives, on every rank, comm-size snapshots in rank order (caller
+ * allocates size entries).
+ */
+DT_API dt_status dt_memory_report(dt_comm *comm, const char *title, FILE *f,
+                                  dt_memory_stats *rows);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DTENSOR_DATA_PARALLEL_H */

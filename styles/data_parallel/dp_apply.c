@@ -1,0 +1,480 @@
+/*
+ * dt_fully_shard / dt_ddp_apply: check the model, compute every parameter's
+ * dp shard, then (nothing can fail any more) replace the slots and add the
+ * forward hooks. The hooks hand the modules their parameters (gathered for
+ * ZeRO) through the nodes of dp_grad.c and put the shards back afterwards.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "nn/module_impl.h"
+#include "styles/data_parallel/dp_impl.h"
+
+static const char *const stage_names[] = {"ddp", "zero1", "zero2", "zero3"};
+
+const char *dt_dp_stage_name(dt_dp_stage stage)
+{
+    return ((int)stage >= 0 && (int)stage <= DT_DP_ZERO3) ? stage_names[stage] : "invalid";
+}
+
+dt_status dt_dp_stage_parse(const char *text, dt_dp_stage *out)
+{
+    DT_ARG_NOT_NULL(text);
+    DT_ARG_NOT_NULL(out);
+    for (int i = 0; i <= DT_DP_ZERO3; i++)
+        if (strcmp(text, stage_names[i]) == 0) {
+            *out = (dt_dp_stage)i;
+            return DT_OK;
+        }
+    return DT_ERR(DT_ERR_INVALID_ARG,
+                  "data parallel: unknown style '%s' (ddp, zero1, zero2 or zero3)", text);
+}
+
+/* ---------------------------------------------------------------- state */
+
+static void param_free(dp_param *p)
+{
+    dt_work_release(p->gwork);
+    dt_work_release(p->rwork);
+    dt_tensor_release(p->recv);
+    dt_tensor_release(p->rsrc);
+    dt_tensor_release(p->rdst);
+    dt_tensor_release(p->gathered);
+    dt_tensor_release(p->slot);
+    dt_spec_release(p->tp_spec);
+    free(p->name), free(p->fqn), free(p->klen), free(p->koff), free(p->counts), free(p->displs);
+}
+
+static void state_free(dp_state *s)
+{
+    if (s == NULL)
+        return;
+    for (int i = 0; i < s->n_buckets; i++) {
+        dt_work_release(s->b[i].work);
+        dt_tensor_release(s->b[i].buf);
+    }
+    for (int i = 0; i < s->n_params; i++)
+        param_free(&s->p[i]);
+    for (int i = 0; i < s->n_units; i++)
+        free(s->u[i].idx);
+    free(s->p), free(s->u), free(s->b), free(s->order);
+    dt_mesh_release(s->mesh);
+    free(s);
+}
+
+void dp__state_unref(void *user)
+{
+    dp_state *s = user;
+    if (s != NULL && --s->refs == 0)
+        state_free(s);
+}
+
+/* ---------------------------------------------------------------- parameters */
+
+typedef struct collect_ctx {
+    dp_state *s;
+    int cap;
+} collect_ctx;
+
+static dt_status collect(const char *fqn, dt_module *owner, const char *name, dt_tensor *t,
+                         void *user)
+{
+    collect_ctx *c = user;
+    dp_state *s = c->s;
+    if (dt_tensor_dtype(t) != DT_DTYPE_F32)
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_fully_shard: parameter '%s' is %s (f32 only)", fqn,
+                      dt_dtype_name(dt_tensor_dtype(t)));
+    if (s->n_params == c->cap) {
+        int cap = c->cap > 0 ? 2 * c->cap : 32;
+        dp_param *v = realloc(s->p, (size_t)cap * sizeof(*v));
+        if (v == NULL)
+            return DT_ERR(DT_ERR_NO_MEMORY, "dt_fully_shard: no memory for %d parameters", cap);
+        s->p = v, c->cap = cap;
+    }
+    dp_param *p = &s->p[s->n_params++];
+    memset(p, 0, sizeof(*p));
+    p->owner = owner;
+    p->slot = dt_tensor_retain(t); /* for now: the parameter as it is */
+    p->name = strdup(name);
+    p->fqn = strdup(fqn);
+    p->k = -1;
+    if (p->name == NULL || p->fqn == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "dt_fully_shard: no memory for '%s'", fqn);
+    if (dt_tensor_is_distributed(t))
+        p->tp_spec = dt_spec_retain((dt_spec *)dt_tensor_spec(t));
+    dt_tensor *loc = dp__local(t);
+    p->ndim = loc->ndim;
+    memcpy(p->lshape, loc->shape, sizeof(p->lshape));
+    return DT_OK;
+}
+
+/* Placements of param @p p on the whole mesh: its tp placements by dim name,
+ * Shard(k) or Replicate on dp, Replicate on dims it is not distributed over. */
+static dt_status full_placements(const dp_state *s, const dp_param *p, dt_placement *pl)
+{
+    int nd = dt_mesh_ndim(s->mesh);
+    for (int i = 0; i < nd; i++)
+        pl[i] = dt_replicate();
+    pl[s->dp_dim] = p->k >= 0 ? dt_shard(p->k) : dt_replicate();
+    if (p->tp_spec == NULL)
+        return DT_OK;
+    dt_mesh *m2 = dt_spec_mesh(p->tp_spec);
+    for (int j = 0; j < dt_mesh_ndim(m2); j++) {
+        const char *nm = dt_mesh_dim_name(m2, j);
+        int d = -1;
+        if (nm == NULL || dt_mesh_dim_index(s->mesh, nm, &d) != DT_OK || d == s->dp_dim ||
+            dt_mesh_dim_size(s->mesh, d) != dt_mesh_dim_size(m2, j))
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "dt_fully_shard: parameter '%s' is distributed over mesh dim '%s', "
+                          "which is not a dim of the data-parallel mesh other than '%s'",
+                          p->fqn, nm != NULL ? nm : "(unnamed)",
+                          dt_mesh_dim_name(s->mesh, s->dp_dim));
+        pl[d] = dt_spec_placements(p->tp_spec)[j];
+    }
+    return DT_OK;
+}
+
+/* The dim the dp shards split: the first that no tp placement shards. */
+static int pick_dim(const dp_param *p)
+{
+    for (int d = 0; d < p->ndim; d++) {
+        bool taken = false;
+        if (p->tp_spec != NULL) {
+            dt_mesh *m2 = dt_spec_mesh(p->tp_spec);
+            for (int j = 0; j < dt_mesh_ndim(m2); j++)
+                taken = taken || dt_placement_is_shard(dt_spec_placements(p->tp_spec)[j], d);
+        }
+        if (!taken)
+            return d;
+    }
+    return -1;
+}
+
+/* Compute p's pieces and (ZeRO) make its shard: on success p->slot is the
+ * distributed shard on the whole mesh and p->gathered allocated. */
+static dt_status shard_param(dp_state *s, dp_param *p)
+{
+    int nd = dt_mesh_ndim(s->mesh), R = s->dp_size;
+    dt_placement pl[DT_MESH_MAX_DIMS];
+    p->k = s->stage == DT_DP_DDP ? -1 : pick_dim(p);
+    DT_CHECK(full_placements(s, p, pl)); /* validates the mesh dims for DDP too */
+    if (s->stage == DT_DP_DDP)
+        return DT_OK;
+    dt_tensor *loc = dp__local(p->slot), *piece = NULL, *shard = NULL;
+    const int64_t *gshape = p->tp_spec != NULL ? dt_spec_shape(p->tp_spec) : p->lshape;
+    if (p->k < 0) { /* replicated over dp: the same local tensor on the whole mesh */
+        DT_CHECK(dt_from_local(loc, s->mesh, nd, pl, gshape, &shard));
+        dt_tensor_release(p->slot);
+        p->slot = shard;
+        return DT_OK;
+    }
+    p->klen = calloc((size_t)R, sizeof(int64_t));
+    p->koff = calloc((size_t)R, sizeof(int64_t));
+    p->counts = calloc((size_t)R, sizeof(size_t));
+    p->displs = calloc((size_t)R, sizeof(size_t));
+    if (p->klen == NULL || p->koff == NULL || p->counts == NULL || p->displs == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "dt_fully_shard: no memory for '%s'", p->fqn);
+    p->outer = p->inner = 1;
+    for (int d = 0; d < p->k; d++)
+        p->outer *= p->lshape[d];
+    for (int d = p->k + 1; d < p->ndim; d++)
+        p->inner *= p->lshape[d];
+    for (int r = 0; r < R; r++) {
+        dt_shard_chunk(p->lshape[p->k], R, r, &p->klen[r], &p->koff[r]);
+        p->counts[r] = (size_t)(p->outer * p->klen[r] * p->inner);
+        p->displs[r] = (size_t)(p->outer * p->koff[r] * p->inner); /* used for k == 0 */
+    }
+    int64_t pshape[DT_MAX_DIMS];
+    memcpy(pshape, p->lshape, sizeof(pshape));
+    pshape[p->k] = p->klen[s->dp_rank];
+    dt_mem_category prev = dt_memory_set_default_category(DT_MEM_PARAMETER);
+    dt_status st = dt_tensor_empty(p->ndim, pshape, DT_DTYPE_F32, dt_device_cpu(), &piece);
+    if (st == DT_OK)
+        st = dt_tensor_empty(p->ndim, p->lshape, DT_DTYPE_F32, dt_device_cpu(), &p->gathered);
+    dt_memory_set_default_category(prev);
+    if (st == DT_OK && !dt_tensor_is_contiguous(loc))
+        st = DT_ERR(DT_ERR_UNSUPPORTED, "dt_fully_shard: parameter '%s' is not contiguous",
+                    p->fqn);
+    if (st == DT_OK) {
+        dp__slice(p, s->dp_rank, dt_tensor_data(loc), dt_tensor_data(piece));
+        st = dt_tensor_set_requires_grad(piece, true);
+    }
+    if (st == DT_OK)
+        st = dt_from_local(piece, s->mesh, nd, pl, gshape, &shard);
+    dt_tensor_release(piece);
+    DT_CHECK(st);
+    if (s->stage == DT_DP_ZERO3)
+        DT_CHECK_GOTO(dp__storage_drop(p->gathered), st, err_shard);
+    dt_tensor_release(p->slot);
+    p->slot = shard;
+    return DT_OK;
+err_shard:
+    dt_tensor_release(shard);
+    return st;
+}
+
+/* Units: 0 is the root's (every parameter outside the unit modules). */
+static dt_status make_units(dp_state *s, dt_module *root, const char *pattern)
+{
+    dt_module **mods = NULL;
+    int n = 0;
+    if (s->stage == DT_DP_ZERO3)
+        DT_CHECK(dp__find_units(root, pattern, &mods, &n));
+    s->u = calloc((size_t)n + 1, sizeof(*s->u));
+    s->order = calloc((size_t)n + 1, sizeof(int));
+    if (s->u == NULL || s->order == NULL) {
+        free(mods);
+        return DT_ERR(DT_ERR_NO_MEMORY, "dt_fully_shard: no memory for %d units", n + 1);
+    }
+    s->n_units = n + 1;
+    for (int i = 0; i < n; i++)
+        s->u[i + 1].m = mods[i];
+    free(mods);
+    for (int i = 0; i < s->n_params; i++) {
+        dp_param *p = &s->p[i];
+        p->unit = 0;
+        for (dt_module *m = p->owner; m != NULL && p->unit == 0; m = dt_module_parent(m))
+            for (int u = 1; u < s->n_units; u++)
+                if (s->u[u].m == m)
+                    p->unit = u;
+    }
+    for (int u = 0; u < s->n_units; u++) {
+        s->u[u].idx = calloc((size_t)s->n_params + 1, sizeof(int));
+        if (s->u[u].idx == NULL)
+            return DT_ERR(DT_ERR_NO_MEMORY, "dt_fully_shard: no memory for unit %d", u);
+        for (int i = 0; i < s->n_params; i++)
+            if (s->p[i].unit == u)
+                s->u[u].idx[s->u[u].n++] = i;
+    }
+    return DT_OK;
+}
+
+/* DDP buckets: parameters in reverse order (the order backward produces
+ * their gradients), a new bucket when the next would pass the capacity. */
+static dt_status make_buckets(dp_state *s, size_t cap_bytes)
+{
+    s->b = calloc((size_t)s->n_params + 1, sizeof(*s->b));
+    if (s->b == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "dt_ddp_apply: no memory for buckets");
+    int64_t cap = (int64_t)(cap_bytes / sizeof(float));
+    for (int i = s->n_params - 1; i >= 0; i--) {
+        dp_param *p = &s->p[i];
+        int64_t n = dt_tensor_numel(dp__local(p->slot));
+        if (s->n_buckets == 0 || (s->b[s->n_buckets - 1].numel + n > cap &&
+                                  s->b[s->n_buckets - 1].n_params > 0))
+            s->n_buckets++;
+        dp_bucket *b = &s->b[s->n_buckets - 1];
+        p->bucket = s->n_buckets - 1;
+        p->boff = b->numel;
+        b->numel += n;
+        b->n_params++;
+    }
+    return DT_OK;
+}
+
+/* ---------------------------------------------------------------- hooks */
+
+/*
+ * Put @p t in slot @p name of @p m for one forward. Not dt_module_param_set:
+ * what a module computes on here is the output of a node (not a leaf), and it
+ * must keep its own memory category (it is not a new parameter).
+ */
+static dt_status slot_write(dt_module *m, const char *name, dt_tensor *t)
+{
+    for (int i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].name, name) == 0) {
+            dt_tensor *old = m->params[i].tensor;
+            m->params[i].tensor = dt_tensor_retain(t);
+            dt_tensor_release(old);
+            return DT_OK;
+        }
+    return DT_ERR(DT_ERR_NOT_FOUND, "data parallel: the model lost its parameter slot '%s'", name);
+}
+
+static dt_status unit_enter(dp_state *s, int u)
+{
+    dp_unit *un = &s->u[u];
+    if (s->stage == DT_DP_ZERO3) {
+        if (!s->order_known && s->n_order < s->n_units)
+            s->order[s->n_order++] = u;
+        DT_CHECK(dp__unit_gather_wait(s, u));
+        int pos = -1;
+        for (int j = 0; s->order_known && j < s->n_order; j++)
+            if (s->order[j] == u)
+                pos = j;
+        if (s->prefetch && pos >= 0 && pos + 1 < s->n_order)
+            DT_CHECK(dp__unit_gather_post(s, s->order[pos + 1]));
+    }
+    for (int j = 0; j < un->n; j++) {
+        dp_param *p = &s->p[un->idx[j]];
+        dt_tensor *t = NULL;
+        DT_CHECK(dp__param_for_forward(s, un->idx[j], &t));
+        dt_status st = slot_write(p->owner, p->name, t);
+        dt_tensor_release(t);
+        DT_CHECK(st);
+    }
+    return DT_OK;
+}
+
+static dt_status unit_exit(dp_state *s, int u, dt_tensor **out)
+{
+    dp_unit *un = &s->u[u];
+    for (int j = 0; j < un->n; j++) {
+        dp_param *p = &s->p[un->idx[j]];
+        DT_CHECK(slot_write(p->owner, p->name, p->slot));
+    }
+    if (s->stage != DT_DP_ZERO3)
+        return DT_OK;
+    dp__unit_drop(s, u);
+    return dp__wrap_unit_output(s, u, out);
+}
+
+static dt_status root_pre(dt_module *m, int n_in, dt_tensor **in, void *user)
+{
+    (void)m, (void)n_in, (void)in;
+    dp_state *s = user;
+    if (s->pending > 0) /* the previous forward had no backward */
+        dp__grads_reset(s);
+    s->pending = 0;
+    if (s->stage != DT_DP_DDP) {
+        for (int i = 0; i < s->n_params; i++) /* the shards changed since the last gather */
+            if (s->p[i].gwork == NULL)
+                s->p[i].resident = false;
+        if (s->stage != DT_DP_ZERO3)
+            DT_CHECK(dp__unit_gather_wait(s, 0)); /* every parameter is in unit 0 */
+    }
+    if (!s->order_known)
+        s->n_order = 0;
+    return unit_enter(s, 0);
+}
+
+static dt_status root_post(dt_module *m, dt_tensor **out, void *user)
+{
+    (void)m;
+    dp_state *s = user;
+    DT_CHECK(unit_exit(s, 0, out));
+    s->order_known = true;
+    return DT_OK;
+}
+
+static dt_status unit_pre(dt_module *m, int n_in, dt_tensor **in, void *user)
+{
+    (void)n_in, (void)in;
+    dp_state *s = user;
+    for (int u = 1; u < s->n_units; u++)
+        if (s->u[u].m == m)
+            return unit_enter(s, u);
+    return DT_OK;
+}
+
+static dt_status unit_post(dt_module *m, dt_tensor **out, void *user)
+{
+    dp_state *s = user;
+    for (int u = 1; u < s->n_units; u++)
+        if (s->u[u].m == m)
+            return unit_exit(s, u, out);
+    return DT_OK;
+}
+
+static bool already_parallel(dt_module *root)
+{
+    for (int i = 0; i < root->n_hooks; i++)
+        if (root->hooks[i].pre_fn == root_pre)
+            return true;
+    return false;
+}
+
+/* ---------------------------------------------------------------- entry points */
+
+static dt_status state_create(dt_module *root, dt_mesh *mesh, const char *dp_dim,
+                              const dt_fsdp_params *prm, dp_state **out)
+{
+    dp_state *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "dt_fully_shard: no memory");
+    dt_status st = dt_mesh_dim_index(mesh, dp_dim, &s->dp_dim);
+    if (st != DT_OK)
+        goto err_state;
+    s->mesh = dt_mesh_retain(mesh);
+    s->dp = dt_mesh_dim_comm(mesh, s->dp_dim);
+    if (s->dp == NULL) {
+        st = DT_ERR(DT_ERR_UNSUPPORTED, "dt_fully_shard: mesh dim '%s' has no comm (virtual mesh)",
+                    dp_dim);
+        goto err_state;
+    }
+    s->dp_size = dt_comm_size(s->dp);
+    s->dp_rank = dt_comm_rank(s->dp);
+    s->stage = DT_PARAM_VALUE(prm, stage, DT_FSDP_PARAM_FIELD_STAGE, DT_DP_ZERO3);
+    s->scale = DT_PARAM_VALUE(prm, grad_scale, DT_FSDP_PARAM_FIELD_GRAD_SCALE, 1.0 / s->dp_size);
+    s->prefetch = DT_PARAM_VALUE(prm, prefetch, DT_FSDP_PARAM_FIELD_PREFETCH, true);
+    if ((int)s->stage < 0 || s->stage > DT_DP_ZERO3 || !(s->scale > 0.0)) {
+        st = DT_ERR(DT_ERR_INVALID_ARG, "dt_fully_shard: bad stage %d or grad_scale %g",
+                    (int)s->stage, s->scale);
+        goto err_state;
+    }
+    if (already_parallel(root)) {
+        st = DT_ERR(DT_ERR_INVALID_ARG, "dt_fully_shard: the model is already data parallel");
+        goto err_state;
+    }
+    collect_ctx c = {.s = s};
+    DT_CHECK_GOTO(dt_module_foreach_param(root, collect, &c), st, err_state);
+    for (int i = 0; i < s->n_params; i++)
+        DT_CHECK_GOTO(shard_param(s, &s->p[i]), st, err_state);
+    DT_CHECK_GOTO(make_units(s, root, DT_PARAM_VALUE(prm, units, DT_FSDP_PARAM_FIELD_UNITS, NULL)),
+                  st, err_state);
+    if (s->stage == DT_DP_DDP)
+        DT_CHECK_GOTO(make_buckets(s, DT_PARAM_VALUE(prm, bucket_bytes,
+                                                     DT_FSDP_PARAM_FIELD_BUCKET_BYTES,
+                                                     (size_t)4 << 20)),
+                      st, err_state);
+    *out = s;
+    return DT_OK;
+err_state:
+    state_free(s);
+    return st;
+}
+
+dt_status dt_fully_shard(dt_module *root, dt_mesh *mesh, const char *dp_dim,
+                         const dt_fsdp_params *prm)
+{
+    DT_ARG_NOT_NULL(root);
+    DT_ARG_NOT_NULL(mesh);
+    DT_ARG_NOT_NULL(dp_dim);
+    dp_state *s = NULL;
+    DT_CHECK(state_create(root, mesh, dp_dim, prm, &s));
+    /* from here on nothing fails for a valid model: slots, then hooks */
+    dt_status st = DT_OK;
+    for (int i = 0; i < s->n_params && st == DT_OK; i++)
+        st = dt_module_param_set(s->p[i].owner, s->p[i].name, s->p[i].slot);
+    s->refs = 1; /* ours, dropped below; each hook added holds one */
+#define DP_ADD_HOOK(call)                                                                     \
+    do {                                                                                      \
+        if (st == DT_OK) {                                                                    \
+            s->refs++;                                                                        \
+            st = (call);                                                                      \
+            if (st != DT_OK)                                                                  \
+                s->refs--;                                                                    \
+        }                                                                                     \
+    } while (0)
+    DP_ADD_HOOK(dt_module_add_pre_hook(root, root_pre, s, dp__state_unref));
+    DP_ADD_HOOK(dt_module_add_post_hook(root, root_post, s, dp__state_unref));
+    for (int u = 1; u < s->n_units; u++) {
+        DP_ADD_HOOK(dt_module_add_pre_hook(s->u[u].m, unit_pre, s, dp__state_unref));
+        DP_ADD_HOOK(dt_module_add_post_hook(s->u[u].m, unit_post, s, dp__state_unref));
+    }
+#undef DP_ADD_HOOK
+    dp__state_unref(s);
+    return st;
+}
+
+dt_status dt_ddp_apply(dt_module *root, dt_mesh *mesh, const char *dp_dim,
+                       const dt_fsdp_params *p)
+{
+    dt_fsdp_params q = {0};
+    if (p != NULL)
+        q = *p;
+    q.field_mask |= DT_FSDP_PARAM_FIELD_STAGE;
+    q.stage = DT_DP_DDP;
+    return dt_fully_shard(root, mesh, dp_dim, &q);
+}

@@ -1,0 +1,116 @@
+/*
+ * ZeRO all-gathers over the dp comm: each rank's shard of a tp-local tensor is
+ * gathered into the tensor the module computes on. Along dim 0 the pieces
+ * land in place (allgatherv with displacements); along another dim they go
+ * through a packed buffer, unpacked when the gather completes. In ZeRO-3 the
+ * gathered tensor's storage is dropped between uses (its handle, and the
+ * handles autograd saved on it, stay valid) and refilled before the next.
+ */
+#include <string.h>
+
+#include "core/error.h"
+#include "styles/data_parallel/dp_impl.h"
+
+/* Swap the data of @p t's storage with that of a fresh one of @p nbytes:
+ * accounting moves with the blocks (the category travels with them). */
+static dt_status storage_swap(dt_tensor *t, size_t nbytes, dt_mem_category cat)
+{
+    dt_storage *fresh = NULL, *s = t->storage;
+    dt_mem_category prev = dt_memory_set_default_category(cat);
+    dt_status st = dt__storage_create(nbytes, t->device, &fresh);
+    dt_memory_set_default_category(prev);
+    DT_CHECK(st);
+    void *data = s->data;
+    size_t nb = s->nbytes, bb = s->block_bytes;
+    dt_mem_category c = s->category;
+    s->data = fresh->data, s->nbytes = fresh->nbytes, s->block_bytes = fresh->block_bytes;
+    s->category = fresh->category;
+    fresh->data = data, fresh->nbytes = nb, fresh->block_bytes = bb, fresh->category = c;
+    dt__storage_release(fresh);
+    return DT_OK;
+}
+
+dt_status dp__storage_drop(dt_tensor *t)
+{
+    if (t->storage->nbytes == 0)
+        return DT_OK;
+    return storage_swap(t, 0, t->storage->category);
+}
+
+dt_status dp__storage_fill(dt_tensor *t, dt_mem_category cat)
+{
+    size_t want = (size_t)dt_tensor_numel(t) * dt_dtype_size(t->dtype);
+    if (t->storage->nbytes >= want)
+        return DT_OK;
+    return storage_swap(t, want, cat);
+}
+
+dt_status dp__gather_post(dp_state *s, int i)
+{
+    dp_param *p = &s->p[i];
+    if (p->k < 0 || p->resident || p->gwork != NULL)
+        return DT_OK;
+    DT_CHECK(dp__storage_fill(p->gathered, DT_MEM_PARAMETER));
+    const void *send = dt_tensor_data(dt_to_local(p->slot));
+    if (p->k == 0)
+        return dt_comm_allgatherv(s->dp, send, dt_tensor_data(p->gathered), p->counts, p->displs,
+                                  DT_DTYPE_F32, &p->gwork);
+    int64_t n = dt_tensor_numel(p->gathered);
+    dt_mem_category prev = dt_memory_set_default_category(DT_MEM_COMM);
+    dt_status st = dt_tensor_empty(1, &n, DT_DTYPE_F32, dt_device_cpu(), &p->recv);
+    dt_memory_set_default_category(prev);
+    DT_CHECK(st);
+    st = dt_comm_allgatherv(s->dp, send, dt_tensor_data(p->recv), p->counts, NULL, DT_DTYPE_F32,
+                            &p->gwork);
+    if (st != DT_OK) {
+        dt_tensor_release(p->recv);
+        p->recv = NULL;
+    }
+    return st;
+}
+
+dt_status dp__gather_wait(dp_state *s, int i)
+{
+    dp_param *p = &s->p[i];
+    if (p->k < 0 || p->resident)
+        return DT_OK;
+    if (p->gwork == NULL)
+        DT_CHECK(dp__gather_post(s, i));
+    dt_status st = dt_work_wait(p->gwork, -1.0);
+    dt_work_release(p->gwork);
+    p->gwork = NULL;
+    if (st == DT_OK && p->recv != NULL)
+        dp__unpack(p, dt_tensor_data(p->recv), dt_tensor_data(p->gathered));
+    dt_tensor_release(p->recv);
+    p->recv = NULL;
+    DT_CHECK(st);
+    p->resident = true;
+    return DT_OK;
+}
+
+dt_status dp__unit_gather_post(dp_state *s, int u)
+{
+    for (int j = 0; j < s->u[u].n; j++)
+        DT_CHECK(dp__gather_post(s, s->u[u].idx[j]));
+    return DT_OK;
+}
+
+dt_status dp__unit_gather_wait(dp_state *s, int u)
+{
+    /* post them all first, so the gathers of one unit overlap each other */
+    DT_CHECK(dp__unit_gather_post(s, u));
+    for (int j = 0; j < s->u[u].n; j++)
+        DT_CHECK(dp__gather_wait(s, s->u[u].idx[j]));
+    return DT_OK;
+}
+
+void dp__unit_drop(dp_state *s, int u)
+{
+    for (int j = 0; j < s->u[u].n; j++) {
+        dp_param *p = &s->p[s->u[u].idx[j]];
+        if (p->k < 0 || p->gwork != NULL)
+            continue;
+        p->resident = false;
+        (void)dp__storage_drop(p->gathered); /* a 0-byte block: cannot fail in practice */
+    }
+}

@@ -1,0 +1,310 @@
+/*
+ * Gradients of a data-parallel model. Every parameter reaches its module
+ * through a one-input autograd node recorded in the forward pre-hooks: the
+ * node's input is the leaf that keeps the gradient (the parameter, or its dp
+ * shard), its output what the module computes on (the parameter's data, or
+ * the gathered tensor). The engine runs a node's backward once every consumer
+ * of its output has run, i.e. exactly when that parameter's gradient is
+ * complete (PyTorch's post-accumulate-grad hook): the backward starts the
+ * reduction without waiting (DDP bucket all-reduce, ZeRO-1 all-reduce,
+ * ZeRO-2/3 reduce-scatter) and returns no gradient to the engine. When the
+ * forward's last such node has run, the reductions are completed and
+ * installed as the leaves' gradients. Each rank scales its gradient by
+ * grad_scale before the sum (so uneven local batches can weigh theirs).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/node.h"
+#include "core/error.h"
+#include "styles/data_parallel/dp_impl.h"
+
+static dp_state *state_of(const dt_ag_node *node)
+{
+    return (dp_state *)(intptr_t)node->iv[1];
+}
+
+/* A new handle on @p t's data (no autograd state). */
+static dt_status alias(dt_tensor *t, dt_tensor **out)
+{
+    return dt__tensor_make_view(t, t->ndim, t->shape, t->strides, t->offset, out);
+}
+
+/* @p local wrapped with the spec of @p like_spec (NULL: @p local itself). Consumes @p local. */
+static dt_status wrap_as(const dt_spec *spec, dt_tensor *local, dt_tensor **out)
+{
+    if (spec == NULL) {
+        *out = local;
+        return DT_OK;
+    }
+    dt_status st = dt_from_local(local, dt_spec_mesh(spec), dt_mesh_ndim(dt_spec_mesh(spec)),
+                                 dt_spec_placements(spec), dt_spec_shape(spec), out);
+    dt_tensor_release(local);
+    return st;
+}
+
+static dt_status new_grad(int ndim, const int64_t *shape, dt_tensor **out)
+{
+    dt_mem_category prev = dt_memory_set_default_category(DT_MEM_GRADIENT);
+    dt_status st = dt_tensor_empty(ndim, shape, DT_DTYPE_F32, dt_device_cpu(), out);
+    dt_memory_set_default_category(prev);
+    return st;
+}
+
+static void scale(dt_tensor *t, double f)
+{
+    float *d = dt_tensor_data(t);
+    int64_t n = dt_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++)
+        d[i] = (float)(d[i] * f);
+}
+
+/* ---------------------------------------------------------------- posting */
+
+static dt_status ddp_post_ready(dp_state *s)
+{
+    while (s->next_post < s->n_buckets && s->b[s->next_post].n_ready == s->b[s->next_post].n_params) {
+        dp_bucket *b = &s->b[s->next_post];
+        void *d = dt_tensor_data(b->buf);
+        DT_CHECK(dt_comm_allreduce(s->dp, d, d, (size_t)b->numel, DT_DTYPE_F32, DT_REDUCE_OP_SUM,
+                                   &b->work));
+        s->next_post++;
+    }
+    return DT_OK;
+}
+
+static dt_status ddp_ready(dp_state *s, dp_param *p, dt_tensor *g)
+{
+    dp_bucket *b = &s->b[p->bucket];
+    if (b->buf == NULL)
+        DT_CHECK(new_grad(1, &b->numel, &b->buf));
+    memcpy((float *)dt_tensor_data(b->buf) + p->boff, dt_tensor_data(g),
+           (size_t)dt_tensor_numel(g) * sizeof(float));
+    b->n_ready++;
+    return ddp_post_ready(s);
+}
+
+static dt_status zero_ready(dp_state *s, dp_param *p, dt_tensor *g)
+{
+    p->rsrc = dt_tensor_retain(g); /* the engine is done with it: reduce in place */
+    p->rpending = true;
+    void *d = dt_tensor_data(g);
+    if (p->k < 0 || s->stage == DT_DP_ZERO1)
+        return dt_comm_allreduce(s->dp, d, d, (size_t)dt_tensor_numel(g), DT_DTYPE_F32,
+                                 DT_REDUCE_OP_SUM, &p->rwork);
+    dt_tensor *local = dt_to_local(p->slot);
+    DT_CHECK(new_grad(local->ndim, local->shape, &p->rdst));
+    if (p->k > 0) { /* pieces of a later dim: pack them in rank order first */
+        dt_tensor *packed = NULL;
+        int64_t n = dt_tensor_numel(g);
+        dt_mem_category prev = dt_memory_set_default_category(DT_MEM_COMM);
+        dt_status st = dt_tensor_empty(1, &n, DT_DTYPE_F32, dt_device_cpu(), &packed);
+        dt_memory_set_default_category(prev);
+        DT_CHECK(st);
+        dp__pack(p, d, dt_tensor_data(packed));
+        dt_tensor_release(p->rsrc);
+        p->rsrc = packed;
+    }
+    return dt_comm_reduce_scatterv(s->dp, dt_tensor_data(p->rsrc), dt_tensor_data(p->rdst),
+                                   p->counts, DT_DTYPE_F32, DT_REDUCE_OP_SUM, &p->rwork);
+}
+
+/* ---------------------------------------------------------------- finishing */
+
+/* leaf.grad = g, or += g when it has one (gradient accumulation). */
+static dt_status install(dt_tensor *leaf, dt_tensor *g)
+{
+    dt__storage_set_category(g->storage, DT_MEM_GRADIENT);
+    if (leaf->grad == NULL)
+        return dt_tensor_set_grad(leaf, g);
+    if (!dt_tensor_is_contiguous(leaf->grad) || dt_tensor_numel(leaf->grad) != dt_tensor_numel(g))
+        return DT_ERR(DT_ERR_INVALID_ARG, "data parallel: existing gradient is not contiguous");
+    float *a = dt_tensor_data(leaf->grad);
+    const float *b = dt_tensor_data(g);
+    for (int64_t i = 0, n = dt_tensor_numel(g); i < n; i++)
+        a[i] += b[i];
+    return DT_OK;
+}
+
+static dt_status finish_ddp(dp_state *s)
+{
+    for (int i = 0; i < s->n_buckets; i++) {
+        dp_bucket *b = &s->b[i];
+        if (b->work == NULL)
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "data parallel: bucket %d got %d of its %d gradients in backward "
+                          "(every parameter used in forward must get a gradient)",
+                          i, b->n_ready, b->n_params);
+        dt_status st = dt_work_wait(b->work, -1.0);
+        dt_work_release(b->work);
+        b->work = NULL;
+        DT_CHECK(st);
+    }
+    for (int i = 0; i < s->n_params; i++) {
+        dp_param *p = &s->p[i];
+        dt_tensor *leaf = dp__local(p->slot), *g = NULL;
+        dp_bucket *b = &s->b[p->bucket];
+        int64_t strides[DT_MAX_DIMS];
+        dt__contiguous_strides(leaf->ndim, leaf->shape, strides);
+        DT_CHECK(dt__tensor_make_view(b->buf, leaf->ndim, leaf->shape, strides, p->boff, &g));
+        dt_status st = install(leaf, g);
+        dt_tensor_release(g);
+        DT_CHECK(st);
+    }
+    for (int i = 0; i < s->n_buckets; i++) { /* the gradients keep the storage alive */
+        dt_tensor_release(s->b[i].buf);
+        s->b[i].buf = NULL;
+        s->b[i].n_ready = 0;
+    }
+    s->next_post = 0;
+    return DT_OK;
+}
+
+static dt_status finish_param(dp_state *s, dp_param *p)
+{
+    dt_status st = dt_work_wait(p->rwork, -1.0);
+    dt_work_release(p->rwork);
+    p->rwork = NULL;
+    p->rpending = false;
+    dt_tensor *leaf = dt_to_local(p->slot), *g = NULL;
+    if (st == DT_OK) {
+        if (p->k < 0) {
+            g = dt_tensor_retain(p->rsrc);
+        } else if (s->stage == DT_DP_ZERO1) {
+            st = new_grad(leaf->ndim, leaf->shape, &g);
+            if (st == DT_OK)
+                dp__slice(p, s->dp_rank, dt_tensor_data(p->rsrc), dt_tensor_data(g));
+        } else {
+            g = dt_tensor_retain(p->rdst);
+        }
+    }
+    dt_tensor_release(p->rsrc);
+    dt_tensor_release(p->rdst);
+    p->rsrc = p->rdst = NULL;
+    DT_CHECK(st);
+    st = install(leaf, g);
+    dt_tensor_release(g);
+    return st;
+}
+
+static dt_status finish(dp_state *s)
+{
+    if (s->stage == DT_DP_DDP)
+        return finish_ddp(s);
+    dt_status first = DT_OK;
+    for (int i = 0; i < s->n_params; i++) /* wait for all, even after an error */
+        if (s->p[i].rpending) {
+            dt_status st = finish_param(s, &s->p[i]);
+            if (first == DT_OK)
+                first = st;
+        }
+    return first;
+}
+
+void dp__grads_reset(dp_state *s)
+{
+    for (int i = 0; i < s->n_params; i++) {
+        dp_param *p = &s->p[i];
+        dt_work_release(p->rwork); /* waits for one in flight */
+        dt_tensor_release(p->rsrc);
+        dt_tensor_release(p->rdst);
+        p->rwork = NULL, p->rsrc = p->rdst = NULL, p->rpending = false;
+    }
+    for (int i = 0; i < s->n_buckets; i++) {
+        dt_work_release(s->b[i].work);
+        dt_tensor_release(s->b[i].buf);
+        s->b[i].work = NULL, s->b[i].buf = NULL, s->b[i].n_ready = 0;
+    }
+    s->next_post = 0;
+    s->pending = 0;
+}
+
+/* ---------------------------------------------------------------- nodes */
+
+static dt_status param_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
+{
+    dp_state *s = state_of(node);
+    dp_param *p = &s->p[node->iv[0]];
+    gx[0] = NULL; /* the gradient is installed by finish() */
+    scale(gy[0], s->scale); /* before the sum: the scale may differ between ranks */
+    if (s->stage == DT_DP_DDP)
+        DT_CHECK(ddp_ready(s, p, gy[0]));
+    else
+        DT_CHECK(zero_ready(s, p, gy[0]));
+    if (s->stage == DT_DP_ZERO3 && p->k >= 0 && p->gwork == NULL) {
+        p->resident = false; /* every user of the gathered tensor has run */
+        DT_CHECK(dp__storage_drop(p->gathered));
+    }
+    if (--s->pending == 0)
+        return finish(s);
+    return DT_OK;
+}
+
+dt_status dp__param_for_forward(dp_state *s, int i, dt_tensor **out)
+{
+    dp_param *p = &s->p[i];
+    dt_tensor *leaf = dp__local(p->slot);
+    dt_tensor *src = (s->stage != DT_DP_DDP && p->k >= 0) ? p->gathered : leaf;
+    dt_tensor *view = NULL;
+    dt_ag_node *node = NULL;
+    dt_status st;
+    DT_CHECK(alias(src, &view));
+    if (dt__ag_should_record(1, &leaf)) {
+        DT_CHECK_GOTO(dt__ag_node_create("dp_param", param_backward, 1, &leaf, &node), st,
+                      err_view);
+        node->iv[0] = i;
+        node->iv[1] = (int64_t)(intptr_t)s;
+        DT_CHECK_GOTO(dt__ag_attach(node, 1, &view), st, err_view);
+        s->pending++;
+    }
+    return wrap_as(p->tp_spec, view, out);
+err_view:
+    dt_tensor_release(view);
+    return st;
+}
+
+static int order_pos(const dp_state *s, int u)
+{
+    for (int j = 0; j < s->n_order; j++)
+        if (s->order[j] == u)
+            return j;
+    return -1;
+}
+
+static dt_status regather_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
+{
+    dp_state *s = state_of(node);
+    int u = (int)node->iv[0];
+    DT_CHECK(dp__unit_gather_wait(s, u));
+    if (s->prefetch && s->order_known) { /* the unit whose backward comes next */
+        int pos = order_pos(s, u);
+        int prev = pos == 0 ? s->n_order - 1 : pos - 1;
+        if (pos >= 0 && prev > 0)
+            DT_CHECK(dp__unit_gather_post(s, s->order[prev]));
+    }
+    gx[0] = dt_tensor_retain(gy[0]);
+    return DT_OK;
+}
+
+dt_status dp__wrap_unit_output(dp_state *s, int u, dt_tensor **out)
+{
+    dt_tensor *o = *out, *loc = dp__local(o), *view = NULL, *w = NULL;
+    dt_ag_node *node = NULL;
+    dt_status st;
+    if (!dt__ag_should_record(1, &loc))
+        return DT_OK;
+    DT_CHECK(alias(loc, &view));
+    DT_CHECK_GOTO(dt__ag_node_create("dp_regather", regather_backward, 1, &loc, &node), st,
+                  err_view);
+    node->iv[0] = u;
+    node->iv[1] = (int64_t)(intptr_t)s;
+    DT_CHECK_GOTO(dt__ag_attach(node, 1, &view), st, err_view);
+    DT_CHECK(wrap_as(dt_tensor_spec(o), view, &w));
+    dt_tensor_release(o);
+    *out = w;
+    return DT_OK;
+err_view:
+    dt_tensor_release(view);
+    return st;
+}

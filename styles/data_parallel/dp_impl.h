@@ -1,0 +1,119 @@
+/*
+ * The state behind dt_fully_shard / dt_ddp_apply (styles/data_parallel/),
+ * shared by its files. Not installed.
+ *
+ *   dp_apply.c    validation, shards, units, hooks (the forward side)
+ *   dp_gather.c   ZeRO all-gathers: storage drop/refill, prefetch, unpack
+ *   dp_grad.c     the per-parameter autograd nodes and the gradient reductions
+ *   dp_pack.c     moving dp pieces of a tensor dim in and out of packed buffers
+ *   memory_report.c  dt_memory_report
+ */
+#ifndef DT_STYLES_DP_IMPL_H
+#define DT_STYLES_DP_IMPL_H
+
+#include "core/tensor_impl.h"
+#include "dtensor/autograd.h"
+#include "dtensor/data_parallel.h"
+#include "dtensor/placement.h"
+
+typedef struct dp_param {
+    dt_module *owner;
+    char *name; /* slot name in owner */
+    char *fqn;
+    int unit;
+    /* the parameter as tensor parallelism left it: its spec (NULL when local) */
+    dt_spec *tp_spec;
+    dt_tensor *slot;     /* what the slot holds between forwards (owned ref) */
+    int ndim;
+    int64_t lshape[DT_MAX_DIMS]; /* shape of the tp-local tensor the module computes on */
+    /* dp sharding along dim k of the tp-local tensor (k < 0: replicated over dp) */
+    int k;
+    int64_t outer, inner;   /* elements before / after dim k */
+    int64_t *klen, *koff;   /* [dp] piece of dim k held by each dp rank */
+    size_t *counts, *displs; /* [dp] elements of each piece, and its offset when k == 0 */
+    /* gathered tp-local tensor (ZeRO); storage dropped between uses in ZeRO-3 */
+    dt_tensor *gathered;
+    bool resident; /* gathered holds current values */
+    dt_tensor *recv; /* packed receive buffer of a k > 0 gather in flight */
+    dt_work *gwork;  /* gather in flight */
+    /* gradient reduction in flight */
+    dt_work *rwork;
+    dt_tensor *rsrc;  /* the gradient sent (kept alive) */
+    dt_tensor *rdst;  /* the reduced gradient (ZeRO-2/3 sharded: the shard's) */
+    bool rpending;
+    /* DDP bucket */
+    int bucket;
+    int64_t boff;
+} dp_param;
+
+typedef struct dp_unit {
+    dt_module *m; /* NULL for the root unit 0 */
+    int n, *idx;  /* its parameters */
+    bool prefetched; /* a gather of the unit was posted and not yet completed */
+} dp_unit;
+
+typedef struct dp_bucket {
+    dt_tensor *buf; /* flat f32, gradient category */
+    int64_t numel;
+    int n_params, n_ready;
+    dt_work *work;
+} dp_bucket;
+
+typedef struct dp_state {
+    dt_dp_stage stage;
+    dt_mesh *mesh;
+    dt_comm *dp;
+    int dp_dim, dp_size, dp_rank;
+    double scale;
+    bool prefetch;
+    int n_params;
+    dp_param *p;
+    int n_units;
+    dp_unit *u;
+    int n_buckets, next_post;
+    dp_bucket *b;
+    int pending; /* nodes of the current forward whose backward has not run */
+    int *order, n_order; /* ZeRO-3 units in forward order (learnt at the first forward) */
+    bool order_known;
+    int refs; /* one per hook holding the state */
+} dp_state;
+
+/* The local data of @p t: itself, or its shard when distributed. Borrowed. */
+static inline dt_tensor *dp__local(dt_tensor *t)
+{
+    return t->dist != NULL ? t->local : t;
+}
+
+/* Release one reference (a hook's free_user). */
+void dp__state_unref(void *user);
+
+/* dp_units.c: the unit modules (caller frees *mods) */
+dt_status dp__find_units(dt_module *root, const char *units, dt_module ***mods, int *n);
+
+/* dp_gather.c */
+dt_status dp__storage_drop(dt_tensor *t);
+dt_status dp__storage_fill(dt_tensor *t, dt_mem_category cat);
+/* Post the gather of param i into its gathered tensor (refilled first). */
+dt_status dp__gather_post(dp_state *s, int i);
+/* Complete param i's gather (posting it first when none is in flight). */
+dt_status dp__gather_wait(dp_state *s, int i);
+dt_status dp__unit_gather_post(dp_state *s, int u);
+dt_status dp__unit_gather_wait(dp_state *s, int u);
+void dp__unit_drop(dp_state *s, int u);
+
+/* dp_grad.c */
+/* The tensor the module computes on for param i this forward (new reference):
+ * gathered or the slot's local, through a node when grad mode records. */
+dt_status dp__param_for_forward(dp_state *s, int i, dt_tensor **out);
+/* Wrap @p out (a unit's output) in a node whose backward regathers unit @p u. */
+dt_status dp__wrap_unit_output(dp_state *s, int u, dt_tensor **out);
+/* Forget reductions of a forward that had no backward. */
+void dp__grads_reset(dp_state *s);
+
+/* dp_pack.c: piece r of dim k = [outer, klen[r], inner] */
+void dp__pack(const dp_param *p, const float *full, float *packed);
+void dp__unpack(const dp_param *p, const float *packed, float *full);
+/* The piece of this rank out of a full tp-local tensor, contiguous, into @p piece. */
+void dp__slice(const dp_param *p, int rank, const float *full, float *piece);
+
+#endif
