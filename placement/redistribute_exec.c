@@ -421,20 +421,30 @@ dt_status dt__redist_exec(const dt__plan *plan, const dt_spec *src, dt_tensor *l
 /* ------------------------------------------------------------ autograd */
 
 /* saved[0] / saved[1]: handles carrying the source / target spec (no data):
- * released with the node, they keep the specs and the mesh alive. */
+ * released with the node, they keep the specs and the mesh alive.
+ * gy[0] is the output shard's gradient laid out as the target with Partial
+ * read as Replicate; if the engine hands over a distributed gradient instead
+ * (a pending Partial), it is planned from its own spec, so P -> S(d) becomes
+ * one reduce-scatter as in PyTorch. */
 static dt_status redistribute_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
 {
     const dt_spec *src = node->saved[0]->dist, *dst = node->saved[1]->dist;
     dt_spec *gsrc = NULL, *gdst = NULL;
+    dt_tensor *g = gy[0];
     dt__plan plan;
     dt_status s;
     if (!dt__ag_input_needs_grad(node, 0))
         return DT_OK;
-    /* the gradient of a Partial is laid out as Replicate (PyTorch's rule) */
-    DT_CHECK(dt__spec_normalize_grad(dst, &gsrc));
+    if (g->dist != NULL) {
+        gsrc = dt_spec_retain(g->dist);
+        g = g->local;
+    } else {
+        DT_CHECK(dt__spec_normalize_grad(dst, &gsrc));
+    }
     DT_CHECK_GOTO(dt__spec_normalize_grad(src, &gdst), s, out);
+    DT_CHECK_GOTO(dt__redist_check("dt_redistribute (backward)", gsrc, gdst), s, out);
     DT_CHECK_GOTO(dt__redist_plan(gsrc, gdst, &plan), s, out);
-    s = dt__redist_exec(&plan, gsrc, gy[0], &gx[0]);
+    s = dt__redist_exec(&plan, gsrc, g, &gx[0]);
 out:
     dt_spec_release(gsrc);
     dt_spec_release(gdst);

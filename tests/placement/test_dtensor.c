@@ -5,6 +5,7 @@
  * rank had been left behind).
  */
 #include "pl_test_util.h"
+#include "autograd/node.h"
 
 static void in_step(void)
 {
@@ -372,6 +373,43 @@ static void test_strided_and_chain(void **state)
     in_step();
 }
 
+/* A pending Partial gradient handed to redistribute's backward directly is
+ * planned from its own spec: P(sum) -> S(1) is one reduce-scatter. */
+static void test_backward_pending_partial(void **state)
+{
+    (void)state;
+    int w = dt_runtime_size(pt_rt);
+    dt_mesh *m = NULL;
+    PT_OK(dt_mesh_create(pt_rt, 1, &w, NULL, &m));
+    int64_t shape[2] = {5, 7};
+    dt_tensor *x = pt_tensor(2, shape, DT_DTYPE_F32, 1), *g = pt_tensor(2, shape, DT_DTYPE_F32, 2);
+    dt_placement s1 = dt_shard(1), rep = dt_replicate(), psum = dt_partial(DT_REDUCE_OP_SUM);
+    dt_tensor *d = NULL, *y = NULL, *gd = NULL, *gx[1] = {NULL};
+    PT_OK(dt_distribute(x, m, 1, &s1, &d));
+    PT_OK(dt_tensor_set_requires_grad(dt_to_local(d), true));
+    PT_OK(dt_redistribute(d, 1, &rep, &y)); /* forward all-gather */
+    dt_ag_node *node = dt_to_local(y)->grad_fn;
+    assert_non_null(node);
+    PT_OK(dt_distribute(g, m, 1, &psum, &gd)); /* the pending gradient */
+    dt_coll_stats st;
+    dt_mesh_coll_stats_reset(m);
+    PT_OK(node->backward(node, &gd, gx));
+    dt_mesh_coll_stats(m, &st);
+    assert_int_equal(st.count[DT_COLL_REDUCE_SCATTER], w > 1 ? 1 : 0);
+    assert_int_equal(dt_coll_stats_total(&st), w > 1 ? 1 : 0);
+    dt_tensor *want = pt_expected_local(g, dt_tensor_spec(d));
+    assert_true(dt_tensor_equal(gx[0], want));
+    dt_tensor_release(want);
+    dt_tensor_release(gx[0]);
+    dt_tensor_release(gd);
+    dt_tensor_release(y);
+    dt_tensor_release(d);
+    dt_tensor_release(g);
+    dt_tensor_release(x);
+    dt_mesh_release(m);
+    in_step();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -379,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_distribute_from), cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_explain_and_counters), cmocka_unit_test(test_sliced_mesh),
         cmocka_unit_test(test_strided_and_chain),
+        cmocka_unit_test(test_backward_pending_partial),
     };
     return cmocka_run_group_tests(tests, pt_setup, pt_teardown);
 }
