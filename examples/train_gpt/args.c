@@ -42,6 +42,10 @@ static const opt_row rows[] = {
     {"--plan", OPT_STR, FIELD(plan), "FILE", "tensor-parallel plan text (default: the spec's)"},
     {"--explain-plan", OPT_FLAG, FIELD(explain_plan), NULL,
      "print each parameter's placements, shapes and bytes on rank 0"},
+    {"--data-parallel", OPT_STR, FIELD(data_parallel), "ddp|zero1|zero2|zero3",
+     "data-parallel style over the mesh's dp dim (default zero2)"},
+    {"--memory-report", OPT_FLAG, FIELD(memory_report), NULL,
+     "one row per rank: current/peak bytes by category (rank 0 prints)"},
     {"--help", OPT_FLAG, FIELD(help), NULL, "this text"},
 };
 

@@ -29,6 +29,8 @@ typedef struct train_args {
     bool sequence_parallel; /* --sequence-parallel */
     const char *plan;       /* --plan FILE (NULL: the spec's default plan) */
     bool explain_plan;      /* --explain-plan */
+    const char *data_parallel; /* --data-parallel ddp|zero1|zero2|zero3 (NULL: zero2 on a dp dim) */
+    bool memory_report;        /* --memory-report */
     bool help;
 } train_args;
 

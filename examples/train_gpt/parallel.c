@@ -54,10 +54,10 @@ static dt_status make_mesh(train_parallel *p, const char *text)
     for (int d = 0; d < ndim; d++) {
         if (strcmp(names[d], "tp") == 0)
             tp_index = d;
-        else if (shape[d] != 1)
+        else if (shape[d] != 1 && strcmp(names[d], "dp") != 0) /* dp: data_parallel.c */
             return DT_ERR(DT_ERR_UNSUPPORTED,
-                          "train_gpt: --mesh '%s': dim '%s' of size %d: only tensor parallelism "
-                          "('tp') is available; other dims must have size 1",
+                          "train_gpt: --mesh '%s': dim '%s' of size %d: only tensor ('tp') and "
+                          "data ('dp') parallelism are available; other dims must have size 1",
                           text, names[d], shape[d]);
     }
     if (tp_index < 0)

@@ -18,6 +18,7 @@
 #include "dtensor.h"
 
 #include "args.h"
+#include "data_parallel.h"
 #include "parallel.h"
 
 #ifndef DT_DEFAULT_TOKENS
@@ -57,14 +58,16 @@ static dt_status make_optimizer(const train_args *a, dt_module *model, dt_optim 
 }
 
 /* One step: forward, loss, backward, optional clipping, update. */
-static dt_status train_step(const train_args *a, dt_module *model, dt_optim *opt,
-                            const dt_token_data *data, int64_t step, int64_t seq, double *loss_out,
-                            double *norm_out)
+static dt_status train_step(const train_args *a, const train_parallel *par, dt_module *model,
+                            dt_optim *opt, const dt_token_data *data, int64_t step, int64_t seq,
+                            double *loss_out, double *norm_out)
 {
     dt_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
     dt_status s;
+    int64_t lo = 0, hi = 0; /* this dp rank's rows of the global batch */
+    train_dp_rows(par, a->batch, &lo, &hi);
     dt_optim_zero_grad(opt);
-    s = dt_token_data_batch(data, step, a->batch, seq, 0, a->batch, &x, &y);
+    s = dt_token_data_batch(data, step, a->batch, seq, lo, hi, &x, &y);
     if (s == DT_OK)
         s = dt_module_call(model, x, &logits);
     if (s == DT_OK)
@@ -72,6 +75,8 @@ static dt_status train_step(const train_args *a, dt_module *model, dt_optim *opt
     dt_tensor_release(logits); /* the graph keeps what backward needs */
     if (s == DT_OK)
         s = train_loss_item(loss, loss_out); /* local, or a replicated distributed scalar */
+    if (s == DT_OK)
+        s = train_dp_loss(par, lo, hi, a->batch, loss_out); /* the global batch's */
     if (s == DT_OK)
         s = dt_backward(loss, NULL);
     if (s == DT_OK && a->clip_grad > 0.0)
@@ -119,6 +124,7 @@ int main(int argc, char **argv)
         TRY(dt_load_full(model, a.init)); /* validated before anything is written */
     /* shard the full weights every rank holds: any mesh trains the same model */
     TRY(train_parallel_apply(&par, a.mesh, a.sequence_parallel, a.plan, a.explain_plan, model));
+    TRY(train_dp_apply(&par, a.data_parallel, a.batch, model)); /* then dp, then the optimizer */
     TRY(make_optimizer(&a, model, &opt));
     if (a.print_model)
         TRY(dt_module_print(model, stdout));
@@ -133,7 +139,7 @@ int main(int argc, char **argv)
     double t0 = now_s();
     for (int64_t s = 0; s < a.steps; s++) {
         double loss = 0.0, norm = 0.0, ts = now_s();
-        TRY(train_step(&a, model, opt, data, s, seq, &loss, &norm));
+        TRY(train_step(&a, &par, model, opt, data, s, seq, &loss, &norm));
         printf("step %4" PRId64 "  loss %.6f", s, loss);
         if (a.clip_grad > 0.0)
             printf("  grad_norm %.4f", norm);
@@ -152,6 +158,8 @@ int main(int argc, char **argv)
     TRY(dt_memory_stats_get(dt_device_cpu(), &ms));
     dt_memory_print(&ms, stdout);
     TRY(train_parallel_report_memory(&par, model, stdout));
+    if (a.memory_report)
+        TRY(train_dp_memory_report(&par, stdout));
     rc = 0;
 out:
     dt_optim_destroy(opt);

@@ -1,0 +1,29 @@
+/*
+ * The data-parallel side of train_gpt: --data-parallel ddp|zero1|zero2|zero3
+ * over the mesh's "dp" dim (default zero2), each dp rank's rows of the global
+ * batch, the loss of the global batch, and --memory-report.
+ */
+#ifndef TRAIN_GPT_DATA_PARALLEL_H
+#define TRAIN_GPT_DATA_PARALLEL_H
+
+#include "parallel.h"
+
+/*
+ * After tensor parallelism: when the mesh has a "dp" dim, make @p model data
+ * parallel over it with @p style (NULL: zero2), each rank's gradient weighted
+ * by its share of the global batch @p batch. A style without a dp dim (or
+ * without a mesh) is an error naming it.
+ */
+dt_status train_dp_apply(train_parallel *p, const char *style, int64_t batch, dt_module *model);
+
+/* This rank's rows [lo, hi) of a global batch of @p batch: rank r of R takes [r*B/R, (r+1)*B/R). */
+void train_dp_rows(const train_parallel *p, int64_t batch, int64_t *lo, int64_t *hi);
+
+/* Collective over dp: the loss of the global batch from this rank's mean over rows [lo, hi). */
+dt_status train_dp_loss(const train_parallel *p, int64_t lo, int64_t hi, int64_t batch,
+                        double *loss);
+
+/* Collective: one row per rank (current and peak bytes by category), printed by rank 0. */
+dt_status train_dp_memory_report(const train_parallel *p, FILE *f);
+
+#endif

@@ -1,0 +1,44 @@
+#!/bin/bash
+# train_gpt --data-parallel ddp|zero1|zero2|zero3 on dp=2 x tp=2 (4 ranks)
+# prints the losses of one process; --memory-report prints one row per rank;
+# a ZeRO-3 --save loads in one process; a dp style without a dp dim fails.
+# usage: train_gpt_dp.sh TRAIN_GPT DTRUN WORKDIR
+set -u
+train=$1 dtrun=$2 work=$3
+mkdir -p "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+args=(--steps 3 --batch 4 --seq 32 --optim adamw)
+
+losses() { grep '^step' | awk '{print $4}'; }
+single=$("$train" "${args[@]}" | losses)
+[ "$(echo "$single" | wc -l)" = 3 ] || fail "single-rank run printed no losses"
+
+same() { # $1 name, $2 losses
+    paste <(echo "$single") <(echo "$2") | awk -v n="$1" '
+        { d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1 || $2 == "") { print n ": loss " $2 " vs " $1; bad = 1 } }
+        END { exit bad }' || fail "$1 differs from the single-rank run"
+    echo "ok: $1 losses equal the single-rank run"
+}
+
+for st in ddp zero1 zero2 zero3; do
+    same "dp=2,tp=2 $st" "$("$dtrun" -n 4 "$train" "${args[@]}" --mesh dp=2,tp=2 --data-parallel $st | losses)"
+done
+same "dp=2 default (zero2)" "$("$dtrun" -n 2 "$train" "${args[@]}" --mesh dp=2,tp=1 | losses)"
+
+out=$("$dtrun" -n 4 "$train" "${args[@]}" --mesh dp=2,tp=2 --data-parallel zero3 --memory-report \
+      --save "$work/z3.safetensors") || fail "zero3 --memory-report --save"
+rows=$(echo "$out" | sed -n '/^memory report per rank/,$p' | grep -cE '^ +[0-3] ')
+[ "$rows" = 4 ] || fail "--memory-report printed $rows rows, want 4"
+echo "ok: --memory-report prints one row per rank"
+"$train" --steps 0 --init "$work/z3.safetensors" > /dev/null || fail "zero3 save does not load"
+echo "ok: a ZeRO-3 dt_save_full loads in one process"
+
+if "$dtrun" -n 2 "$train" "${args[@]}" --mesh tp=2 --data-parallel ddp > "$work/err.txt" 2>&1; then
+    fail "--data-parallel without a dp dim succeeded"
+fi
+grep -q "needs a 'dp' dim" "$work/err.txt" || fail "no dp dim: message does not say so"
+if "$train" "${args[@]}" --mesh dp=1,tp=1 --data-parallel zero4 > "$work/err.txt" 2>&1; then
+    fail "--data-parallel zero4 succeeded"
+fi
+grep -q "zero4" "$work/err.txt" || fail "bad style: message does not name it"
+echo "ok: bad --data-parallel uses fail by name"
