@@ -16,7 +16,9 @@
  * a mesh dim where the output is not (Shard or Partial) gets only this rank's
  * part of its gradient (Megatron's "f": a column-parallel layer's input). For
  * those mesh dims step 2 also inserts a node that is the identity forward and
- * all-reduces (sum) the gradient backward; the rules therefore only pick
+ * hands its gradient back as a pending Partial(sum) (a distributed gradient,
+ * rules_grad.c): the engine adds contributions without communicating and
+ * all-reduces once when the sum is needed. The rules therefore only pick
  * placements, and every gradient stays correct by construction.
  *
  * Graph symmetry: every rank records the same nodes (no rank-dependent graph
@@ -98,6 +100,9 @@ dt_status dt__rl_embedding(dt_tensor *weight, dt_tensor *ids, dt_tensor **out);
 /* rules_loss.c */
 dt_status dt__rl_cross_entropy(dt_tensor *logits, dt_tensor *targets, int64_t ignore_index,
                                dt_tensor **out);
+/* rules_grad.c: distributed gradients in flight (see dist_dispatch.h) */
+dt_status dt__rl_grad_add(dt_tensor *a, dt_tensor *b, dt_tensor **out);
+dt_status dt__rl_grad_materialize(dt_tensor *g, dt_tensor **out);
 /* rules_shape.c */
 dt_status dt__rl_reshape(dt_tensor *x, int ndim, const int64_t *shape, dt_tensor **out);
 dt_status dt__rl_permute(dt_tensor *x, const int *perm, dt_tensor **out);

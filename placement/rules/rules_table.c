@@ -26,6 +26,8 @@ static const dt_dist_op_table g_rules = {
     .concat = dt__rl_concat,
     .split = dt__rl_split,
     .wrap_like = wrap_like,
+    .grad_add = dt__rl_grad_add,
+    .grad_materialize = dt__rl_grad_materialize,
 };
 
 void dt__dist_rules_install(void)

@@ -38,60 +38,45 @@ const char *dt__rl_fmt(int n, const dt_placement *pl, char *buf, size_t len)
 
 /* ------------------------------------------------------------ gradient all-reduce node */
 
-/* iv[k] = 1 for the mesh dims whose gradient is summed; saved[0] carries the mesh. */
+/* saved[0]: a data-less handle whose spec is the gradient's pending layout:
+ * the input's own layout (Partial read as Replicate) with Partial(sum) on the
+ * mesh dims where this rank holds only its part. The engine sums such
+ * gradients without communicating and reduces once (rules_grad.c). */
 static dt_status grad_reduce_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
 {
-    dt_mesh *mesh = node->saved[0]->dist->mesh;
-    dt_tensor *g = NULL;
-    dt_status s;
     if (!dt__ag_input_needs_grad(node, 0))
         return DT_OK;
-    DT_CHECK(dt_tensor_clone(gy[0], &g));
-    size_t count = (size_t)dt_tensor_numel(g);
-    for (int k = 0; k < mesh->ndim; k++) {
-        if (!node->iv[k] || mesh->shape[k] == 1 || count == 0)
-            continue;
-        dt_comm *comm = dt_mesh_dim_comm(mesh, k);
-        if (comm == NULL) {
-            s = DT_ERR(DT_ERR_INVALID_ARG, "%s: mesh dim %d has no comm", node->name, k);
-            goto err_release;
-        }
-        DT_CHECK_GOTO(dt_comm_allreduce(comm, dt_tensor_data(g), dt_tensor_data(g), count,
-                                        g->dtype, DT_REDUCE_OP_SUM, NULL),
-                      s, err_release);
-        /* what the ring moves, as the planner counts an all-reduce */
-        int64_t bytes = (int64_t)(count * dt_dtype_size(g->dtype)) * 2 * (mesh->shape[k] - 1) /
-                        mesh->shape[k];
-        dt__mesh_count_coll(mesh, DT_COLL_ALLREDUCE, bytes);
-    }
-    gx[0] = g;
-    return DT_OK;
-err_release:
-    dt_tensor_release(g);
-    return s;
+    return dt__dist_wrap(node->saved[0]->dist, gy[0], &gx[0]);
 }
 
-/* y = x forward; the gradient all-reduced over the mesh dims in @p mask. */
-static dt_status grad_reduce(const char *op, dt_spec *spec, const bool *mask, dt_tensor *x,
-                             dt_tensor **y)
+/* y = x forward; backward hands on the gradient as pending Partial(sum) over
+ * the mesh dims in @p mask. */
+static dt_status grad_reduce(dt_spec *spec, const bool *mask, dt_tensor *x, dt_tensor **y)
 {
+    dt_placement pl[DT__RL_MAX_MESH];
     dt_ag_node *node = NULL;
+    dt_spec *pending = NULL;
     dt_tensor *h = NULL, *a = NULL;
     dt_status s;
-    (void)op;
-    DT_CHECK(dt__ops_alias(x, &a));
-    DT_CHECK_GOTO(dt__dist_wrap(spec, NULL, &h), s, err_release);
-    DT_CHECK_GOTO(dt__ag_node_create("dist_grad_allreduce", grad_reduce_backward, 1, &x, &node),
-                  s, err_release);
-    for (int k = 0; k < spec->mesh_ndim; k++)
-        node->iv[k] = mask[k];
-    node->saved[0] = h; /* a data-less handle keeps the spec and mesh alive */
+    for (int k = 0; k < spec->mesh_ndim; k++) {
+        pl[k] = spec->pl[k].kind == DT_PLACEMENT_PARTIAL ? dt_replicate() : spec->pl[k];
+        if (mask[k])
+            pl[k] = dt__rl_psum();
+    }
+    DT_CHECK(dt__spec_like(spec, spec->mesh_ndim, pl, &pending));
+    DT_CHECK_GOTO(dt__ops_alias(x, &a), s, err_release);
+    DT_CHECK_GOTO(dt__dist_wrap(pending, NULL, &h), s, err_release);
+    DT_CHECK_GOTO(dt__ag_node_create("dist_grad_partial", grad_reduce_backward, 1, &x, &node), s,
+                  err_release);
+    node->saved[0] = h; /* keeps the spec and mesh alive */
     node->n_saved = 1;
     h = NULL;
     DT_CHECK_GOTO(dt__ag_attach(node, 1, &a), s, err_release);
+    dt_spec_release(pending);
     *y = a;
     return DT_OK;
 err_release:
+    dt_spec_release(pending);
     dt_tensor_release(h);
     dt_tensor_release(a);
     return s;
@@ -124,7 +109,7 @@ dt_status dt__rl_prepare(const char *op, dt_tensor *x, dt_mesh *mesh, const dt_p
         any = any || mask[k];
     }
     if (any && dt__ag_should_record(1, &y)) {
-        DT_CHECK_GOTO(grad_reduce(op, dst, mask, y, &z), s, out);
+        DT_CHECK_GOTO(grad_reduce(dst, mask, y, &z), s, out);
         dt_tensor_release(y);
         y = z;
     }

@@ -67,6 +67,29 @@ out:
     return s;
 }
 
+/* The rules table, for gradients in flight that are distributed (dist_dispatch.h). */
+static dt_status dist_table(dt_tensor *a, dt_tensor *b, const dt_dist_op_table **tab)
+{
+    dt_tensor *xs[2] = {a, b};
+    DT_CHECK(dt__ops_dist_table("dt_backward", 2, xs, tab));
+    if (*tab == NULL || (*tab)->grad_add == NULL || (*tab)->grad_materialize == NULL)
+        return DT_ERR(DT_ERR_UNSUPPORTED,
+                      "dt_backward: a distributed gradient and no rules to accumulate it");
+    return DT_OK;
+}
+
+/* @p g brought to its tensor's local layout (a new reference). */
+static dt_status materialize(dt_tensor *g, dt_tensor **out)
+{
+    const dt_dist_op_table *tab = NULL;
+    if (g->dist == NULL) {
+        *out = dt_tensor_retain(g);
+        return DT_OK;
+    }
+    DT_CHECK(dist_table(g, NULL, &tab));
+    return tab->grad_materialize(g, out);
+}
+
 /* sum += g, where *sum may be NULL (then it takes g's reference). */
 static dt_status accumulate(dt_tensor **sum, dt_tensor *g)
 {
@@ -75,14 +98,86 @@ static dt_status accumulate(dt_tensor **sum, dt_tensor *g)
         *sum = dt_tensor_retain(g);
         return DT_OK;
     }
+    if ((*sum)->dist != NULL || g->dist != NULL) { /* a pending Partial: add without reducing */
+        const dt_dist_op_table *tab = NULL;
+        DT_CHECK(dist_table(*sum, g, &tab));
+        DT_CHECK(tab->grad_add(*sum, g, &r));
+        dt_tensor_release(*sum);
+        *sum = r;
+        return DT_OK;
+    }
     DT_CHECK(dt__ops_binary_raw(DT_BINARY_ADD, *sum, g, &r));
     dt_tensor_release(*sum);
     *sum = r;
     return DT_OK;
 }
 
+static dt_status accumulate_leaf_local(dt_tensor *leaf, dt_tensor *g);
+
+/*
+ * Distributed gradients of leaves stay pending until the walk ends: each
+ * leaf's contributions are summed without communicating, then reduced once
+ * (in first-seen order, the same on every rank).
+ */
+typedef struct leaf_pending {
+    int n, cap;
+    dt_tensor **leaf; /* owned (the graph drops its edges as it goes) */
+    dt_tensor **g;    /* owned */
+} leaf_pending;
+
+static dt_status pending_add(leaf_pending *p, dt_tensor *leaf, dt_tensor *g)
+{
+    for (int i = 0; i < p->n; i++)
+        if (p->leaf[i] == leaf)
+            return accumulate(&p->g[i], g);
+    if (p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 8;
+        dt_tensor **l = realloc(p->leaf, sizeof(*l) * (size_t)cap);
+        if (l == NULL)
+            return DT_ERR(DT_ERR_NO_MEMORY, "dt_backward: %d pending leaf gradients", cap);
+        p->leaf = l;
+        dt_tensor **gg = realloc(p->g, sizeof(*gg) * (size_t)cap);
+        if (gg == NULL)
+            return DT_ERR(DT_ERR_NO_MEMORY, "dt_backward: %d pending leaf gradients", cap);
+        p->g = gg;
+        p->cap = cap;
+    }
+    p->leaf[p->n] = dt_tensor_retain(leaf);
+    p->g[p->n++] = dt_tensor_retain(g);
+    return DT_OK;
+}
+
+/* Reduce and add every pending leaf gradient; frees the list. */
+static dt_status pending_flush(leaf_pending *p, bool apply)
+{
+    dt_status s = DT_OK;
+    for (int i = 0; i < p->n; i++) {
+        dt_tensor *m = NULL;
+        if (apply && s == DT_OK) {
+            s = materialize(p->g[i], &m);
+            if (s == DT_OK)
+                s = accumulate_leaf_local(p->leaf[i], m);
+            dt_tensor_release(m);
+        }
+        dt_tensor_release(p->g[i]);
+        dt_tensor_release(p->leaf[i]);
+    }
+    free(p->leaf);
+    free(p->g);
+    memset(p, 0, sizeof(*p));
+    return s;
+}
+
+/* leaf.grad += g, or kept pending when g is distributed. */
+static dt_status accumulate_leaf(dt_tensor *leaf, dt_tensor *g, leaf_pending *p)
+{
+    if (g->dist == NULL)
+        return accumulate_leaf_local(leaf, g);
+    return pending_add(p, leaf, g);
+}
+
 /* leaf.grad += g; a first gradient gets its own storage tagged DT_MEM_GRADIENT. */
-static dt_status accumulate_leaf(dt_tensor *leaf, dt_tensor *g)
+static dt_status accumulate_leaf_local(dt_tensor *leaf, dt_tensor *g)
 {
     const dt_kernel_ops *k = NULL;
     dt_tensor *ng = NULL;
@@ -118,25 +213,30 @@ static bool same_shape(const dt_tensor *t, const dt_ag_meta *m)
 }
 
 /* Route gradient g of input i of node to its producer or leaf. */
-static dt_status route(dt_ag_node *node, int i, dt_tensor *g)
+static dt_status route(dt_ag_node *node, int i, dt_tensor *g, leaf_pending *p)
 {
     dt_ag_edge *e = &node->inputs[i];
     dt_tensor *r = NULL;
     dt_status s = DT_OK;
-    if (same_shape(g, &e->meta))
+    if (g->dist != NULL) { /* a shard of the input's own shape, kept pending */
+        if (!same_shape(g->local, &e->meta))
+            return DT_ERR(DT_ERR_INTERNAL, "dt_backward: '%s' gave a distributed gradient of "
+                          "the wrong shard shape for input %d", node->name, i);
+        r = dt_tensor_retain(g);
+    } else if (same_shape(g, &e->meta))
         r = dt_tensor_retain(g);
     else
         DT_CHECK(dt__ops_reduce_to_shape(g, e->meta.ndim, e->meta.shape, &r));
     if (e->node != NULL)
         s = accumulate(&e->node->grads[e->output], r);
     else if (e->leaf != NULL)
-        s = accumulate_leaf(e->leaf, r);
+        s = accumulate_leaf(e->leaf, r, p);
     dt_tensor_release(r);
     return s;
 }
 
 /* Run one node: complete and materialise its output grads, call backward, route. */
-static dt_status run_node(dt_ag_node *node)
+static dt_status run_node(dt_ag_node *node, leaf_pending *p)
 {
     dt_tensor *gx_stack[8] = {0};
     dt_tensor **gx = gx_stack;
@@ -149,10 +249,17 @@ static dt_status run_node(dt_ag_node *node)
     for (int o = 0; o < node->n_outputs; o++) {
         dt_tensor *g = node->grads[o], *c = NULL;
         dt_ag_meta *m = &node->outputs[o];
-        if (g == NULL)
+        if (g == NULL) {
             DT_CHECK(dt__ops_zeros(m->ndim, m->shape, m->device, &c));
-        else
+        } else if (g->dist != NULL) { /* reduce a pending Partial now (collective) */
+            dt_tensor *l = NULL;
+            DT_CHECK(materialize(g, &l));
+            s = dt__ops_contiguous(l, &c);
+            dt_tensor_release(l);
+            DT_CHECK(s);
+        } else {
             DT_CHECK(dt__ops_contiguous(g, &c));
+        }
         dt_tensor_release(g);
         node->grads[o] = c;
     }
@@ -164,7 +271,7 @@ static dt_status run_node(dt_ag_node *node)
     DT_CHECK_GOTO(node->backward(node, node->grads, gx), s, out);
     for (int i = 0; i < node->n_inputs; i++) {
         if (gx[i] != NULL && dt__ag_input_needs_grad(node, i))
-            DT_CHECK_GOTO(route(node, i, gx[i]), s, out);
+            DT_CHECK_GOTO(route(node, i, gx[i], p), s, out);
     }
 out:
     dt__ops_release_all(node->n_inputs, gx);
@@ -200,6 +307,7 @@ static dt_status check_root_grad(dt_tensor *root, dt_tensor *grad, dt_tensor **o
 static dt_status run_all(node_list *all, dt_ag_node *root_node, int root_output, dt_tensor *g)
 {
     node_list ready = {0};
+    leaf_pending pending = {0};
     dt_status s = DT_OK;
     for (int i = 0; i < all->n; i++) {
         dt_ag_node *node = all->v[i];
@@ -212,7 +320,7 @@ static dt_status run_all(node_list *all, dt_ag_node *root_node, int root_output,
     DT_CHECK_GOTO(list_push(&ready, root_node), s, out);
     while (ready.n > 0) {
         dt_ag_node *node = ready.v[--ready.n];
-        DT_CHECK_GOTO(run_node(node), s, out);
+        DT_CHECK_GOTO(run_node(node, &pending), s, out);
         dt__ops_release_all(node->n_outputs, node->grads);
         for (int i = 0; i < node->n_inputs; i++) {
             dt_ag_node *child = node->inputs[i].node;
@@ -221,7 +329,10 @@ static dt_status run_all(node_list *all, dt_ag_node *root_node, int root_output,
         }
         dt__ag_node_free_graph(node); /* saved activations go now */
     }
+    s = pending_flush(&pending, true);
 out:
+    if (s != DT_OK)
+        pending_flush(&pending, false);
     free(ready.v);
     return s;
 }
@@ -270,7 +381,7 @@ dt_status dt_backward(dt_tensor *root, dt_tensor *grad)
                       "grad, or it was computed with grad mode off)");
     DT_CHECK(check_root_grad(root, grad, &g));
     if (root->grad_fn == NULL) { /* a leaf: its gradient is the seed itself */
-        s = accumulate_leaf(root, g);
+        s = accumulate_leaf_local(root, g);
         dt_tensor_release(g);
         return s;
     }

@@ -56,6 +56,24 @@ typedef struct dt_dist_op_table {
     dt_status (*split)(dt_tensor *x, int dim, int n, const int64_t *sizes, dt_tensor **outs);
     /* A distributed handle with @p like's spec over @p local (retained): dt_tensor_detach. */
     dt_status (*wrap_like)(dt_tensor *like, dt_tensor *local, dt_tensor **out);
+
+    /*
+     * Gradients in flight (engine.c). A backward may return a DISTRIBUTED
+     * gradient: a shard whose layout is its spec (e.g. Partial(sum) where the
+     * tensor is Replicate: this rank's part of the gradient, not yet summed).
+     * The engine never reduces it eagerly: contributions are added with
+     * grad_add, and the sum is brought to the tensor's own layout with
+     * grad_materialize only when a node's backward or a leaf needs it, so
+     * three Partial contributions (wq, wk, wv of one input) cost one
+     * all-reduce, not three.
+     */
+    /* a + b where either is distributed (the other is a local gradient in the
+     * tensor's convention): a new reference, distributed or local. No
+     * communication unless the two specs disagree. */
+    dt_status (*grad_add)(dt_tensor *a, dt_tensor *b, dt_tensor **out);
+    /* The local gradient (tensor's convention: every Partial read as
+     * Replicate) of distributed gradient @p g. Collective over g's mesh. */
+    dt_status (*grad_materialize)(dt_tensor *g, dt_tensor **out);
 } dt_dist_op_table;
 
 /* Replace the table (NULL: reinstall the default on the next distributed input). */

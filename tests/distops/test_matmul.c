@@ -160,6 +160,57 @@ static void test_megatron_mlp_2d(void **state)
     dt_mesh_release(m);
 }
 
+/* q, k, v = three colwise linears of one Replicate x: in backward, x's three
+ * partial gradients are added without communicating and all-reduced once. */
+static dt_status op_qkv(dt_tensor *const *xs, bool dist, void *ctx, dt_tensor **out)
+{
+    (void)dist, (void)ctx;
+    dt_tensor *q = NULL, *k = NULL, *v = NULL, *qk = NULL;
+    dt_status s = dt_linear(xs[0], xs[1], NULL, &q);
+    if (s == DT_OK) s = dt_linear(xs[0], xs[2], NULL, &k);
+    if (s == DT_OK) s = dt_linear(xs[0], xs[3], NULL, &v);
+    if (s == DT_OK) s = dt_mul(q, k, &qk);
+    if (s == DT_OK) s = dt_add(qk, v, out);
+    dt_tensor_release(q);
+    dt_tensor_release(k);
+    dt_tensor_release(v);
+    dt_tensor_release(qk);
+    return s;
+}
+
+static void test_partial_grads_reduced_once(void **state)
+{
+    (void)state;
+    dt_mesh *m = do_mesh1();
+    do_case c = {.name = "qkv", .n = 4, .ndim = {3, 2, 2, 2},
+                 .shape = {{2, 3, 8}, {6, 8}, {6, 8}, {6, 8}},
+                 .pl = {{R}, {S(0)}, {S(0)}, {S(0)}}, .op = op_qkv, .n_out_pl = 1,
+                 .out_pl = {S(2)}};
+    do_run(m, &c, 3200);
+    /* count the collectives of backward alone */
+    int64_t sx[3] = {2, 3, 8}, sw[2] = {6, 8};
+    dt_tensor *fx = do_randn(3, sx, 1), *fw = do_randn(2, sw, 2), *x = NULL, *w[3] = {0};
+    dt_tensor *y = NULL, *l = NULL;
+    dt_placement r = dt_replicate(), s0 = dt_shard(0);
+    DO_OK(dt_distribute(fx, m, 1, &r, &x));
+    DO_OK(dt_tensor_set_requires_grad(x, true));
+    for (int i = 0; i < 3; i++)
+        DO_OK(dt_distribute(fw, m, 1, &s0, &w[i]));
+    dt_tensor *ins[4] = {x, w[0], w[1], w[2]};
+    DO_OK(op_qkv(ins, true, NULL, &y));
+    DO_OK(dt_sum_all(y, &l));
+    dt_coll_stats st;
+    dt_mesh_coll_stats_reset(m);
+    DO_OK(dt_backward(l, NULL));
+    dt_mesh_coll_stats(m, &st);
+    assert_int_equal(st.count[DT_COLL_ALLREDUCE], do_world() > 1 ? 1 : 0);
+    assert_int_equal(dt_coll_stats_total(&st), st.count[DT_COLL_ALLREDUCE]);
+    dt_tensor *all[] = {fx, fw, x, w[0], w[1], w[2], y, l};
+    for (int i = 0; i < 8; i++)
+        dt_tensor_release(all[i]);
+    dt_mesh_release(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -167,6 +218,7 @@ int main(void)
         cmocka_unit_test(test_linear_rules),
         cmocka_unit_test(test_megatron_mlp),
         cmocka_unit_test(test_megatron_mlp_2d),
+        cmocka_unit_test(test_partial_grads_reduced_once),
     };
     return cmocka_run_group_tests(tests, do_setup, do_teardown);
 }
