@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/fuzz/run.sh SECONDS [BUILD_DIR]
-# Build the libFuzzer targets with clang (ASan + UBSan + coverage on the whole
+# Build the libFuzzer targets (safetensors, index) with clang (ASan + UBSan + coverage on the whole
 # library) and fuzz each for SECONDS (CI: 60). Seeds: tests/fuzz/corpus/<target>
 # (read only); new inputs go to BUILD_DIR/fuzz-work, findings to BUILD_DIR/
 # (crash-*, leak-*, timeout-*), and the exit status is non-zero on a finding.
@@ -25,7 +25,7 @@ CC="$build/cc.sh" cmake -S "$root" -B "$build" -DDT_CUDA=OFF -DCMAKE_BUILD_TYPE=
     -DDT_SANITIZE=ON -DDT_FUZZ=ON -DDT_BUILD_BENCH=OFF -DDT_BUILD_EXAMPLES=OFF \
     -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link" >"$build/fuzz-configure.log"
 status=0
-for target in safetensors; do
+for target in safetensors index; do
     cmake --build "$build" -j2 --target "fuzz_$target" >"$build/fuzz-build-$target.log" 2>&1 ||
         { cat "$build/fuzz-build-$target.log" >&2; exit 1; }
     work="$build/fuzz-work/$target"
