@@ -103,6 +103,14 @@ dt_status dt__rl_cross_entropy(dt_tensor *logits, dt_tensor *targets, int64_t ig
 /* rules_grad.c: distributed gradients in flight (see dist_dispatch.h) */
 dt_status dt__rl_grad_add(dt_tensor *a, dt_tensor *b, dt_tensor **out);
 dt_status dt__rl_grad_materialize(dt_tensor *g, dt_tensor **out);
+/*
+ * For a backward that accepts distributed gradients (node->accepts_dist_grad,
+ * autograd/node.h): the local shard of pending gradient @p g laid out as
+ * @p dst (same mesh/shape), in one plan: a pending Partial(sum) going to a
+ * Shard is ONE reduce-scatter (what the sequence-parallel all-gather's
+ * backward wants) instead of an all-reduce then a slice. Collective.
+ */
+dt_status dt__rl_grad_redistribute(dt_tensor *g, const dt_spec *dst, dt_tensor **out);
 /* rules_shape.c */
 dt_status dt__rl_reshape(dt_tensor *x, int ndim, const int64_t *shape, dt_tensor **out);
 dt_status dt__rl_permute(dt_tensor *x, const int *perm, dt_tensor **out);

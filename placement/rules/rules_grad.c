@@ -67,6 +67,15 @@ out:
     return s;
 }
 
+dt_status dt__rl_grad_redistribute(dt_tensor *g, const dt_spec *dst, dt_tensor **out)
+{
+    dt__plan plan;
+    DT_CHECK(dt__check_dist("dt_backward", "gradient", g));
+    DT_CHECK(dt__redist_check("dt_backward", g->dist, dst));
+    DT_CHECK(dt__redist_plan(g->dist, dst, &plan));
+    return dt__redist_exec(&plan, g->dist, g->local, out);
+}
+
 dt_status dt__rl_grad_add(dt_tensor *a, dt_tensor *b, dt_tensor **out)
 {
     return grad_add(a, b, out);

@@ -251,6 +251,8 @@ static dt_status run_node(dt_ag_node *node, leaf_pending *p)
         dt_ag_meta *m = &node->outputs[o];
         if (g == NULL) {
             DT_CHECK(dt__ops_zeros(m->ndim, m->shape, m->device, &c));
+        } else if (g->dist != NULL && node->accepts_dist_grad) {
+            continue; /* the node reduces it itself, as it likes */
         } else if (g->dist != NULL) { /* reduce a pending Partial now (collective) */
             dt_tensor *l = NULL;
             DT_CHECK(materialize(g, &l));

@@ -65,6 +65,11 @@ struct dt_autograd_node {
     double dv[2];
     void *extra; /* free()d with the node */
     bool consumed; /* its backward ran (or the graph was torn down) */
+    /* Its backward takes a distributed (pending Partial) output gradient as
+     * it is, instead of the engine reducing it first: a redistribute can turn
+     * a pending Partial into a Shard with one reduce-scatter (see
+     * ops/dist_dispatch.h). Off by default. */
+    bool accepts_dist_grad;
     /* engine scratch, valid during one dt_backward */
     int deps;
     bool visited;
