@@ -178,6 +178,25 @@ static dt_status op_qkv(dt_tensor *const *xs, bool dist, void *ctx, dt_tensor **
     return s;
 }
 
+/* A non-leaf Replicate h used by a colwise linear (a pending Partial gradient)
+ * and by a Replicate path (a local gradient): the engine adds the two (the
+ * local one counted once over the ranks) before reducing. */
+static dt_status op_mixed(dt_tensor *const *xs, bool dist, void *ctx, dt_tensor **out)
+{
+    (void)dist, (void)ctx;
+    dt_tensor *h = NULL, *y = NULL, *sy = NULL, *g = NULL, *sg = NULL;
+    dt_status s = dt_scale(xs[0], 1.5, &h);
+    if (s == DT_OK) s = dt_linear(h, xs[1], NULL, &y);
+    if (s == DT_OK) s = dt_sum(y, -1, false, &sy);   /* [2, 3] Partial */
+    if (s == DT_OK) s = dt_gelu_tanh(h, &g);
+    if (s == DT_OK) s = dt_sum(g, -1, false, &sg);   /* [2, 3] Replicate */
+    if (s == DT_OK) s = dt_mul(sy, sg, out);         /* Partial x Replicate */
+    dt_tensor *all[] = {h, y, sy, g, sg};
+    for (int i = 0; i < 5; i++)
+        dt_tensor_release(all[i]);
+    return s;
+}
+
 static void test_partial_grads_reduced_once(void **state)
 {
     (void)state;
@@ -187,6 +206,10 @@ static void test_partial_grads_reduced_once(void **state)
                  .pl = {{R}, {S(0)}, {S(0)}, {S(0)}}, .op = op_qkv, .n_out_pl = 1,
                  .out_pl = {S(2)}};
     do_run(m, &c, 3200);
+    do_case c2 = {.name = "mixed pending and local", .n = 2, .ndim = {3, 2},
+                  .shape = {{2, 3, 8}, {6, 8}}, .pl = {{R}, {S(0)}}, .op = op_mixed,
+                  .n_out_pl = 1, .out_pl = {P}};
+    do_run(m, &c2, 3201);
     /* count the collectives of backward alone */
     int64_t sx[3] = {2, 3, 8}, sw[2] = {6, 8};
     dt_tensor *fx = do_randn(3, sx, 1), *fw = do_randn(2, sw, 2), *x = NULL, *w[3] = {0};
