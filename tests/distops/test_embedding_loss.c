@@ -62,7 +62,8 @@ static void test_parallel_cross_entropy(void **state)
     int64_t ts[1] = {6}, ts2[2] = {2, 3};
     emb_ctx ctx = {.ids = do_ids(1, ts, 11, 21), .ignore = -100};
     ((int64_t *)dt_tensor_data(ctx.ids))[4] = -100; /* one ignored row */
-    const dt_placement pl[][2] = {{S(1), R}, {S(0), R}, {P, R}, {R, R}};
+    /* classes sharded: Replicate loss; rows sharded: Partial (global mean) */
+    const dt_placement pl[][2] = {{S(1), R}, {S(0), P}, {P, R}, {R, R}};
     for (int i = 0; i < 4; i++) {
         do_case c = {.name = "cross entropy", .n = 1, .ndim = {2}, .shape = {{6, 11}},
                      .op = op_ce, .ctx = &ctx, .n_out_pl = 1};
@@ -77,7 +78,36 @@ static void test_parallel_cross_entropy(void **state)
     do_case c = {.name = "cross entropy 3-d", .n = 1, .ndim = {3}, .shape = {{2, 3, 11}},
                  .pl = {{S(2)}}, .op = op_ce, .ctx = &ctx, .n_out_pl = 1, .out_pl = {R}};
     do_run(m, &c, 11010);
+    /* rows sharded with local targets (sliced to match); 2 rows over up to 4 ranks:
+     * empty shards count nothing */
     dt_tensor_release(ctx.ids_dist);
+    ctx.ids_dist = NULL;
+    do_case c2 = {.name = "cross entropy row shards", .n = 1, .ndim = {3},
+                  .shape = {{2, 3, 11}}, .pl = {{S(0)}}, .op = op_ce, .ctx = &ctx,
+                  .n_out_pl = 1, .out_pl = {P}};
+    do_run(m, &c2, 11011);
+    if (do_world() == 4) { /* dp x tp: rows over dp, classes over tp */
+        dt_mesh *m2 = NULL;
+        int shape[2] = {2, 2};
+        DO_OK(dt_mesh_create(do_rt, 2, shape, NULL, &m2));
+        do_case c3 = {.name = "cross entropy dp x tp", .n = 1, .ndim = {3},
+                      .shape = {{2, 3, 11}}, .pl = {{S(0), S(2)}}, .op = op_ce, .ctx = &ctx,
+                      .n_out_pl = 2, .out_pl = {P, R}};
+        do_run(m2, &c3, 11012);
+        dt_mesh_release(m2);
+    }
+    /* a bad target seen by one rank only: every rank fails, none hangs */
+    int64_t lsz[2] = {6, 11};
+    dt_tensor *fl = do_randn(2, lsz, 11020), *dl = NULL, *bad = do_ids(1, ts, 11, 23), *y = NULL;
+    ((int64_t *)dt_tensor_data(bad))[5] = 11;
+    dt_placement rows = dt_shard(0);
+    DO_OK(dt_distribute(fl, m, 1, &rows, &dl));
+    assert_int_equal(dt_cross_entropy(dl, bad, -100, &y), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "outside [0, 11)"));
+    assert_null(y);
+    dt_tensor_release(dl);
+    dt_tensor_release(fl);
+    dt_tensor_release(bad);
     dt_tensor_release(ctx.ids);
     dt_mesh_release(m);
 }
