@@ -52,6 +52,10 @@ dt_status dt__rl_embedding(dt_tensor *weight, dt_tensor *ids, dt_tensor **out)
     DT_CHECK_GOTO(dt__rl_prepare(name, weight, mesh, ww, wo, &lw), s, out);
     DT_CHECK_GOTO(dt__rl_prepare(name, ids, mesh, wi, wo, &li), s, out);
     if (vocab) { /* this rank's vocabulary range starts at its shard's offset */
+        int64_t n_valid = 0; /* ids are whole here: every rank checks the same ones */
+        DT_CHECK_GOTO(dt__ops_check_id_range(name, "ids", li, weight->shape[0], INT64_MIN,
+                                             &n_valid),
+                      s, out);
         DT_CHECK_GOTO(dt_spec_create(mesh, mesh->ndim, ww, 2, weight->shape, weight->dtype,
                                      &wspec),
                       s, out);

@@ -40,12 +40,19 @@ static dt_status mm_geometry(dt_tensor *a, dt_tensor *b, bool ta, bool tb, mm_ge
     g->a_m = ta ? g->na - 1 : g->na - 2, g->a_k = ta ? g->na - 2 : g->na - 1;
     g->b_k = tb ? g->nb - 1 : g->nb - 2, g->b_n = tb ? g->nb - 2 : g->nb - 1;
     int bnd = g->na > g->nb ? g->na - 2 : g->nb - 2;
+    char sa[96], sb[96];
+    bool ok = a->shape[g->a_k] == b->shape[g->b_k];
     g->n = bnd + 2;
     for (int i = 0; i < bnd; i++) {
         int ia = i - (bnd - (g->na - 2)), ib = i - (bnd - (g->nb - 2));
         int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+        ok = ok && (da == db || da == 1 || db == 1);
         g->oshape[i] = da == 1 ? db : da;
     }
+    if (!ok) /* checked on the global shapes, so every rank fails alike */
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_matmul: shapes %s and %s do not multiply",
+                      dt__shape_str(a->ndim, a->shape, sa, sizeof(sa)),
+                      dt__shape_str(b->ndim, b->shape, sb, sizeof(sb)));
     g->oshape[bnd] = a->shape[g->a_m];
     g->oshape[bnd + 1] = b->shape[g->b_n];
     return DT_OK;

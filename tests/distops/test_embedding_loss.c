@@ -44,6 +44,15 @@ static void test_embedding(void **state)
                   .n_out_pl = 1, .out_pl = {P}};
     do_run(m, &c4, 10003);
     dt_tensor_release(ctx.ids_dist);
+    /* an id outside the whole vocabulary is an error on every rank, not a zero row */
+    int64_t wsz[2] = {10, 6};
+    dt_tensor *fw = do_randn(2, wsz, 10010), *dw = NULL, *y = NULL;
+    DO_OK(dt_distribute(fw, m, 1, &s0, &dw));
+    ((int64_t *)dt_tensor_data(ctx.ids))[3] = 10;
+    assert_int_equal(dt_embedding(dw, ctx.ids, &y), DT_ERR_INVALID_ARG);
+    assert_null(y);
+    dt_tensor_release(dw);
+    dt_tensor_release(fw);
     dt_tensor_release(ctx.ids);
     dt_mesh_release(m);
 }

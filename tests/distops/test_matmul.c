@@ -228,6 +228,15 @@ static void test_partial_grads_reduced_once(void **state)
     dt_mesh_coll_stats(m, &st);
     assert_int_equal(st.count[DT_COLL_ALLREDUCE], do_world() > 1 ? 1 : 0);
     assert_int_equal(dt_coll_stats_total(&st), st.count[DT_COLL_ALLREDUCE]);
+    /* global shapes that do not multiply fail on every rank, even when the shards would */
+    dt_tensor *bad = NULL, *z = NULL;
+    int64_t sb[2] = {7, 8};
+    dt_tensor *fb = do_randn(2, sb, 3);
+    DO_OK(dt_distribute(fb, m, 1, &s0, &bad));
+    assert_int_equal(dt_matmul(x, bad, false, false, &z), DT_ERR_INVALID_ARG);
+    assert_null(z);
+    dt_tensor_release(bad);
+    dt_tensor_release(fb);
     dt_tensor *all[] = {fx, fw, x, w[0], w[1], w[2], y, l};
     for (int i = 0; i < 8; i++)
         dt_tensor_release(all[i]);
