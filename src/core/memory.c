@@ -17,7 +17,15 @@
 
 static pthread_mutex_t acct_lock = PTHREAD_MUTEX_INITIALIZER;
 static dt_memory_stats acct[DT_ACCT_SLOTS];
+#ifdef DT_HAVE_CUDA
+/* Referenced here, not only registered from a constructor in src/kernels/cuda/,
+ * so a statically linked program that never touches the kernel table still
+ * gets the device allocator. */
+extern const dt_allocator_ops dt__cuda_allocator;
+static const dt_allocator_ops *allocators[2] = {&dt__host_allocator, &dt__cuda_allocator};
+#else
 static const dt_allocator_ops *allocators[2] = {&dt__host_allocator, NULL};
+#endif
 static _Thread_local dt_mem_category default_category = DT_MEM_OTHER;
 
 static int acct_slot(dt_device device)
