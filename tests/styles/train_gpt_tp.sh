@@ -46,7 +46,7 @@ expect_error() { # $1 text wanted on stderr, rest: command
     echo "$err" | grep -q -- "$want" || fail "'$*' did not say '$want': $err"
     echo "ok: $* -> $want"
 }
-expect_error "only tensor parallelism" "$dtrun" -n 2 "$train" --steps 1 --mesh dp=2,tp=1
+expect_error "only tensor" "$dtrun" -n 2 "$train" --steps 1 --mesh xp=2,tp=1
 expect_error "no 'tp' dim" "$train" --steps 1 --mesh mp=1
 expect_error "but the world has 2" "$dtrun" -n 2 "$train" --steps 1 --mesh tp=3
 echo "output = colwize" > "$work/bad.plan"
