@@ -97,12 +97,20 @@ dt_status dt__rl_prepare(const char *op, dt_tensor *x, dt_mesh *mesh, const dt_p
         return DT_OK;
     }
     dt__rl_placements(x, mesh, cur);
+    bool same = true; /* the common case: nothing to move, no spec to build */
+    for (int k = 0; k < mesh->ndim; k++)
+        same = same && dt_placement_equal(cur[k], want[k]);
     if (x->dist != NULL)
         src = dt_spec_retain(x->dist);
     else
         DT_CHECK(dt_spec_create(mesh, mesh->ndim, cur, x->ndim, x->shape, x->dtype, &src));
-    DT_CHECK_GOTO(dt__spec_like(src, mesh->ndim, want, &dst), s, out);
-    DT_CHECK_GOTO(dt__redist_local(src, dst, x->dist != NULL ? x->local : x, &y), s, out);
+    if (same) {
+        dst = dt_spec_retain(src);
+        y = dt_tensor_retain(x->dist != NULL ? x->local : x);
+    } else {
+        DT_CHECK_GOTO(dt__spec_like(src, mesh->ndim, want, &dst), s, out);
+        DT_CHECK_GOTO(dt__redist_local(src, dst, x->dist != NULL ? x->local : x, &y), s, out);
+    }
     for (int k = 0; k < mesh->ndim; k++) {
         mask[k] = dt__rl_is_r(want[k]) && out_pl != NULL && !dt__rl_is_r(out_pl[k]) &&
                   mesh->shape[k] > 1;
