@@ -106,6 +106,78 @@ static bool ix_overlap(const dt_ck_shard *a, const dt_ck_shard *b, int ndim)
     return true;
 }
 
+static _Thread_local const dt_ck_entry *sort_entry;
+static _Thread_local int sort_dim;
+
+static int ix_cmp_start(const void *a, const void *b)
+{
+    int64_t x = sort_entry->shards[*(const int *)a].offset[sort_dim];
+    int64_t y = sort_entry->shards[*(const int *)b].offset[sort_dim];
+    return (x > y) - (x < y);
+}
+
+static int ix_cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The dim whose shard offsets take the most distinct values: sweeping along
+ * it compares each shard with few others (a grid of a x b shards: a or b). */
+static int ix_sweep_dim(const dt_ck_entry *e, int64_t *tmp)
+{
+    int best = 0, best_n = -1;
+    for (int d = 0; d < e->ndim; d++) {
+        for (int k = 0; k < e->n_shards; k++)
+            tmp[k] = e->shards[k].offset[d];
+        qsort(tmp, (size_t)e->n_shards, sizeof(*tmp), ix_cmp_i64);
+        int n = e->n_shards > 0;
+        for (int k = 1; k < e->n_shards; k++)
+            n += tmp[k] != tmp[k - 1];
+        if (n > best_n) {
+            best = d;
+            best_n = n;
+        }
+    }
+    return best;
+}
+
+/* No two shards overlap: sort by start along one dim, then compare each shard
+ * only with those starting before it ends there. */
+static dt_status ix_check_overlaps(const char *what, const dt_ck_entry *e)
+{
+    if (e->n_shards < 2 || e->ndim == 0)
+        return e->n_shards < 2 ? DT_OK : IFMT("%s: tensor '%.64s': shards 0 and 1 overlap", what, e->name);
+    int *order = malloc(sizeof(int) * (size_t)e->n_shards);
+    int64_t *tmp = malloc(sizeof(int64_t) * (size_t)e->n_shards);
+    dt_status st = DT_OK;
+    if (order == NULL || tmp == NULL) {
+        st = DT_ERR(DT_ERR_NO_MEMORY, "checkpoint index: %d shards", e->n_shards);
+        goto out;
+    }
+    int sd = ix_sweep_dim(e, tmp);
+    for (int k = 0; k < e->n_shards; k++)
+        order[k] = k;
+    sort_entry = e;
+    sort_dim = sd;
+    qsort(order, (size_t)e->n_shards, sizeof(int), ix_cmp_start);
+    sort_entry = NULL;
+    for (int i = 0; i < e->n_shards && st == DT_OK; i++) {
+        const dt_ck_shard *a = &e->shards[order[i]];
+        int64_t end = a->offset[sd] + a->shape[sd];
+        for (int j = i + 1; j < e->n_shards && e->shards[order[j]].offset[sd] < end; j++)
+            if (ix_overlap(a, &e->shards[order[j]], e->ndim)) {
+                int x = order[i] < order[j] ? order[i] : order[j], y = order[i] ^ order[j] ^ x;
+                st = IFMT("%s: tensor '%.64s': shards %d and %d overlap", what, e->name, x, y);
+                break;
+            }
+    }
+out:
+    free(order);
+    free(tmp);
+    return st;
+}
+
 static dt_status ix_entry(const char *what, const cJSON *o, dt_ck_entry *e)
 {
     e->name = strdup(o->string);
@@ -135,11 +207,7 @@ static dt_status ix_entry(const char *what, const cJSON *o, dt_ck_entry *e)
         if (st != DT_OK)
             return st;
     }
-    for (int a = 0; a < e->n_shards; a++)
-        for (int b = a + 1; b < e->n_shards; b++)
-            if (ix_overlap(&e->shards[a], &e->shards[b], e->ndim))
-                return IFMT("%s: tensor '%.64s': shards %d and %d overlap", what, e->name, a, b);
-    return DT_OK;
+    return ix_check_overlaps(what, e);
 }
 
 static int ix_cmp(const void *a, const void *b)

@@ -131,6 +131,28 @@ static bool st_json_uint(const cJSON *v, uint64_t *out)
     return true;
 }
 
+static int st_cmp_strp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Duplicate keys, found by sorting (a hostile header may hold millions). */
+static dt_status st_check_meta_dups(dt_safetensors *f)
+{
+    char **keys = malloc(sizeof(char *) * ((size_t)f->n_meta + 1));
+    if (keys == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "safetensors %s: metadata", f->path);
+    for (int k = 0; k < f->n_meta; k++)
+        keys[k] = f->meta[2 * k];
+    qsort(keys, (size_t)f->n_meta, sizeof(*keys), st_cmp_strp);
+    dt_status st = DT_OK;
+    for (int k = 1; k < f->n_meta && st == DT_OK; k++)
+        if (strcmp(keys[k], keys[k - 1]) == 0)
+            st = FMT(f, "%s: duplicate __metadata__ key '%.64s'", f->path, keys[k]);
+    free(keys);
+    return st;
+}
+
 static dt_status st_parse_meta(dt_safetensors *f, const cJSON *meta)
 {
     if (!cJSON_IsObject(meta))
@@ -143,16 +165,13 @@ static dt_status st_parse_meta(dt_safetensors *f, const cJSON *meta)
     cJSON_ArrayForEach(it, meta) {
         if (!cJSON_IsString(it))
             return FMT(f, "%s: __metadata__ value of '%.64s' is not a string", f->path, it->string);
-        for (int k = 0; k < f->n_meta; k++)
-            if (strcmp(f->meta[2 * k], it->string) == 0)
-                return FMT(f, "%s: duplicate __metadata__ key '%.64s'", f->path, it->string);
         f->meta[2 * f->n_meta] = strdup(it->string);
         f->meta[2 * f->n_meta + 1] = strdup(it->valuestring);
         f->n_meta++;
         if (f->meta[2 * f->n_meta - 2] == NULL || f->meta[2 * f->n_meta - 1] == NULL)
             return DT_ERR(DT_ERR_NO_MEMORY, "safetensors %s: metadata", f->path);
     }
-    return DT_OK;
+    return st_check_meta_dups(f);
 }
 
 static dt_status st_parse_tensor(dt_safetensors *f, const cJSON *o, dt_st_tensor *t)
