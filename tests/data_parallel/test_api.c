@@ -1,0 +1,236 @@
+/*
+ * dt_fully_shard / dt_ddp_apply on 2 ranks (dp=2 on a 1-d "dp" mesh): bad
+ * arguments fail by name and leave the model unchanged; ZeRO shards are
+ * Shard(k) distributed tensors whose full_tensor is the exact full weight;
+ * gradient clipping sees the global norm; gradients accumulate over two
+ * backward passes and zero_grad drops them; forwards without grad (and with
+ * grad but no backward) leave training intact; explicit units without
+ * prefetch and the cpu_offload flag train like the single-rank run.
+ */
+#include "dp_util.h"
+
+#define BATCH 4
+#define SEQ 16
+
+static dt_runtime *rt;
+static dt_token_data *data;
+static dt_gpt_config cfg;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (dt_init(NULL, &rt) != DT_OK)
+        return -1;
+    uint16_t *t = malloc(sizeof(uint16_t) * 4096);
+    for (int i = 0; i < 4096; i++)
+        t[i] = (uint16_t)((3 * i + i / 5) % 50);
+    dt_status s = dt_token_data_from_buffer(t, 4096, &data);
+    free(t);
+    if (s != DT_OK || dt_gpt_config_preset("tiny", &cfg) != DT_OK)
+        return -1;
+    cfg.max_seq_len = SEQ;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    dt_token_data_close(data);
+    if (rt != NULL)
+        dt_comm_barrier(dt_runtime_world(rt), NULL);
+    dt_runtime_destroy(rt);
+    return 0;
+}
+
+static dt_mesh *dp_mesh(void)
+{
+    int w = dt_runtime_size(rt);
+    const char *names[1] = {"dp"};
+    dt_mesh *m = NULL;
+    DP_OK(dt_mesh_create(rt, 1, &w, names, &m));
+    return m;
+}
+
+#define FAILS(call, status, needle)                                                    \
+    do {                                                                               \
+        dt_status s_ = (call);                                                         \
+        if (s_ != (status) || strstr(dt_last_error(), (needle)) == NULL)               \
+            fail_msg("%s -> %s '%s' (want %s naming '%s')", #call, dt_status_str(s_),  \
+                     dt_last_error(), dt_status_str(status), (needle));                \
+    } while (0)
+
+static void test_errors(void **state)
+{
+    (void)state;
+    dt_mesh *mesh = dp_mesh(), *virt = NULL;
+    dt_module *m = NULL;
+    DP_OK(dt_gpt_create(&cfg, 1234, &m));
+    dt_tensor *w = dp_param_at(m, "output.weight");
+    FAILS(dt_fully_shard(m, mesh, "data", NULL), DT_ERR_NOT_FOUND, "data");
+    dt_fsdp_params bad = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE, .stage = (dt_dp_stage)7};
+    FAILS(dt_fully_shard(m, mesh, "dp", &bad), DT_ERR_INVALID_ARG, "stage 7");
+    dt_fsdp_params units = {.field_mask = DT_FSDP_PARAM_FIELD_UNITS, .units = "layers.*,blocks.*"};
+    FAILS(dt_fully_shard(m, mesh, "dp", &units), DT_ERR_INVALID_ARG, "blocks.*");
+    assert_ptr_equal(dp_param_at(m, "output.weight"), w); /* unchanged */
+    assert_false(dt_tensor_is_distributed(w));
+    int one = 2;
+    const char *names[1] = {"dp"};
+    DP_OK(dt_mesh_create_virtual(1, &one, names, 0, &virt));
+    FAILS(dt_fully_shard(m, virt, "dp", NULL), DT_ERR_UNSUPPORTED, "virtual");
+    DP_OK(dt_fully_shard(m, mesh, "dp", NULL));
+    FAILS(dt_ddp_apply(m, mesh, "dp", NULL), DT_ERR_INVALID_ARG, "already data parallel");
+    dt_dp_stage st;
+    FAILS(dt_dp_stage_parse("zero4", &st), DT_ERR_INVALID_ARG, "zero4");
+    for (int i = 0; i <= DT_DP_ZERO3; i++) {
+        DP_OK(dt_dp_stage_parse(dt_dp_stage_name((dt_dp_stage)i), &st));
+        assert_int_equal(st, i);
+    }
+    dt_module_destroy(m);
+    dt_mesh_release(virt);
+    dt_mesh_release(mesh);
+}
+
+/* ZeRO-3 slots: S(k) shards (k = 0 here: no tp), exact full weights. */
+static void test_shards_full_tensor(void **state)
+{
+    (void)state;
+    dt_mesh *mesh = dp_mesh();
+    dt_module *m = NULL, *ref = NULL;
+    DP_OK(dt_gpt_create(&cfg, 1234, &m));
+    DP_OK(dt_gpt_create(&cfg, 1234, &ref));
+    DP_OK(dt_fully_shard(m, mesh, "dp", NULL));
+    dt_tensor *w = dp_param_at(m, "layers.0.feed_forward.w1.weight");
+    assert_true(dt_tensor_is_distributed(w));
+    assert_true(dt_placement_is_shard(dt_tensor_placements(w)[0], 0));
+    assert_int_equal(dt_tensor_dim(dt_to_local(w), 0), cfg.ffn_dim / 2);
+    assert_true(dt_module_param_bytes_local(m) * 2 <= dt_module_param_numel(m) * 4 + 64);
+    dp_cmp c = {.ref = ref};
+    DP_OK(dt_module_foreach_param(m, dp_cmp_param, &c));
+    assert_true(c.diff2 == 0.0);
+    dt_module_destroy(m);
+    dt_module_destroy(ref);
+    dt_mesh_release(mesh);
+}
+
+/* forward + backward (+ optional clip) on this rank's rows; returns the clip norm */
+static double fwd_bwd(dt_module *m, dt_mesh *mesh, int64_t step, double clip)
+{
+    int R = mesh != NULL ? dt_mesh_size(mesh) : 1, r = mesh != NULL ? dt_mesh_rank(mesh) : 0;
+    dt_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
+    DP_OK(dt_token_data_batch(data, step, BATCH, SEQ, r * BATCH / R, (r + 1) * BATCH / R, &x, &y));
+    DP_OK(dt_module_call(m, x, &logits));
+    DP_OK(dt_nn_cross_entropy(logits, y, &loss));
+    DP_OK(dt_backward(loss, NULL));
+    double norm = 0.0;
+    if (clip > 0.0)
+        DP_OK(dt_clip_grad_norm(m, clip, &norm));
+    dt_tensor_release(logits);
+    dt_tensor_release(loss);
+    dt_tensor_release(x);
+    dt_tensor_release(y);
+    return norm;
+}
+
+static double grad_diff(dt_module *m, dt_module *ref, const char *fqn)
+{
+    dt_tensor *p = dp_param_at(m, fqn), *g = dt_tensor_grad(p), *full = NULL, *gd = NULL;
+    dt_tensor *rg = dt_tensor_grad(dp_param_at(ref, fqn));
+    assert_non_null(g);
+    assert_non_null(rg);
+    if (dt_tensor_is_distributed(p)) {
+        const dt_spec *sp = dt_tensor_spec(p);
+        DP_OK(dt_from_local(g, dt_spec_mesh(sp), dt_mesh_ndim(dt_spec_mesh(sp)),
+                            dt_spec_placements(sp), dt_spec_shape(sp), &gd));
+        DP_OK(dt_full_tensor(gd, &full));
+    } else {
+        full = dt_tensor_retain(g);
+    }
+    const float *a = dt_tensor_data(full), *b = dt_tensor_data(rg);
+    double d = 0.0, n = 0.0;
+    for (int64_t i = 0; i < dt_tensor_numel(rg); i++)
+        d += (a[i] - b[i]) * (double)(a[i] - b[i]), n += (double)b[i] * b[i];
+    dt_tensor_release(full);
+    dt_tensor_release(gd);
+    return sqrt(d / n);
+}
+
+static void check_accumulate_clip(dt_dp_stage stage)
+{
+    dt_mesh *mesh = dp_mesh();
+    dt_module *m = NULL, *ref = NULL;
+    DP_OK(dt_gpt_create(&cfg, 1234, &m));
+    DP_OK(dt_gpt_create(&cfg, 1234, &ref));
+    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_CPU_OFFLOAD,
+                         .stage = stage, .cpu_offload = true};
+    DP_OK(dt_fully_shard(m, mesh, "dp", &fp));
+    dt_optim *opt = NULL;
+    DP_OK(dt_optim_sgd_create(m, NULL, &opt));
+    /* a forward with grad but no backward, and one without grad: no effect */
+    dt_tensor *x = NULL, *y = NULL, *o = NULL;
+    DP_OK(dt_token_data_batch(data, 0, BATCH, SEQ, 0, 1, &x, &y));
+    DP_OK(dt_module_call(m, x, &o));
+    dt_tensor_release(o);
+    bool prev = dt_grad_set_enabled(false);
+    DP_OK(dt_module_call(m, x, &o));
+    dt_grad_set_enabled(prev);
+    dt_tensor_release(o), dt_tensor_release(x), dt_tensor_release(y);
+    /* two backward passes accumulate, then clipping by the global norm */
+    fwd_bwd(ref, NULL, 0, 0.0);
+    double rn = fwd_bwd(ref, NULL, 1, 1e9);
+    fwd_bwd(m, mesh, 0, 0.0);
+    double n = fwd_bwd(m, mesh, 1, 1e9);
+    print_message("%s: global grad norm %.9g (single %.9g)\n", dt_dp_stage_name(stage), n, rn);
+    assert_true(fabs(n - rn) <= 1e-5 * rn);
+    assert_true(grad_diff(m, ref, "layers.1.feed_forward.w2.weight") < 1e-5);
+    assert_true(grad_diff(m, ref, "tok_embeddings.weight") < 1e-5);
+    dt_optim_zero_grad(opt);
+    assert_null(dt_tensor_grad(dp_param_at(m, "output.weight")));
+    dt_optim_destroy(opt);
+    dt_module_destroy(m);
+    dt_module_destroy(ref);
+    dt_mesh_release(mesh);
+}
+
+static void test_accumulate_clip_ddp(void **state) { (void)state; check_accumulate_clip(DT_DP_DDP); }
+static void test_accumulate_clip_zero1(void **state) { (void)state; check_accumulate_clip(DT_DP_ZERO1); }
+static void test_accumulate_clip_zero2(void **state) { (void)state; check_accumulate_clip(DT_DP_ZERO2); }
+static void test_accumulate_clip_zero3(void **state) { (void)state; check_accumulate_clip(DT_DP_ZERO3); }
+
+/* units given by pattern (the rest stays with the root), no prefetch */
+static void test_units_no_prefetch(void **state)
+{
+    (void)state;
+    double rl[3], l[3];
+    dt_module *ref = NULL, *m = NULL;
+    dp_run r0 = {.stage = -1};
+    DP_OK(dt_gpt_create(&cfg, 1234, &ref));
+    dp_train(ref, &r0, DP_ADAMW, data, 3, BATCH, SEQ, rl);
+    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_UNITS | DT_FSDP_PARAM_FIELD_PREFETCH,
+                         .units = "layers.*", .prefetch = false};
+    int w = dt_runtime_size(rt), shape[2] = {w, 1};
+    const char *names[2] = {"dp", "tp"};
+    dp_run run = {.stage = DT_DP_ZERO3, .fsdp = &fp};
+    DP_OK(dt_mesh_create(rt, 2, shape, names, &run.mesh));
+    DP_OK(dt_gpt_create(&cfg, 1234, &m));
+    dp_parallelize(m, &run);
+    dp_train(m, &run, DP_ADAMW, data, 3, BATCH, SEQ, l);
+    for (int s = 0; s < 3; s++)
+        assert_true(fabs(l[s] - rl[s]) <= 1e-5 * rl[s]);
+    dt_module_destroy(m);
+    dt_module_destroy(ref);
+    dt_mesh_release(run.mesh);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_shards_full_tensor),
+        cmocka_unit_test(test_accumulate_clip_ddp),
+        cmocka_unit_test(test_accumulate_clip_zero1),
+        cmocka_unit_test(test_accumulate_clip_zero2),
+        cmocka_unit_test(test_accumulate_clip_zero3),
+        cmocka_unit_test(test_units_no_prefetch),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
