@@ -30,6 +30,7 @@ typedef struct dp_run {
     dt_mesh *mesh;      /* (dp, tp) */
     int stage;          /* dt_dp_stage, -1: no data parallelism */
     dt_fsdp_params *fsdp; /* extra options (stage is set from .stage) */
+    double clip;         /* > 0: dt_clip_grad_norm to this norm at every step */
     dt_memory_stats end; /* after the last step, optimizer and gradients alive */
 } dp_run;
 
@@ -101,6 +102,8 @@ static inline void dp_train(dt_module *model, dp_run *run, dp_optim which,
             DP_OK(dt_comm_allreduce(dpc, &l, &l, 1, DT_DTYPE_F64, DT_REDUCE_OP_SUM, NULL));
         losses[s] = l;
         DP_OK(dt_backward(loss, NULL));
+        if (run->clip > 0.0)
+            DP_OK(dt_clip_grad_norm(model, run->clip, NULL));
         DP_OK(dt_optim_step(opt));
         dt_tensor_release(loss);
         dt_tensor_release(x);

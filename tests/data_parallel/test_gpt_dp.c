@@ -63,25 +63,25 @@ static dt_mesh *dp_tp_mesh(void)
     return m;
 }
 
-static dt_module *reference(dp_optim which, int64_t batch, double *loss)
+static dt_module *reference(dp_optim which, int64_t batch, double clip, double *loss)
 {
     dt_module *m = NULL;
-    dp_run run = {.stage = -1};
+    dp_run run = {.stage = -1, .clip = clip};
     DP_OK(dt_gpt_create(&cfg, 1234, &m));
     dp_train(m, &run, which, data, STEPS, batch, SEQ, loss);
     return m;
 }
 
-static void run_case(dt_dp_stage stage, dp_optim which, int64_t batch)
+static void run_case(dt_dp_stage stage, dp_optim which, int64_t batch, double clip)
 {
     double rl_uneven[STEPS], *rl = ref_loss[which];
     dt_module *r = NULL;
-    if (batch == BATCH) {
+    if (batch == BATCH && clip == 0.0) {
         if (ref[which] == NULL)
-            ref[which] = reference(which, BATCH, ref_loss[which]);
+            ref[which] = reference(which, BATCH, 0.0, ref_loss[which]);
         r = ref[which];
     } else {
-        r = reference(which, batch, rl_uneven);
+        r = reference(which, batch, clip, rl_uneven);
         rl = rl_uneven;
     }
     dt_mesh *mesh = dp_tp_mesh();
@@ -93,7 +93,7 @@ static void run_case(dt_dp_stage stage, dp_optim which, int64_t batch)
         fp.field_mask = DT_FSDP_PARAM_FIELD_GRAD_SCALE;
         fp.grad_scale = (double)((dpr + 1) * batch / R - dpr * batch / R) / (double)batch;
     }
-    dp_run run = {.mesh = mesh, .stage = (int)stage, .fsdp = &fp};
+    dp_run run = {.mesh = mesh, .stage = (int)stage, .fsdp = &fp, .clip = clip};
     dt_module *m = NULL;
     double loss[STEPS];
     DP_OK(dt_gpt_create(&cfg, 1234, &m));
@@ -109,10 +109,10 @@ static void run_case(dt_dp_stage stage, dp_optim which, int64_t batch)
     dp_cmp c = {.ref = r};
     DP_OK(dt_module_foreach_param(m, dp_cmp_param, &c));
     double model_rel = sqrt(c.diff2 / c.norm2);
-    print_message("dp=%d tp=%d %s %s B=%d: final loss %.6f (single %.6f); weights rel %.3g, "
+    print_message("dp=%d tp=%d %s %s B=%d clip %g: final loss %.6f (single %.6f); weights rel %.3g, "
                   "worst parameter %.3g (%s)\n",
                   R, dt_mesh_dim_size(mesh, 1), dt_dp_stage_name(stage),
-                  which == DP_SGD ? "sgd" : "adamw", (int)batch, loss[STEPS - 1], rl[STEPS - 1],
+                  which == DP_SGD ? "sgd" : "adamw", (int)batch, clip, loss[STEPS - 1], rl[STEPS - 1],
                   model_rel, c.worst, c.worst_fqn);
     if (model_rel > REL_TOL)
         fail_msg("weights differ from the single-rank run: rel %.3g", model_rel);
@@ -124,22 +124,25 @@ static void run_case(dt_dp_stage stage, dp_optim which, int64_t batch)
         dt_module_destroy(r);
 }
 
-#define CASE(name, stage, opt, batch)                                                  \
+#define CASE(name, stage, opt, batch, clip)                                            \
     static void name(void **state)                                                     \
     {                                                                                  \
         (void)state;                                                                   \
-        run_case(stage, opt, batch);                                                   \
+        run_case(stage, opt, batch, clip);                                             \
     }
-CASE(test_ddp_sgd, DT_DP_DDP, DP_SGD, BATCH)
-CASE(test_ddp_adamw, DT_DP_DDP, DP_ADAMW, BATCH)
-CASE(test_zero1_sgd, DT_DP_ZERO1, DP_SGD, BATCH)
-CASE(test_zero1_adamw, DT_DP_ZERO1, DP_ADAMW, BATCH)
-CASE(test_zero2_sgd, DT_DP_ZERO2, DP_SGD, BATCH)
-CASE(test_zero2_adamw, DT_DP_ZERO2, DP_ADAMW, BATCH)
-CASE(test_zero3_sgd, DT_DP_ZERO3, DP_SGD, BATCH)
-CASE(test_zero3_adamw, DT_DP_ZERO3, DP_ADAMW, BATCH)
-CASE(test_zero3_uneven_batch, DT_DP_ZERO3, DP_SGD, 5)
-CASE(test_ddp_uneven_batch, DT_DP_DDP, DP_SGD, 5)
+CASE(test_ddp_sgd, DT_DP_DDP, DP_SGD, BATCH, 0.0)
+CASE(test_ddp_adamw, DT_DP_DDP, DP_ADAMW, BATCH, 0.0)
+CASE(test_zero1_sgd, DT_DP_ZERO1, DP_SGD, BATCH, 0.0)
+CASE(test_zero1_adamw, DT_DP_ZERO1, DP_ADAMW, BATCH, 0.0)
+CASE(test_zero2_sgd, DT_DP_ZERO2, DP_SGD, BATCH, 0.0)
+CASE(test_zero2_adamw, DT_DP_ZERO2, DP_ADAMW, BATCH, 0.0)
+CASE(test_zero3_sgd, DT_DP_ZERO3, DP_SGD, BATCH, 0.0)
+CASE(test_zero3_adamw, DT_DP_ZERO3, DP_ADAMW, BATCH, 0.0)
+CASE(test_zero3_uneven_batch, DT_DP_ZERO3, DP_SGD, 5, 0.0)
+CASE(test_ddp_uneven_batch, DT_DP_DDP, DP_SGD, 5, 0.0)
+/* clipping by the global norm over shards (dp x tp): 0.5 clips every step here */
+CASE(test_zero3_clip, DT_DP_ZERO3, DP_ADAMW, BATCH, 0.5)
+CASE(test_ddp_clip, DT_DP_DDP, DP_SGD, BATCH, 0.5)
 
 int main(void)
 {
@@ -149,6 +152,7 @@ int main(void)
         cmocka_unit_test(test_zero2_sgd),     cmocka_unit_test(test_zero2_adamw),
         cmocka_unit_test(test_zero3_sgd),     cmocka_unit_test(test_zero3_adamw),
         cmocka_unit_test(test_zero3_uneven_batch), cmocka_unit_test(test_ddp_uneven_batch),
+        cmocka_unit_test(test_zero3_clip),    cmocka_unit_test(test_ddp_clip),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
