@@ -222,6 +222,26 @@ void dp__grads_reset(dp_state *s)
 
 /* ---------------------------------------------------------------- nodes */
 
+/*
+ * Give the reductions in flight a chance to move: a non-blocking collective
+ * advances only inside calls on its comm family, and with no tensor
+ * parallelism backward makes none of its own.
+ */
+static dt_status progress(dp_state *s)
+{
+    bool done = false;
+    for (int i = 0; i < s->next_post; i++)
+        if (s->b[i].work != NULL)
+            DT_CHECK(dt_work_test(s->b[i].work, &done));
+    for (int i = 0; i < s->n_params; i++) {
+        if (s->p[i].rwork != NULL)
+            DT_CHECK(dt_work_test(s->p[i].rwork, &done));
+        if (s->p[i].gwork != NULL)
+            DT_CHECK(dt_work_test(s->p[i].gwork, &done));
+    }
+    return DT_OK;
+}
+
 static dt_status param_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
 {
     dp_state *s = state_of(node);
@@ -238,7 +258,7 @@ static dt_status param_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tenso
     }
     if (--s->pending == 0)
         return finish(s);
-    return DT_OK;
+    return progress(s);
 }
 
 dt_status dp__param_for_forward(dp_state *s, int i, dt_tensor **out)
@@ -284,7 +304,7 @@ static dt_status regather_backward(dt_ag_node *node, dt_tensor *const *gy, dt_te
             DT_CHECK(dp__unit_gather_post(s, s->order[prev]));
     }
     gx[0] = dt_tensor_retain(gy[0]);
-    return DT_OK;
+    return progress(s);
 }
 
 dt_status dp__wrap_unit_output(dp_state *s, int u, dt_tensor **out)
