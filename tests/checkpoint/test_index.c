@@ -61,6 +61,17 @@ static void test_parse(void **state)
     expect_parse(W(SH("a", "[3,0]", "[2,6]")), "shard 0: dim 0 [3, +2) is outside size 4");
     expect_parse(W(SH("a", "[0,0]", "[1,9007199254740992]")), "dim 1 [0, +9007199254740992) is outside");
     expect_parse(W(SH("a", "[0,0]", "[2,6]") "," SH("b", "[1,5]", "[2,1]")), "tensor 'w': shards 0 and 1 overlap");
+    /* overlaps found by the sweep even when the pair is not adjacent in it */
+    expect_parse(W(SH("a", "[0,0]", "[4,2]") "," SH("b", "[0,2]", "[2,2]") "," SH("c", "[2,2]", "[2,2]") ","
+                   SH("d", "[1,3]", "[1,1]")), "tensor 'w': shards 1 and 3 overlap");
+    expect_parse(W(SH("a", "[0,0]", "[4,2]") "," SH("b", "[0,2]", "[2,4]") "," SH("c", "[2,2]", "[2,4]") ","
+                   SH("d", "[3,1]", "[1,2]")), "tensor 'w': shards 0 and 3 overlap");
+    expect_parse(HEAD "{\"s\":{\"dtype\":\"F32\",\"shape\":[],\"shards\":[" SH("a", "[]", "[]") ","
+                 SH("b", "[]", "[]") "]}}}", "tensor 's': shards 0 and 1 overlap");
+    /* empty shards overlap nothing */
+    const char *empties = W(SH("a", "[0,0]", "[4,6]") "," SH("b", "[2,3]", "[0,2]"));
+    CK_OK(dt__ck_index_parse(empties, strlen(empties), "idx", &x));
+    dt__ck_index_free(x);
     expect_parse(W("{\"file\":\"a\",\"offset\":[0,0],\"shape\":[1,1]}"), "key missing or not a string");
     expect_parse(HEAD "{\"w\":{\"dtype\":\"F32\",\"shape\":[],\"shards\":[]},"
                       "\"w\":{\"dtype\":\"F32\",\"shape\":[],\"shards\":[]}}}", "duplicate tensor 'w'");
