@@ -21,6 +21,7 @@ static dt_runtime *rt;
 static dt_token_data *data;
 static dt_gpt_config cfg;
 static dt_module *ref[2];
+static size_t bucket_bytes; /* 0: the default */
 static double ref_loss[2][STEPS];
 
 static int setup(void **state)
@@ -93,6 +94,10 @@ static void run_case(dt_dp_stage stage, dp_optim which, int64_t batch, double cl
         fp.field_mask = DT_FSDP_PARAM_FIELD_GRAD_SCALE;
         fp.grad_scale = (double)((dpr + 1) * batch / R - dpr * batch / R) / (double)batch;
     }
+    if (bucket_bytes > 0) {
+        fp.field_mask |= DT_FSDP_PARAM_FIELD_BUCKET_BYTES;
+        fp.bucket_bytes = bucket_bytes;
+    }
     dp_run run = {.mesh = mesh, .stage = (int)stage, .fsdp = &fp, .clip = clip};
     dt_module *m = NULL;
     double loss[STEPS];
@@ -144,6 +149,15 @@ CASE(test_ddp_uneven_batch, DT_DP_DDP, DP_SGD, 5, 0.0)
 CASE(test_zero3_clip, DT_DP_ZERO3, DP_ADAMW, BATCH, 0.5)
 CASE(test_ddp_clip, DT_DP_DDP, DP_SGD, BATCH, 0.5)
 
+/* DDP with 16 KiB buckets: many all-reduces posted while backward goes on */
+static void test_ddp_small_buckets(void **state)
+{
+    (void)state;
+    bucket_bytes = 16 << 10;
+    run_case(DT_DP_DDP, DP_ADAMW, BATCH, 0.0);
+    bucket_bytes = 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -153,6 +167,7 @@ int main(void)
         cmocka_unit_test(test_zero3_sgd),     cmocka_unit_test(test_zero3_adamw),
         cmocka_unit_test(test_zero3_uneven_batch), cmocka_unit_test(test_ddp_uneven_batch),
         cmocka_unit_test(test_zero3_clip),    cmocka_unit_test(test_ddp_clip),
+        cmocka_unit_test(test_ddp_small_buckets),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
