@@ -1,0 +1,97 @@
+#!/usr/bin/python3
+"""The PyTorch twin of ce_bench: logits = x W^T (W [classes, hidden]), mean
+cross entropy, backward to W and x, gradients set to None before every step,
+on the CPU with one compute thread (torch.set_num_threads(1) and OpenBLAS's
+own thread count set through the library torch loaded). Per step: wall time
+and minor page faults (resource.getrusage). The last line is a RESULT summary
+in ce_bench's format.
+
+    /usr/bin/python3 ce_torch.py [--classes 1048576] [--hidden 512] [--batch 256] [--steps 4]
+"""
+import argparse
+import ctypes
+import os
+import resource
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def loaded_openblas():
+    """Path of the libopenblas this process mapped (torch loads it), or None."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if "libopenblas" in os.path.basename(path):
+                return path
+    return None
+
+
+def limit_blas_threads(n):
+    """torch.set_num_threads does not reach Debian torch's OpenBLAS pool."""
+    path = loaded_openblas()
+    if path is None:
+        return "no OpenBLAS mapped", "?"
+    lib = ctypes.CDLL(path)
+    lib.openblas_set_num_threads(n)
+    core = "?"
+    try:
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        core = lib.openblas_get_corename().decode()
+    except AttributeError:
+        pass
+    return os.path.basename(path), core
+
+
+def minor_faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--classes", type=int, default=1048576)
+    ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=4)
+    args = ap.parse_args()
+    if args.steps < 2:
+        ap.error("--steps must be >= 2")
+    torch.set_num_threads(1)
+    torch.zeros(4, 4) @ torch.zeros(4, 4)  # make sure the BLAS is loaded before limiting it
+    lib, core = limit_blas_threads(1)
+    g = torch.Generator().manual_seed(42)
+    w = (torch.randn(args.classes, args.hidden, generator=g) * 0.02).requires_grad_()
+    x = torch.randn(args.batch, args.hidden, generator=g).requires_grad_()
+    targets = (torch.arange(args.batch, dtype=torch.int64) * 2654435761) % args.classes
+    print("pytorch ce: classes %d hidden %d batch %d, torch %s, blas %s kernel %s, %d thread(s)"
+          % (args.classes, args.hidden, args.batch, torch.__version__, lib, core,
+             torch.get_num_threads()), flush=True)
+    step_s, fwd, bwd, faults = [], [], [], []
+    for s in range(args.steps):
+        f0 = minor_faults()
+        t0 = time.perf_counter()
+        w.grad = None
+        x.grad = None
+        loss = F.cross_entropy(F.linear(x, w), targets)
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        faults.append(minor_faults() - f0)
+        step_s.append(t2 - t0)
+        fwd.append(t1 - t0)
+        bwd.append(t2 - t1)
+        print("step %d: %.1f ms (forward %.1f, backward %.1f), %d minor faults, loss %.6f"
+              % (s + 1, 1e3 * step_s[-1], 1e3 * fwd[-1], 1e3 * bwd[-1], faults[-1], loss.item()),
+              flush=True)
+    rest = slice(1, None)
+    print("RESULT alloc=pytorch kernel=%s threads=1 step_ms=%.1f fwd_ms=%.1f bwd_ms=%.1f "
+          "faults_first=%d faults_per_step=%.1f peak_mib=%.0f cache_hits=-"
+          % (core, 1e3 * statistics.median(step_s[rest]), 1e3 * statistics.mean(fwd[rest]),
+             1e3 * statistics.mean(bwd[rest]), faults[0], statistics.mean(faults[rest]),
+             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0))
+
+
+if __name__ == "__main__":
+    main()
