@@ -79,14 +79,15 @@ def run(rank, args, port):
             times.append(t3 - t0)
             fwd, bwd, upd = fwd + t1 - t0, bwd + t2 - t1, upd + t3 - t2
     times.sort()
-    stats = torch.tensor([times[len(times) // 2], fwd / args.steps, bwd / args.steps, upd / args.steps],
+    stats = torch.tensor([times[len(times) // 2], fwd / args.steps, bwd / args.steps, upd / args.steps,
+                          times[0]],
                          dtype=torch.float64)
     dist.all_reduce(stats, op=dist.ReduceOp.MAX)
     if rank == 0:
         print("pytorch  tp=%d mlp h=%d ffn=%d tokens=%d: step %.2f ms (median of %d; forward %.2f, "
-              "backward %.2f, sgd %.2f ms); loss %.6g; torch %s gloo"
+              "backward %.2f, sgd %.2f ms), min %.2f ms; loss %.6g; torch %s gloo"
               % (w, h, f, n, 1e3 * stats[0], args.steps, 1e3 * stats[1], 1e3 * stats[2],
-                 1e3 * stats[3], loss.item(), torch.__version__), flush=True)
+                 1e3 * stats[3], 1e3 * stats[4], loss.item(), torch.__version__), flush=True)
     dist.barrier()
     dist.destroy_process_group()
 
