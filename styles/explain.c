@@ -3,6 +3,7 @@
  * parameter: placements, global and local shape, bytes on this rank.
  */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -12,7 +13,7 @@ typedef struct explain_ctx {
     dt__plan_match *ms;
     int n_ms;
     const dt_plan *plan;
-    dt_style_param_plan pp[64];
+    dt_style_param_plan *pp; /* every parameter the plan places */
     int n_pp;
     int tp_size, tp_coord;
     FILE *f;
@@ -111,14 +112,17 @@ dt_status dt_plan_explain(dt_module *root, dt_mesh *mesh, const dt_plan *plan,
         dt_mesh_coordinate(mesh, coord);
         c.tp_coord = coord[d];
         DT_CHECK(dt__plan_match_all(root, plan, &c.ms, &c.n_ms));
+        c.pp = malloc(sizeof(*c.pp) * DT_STYLE_MAX_PARAMS * (size_t)(c.n_ms > 0 ? c.n_ms : 1));
+        if (c.pp == NULL) {
+            s = DT_ERR(DT_ERR_NO_MEMORY, "dt_plan_explain: no memory");
+            goto out_free;
+        }
         for (int i = 0; i < c.n_ms; i++) {
             int n = 0;
-            dt_style_param_plan pp[DT_STYLE_MAX_PARAMS];
             DT_CHECK_GOTO(dt__style_param_plan(plan->entries[c.ms[i].entry].style, c.ms[i].module,
-                                               c.ms[i].fqn, pp, &n),
+                                               c.ms[i].fqn, c.pp + c.n_pp, &n),
                           s, out_free);
-            for (int k = 0; k < n && c.n_pp < (int)(sizeof(c.pp) / sizeof(c.pp[0])); k++)
-                c.pp[c.n_pp++] = pp[k];
+            c.n_pp += n;
         }
         fprintf(f, "plan on mesh dim '%s' (size %d), this rank at coordinate %d:\n", tp_dim,
                 c.tp_size, c.tp_coord);
@@ -127,6 +131,7 @@ dt_status dt_plan_explain(dt_module *root, dt_mesh *mesh, const dt_plan *plan,
     fprintf(f, "parameters on this rank: %" PRId64 " bytes of %" PRId64 " (%.1f%%)\n", c.bytes,
             c.full_bytes, c.full_bytes > 0 ? 100.0 * (double)c.bytes / (double)c.full_bytes : 0.0);
 out_free:
+    free(c.pp);
     dt__plan_matches_free(c.ms, c.n_ms);
     return s;
 }

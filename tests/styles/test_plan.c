@@ -6,15 +6,18 @@
 #define _GNU_SOURCE
 #include "st_util.h"
 
-static dt_module *tiny_gpt(int64_t n_heads)
+static dt_module *tiny_gpt_layers(int64_t n_heads, int64_t n_layers)
 {
     dt_gpt_config cfg;
     ST_OK(dt_gpt_config_preset("tiny", &cfg));
     cfg.n_heads = n_heads;
+    cfg.n_layers = n_layers;
     dt_module *m = NULL;
     ST_OK(dt_gpt_create(&cfg, 7, &m));
     return m;
 }
+
+static dt_module *tiny_gpt(int64_t n_heads) { return tiny_gpt_layers(n_heads, 2); }
 
 static dt_mesh *virtual_mesh(int ndim, const int *shape, const char *const *names, int rank)
 {
@@ -233,7 +236,7 @@ static void test_parallelize_placements(void **state)
 static void test_explain_before(void **state)
 {
     (void)state;
-    dt_module *m = tiny_gpt(4);
+    dt_module *m = tiny_gpt_layers(4, 8); /* 8 layers: more than a hundred parameters placed */
     int shape = 4;
     const char *names[1] = {"tp"};
     dt_mesh *mesh = virtual_mesh(1, &shape, names, 3);
@@ -249,6 +252,9 @@ static void test_explain_before(void **state)
     assert_non_null(strstr(text, "weight   S(1)     global [64, 64]       local [64, 16]"));
     assert_non_null(strstr(text, "weight   R        global [64]"));
     assert_non_null(strstr(text, "sequence"));
+    const char *last = strstr(text, "layers.7.feed_forward.w2 ");
+    assert_non_null(last);
+    assert_non_null(strstr(last, "weight   S(1)     global [64, 256]      local [64, 64]"));
     assert_untouched(m);
     free(text);
     dt_plan_destroy(p);
