@@ -160,6 +160,58 @@ static void test_megatron_mlp_2d(void **state)
     dt_mesh_release(m);
 }
 
+/* A sequence-parallel block: LayerNorm on the sequence shard, the colwise
+ * layer all-gathers, the rowwise output is reduce-scattered back to S(1),
+ * the residual adds shards. Forward: one all-gather, one reduce-scatter. */
+typedef struct sp_ctx {
+    dt_mesh *mesh;
+    int64_t gathers, scatters, total;
+} sp_ctx;
+
+static dt_status op_sp_block(dt_tensor *const *xs, bool dist, void *ctx, dt_tensor **out)
+{
+    sp_ctx *c = ctx;
+    dt_tensor *h = NULL, *u = NULL, *g = NULL, *v = NULL, *vs = NULL;
+    dt_placement s1 = dt_shard(1);
+    dt_status s;
+    if (dist)
+        dt_mesh_coll_stats_reset(c->mesh);
+    s = dt_layer_norm(xs[0], xs[1], xs[2], 1e-5, &h);
+    if (s == DT_OK) s = dt_linear(h, xs[3], xs[4], &u);
+    if (s == DT_OK) s = dt_gelu_tanh(u, &g);
+    if (s == DT_OK) s = dt_linear(g, xs[5], NULL, &v);
+    if (s == DT_OK && dist) s = dt_redistribute(v, 1, &s1, &vs);
+    if (s == DT_OK) s = dt_add(xs[0], dist ? vs : v, out);
+    if (s == DT_OK && dist) {
+        dt_coll_stats st;
+        dt_mesh_coll_stats(c->mesh, &st);
+        c->gathers = st.count[DT_COLL_ALLGATHER];
+        c->scatters = st.count[DT_COLL_REDUCE_SCATTER];
+        c->total = dt_coll_stats_total(&st);
+    }
+    dt_tensor *all[] = {h, u, g, v, vs};
+    for (int i = 0; i < 5; i++)
+        dt_tensor_release(all[i]);
+    return s;
+}
+
+static void test_sequence_parallel_block(void **state)
+{
+    (void)state;
+    dt_mesh *m = do_mesh1();
+    sp_ctx ctx = {.mesh = m};
+    do_case c = {.name = "sequence parallel block", .n = 6, .ndim = {3, 1, 1, 2, 1, 2},
+                 .shape = {{2, 7, 8}, {8}, {8}, {10, 8}, {10}, {8, 10}},
+                 .pl = {{S(1)}, {R}, {R}, {S(0)}, {S(0)}, {S(1)}}, .op = op_sp_block,
+                 .ctx = &ctx, .n_out_pl = 1, .out_pl = {S(1)}};
+    do_run(m, &c, 3300);
+    int w1 = do_world() > 1;
+    assert_int_equal(ctx.gathers, w1);
+    assert_int_equal(ctx.scatters, w1);
+    assert_int_equal(ctx.total, 2 * w1);
+    dt_mesh_release(m);
+}
+
 /* q, k, v = three colwise linears of one Replicate x: in backward, x's three
  * partial gradients are added without communicating and all-reduced once. */
 static dt_status op_qkv(dt_tensor *const *xs, bool dist, void *ctx, dt_tensor **out)
@@ -251,6 +303,7 @@ int main(void)
         cmocka_unit_test(test_megatron_mlp),
         cmocka_unit_test(test_megatron_mlp_2d),
         cmocka_unit_test(test_partial_grads_reduced_once),
+        cmocka_unit_test(test_sequence_parallel_block),
     };
     return cmocka_run_group_tests(tests, do_setup, do_teardown);
 }
