@@ -10,7 +10,8 @@
  * Per step it reads the minor page faults (getrusage ru_minflt, whole
  * process) and the wall time; the last line is a RESULT summary that
  * bench/ce_pagefaults/run.sh turns into a table:
- *   RESULT alloc=A kernel=K threads=T step_ms=median(steps 2..N) fwd_ms=.. bwd_ms=..
+ *   RESULT alloc=A kernel=K threads=T step_ms=median(steps 2..N) cpu_ms=(user+sys, median)
+ *          fwd_ms=.. bwd_ms=..
  *          faults_first=.. faults_per_step=mean(steps 2..N) peak_mib=.. cache_hits=..
  *
  *   ce_bench [--classes 1048576] [--hidden 512] [--batch 256] [--steps 4]
@@ -46,14 +47,33 @@ static long minor_faults(void)
     return ru.ru_minflt;
 }
 
+/* User + system CPU seconds of the process: on a shared machine a steadier
+ * cost than wall time (it leaves out waiting for a core), page-fault
+ * handling included. */
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
+/* Median of v[1..n-1] (the steps after the first); sorts that part of v. */
+static double median_after_first(double *v, int64_t n)
+{
+    int64_t m = n - 1;
+    qsort(v + 1, (size_t)m, sizeof *v, cmp_double);
+    return m % 2 ? v[1 + m / 2] : 0.5 * (v[m / 2] + v[m / 2 + 1]);
+}
+
 typedef struct step_result {
-    double fwd_s, bwd_s;
+    double fwd_s, bwd_s, cpu_s;
     long faults;
     double loss;
 } step_result;
@@ -63,7 +83,7 @@ static step_result run_step(dt_tensor *x, dt_tensor *w, dt_tensor *targets)
 {
     step_result r;
     long f0 = minor_faults();
-    double t0 = now_s();
+    double c0 = cpu_s(), t0 = now_s();
     CHECK(dt_tensor_set_grad(w, NULL));
     CHECK(dt_tensor_set_grad(x, NULL));
     dt_tensor *logits = NULL, *loss = NULL;
@@ -77,6 +97,7 @@ static step_result run_step(dt_tensor *x, dt_tensor *w, dt_tensor *targets)
     dt_tensor_release(loss);
     r.fwd_s = t1 - t0;
     r.bwd_s = t2 - t1;
+    r.cpu_s = cpu_s() - c0;
     r.faults = minor_faults() - f0;
     return r;
 }
@@ -125,15 +146,17 @@ int main(int argc, char **argv)
     printf("dtensor ce: classes %lld hidden %lld batch %lld, alloc %s, blas %s kernel %s, %d thread(s)\n",
            (long long)classes, (long long)hidden, (long long)batch, alloc, info.blas_library,
            info.blas_kernel, info.num_threads);
-    double *step_s = malloc((size_t)steps * sizeof *step_s);
+    double *step_s = malloc(2 * (size_t)steps * sizeof *step_s), *step_cpu = step_s + steps;
     if (!step_s) return 1;
     double fwd = 0, bwd = 0;
     long faults_first = 0, faults_rest = 0;
     for (int64_t s = 0; s < steps; s++) {
         step_result r = run_step(x, w, targets);
         step_s[s] = r.fwd_s + r.bwd_s;
-        printf("step %lld: %.1f ms (forward %.1f, backward %.1f), %ld minor faults, loss %.6f\n",
-               (long long)s + 1, 1e3 * step_s[s], 1e3 * r.fwd_s, 1e3 * r.bwd_s, r.faults, r.loss);
+        step_cpu[s] = r.cpu_s;
+        printf("step %lld: %.1f ms (forward %.1f, backward %.1f), cpu %.1f ms, %ld minor faults, "
+               "loss %.6f\n", (long long)s + 1, 1e3 * step_s[s], 1e3 * r.fwd_s, 1e3 * r.bwd_s,
+               1e3 * r.cpu_s, r.faults, r.loss);
         fflush(stdout);
         if (s == 0) {
             faults_first = r.faults;
@@ -144,13 +167,12 @@ int main(int argc, char **argv)
         }
     }
     int64_t n = steps - 1;
-    qsort(step_s + 1, (size_t)n, sizeof *step_s, cmp_double);
-    double median = n % 2 ? step_s[1 + n / 2] : 0.5 * (step_s[n / 2] + step_s[n / 2 + 1]);
+    double median = median_after_first(step_s, steps), cpu = median_after_first(step_cpu, steps);
     dt_memory_stats ms;
     CHECK(dt_memory_stats_get(dt_device_cpu(), &ms));
-    printf("RESULT alloc=%s kernel=%s threads=%d step_ms=%.1f fwd_ms=%.1f bwd_ms=%.1f "
+    printf("RESULT alloc=%s kernel=%s threads=%d step_ms=%.1f cpu_ms=%.1f fwd_ms=%.1f bwd_ms=%.1f "
            "faults_first=%ld faults_per_step=%.1f peak_mib=%.0f cache_hits=%lld/%lld\n",
-           alloc, info.blas_kernel, info.num_threads, 1e3 * median, 1e3 * fwd / (double)n,
+           alloc, info.blas_kernel, info.num_threads, 1e3 * median, 1e3 * cpu, 1e3 * fwd / (double)n,
            1e3 * bwd / (double)n, faults_first, (double)faults_rest / (double)n,
            (double)ms.total_peak / 1048576.0, (long long)ms.n_cache_hits, (long long)ms.n_allocs);
     free(step_s);

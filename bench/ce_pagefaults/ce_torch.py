@@ -49,6 +49,11 @@ def minor_faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
+def cpu_s():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--classes", type=int, default=1048576)
@@ -68,9 +73,10 @@ def main():
     print("pytorch ce: classes %d hidden %d batch %d, torch %s, blas %s kernel %s, %d thread(s)"
           % (args.classes, args.hidden, args.batch, torch.__version__, lib, core,
              torch.get_num_threads()), flush=True)
-    step_s, fwd, bwd, faults = [], [], [], []
+    step_s, cpu, fwd, bwd, faults = [], [], [], [], []
     for s in range(args.steps):
         f0 = minor_faults()
+        c0 = cpu_s()
         t0 = time.perf_counter()
         w.grad = None
         x.grad = None
@@ -78,17 +84,20 @@ def main():
         t1 = time.perf_counter()
         loss.backward()
         t2 = time.perf_counter()
+        cpu.append(cpu_s() - c0)
         faults.append(minor_faults() - f0)
         step_s.append(t2 - t0)
         fwd.append(t1 - t0)
         bwd.append(t2 - t1)
-        print("step %d: %.1f ms (forward %.1f, backward %.1f), %d minor faults, loss %.6f"
-              % (s + 1, 1e3 * step_s[-1], 1e3 * fwd[-1], 1e3 * bwd[-1], faults[-1], loss.item()),
+        print("step %d: %.1f ms (forward %.1f, backward %.1f), cpu %.1f ms, %d minor faults, loss %.6f"
+              % (s + 1, 1e3 * step_s[-1], 1e3 * fwd[-1], 1e3 * bwd[-1], 1e3 * cpu[-1], faults[-1],
+                 loss.item()),
               flush=True)
     rest = slice(1, None)
-    print("RESULT alloc=pytorch kernel=%s threads=1 step_ms=%.1f fwd_ms=%.1f bwd_ms=%.1f "
+    print("RESULT alloc=pytorch kernel=%s threads=1 step_ms=%.1f cpu_ms=%.1f fwd_ms=%.1f bwd_ms=%.1f "
           "faults_first=%d faults_per_step=%.1f peak_mib=%.0f cache_hits=-"
-          % (core, 1e3 * statistics.median(step_s[rest]), 1e3 * statistics.mean(fwd[rest]),
+          % (core, 1e3 * statistics.median(step_s[rest]), 1e3 * statistics.median(cpu[rest]),
+             1e3 * statistics.mean(fwd[rest]),
              1e3 * statistics.mean(bwd[rest]), faults[0], statistics.mean(faults[rest]),
              resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0))
 

@@ -40,17 +40,22 @@ printf '%s\n' "${results[@]}" | awk '
         for (i = 1; i <= n; i++) if (index(kv[i], key "=") == 1) return substr(kv[i], length(key) + 2)
         return ""
     }
-    { row[NR] = $0; if (field($0, "alloc") == "pytorch") { pt_ms = field($0, "step_ms"); pt_f = field($0, "faults_per_step") } }
+    { row[NR] = $0
+      if (field($0, "alloc") == "pytorch") { pt_ms = field($0, "step_ms"); pt_cpu = field($0, "cpu_ms") } }
     END {
-        printf "%-16s %-9s %11s %10s %11s %12s %15s %10s %12s\n", "allocator", "kernel", "step ms", "fwd ms",
-               "bwd ms", "faults 1st", "faults/step 2+", "peak MiB", "vs PyTorch"
+        fmt = "%-16s %-9s %10s %10s %9s %9s %11s %15s %9s %11s %11s\n"
+        printf fmt, "allocator", "kernel", "step ms", "cpu ms", "fwd ms", "bwd ms", "faults 1st",
+               "faults/step 2+", "peak MiB", "step vs PT", "cpu vs PT"
         for (i = 1; i <= NR; i++) {
             r = row[i]; a = field(r, "alloc"); name = a == "pytorch" ? "pytorch" : "dtensor " a
             ratio = pt_ms == "" ? "n/a" : sprintf("%.3fx", field(r, "step_ms") / pt_ms)
-            printf "%-16s %-9s %11s %10s %11s %12s %15s %10s %12s\n", name, field(r, "kernel"), field(r, "step_ms"),
-                   field(r, "fwd_ms"), field(r, "bwd_ms"), field(r, "faults_first"), field(r, "faults_per_step"),
-                   field(r, "peak_mib"), ratio
+            cratio = pt_cpu == "" ? "n/a" : sprintf("%.3fx", field(r, "cpu_ms") / pt_cpu)
+            printf fmt, name, field(r, "kernel"), field(r, "step_ms"), field(r, "cpu_ms"), field(r, "fwd_ms"),
+                   field(r, "bwd_ms"), field(r, "faults_first"), field(r, "faults_per_step"),
+                   field(r, "peak_mib"), ratio, cratio
         }
-        print "(step ms: median of steps 2..N; faults: getrusage ru_minflt of the whole process;"
-        print " vs PyTorch: step time ratio, lower is better; peak MiB: dtensor live tensor bytes, PyTorch max RSS)"
+        print "(step ms: wall time, median of steps 2..N; cpu ms: user+sys CPU time of the process, median of"
+        print " steps 2..N, steadier than wall time on a shared machine; fwd/bwd: means of steps 2..N; faults:"
+        print " getrusage ru_minflt of the whole process; vs PT: ratio to PyTorch, lower is better;"
+        print " peak MiB: dtensor peak live tensor bytes, PyTorch max RSS)"
     }'
