@@ -12,6 +12,7 @@
 
 typedef struct train_args {
     const char *config;  /* --config tiny|small */
+    int64_t dim, n_heads, n_layers, ffn_dim; /* --dim ... (0: the preset's) */
     int64_t steps;       /* --steps */
     int64_t batch;       /* --batch: global batch B */
     int64_t seq;         /* --seq: T (0 = the config's max_seq_len) */

@@ -107,6 +107,10 @@ int main(int argc, char **argv)
     dt_gpt_config cfg;
     TRY(train_parallel_init(&par));
     TRY(dt_gpt_config_preset(a.config, &cfg));
+    cfg.dim = a.dim > 0 ? a.dim : cfg.dim; /* e.g. --dim 48 --n-heads 6 for tp=3 */
+    cfg.n_heads = a.n_heads > 0 ? a.n_heads : cfg.n_heads;
+    cfg.n_layers = a.n_layers > 0 ? a.n_layers : cfg.n_layers;
+    cfg.ffn_dim = a.ffn_dim > 0 ? a.ffn_dim : cfg.ffn_dim;
     int64_t seq = a.seq > 0 ? a.seq : cfg.max_seq_len;
     if (seq > cfg.max_seq_len) {
         fprintf(stderr, "train_gpt: --seq %" PRId64 " exceeds max_seq_len %" PRId64 " of '%s'\n",

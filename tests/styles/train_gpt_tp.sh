@@ -31,6 +31,15 @@ output = colwise(output=S(-1), local=false)
 PLAN
 same "tp=2 plan file" "$("$dtrun" -n 2 "$train" "${args[@]}" --plan "$work/pairwise.plan" | losses)"
 
+# tp=3: 6 heads of 8, uneven ffn and vocabulary shards (86, 86, 84)
+args3=(--steps 3 --batch 4 --seq 30 --optim sgd --dim 48 --n-heads 6)
+single3=$("$train" "${args3[@]}" | losses)
+single_save=$single single=$single3
+same "tp=3 (dim 48, 6 heads)" "$("$dtrun" -n 3 "$train" "${args3[@]}" --mesh tp=3 | losses)"
+same "tp=3 +sp (uneven sequence shards)" \
+    "$("$dtrun" -n 3 "$train" "${args3[@]}" --mesh tp=3 --sequence-parallel | losses)"
+single=$single_save
+
 # save from tp=2, load in one process, save again: identical bytes
 rm -f "$work/a.safetensors" "$work/b.safetensors"
 "$dtrun" -n 2 "$train" "${args[@]}" --save "$work/a.safetensors" > /dev/null || fail "tp=2 --save"
