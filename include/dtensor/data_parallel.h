@@ -116,6 +116,19 @@ DT_API dt_status dt_ddp_apply(dt_module *root, dt_mesh *mesh, const char *dp_dim
                               const dt_fsdp_params *p);
 
 /**
+ * Optimizer state placed like its parameter: state @p name ("exp_avg",
+ * "exp_avg_sq", "momentum_buffer") of parameter @p i of @p o as a new
+ * reference: for a distributed parameter (a tp shard, a ZeRO dp shard) a
+ * distributed tensor with the parameter's spec wrapping the local state (no
+ * copy, no communication: dt_full_tensor of it is the full state, as a
+ * single-rank run would hold it); for a local parameter the state itself.
+ * Errors: DT_ERR_NOT_FOUND when the optimizer has no such state (yet: states
+ * exist from the first step) or @p i is out of range.
+ */
+DT_API dt_status dt_optim_state_placed(const dt_optim *o, int i, const char *name,
+                                       dt_tensor **out);
+
+/**
  * Collective over @p comm (NULL: only this rank): every rank's
  * dt_memory_stats_get(cpu) is gathered to rank 0 of @p comm, which prints to
  * @p f (ignored elsewhere, may be NULL there) a header and one row per rank:

@@ -196,6 +196,51 @@ static void test_accumulate_clip_zero1(void **state) { (void)state; check_accumu
 static void test_accumulate_clip_zero2(void **state) { (void)state; check_accumulate_clip(DT_DP_ZERO2); }
 static void test_accumulate_clip_zero3(void **state) { (void)state; check_accumulate_clip(DT_DP_ZERO3); }
 
+/* ZeRO-1/3 AdamW state placed like the shards: full states equal single-rank's */
+static void check_state(dt_dp_stage stage)
+{
+    dt_mesh *mesh = dp_mesh();
+    dt_module *m = NULL, *ref = NULL;
+    dt_optim *o = NULL, *ro = NULL;
+    DP_OK(dt_gpt_create(&cfg, 1234, &m));
+    DP_OK(dt_gpt_create(&cfg, 1234, &ref));
+    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE, .stage = stage};
+    DP_OK(dt_fully_shard(m, mesh, "dp", &fp));
+    DP_OK(dt_optim_adamw_create(m, NULL, &o));
+    DP_OK(dt_optim_adamw_create(ref, NULL, &ro));
+    dt_tensor *t = NULL;
+    assert_int_equal(dt_optim_state_placed(o, 0, "exp_avg", &t), DT_ERR_NOT_FOUND);
+    for (int s = 0; s < 2; s++) {
+        dt_optim_zero_grad(o), dt_optim_zero_grad(ro);
+        fwd_bwd(m, mesh, s, 0.0), fwd_bwd(ref, NULL, s, 0.0);
+        DP_OK(dt_optim_step(o));
+        DP_OK(dt_optim_step(ro));
+    }
+    assert_int_equal(dt_optim_num_params(o), dt_optim_num_params(ro));
+    double d = 0.0, n = 0.0;
+    for (int i = 0; i < dt_optim_num_params(o); i++) {
+        dt_tensor *placed = NULL, *full = NULL, *r = dt_optim_param_state(ro, i, "exp_avg_sq");
+        DP_OK(dt_optim_state_placed(o, i, "exp_avg_sq", &placed));
+        if (stage != DT_DP_DDP && dt_tensor_numel(r) >= 64) /* sharded over dp */
+            assert_true(dt_tensor_numel(dt_to_local(placed)) < dt_tensor_numel(r));
+        DP_OK(dt_full_tensor(placed, &full));
+        assert_int_equal(dt_tensor_numel(full), dt_tensor_numel(r));
+        const float *a = dt_tensor_data(full), *b = dt_tensor_data(r);
+        for (int64_t k = 0; k < dt_tensor_numel(r); k++)
+            d += (a[k] - b[k]) * (double)(a[k] - b[k]), n += (double)b[k] * b[k];
+        dt_tensor_release(full);
+        dt_tensor_release(placed);
+    }
+    print_message("%s: exp_avg_sq full vs single rel %.3g\n", dt_dp_stage_name(stage), sqrt(d / n));
+    assert_true(sqrt(d / n) < 1e-5);
+    dt_optim_destroy(o), dt_optim_destroy(ro);
+    dt_module_destroy(m), dt_module_destroy(ref);
+    dt_mesh_release(mesh);
+}
+
+static void test_state_zero1(void **state) { (void)state; check_state(DT_DP_ZERO1); }
+static void test_state_zero3(void **state) { (void)state; check_state(DT_DP_ZERO3); }
+
 /* units given by pattern (the rest stays with the root), no prefetch */
 static void test_units_no_prefetch(void **state)
 {
@@ -231,6 +276,8 @@ int main(void)
         cmocka_unit_test(test_accumulate_clip_zero2),
         cmocka_unit_test(test_accumulate_clip_zero3),
         cmocka_unit_test(test_units_no_prefetch),
+        cmocka_unit_test(test_state_zero1),
+        cmocka_unit_test(test_state_zero3),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
