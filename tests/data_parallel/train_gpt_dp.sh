@@ -23,6 +23,7 @@ same() { # $1 name, $2 losses
 for st in ddp zero1 zero2 zero3; do
     same "dp=2,tp=2 $st" "$("$dtrun" -n 4 "$train" "${args[@]}" --mesh dp=2,tp=2 --data-parallel $st | losses)"
 done
+same "dp=2,tp=2 zero3 +sp" "$("$dtrun" -n 4 "$train" "${args[@]}" --mesh dp=2,tp=2 --sequence-parallel --data-parallel zero3 | losses)"
 same "dp=2 default (zero2)" "$("$dtrun" -n 2 "$train" "${args[@]}" --mesh dp=2,tp=1 | losses)"
 
 out=$("$dtrun" -n 4 "$train" "${args[@]}" --mesh dp=2,tp=2 --data-parallel zero3 --memory-report \
