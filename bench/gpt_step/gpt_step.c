@@ -1,0 +1,214 @@
+/*
+ * gpt_step: the reference GPT's training step (shared spec gpt.md: forward,
+ * mean cross entropy, backward, SGD; gradients dropped before every step as
+ * PyTorch's zero_grad(set_to_none=True)) as a user writes it with dtensor, on
+ * one rank (the plain model) or on tp ranks (the spec's default plan through
+ * dt_parallelize_module: vocabulary-parallel embedding and output, parallel
+ * cross entropy, column/row-parallel attention and MLP).
+ *
+ * Per step and rank: wall time, CPU time and minor page faults (getrusage).
+ * Rank 0 prints each step (the largest value of the ranks) and a
+ * RESULT line that bench/gpt_step/run.sh turns into a table:
+ *   RESULT impl=dtensor alloc=A world=W step_ms=median(steps 2..N) cpu_ms=.. faults_first=..
+ *          faults_per_step=mean(steps 2..N) peak_mib=max live bytes of a rank loss=last
+ *
+ *   dtrun -n W gpt_step --data tokens.bin [--config small] [--batch 8] [--seq 256]
+ *                       [--steps 5] [--lr 0.1]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "dtensor.h"
+
+#define CHECK(call)                                                                     \
+    do {                                                                                \
+        dt_status ck_s_ = (call);                                                       \
+        if (ck_s_ != DT_OK) {                                                           \
+            fprintf(stderr, "gpt_step: %s: %s\n", dt_status_str(ck_s_), dt_last_error()); \
+            exit(1);                                                                    \
+        }                                                                               \
+    } while (0)
+
+enum { MAX_STEPS = 100 };
+
+typedef struct bench_args {
+    const char *config, *data;
+    int64_t batch, seq, steps;
+    double lr;
+} bench_args;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double minor_faults(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_minflt;
+}
+
+/* User + system CPU seconds of the process (on tp ranks this includes the
+ * time spent spinning on communication). */
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[1..n-1] (the steps after the first); sorts that part of v. */
+static double median_after_first(double *v, int64_t n)
+{
+    int64_t m = n - 1;
+    qsort(v + 1, (size_t)m, sizeof *v, cmp_double);
+    return m % 2 ? v[1 + m / 2] : 0.5 * (v[m / 2] + v[m / 2 + 1]);
+}
+
+static int parse_args(int argc, char **argv, bench_args *a)
+{
+    *a = (bench_args){.config = "small", .batch = 8, .steps = 5, .lr = 0.1};
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char *k = argv[i], *v = argv[i + 1];
+        if (strcmp(k, "--config") == 0) a->config = v;
+        else if (strcmp(k, "--data") == 0) a->data = v;
+        else if (strcmp(k, "--batch") == 0) a->batch = atoll(v);
+        else if (strcmp(k, "--seq") == 0) a->seq = atoll(v);
+        else if (strcmp(k, "--steps") == 0) a->steps = atoll(v);
+        else if (strcmp(k, "--lr") == 0) a->lr = atof(v);
+        else return -1;
+    }
+    if (argc % 2 == 0 || a->data == NULL || a->batch < 1 || a->seq < 0 || a->steps < 2 ||
+        a->steps > MAX_STEPS)
+        return -1;
+    return 0;
+}
+
+/* One training step; returns the loss (a replicated scalar on tp ranks). */
+static double train_step(const bench_args *a, dt_module *model, dt_optim *opt,
+                         const dt_token_data *data, int64_t step, int64_t seq)
+{
+    dt_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
+    double value = 0.0;
+    dt_optim_zero_grad(opt);
+    CHECK(dt_token_data_batch(data, step, a->batch, seq, 0, a->batch, &x, &y));
+    CHECK(dt_module_call(model, x, &logits));
+    CHECK(dt_nn_cross_entropy(logits, y, &loss));
+    dt_tensor_release(logits); /* the graph keeps what backward needs */
+    CHECK(dt_tensor_item(dt_tensor_is_distributed(loss) ? dt_to_local(loss) : loss, &value));
+    CHECK(dt_backward(loss, NULL));
+    CHECK(dt_optim_step(opt));
+    dt_tensor_release(loss);
+    dt_tensor_release(x);
+    dt_tensor_release(y);
+    return value;
+}
+
+int main(int argc, char **argv)
+{
+    bench_args a;
+    if (parse_args(argc, argv, &a) != 0) {
+        fprintf(stderr, "usage: %s --data TOKENS.bin [--config tiny|small] [--batch B] [--seq T] "
+                        "[--steps 2..%d] [--lr LR]\n", argv[0], MAX_STEPS);
+        return 2;
+    }
+    dt_runtime *rt = NULL;
+    CHECK(dt_init(NULL, &rt));
+    int world = dt_runtime_size(rt), rank = dt_runtime_rank(rt);
+    dt_gpt_config cfg;
+    CHECK(dt_gpt_config_preset(a.config, &cfg));
+    int64_t seq = a.seq > 0 ? a.seq : cfg.max_seq_len;
+    dt_token_data *data = NULL;
+    CHECK(dt_token_data_open(a.data, &data));
+    dt_module *model = NULL;
+    CHECK(dt_gpt_create(&cfg, 1234, &model));
+    dt_mesh *mesh = NULL;
+    if (world > 1) {
+        const char *names[1] = {"tp"};
+        dt_plan *plan = NULL;
+        CHECK(dt_mesh_create(rt, 1, &world, names, &mesh));
+        CHECK(dt_plan_gpt_default(false, &plan));
+        CHECK(dt_parallelize_module(model, mesh, plan, "tp"));
+        dt_plan_destroy(plan);
+    }
+    dt_optim *opt = NULL;
+    dt_sgd_params sp = {.field_mask = DT_SGD_PARAM_FIELD_LR, .lr = a.lr};
+    CHECK(dt_optim_sgd_create(model, &sp, &opt));
+    const char *env = getenv("DT_ALLOC");
+    const char *alloc = env != NULL && strcmp(env, "system") == 0 ? "system" : "caching";
+    dt_runtime_info info;
+    CHECK(dt_runtime_info_get(&info));
+    if (rank == 0)
+        printf("dtensor gpt %s: tp=%d, batch %lld x seq %lld, sgd lr %g, alloc %s, kernel %s, "
+               "%d thread(s) per rank\n", a.config, world, (long long)a.batch, (long long)seq, a.lr,
+               alloc, info.blas_kernel, info.num_threads);
+
+    dt_comm *wc = dt_runtime_world(rt);
+    enum { NF = 3 }; /* per step: wall seconds, faults, CPU seconds */
+    double mine[MAX_STEPS][NF], all_steps[MAX_STEPS], all_cpu[MAX_STEPS], loss = 0.0;
+    double *gathered = malloc(sizeof(double) * NF * MAX_STEPS * (size_t)world);
+    if (gathered == NULL) return 1;
+    for (int64_t s = 0; s < a.steps; s++) {
+        CHECK(dt_comm_barrier(wc, NULL)); /* every rank starts the step together */
+        double f0 = minor_faults(), c0 = cpu_s(), t0 = now_s();
+        loss = train_step(&a, model, opt, data, s, seq);
+        mine[s][0] = now_s() - t0;
+        mine[s][1] = minor_faults() - f0;
+        mine[s][2] = cpu_s() - c0;
+    }
+    CHECK(dt_comm_allgather(wc, mine, gathered, NF * (size_t)a.steps, DT_DTYPE_F64, NULL));
+    dt_memory_stats ms;
+    CHECK(dt_memory_stats_get(dt_device_cpu(), &ms));
+    double peak = (double)ms.total_peak, peaks_max = 0.0;
+    double *peaks = malloc(sizeof(double) * (size_t)world);
+    if (peaks == NULL) return 1;
+    CHECK(dt_comm_allgather(wc, &peak, peaks, 1, DT_DTYPE_F64, NULL));
+    for (int r = 0; r < world; r++)
+        peaks_max = peaks[r] > peaks_max ? peaks[r] : peaks_max;
+    if (rank == 0) {
+        double faults_first = 0.0, faults_rest = 0.0;
+        for (int64_t s = 0; s < a.steps; s++) {
+            double t = 0.0, f = 0.0, c = 0.0; /* the largest of the ranks */
+            for (int r = 0; r < world; r++) {
+                const double *v = gathered + (size_t)r * NF * (size_t)a.steps + NF * (size_t)s;
+                t = v[0] > t ? v[0] : t;
+                f = v[1] > f ? v[1] : f;
+                c = v[2] > c ? v[2] : c;
+            }
+            printf("step %lld: %.1f ms, cpu %.1f ms, %.0f minor faults (largest of the ranks)\n",
+                   (long long)s + 1, 1e3 * t, 1e3 * c, f);
+            all_steps[s] = t;
+            all_cpu[s] = c;
+            if (s == 0) faults_first = f;
+            else faults_rest += f;
+        }
+        int64_t n = a.steps - 1;
+        printf("RESULT impl=dtensor alloc=%s world=%d step_ms=%.1f cpu_ms=%.1f faults_first=%.0f "
+               "faults_per_step=%.1f peak_mib=%.1f loss=%.6f\n", alloc, world,
+               1e3 * median_after_first(all_steps, a.steps), 1e3 * median_after_first(all_cpu, a.steps),
+               faults_first, faults_rest / (double)n, peaks_max / 1048576.0, loss);
+        fflush(stdout);
+    }
+    free(peaks);
+    free(gathered);
+    CHECK(dt_comm_barrier(wc, NULL));
+    dt_optim_destroy(opt);
+    dt_module_destroy(model);
+    dt_mesh_release(mesh);
+    dt_token_data_close(data);
+    dt_runtime_destroy(rt);
+    return 0;
+}
