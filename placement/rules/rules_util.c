@@ -49,36 +49,102 @@ static dt_status grad_reduce_backward(dt_ag_node *node, dt_tensor *const *gy, dt
     return dt__dist_wrap(node->saved[0]->dist, gy[0], &gx[0]);
 }
 
-/* y = x forward; backward hands on the gradient as pending Partial(sum) over
- * the mesh dims in @p mask. */
-static dt_status grad_reduce(dt_spec *spec, const bool *mask, dt_tensor *x, dt_tensor **y)
+/* The pending layout of a gradient: @p spec's own (Partial read as Replicate)
+ * with Partial(sum) on the mesh dims of @p mask (new reference). */
+static dt_status pending_spec(const dt_spec *spec, const bool *mask, dt_spec **out)
 {
     dt_placement pl[DT__RL_MAX_MESH];
-    dt_ag_node *node = NULL;
-    dt_spec *pending = NULL;
-    dt_tensor *h = NULL, *a = NULL;
-    dt_status s;
     for (int k = 0; k < spec->mesh_ndim; k++) {
         pl[k] = spec->pl[k].kind == DT_PLACEMENT_PARTIAL ? dt_replicate() : spec->pl[k];
         if (mask[k])
             pl[k] = dt__rl_psum();
     }
-    DT_CHECK(dt__spec_like(spec, spec->mesh_ndim, pl, &pending));
-    DT_CHECK_GOTO(dt__ops_alias(x, &a), s, err_release);
-    DT_CHECK_GOTO(dt__dist_wrap(pending, NULL, &h), s, err_release);
-    DT_CHECK_GOTO(dt__ag_node_create("dist_grad_partial", grad_reduce_backward, 1, &x, &node), s,
-                  err_release);
-    node->saved[0] = h; /* keeps the spec and mesh alive */
-    node->n_saved = 1;
-    h = NULL;
-    DT_CHECK_GOTO(dt__ag_attach(node, 1, &a), s, err_release);
+    return dt__spec_like(spec, spec->mesh_ndim, pl, out);
+}
+
+/* Record @p node on @p x -> *y with saved handles over @p s0 (and @p s1). */
+static dt_status record(const char *name, dt_ag_backward_fn fn, dt_tensor *x, dt_spec *s0,
+                        dt_spec *s1, bool accepts, dt_tensor **y)
+{
+    dt_ag_node *node = NULL;
+    dt_tensor *h[2] = {0};
+    dt_status s;
+    if (*y == x) { /* the output needs its own handle */
+        dt_tensor *a = NULL;
+        DT_CHECK(dt__ops_alias(x, &a));
+        dt_tensor_release(*y);
+        *y = a;
+    }
+    DT_CHECK(dt__dist_wrap(s0, NULL, &h[0])); /* data-less: keep the specs and mesh alive */
+    if (s1 != NULL)
+        DT_CHECK_GOTO(dt__dist_wrap(s1, NULL, &h[1]), s, err_release);
+    DT_CHECK_GOTO(dt__ag_node_create(name, fn, 1, &x, &node), s, err_release);
+    node->saved[0] = h[0];
+    node->saved[1] = h[1];
+    node->n_saved = s1 != NULL ? 2 : 1;
+    node->accepts_dist_grad = accepts;
+    return dt__ag_attach(node, 1, y);
+err_release:
+    dt_tensor_release(h[0]);
+    dt_tensor_release(h[1]);
+    return s;
+}
+
+/* y = x forward; backward hands on the gradient as pending Partial(sum)
+ * (saved[0]'s spec) over the masked mesh dims. */
+static dt_status grad_reduce(dt_spec *spec, const bool *mask, dt_tensor *x, dt_tensor **y)
+{
+    dt_spec *pending = NULL;
+    dt_status s;
+    DT_CHECK(pending_spec(spec, mask, &pending));
+    *y = dt_tensor_retain(x);
+    s = record("dist_grad_partial", grad_reduce_backward, x, pending, NULL, false, y);
+    if (s != DT_OK) {
+        dt_tensor_release(*y);
+        *y = NULL;
+    }
     dt_spec_release(pending);
-    *y = a;
+    return s;
+}
+
+/* Backward of a redistribute whose output's gradient is partial on some mesh
+ * dims: from the pending layout (saved[0]) straight to the input's gradient
+ * layout (saved[1]) in one plan, so Partial -> Shard is one reduce-scatter. */
+static dt_status redist_partial_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
+{
+    const dt_spec *pending = node->saved[0]->dist, *gdst = node->saved[1]->dist;
+    dt__plan plan;
+    if (!dt__ag_input_needs_grad(node, 0))
+        return DT_OK;
+    if (gy[0]->dist != NULL) /* summed with other contributions upstream: its own layout */
+        return dt__rl_grad_redistribute(gy[0], gdst, &gx[0]);
+    DT_CHECK(dt__redist_plan(pending, gdst, &plan));
+    return dt__redist_exec(&plan, pending, gy[0], &gx[0]);
+}
+
+/* Redistribute shard @p x of @p src to @p dst, recording one node whose
+ * backward takes the gradient from its pending layout to src's. */
+static dt_status redist_partial(const dt_spec *src, dt_spec *dst, const bool *mask, dt_tensor *x,
+                                dt_tensor **y)
+{
+    dt_spec *pending = NULL, *gdst = NULL;
+    dt__plan plan;
+    dt_status s;
+    DT_CHECK(dt__redist_check("dt_redistribute", src, dst));
+    DT_CHECK(dt__redist_plan(src, dst, &plan));
+    DT_CHECK(dt__redist_exec(&plan, src, x, y));
+    DT_CHECK_GOTO(pending_spec(dst, mask, &pending), s, err_release);
+    DT_CHECK_GOTO(dt__spec_normalize_grad(src, &gdst), s, err_release);
+    DT_CHECK_GOTO(record("redistribute", redist_partial_backward, x, pending, gdst, true, y), s,
+                  err_release);
+    dt_spec_release(pending);
+    dt_spec_release(gdst);
     return DT_OK;
 err_release:
     dt_spec_release(pending);
-    dt_tensor_release(h);
-    dt_tensor_release(a);
+    dt_spec_release(gdst);
+    dt_tensor_release(*y);
+    *y = NULL;
     return s;
 }
 
@@ -89,37 +155,41 @@ dt_status dt__rl_prepare(const char *op, dt_tensor *x, dt_mesh *mesh, const dt_p
 {
     dt_placement cur[DT__RL_MAX_MESH];
     dt_spec *src = NULL, *dst = NULL;
-    dt_tensor *y = NULL, *z = NULL;
+    dt_tensor *y = NULL, *z = NULL, *xl = NULL;
     bool mask[DT__RL_MAX_MESH], any = false;
     dt_status s;
+    (void)op;
     if (x == NULL) {
         *local = NULL;
         return DT_OK;
     }
+    xl = x->dist != NULL ? x->local : x;
     dt__rl_placements(x, mesh, cur);
     bool same = true; /* the common case: nothing to move, no spec to build */
-    for (int k = 0; k < mesh->ndim; k++)
+    for (int k = 0; k < mesh->ndim; k++) {
         same = same && dt_placement_equal(cur[k], want[k]);
+        mask[k] = dt__rl_is_r(want[k]) && out_pl != NULL && !dt__rl_is_r(out_pl[k]) &&
+                  mesh->shape[k] > 1;
+        any = any || mask[k];
+    }
     if (x->dist != NULL)
         src = dt_spec_retain(x->dist);
     else
         DT_CHECK(dt_spec_create(mesh, mesh->ndim, cur, x->ndim, x->shape, x->dtype, &src));
     if (same) {
         dst = dt_spec_retain(src);
-        y = dt_tensor_retain(x->dist != NULL ? x->local : x);
+        y = dt_tensor_retain(xl);
+        if (any && dt__ag_should_record(1, &y)) { /* summed over consumers, reduced once */
+            DT_CHECK_GOTO(grad_reduce(dst, mask, y, &z), s, out);
+            dt_tensor_release(y);
+            y = z;
+        }
     } else {
         DT_CHECK_GOTO(dt__spec_like(src, mesh->ndim, want, &dst), s, out);
-        DT_CHECK_GOTO(dt__redist_local(src, dst, x->dist != NULL ? x->local : x, &y), s, out);
-    }
-    for (int k = 0; k < mesh->ndim; k++) {
-        mask[k] = dt__rl_is_r(want[k]) && out_pl != NULL && !dt__rl_is_r(out_pl[k]) &&
-                  mesh->shape[k] > 1;
-        any = any || mask[k];
-    }
-    if (any && dt__ag_should_record(1, &y)) {
-        DT_CHECK_GOTO(grad_reduce(dst, mask, y, &z), s, out);
-        dt_tensor_release(y);
-        y = z;
+        if (any && dt__ag_should_record(1, &xl)) /* one node: moved here, gradient back once */
+            DT_CHECK_GOTO(redist_partial(src, dst, mask, xl, &y), s, out);
+        else
+            DT_CHECK_GOTO(dt__redist_local(src, dst, xl, &y), s, out);
     }
     *local = y;
     y = NULL;

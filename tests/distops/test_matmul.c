@@ -209,6 +209,31 @@ static void test_sequence_parallel_block(void **state)
     assert_int_equal(ctx.gathers, w1);
     assert_int_equal(ctx.scatters, w1);
     assert_int_equal(ctx.total, 2 * w1);
+    /* backward: the gathered input's gradient is reduce-scattered straight back
+     * (no all-reduce + slice); the reduce-scatter's backward all-gathers; the
+     * two Replicate parameters (LayerNorm weight and bias) are all-reduced
+     * once each */
+    dt_tensor *ins[6], *y = NULL, *l = NULL;
+    for (int i = 0; i < 6; i++) {
+        dt_tensor *f = do_randn(c.ndim[i], c.shape[i], 50 + (uint64_t)i);
+        DO_OK(dt_distribute(f, m, 1, c.pl[i], &ins[i]));
+        DO_OK(dt_tensor_set_requires_grad(ins[i], true));
+        dt_tensor_release(f);
+    }
+    DO_OK(op_sp_block(ins, true, &ctx, &y));
+    DO_OK(dt_sum_all(y, &l));
+    dt_coll_stats st;
+    dt_mesh_coll_stats_reset(m);
+    DO_OK(dt_backward(l, NULL));
+    dt_mesh_coll_stats(m, &st);
+    assert_int_equal(st.count[DT_COLL_REDUCE_SCATTER], w1);
+    assert_int_equal(st.count[DT_COLL_ALLGATHER], w1);
+    assert_int_equal(st.count[DT_COLL_ALLREDUCE], 2 * w1);
+    assert_int_equal(dt_coll_stats_total(&st), 4 * w1);
+    for (int i = 0; i < 6; i++)
+        dt_tensor_release(ins[i]);
+    dt_tensor_release(y);
+    dt_tensor_release(l);
     dt_mesh_release(m);
 }
 
