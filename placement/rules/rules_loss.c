@@ -32,62 +32,133 @@ static int64_t target_at(const dt_tensor *t, int64_t i)
                              t->dtype);
 }
 
-/* saved[0]: logits [rows, cols] contiguous; saved[1]: targets; saved[2]: lse [rows]. */
-static dt_status pce_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
+/* Rows per block of the element-wise passes: temporaries stay ~64 KiB each. */
+static int64_t block_rows(int64_t cols)
 {
-    dt_tensor *x = node->saved[0], *t = node->saved[1], *lse = node->saved[2], *g = NULL;
-    int64_t rows = node->iv[0], cols = node->iv[1], vstart = node->iv[2], ignore = node->iv[3];
-    const dt_ag_meta *m = &node->inputs[0].meta;
-    if (!dt__ag_input_needs_grad(node, 0))
-        return DT_OK;
-    DT_CHECK(dt__ops_empty(m->ndim, m->shape, m->device, &g));
-    const float *xp = dt_tensor_data(x), *lp = dt_tensor_data(lse);
-    float *gp = dt_tensor_data(g);
-    double scale = (double)*(const float *)dt_tensor_data(gy[0]) / node->dv[0];
-    for (int64_t i = 0; i < rows; i++) {
-        int64_t tg = target_at(t, i);
-        bool skip = tg == ignore;
-        for (int64_t j = 0; j < cols; j++) {
-            double p = skip ? 0.0 : exp((double)xp[i * cols + j] - (double)lp[i]);
-            if (!skip && tg == vstart + j)
-                p -= 1.0;
-            gp[i * cols + j] = (float)(p * scale);
-        }
-    }
-    gx[0] = g;
-    return DT_OK;
+    int64_t b = 16384 / (cols > 0 ? cols : 1);
+    return b > 0 ? b : 1;
 }
 
-/* Forward on this rank's shard x [rows, cols] of the classes [vstart, vstart + cols). */
+/*
+ * out[r0 : r0+rb] = op2(exp(x[r0 : r0+rb] - c[r0 : r0+rb]), ...) block by block,
+ * with the kernels of x's device: tb/eb are [block_rows, cols] scratch. With
+ * @p rowsum, the row sums of the exponentials go to rowsum [rows, 1]; with
+ * @p scale_rows, out = exp(..) * scale_rows [rows, 1].
+ */
+static dt_status exp_rows(const dt_kernel_ops *k, dt_tensor *x, dt_tensor *c, dt_tensor *rowsum,
+                          dt_tensor *scale_rows, dt_tensor *out)
+{
+    int64_t rows = dt_tensor_shape(x)[0], cols = dt_tensor_shape(x)[1], blk = block_rows(cols);
+    int64_t bs[2] = {blk < rows ? blk : rows, cols};
+    dt_tensor *tb = NULL, *eb = NULL;
+    dt_status s = DT_OK;
+    if (rows == 0 || cols == 0)
+        return DT_OK;
+    DT_CHECK(dt__ops_empty(2, bs, x->device, &tb));
+    DT_CHECK_GOTO(dt__ops_empty(2, bs, x->device, &eb), s, out);
+    for (int64_t r0 = 0; r0 < rows && s == DT_OK; r0 += blk) {
+        int64_t rb = rows - r0 < blk ? rows - r0 : blk, sh[2] = {rb, cols};
+        dt_tensor *v[8] = {0}; /* xb, cb, cbe, tbv, ebv, sb, sbe, ob */
+        s = dt_tensor_narrow(x, 0, r0, rb, &v[0]);
+        if (s == DT_OK) s = dt_tensor_narrow(c, 0, r0, rb, &v[1]);
+        if (s == DT_OK) s = dt__ops_expand(v[1], 2, sh, &v[2]);
+        if (s == DT_OK) s = dt_tensor_narrow(tb, 0, 0, rb, &v[3]);
+        if (s == DT_OK) s = dt_tensor_narrow(eb, 0, 0, rb, &v[4]);
+        if (s == DT_OK) s = k->binary(DT_BINARY_SUB, v[0], v[2], v[3]);
+        if (s == DT_OK) s = k->unary(DT_UNARY_EXP, v[3], 0.0f, v[4]);
+        if (s == DT_OK && rowsum != NULL) {
+            s = dt_tensor_narrow(rowsum, 0, r0, rb, &v[5]);
+            if (s == DT_OK) s = k->reduce(DT_REDUCE_KIND_SUM, v[4], 1, v[5], NULL);
+        }
+        if (s == DT_OK && out != NULL) {
+            s = dt_tensor_narrow(scale_rows, 0, r0, rb, &v[5]);
+            if (s == DT_OK) s = dt__ops_expand(v[5], 2, sh, &v[6]);
+            if (s == DT_OK) s = dt_tensor_narrow(out, 0, r0, rb, &v[7]);
+            if (s == DT_OK) s = k->binary(DT_BINARY_MUL, v[4], v[6], v[7]);
+        }
+        dt__ops_release_all(8, v);
+    }
+out:
+    dt_tensor_release(tb);
+    dt_tensor_release(eb);
+    return s;
+}
+
+/* saved[0]: logits [rows, cols] contiguous; saved[1]: targets; saved[2]: lse [rows, 1].
+ * glogits = (softmax - onehot) * g / count, zero rows for ignored targets. */
+static dt_status pce_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
+{
+    dt_tensor *x = node->saved[0], *t = node->saved[1], *lse = node->saved[2];
+    dt_tensor *g = NULL, *g2 = NULL, *sr = NULL;
+    int64_t rows = node->iv[0], cols = node->iv[1], vstart = node->iv[2], ignore = node->iv[3];
+    int64_t s2[2] = {rows, cols}, s1[2] = {rows, 1};
+    const dt_ag_meta *m = &node->inputs[0].meta;
+    const dt_kernel_ops *k = NULL;
+    dt_status s;
+    if (!dt__ag_input_needs_grad(node, 0))
+        return DT_OK;
+    DT_CHECK(dt__ops_kernels(node->name, m->device, DT_KOP_UNARY, &k));
+    DT_CHECK(dt__ops_empty(m->ndim, m->shape, m->device, &g));
+    DT_CHECK_GOTO(dt_tensor_view(g, 2, s2, &g2), s, err);
+    DT_CHECK_GOTO(dt__ops_empty(2, s1, m->device, &sr), s, err);
+    float scale = (float)((double)*(const float *)dt_tensor_data(gy[0]) / node->dv[0]);
+    float *srp = dt_tensor_data(sr);
+    for (int64_t i = 0; i < rows; i++)
+        srp[i] = target_at(t, i) == ignore ? 0.0f : scale;
+    DT_CHECK_GOTO(exp_rows(k, x, lse, NULL, sr, g2), s, err);
+    float *gp = dt_tensor_data(g2);
+    for (int64_t i = 0; i < rows; i++) { /* minus the one-hot, on the rank owning the class */
+        int64_t tg = target_at(t, i);
+        if (tg != ignore && tg >= vstart && tg < vstart + cols)
+            gp[i * cols + (tg - vstart)] -= scale;
+    }
+    dt_tensor_release(sr);
+    dt_tensor_release(g2);
+    gx[0] = g;
+    return DT_OK;
+err:
+    dt_tensor_release(sr);
+    dt_tensor_release(g2);
+    dt_tensor_release(g);
+    return s;
+}
+
+/* Forward on this rank's shard x [rows, cols] of the classes [vstart, vstart + cols):
+ * lse [rows, 1] and the sum of the counted rows' losses. */
 static dt_status pce_forward(const pce_args *a, dt_comm *comm, dt_mesh *mesh, dt_tensor *x,
                              dt_tensor *t, dt_tensor *lse, double *sum)
 {
-    int64_t rows = a->rows, cols = a->cols;
+    int64_t rows = a->rows, cols = a->cols, s1[2] = {rows, 1};
     const float *xp = dt_tensor_data(x);
-    float *lp = dt_tensor_data(lse);
-    float *buf = malloc(sizeof(float) * (size_t)(3 * rows + 1));
-    dt_status s = DT_OK;
-    if (buf == NULL)
-        return DT_ERR(DT_ERR_NO_MEMORY, "dt_cross_entropy: %lld rows", (long long)rows);
-    float *mx = buf, *acc = buf + rows; /* acc: [sum exp | target logit] */
-    for (int64_t i = 0; i < rows; i++) {
-        float v = -INFINITY;
-        for (int64_t j = 0; j < cols; j++)
-            v = xp[i * cols + j] > v ? xp[i * cols + j] : v;
-        mx[i] = v;
+    float *lp = dt_tensor_data(lse), *acc = NULL;
+    const dt_kernel_ops *k = NULL;
+    dt_tensor *mx = NULL, *se = NULL;
+    dt_status s;
+    DT_CHECK(dt__ops_kernels("dt_cross_entropy", x->device, DT_KOP_REDUCE, &k));
+    DT_CHECK(dt__ops_empty(2, s1, x->device, &mx));
+    DT_CHECK_GOTO(dt__ops_zeros(2, s1, x->device, &se), s, out);
+    acc = malloc(sizeof(float) * (size_t)(2 * rows + 1)); /* [sum exp | target logit] */
+    if (acc == NULL) {
+        s = DT_ERR(DT_ERR_NO_MEMORY, "dt_cross_entropy: %lld rows", (long long)rows);
+        goto out;
     }
+    float *mp = dt_tensor_data(mx);
+    if (cols > 0 && rows > 0)
+        DT_CHECK_GOTO(k->reduce(DT_REDUCE_KIND_MAX, x, 1, mx, NULL), s, out);
+    else
+        for (int64_t i = 0; i < rows; i++)
+            mp[i] = -INFINITY;
     if (comm != NULL && rows > 0) {
-        DT_CHECK_GOTO(dt_comm_allreduce(comm, mx, mx, (size_t)rows, DT_DTYPE_F32,
+        DT_CHECK_GOTO(dt_comm_allreduce(comm, mp, mp, (size_t)rows, DT_DTYPE_F32,
                                         DT_REDUCE_OP_MAX, NULL),
                       s, out);
         dt__mesh_count_coll(mesh, DT_COLL_ALLREDUCE, rows * 4);
     }
+    DT_CHECK_GOTO(exp_rows(k, x, mx, se, NULL, NULL), s, out);
+    const float *sp = dt_tensor_data(se);
     for (int64_t i = 0; i < rows; i++) {
-        double se = 0.0;
         int64_t tg = target_at(t, i);
-        for (int64_t j = 0; j < cols; j++)
-            se += exp((double)xp[i * cols + j] - (double)mx[i]);
-        acc[i] = (float)se;
+        acc[i] = sp[i];
         acc[rows + i] = tg >= a->vstart && tg < a->vstart + cols && tg != a->ignore
                             ? xp[i * cols + (tg - a->vstart)]
                             : 0.0f;
@@ -100,13 +171,16 @@ static dt_status pce_forward(const pce_args *a, dt_comm *comm, dt_mesh *mesh, dt
     }
     double total = 0.0;
     for (int64_t i = 0; i < rows; i++) {
-        lp[i] = (float)((double)mx[i] + log((double)acc[i]));
+        lp[i] = (float)((double)mp[i] + log((double)acc[i]));
         if (target_at(t, i) != a->ignore)
             total += (double)lp[i] - (double)acc[rows + i];
     }
     *sum = total;
+    s = DT_OK;
 out:
-    free(buf);
+    free(acc);
+    dt_tensor_release(mx);
+    dt_tensor_release(se);
     return s;
 }
 
@@ -164,7 +238,8 @@ static dt_status pce_local(const pce_args *a, dt_comm *comm, dt_mesh *mesh, dt_t
     DT_CHECK(dt__ops_contiguous(ll, &xc));
     DT_CHECK_GOTO(dt_tensor_view(xc, 2, s2, &x2), s, out);
     DT_CHECK_GOTO(dt__ops_contiguous(lt, &tc), s, out);
-    DT_CHECK_GOTO(dt__ops_empty(1, &a->rows, ll->device, &lse), s, out);
+    int64_t s1[2] = {a->rows, 1};
+    DT_CHECK_GOTO(dt__ops_empty(2, s1, ll->device, &lse), s, out);
     DT_CHECK_GOTO(pce_forward(a, comm, mesh, x2, tc, lse, &sum), s, out);
     DT_CHECK_GOTO(dt__ops_empty(0, s2, ll->device, &y), s, out);
     /* NaN when no target counts anywhere, as PyTorch */

@@ -153,9 +153,10 @@ static void test_parallel_cross_entropy_memory(void **state)
     int64_t local_bytes = dt_tensor_numel(dt_to_local(x)) * 4;
     print_message("parallel CE: activation peak grew %lld bytes (local logits %lld, full %lld)\n",
                   (long long)grown, (long long)local_bytes, (long long)full_bytes);
-    /* the local gradient shard is the biggest thing allocated: one shard, never the full */
-    assert_true(grown <= local_bytes + 64 * 1024);
-    assert_true(grown < full_bytes / 2 + 64 * 1024);
+    /* the local gradient shard is the biggest thing allocated (plus bounded
+     * scratch of the row blocks): one shard; gathering would need the full */
+    assert_true(grown <= local_bytes + 160 * 1024);
+    assert_true(grown < full_bytes * 3 / 4);
     assert_non_null(dt_tensor_grad(x));
     assert_int_equal(dt_tensor_numel(dt_tensor_grad(x)), dt_tensor_numel(dt_to_local(x)));
     dt_tensor_release(loss);
