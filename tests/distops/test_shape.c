@@ -200,12 +200,32 @@ static void test_attention_local_heads(void **state)
     dt_mesh_release(m);
 }
 
+/* The same attention on dp x tp = 2x2: batch over dp, heads over tp. */
+static void test_attention_dp_tp(void **state)
+{
+    (void)state;
+    if (do_world() != 4)
+        skip();
+    dt_mesh *m = NULL;
+    int shape[2] = {2, 2};
+    DO_OK(dt_mesh_create(do_rt, 2, shape, NULL, &m));
+    attn_ctx ctx = {.mesh = m};
+    do_case c = {.name = "attention dp x tp", .n = 5, .ndim = {3, 2, 2, 2, 2},
+                 .shape = {{AB, AT, AD}, {AD, AD}, {AD, AD}, {AD, AD}, {AD, AD}},
+                 .pl = {{S(0), R}, {R, S(0)}, {R, S(0)}, {R, S(0)}, {R, S(1)}},
+                 .op = op_attention, .ctx = &ctx, .n_out_pl = 2, .out_pl = {S(0), P}};
+    do_run(m, &c, 9100);
+    assert_int_equal(ctx.comms, 0);
+    dt_mesh_release(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reshape),
         cmocka_unit_test(test_views),
         cmocka_unit_test(test_attention_local_heads),
+        cmocka_unit_test(test_attention_dp_tp),
     };
     return cmocka_run_group_tests(tests, do_setup, do_teardown);
 }
