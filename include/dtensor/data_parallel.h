@@ -40,9 +40,10 @@
  * gradient is complete and starts its reduction (non-blocking). When the last
  * such node of the forward has run, the reductions are waited for and the
  * gradients installed on the slots' tensors (accumulated into existing ones).
- * Hence: every parameter used in a forward must receive a gradient in its
- * backward (PyTorch's find_unused_parameters=False), and the graph must not
- * outlive the model.
+ * A parameter no recorded op consumed in the forward is counted out when the
+ * forward ends (DDP: zeros in its bucket; ZeRO: no gradient), as PyTorch's
+ * find_unused_parameters; every rank must use the same parameters. One
+ * forward per backward, and the graph must not outlive the model.
  *
  * Order: parallelize for tp first (dt_parallelize_module), then
  * dt_fully_shard / dt_ddp_apply, then create the optimizer.

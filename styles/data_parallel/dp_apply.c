@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/node.h"
 #include "core/error.h"
 #include "nn/module_impl.h"
 #include "styles/data_parallel/dp_impl.h"
@@ -58,7 +59,10 @@ static void state_free(dp_state *s)
         param_free(&s->p[i]);
     for (int i = 0; i < s->n_units; i++)
         free(s->u[i].idx);
-    free(s->p), free(s->u), free(s->b), free(s->order);
+    for (int i = 0; s->fwd_nodes != NULL && i < s->n_params; i++)
+        if (s->fwd_nodes[i] != NULL)
+            dt__ag_node_release(s->fwd_nodes[i]);
+    free(s->p), free(s->u), free(s->b), free(s->order), free(s->fwd_nodes);
     dt_mesh_release(s->mesh);
     free(s);
 }
@@ -355,7 +359,7 @@ static dt_status root_post(dt_module *m, dt_tensor **out, void *user)
     dp_state *s = user;
     DT_CHECK(unit_exit(s, 0, out));
     s->order_known = true;
-    return DT_OK;
+    return dp__forward_done(s);
 }
 
 static dt_status unit_pre(dt_module *m, int n_in, dt_tensor **in, void *user)
@@ -421,6 +425,11 @@ static dt_status state_create(dt_module *root, dt_mesh *mesh, const char *dp_dim
     DT_CHECK_GOTO(dt_module_foreach_param(root, collect, &c), st, err_state);
     for (int i = 0; i < s->n_params; i++)
         DT_CHECK_GOTO(shard_param(s, &s->p[i]), st, err_state);
+    s->fwd_nodes = calloc((size_t)s->n_params + 1, sizeof(*s->fwd_nodes));
+    if (s->fwd_nodes == NULL) {
+        st = DT_ERR(DT_ERR_NO_MEMORY, "dt_fully_shard: no memory for %d nodes", s->n_params);
+        goto err_state;
+    }
     DT_CHECK_GOTO(make_units(s, root, DT_PARAM_VALUE(prm, units, DT_FSDP_PARAM_FIELD_UNITS, NULL)),
                   st, err_state);
     if (s->stage == DT_DP_DDP)

@@ -261,6 +261,40 @@ static dt_status param_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tenso
     return progress(s);
 }
 
+dt_status dp__forward_done(dp_state *s)
+{
+    dt_status st = DT_OK;
+    int unused = 0;
+    for (int i = 0; i < s->n_params; i++) {
+        dt_ag_node *node = s->fwd_nodes[i];
+        if (node == NULL)
+            continue;
+        s->fwd_nodes[i] = NULL;
+        /* only our reference left: no recorded op took the parameter as input */
+        bool used = atomic_load(&node->refcount) > 1;
+        dt__ag_node_release(node);
+        if (used || st != DT_OK)
+            continue;
+        unused++;
+        s->pending--;
+        if (s->stage == DT_DP_DDP) { /* its bucket still needs all its entries */
+            dp_param *p = &s->p[i];
+            dp_bucket *b = &s->b[p->bucket];
+            if (b->buf == NULL)
+                st = new_grad(1, &b->numel, &b->buf);
+            if (st == DT_OK) {
+                memset((float *)dt_tensor_data(b->buf) + p->boff, 0,
+                       (size_t)dt_tensor_numel(dp__local(p->slot)) * sizeof(float));
+                b->n_ready++;
+                st = ddp_post_ready(s);
+            }
+        }
+    }
+    if (st == DT_OK && unused > 0 && s->pending == 0) /* nothing left for backward to do */
+        st = finish(s);
+    return st;
+}
+
 dt_status dp__param_for_forward(dp_state *s, int i, dt_tensor **out)
 {
     dp_param *p = &s->p[i];
@@ -275,6 +309,9 @@ dt_status dp__param_for_forward(dp_state *s, int i, dt_tensor **out)
                       err_view);
         node->iv[0] = i;
         node->iv[1] = (int64_t)(intptr_t)s;
+        if (s->fwd_nodes[i] != NULL)
+            dt__ag_node_release(s->fwd_nodes[i]);
+        s->fwd_nodes[i] = dt__ag_node_retain(node); /* to see at the end whether it is used */
         DT_CHECK_GOTO(dt__ag_attach(node, 1, &view), st, err_view);
         s->pending++;
     }

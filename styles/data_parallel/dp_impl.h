@@ -73,6 +73,7 @@ typedef struct dp_state {
     int n_buckets, next_post;
     dp_bucket *b;
     int pending; /* nodes of the current forward whose backward has not run */
+    struct dt_autograd_node **fwd_nodes; /* [n_params] this forward's node per parameter */
     int *order, n_order; /* ZeRO-3 units in forward order (learnt at the first forward) */
     bool order_known;
     int refs; /* one per hook holding the state */
@@ -109,6 +110,9 @@ dt_status dp__param_for_forward(dp_state *s, int i, dt_tensor **out);
 dt_status dp__wrap_unit_output(dp_state *s, int u, dt_tensor **out);
 /* Forget reductions of a forward that had no backward. */
 void dp__grads_reset(dp_state *s);
+/* End of forward: parameters whose node no op consumed get no gradient in this
+ * backward; count them out now (DDP: they enter their bucket as zeros). */
+dt_status dp__forward_done(dp_state *s);
 
 /* dp_pack.c: piece r of dim k = [outer, klen[r], inner] */
 void dp__pack(const dp_param *p, const float *full, float *packed);

@@ -241,6 +241,55 @@ static void check_state(dt_dp_stage stage)
 static void test_state_zero1(void **state) { (void)state; check_state(DT_DP_ZERO1); }
 static void test_state_zero3(void **state) { (void)state; check_state(DT_DP_ZERO3); }
 
+/* a module whose forward uses child "a" only ("b" gets no gradient) */
+static dt_status only_a(dt_module *m, int n, dt_tensor *const *in, dt_tensor **out)
+{
+    return dt_module_forward(dt_module_child(m, "a"), n, in, out);
+}
+static const dt_module_ops only_a_ops = {.type_name = "OnlyA", .forward = only_a};
+
+static void check_unused(dt_dp_stage stage)
+{
+    dt_mesh *mesh = dp_mesh();
+    dt_module *m = NULL, *a = NULL, *b = NULL;
+    DP_OK(dt_module_create(&only_a_ops, NULL, &m));
+    DP_OK(dt_linear_create(8, 4, true, &a));
+    DP_OK(dt_module_add_child(m, "a", a));
+    DP_OK(dt_linear_create(8, 4, true, &b));
+    DP_OK(dt_module_add_child(m, "b", b));
+    DP_OK(dt_param_init(dt_module_param(a, "weight"), "a.weight", 1, 0.5, 0.0));
+    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE, .stage = stage};
+    DP_OK(dt_fully_shard(m, mesh, "dp", &fp));
+    dt_optim *o = NULL;
+    DP_OK(dt_optim_sgd_create(m, NULL, &o));
+    int64_t xs[2] = {3, 8}, n = 3;
+    dt_tensor *x = NULL, *y = NULL, *out = NULL, *loss = NULL;
+    DP_OK(dt_tensor_empty(2, xs, DT_DTYPE_F32, dt_device_cpu(), &x));
+    DP_OK(dt_tensor_fill_normal(x, 0.0, 1.0, 7 + (uint64_t)dt_mesh_rank(mesh), NULL, NULL));
+    DP_OK(dt_tensor_zeros(1, &n, DT_DTYPE_I64, dt_device_cpu(), &y));
+    for (int s = 0; s < 2; s++) {
+        dt_optim_zero_grad(o);
+        DP_OK(dt_module_call(m, x, &out));
+        DP_OK(dt_nn_cross_entropy(out, y, &loss));
+        DP_OK(dt_backward(loss, NULL)); /* must not wait for b's gradient */
+        assert_non_null(dt_tensor_grad(dt_module_param(a, "weight")));
+        if (stage == DT_DP_DDP) /* DDP: b's bucket entries are zeros */
+            assert_non_null(dt_tensor_grad(dt_module_param(b, "weight")));
+        else
+            assert_null(dt_tensor_grad(dt_module_param(b, "weight")));
+        DP_OK(dt_optim_step(o));
+        dt_tensor_release(out), dt_tensor_release(loss);
+    }
+    dt_tensor_release(x), dt_tensor_release(y);
+    dt_optim_destroy(o);
+    dt_module_destroy(m);
+    dt_mesh_release(mesh);
+}
+
+static void test_unused_ddp(void **state) { (void)state; check_unused(DT_DP_DDP); }
+static void test_unused_zero2(void **state) { (void)state; check_unused(DT_DP_ZERO2); }
+static void test_unused_zero3(void **state) { (void)state; check_unused(DT_DP_ZERO3); }
+
 /* units given by pattern (the rest stays with the root), no prefetch */
 static void test_units_no_prefetch(void **state)
 {
@@ -278,6 +327,9 @@ int main(void)
         cmocka_unit_test(test_units_no_prefetch),
         cmocka_unit_test(test_state_zero1),
         cmocka_unit_test(test_state_zero3),
+        cmocka_unit_test(test_unused_ddp),
+        cmocka_unit_test(test_unused_zero2),
+        cmocka_unit_test(test_unused_zero3),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
