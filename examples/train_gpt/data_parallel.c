@@ -32,6 +32,8 @@ dt_status train_dp_apply(train_parallel *p, const char *style, int64_t batch, dt
                           style);
         return DT_OK;
     }
+    if (style == NULL && dt_comm_size(c) == 1)
+        return DT_OK; /* dp=1 and nothing asked: plain tensor parallelism */
     dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_GRAD_SCALE};
     DT_CHECK(dt_dp_stage_parse(style != NULL ? style : "zero2", &fp.stage));
     int64_t lo = 0, hi = 0;

@@ -10,7 +10,8 @@
 
 /*
  * After tensor parallelism: when the mesh has a "dp" dim, make @p model data
- * parallel over it with @p style (NULL: zero2), each rank's gradient weighted
+ * parallel over it with @p style (NULL: zero2, or nothing when dp has size 1),
+ * each rank's gradient weighted
  * by its share of the global batch @p batch. A style without a dp dim (or
  * without a mesh) is an error naming it.
  */
