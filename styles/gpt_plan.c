@@ -30,6 +30,11 @@ static const char gpt_plan_sp[] =
     "norm = sequence\n"
     "output = colwise(input=S(1), output=S(-1), local=false)\n";
 
+const char *dt_plan_gpt_default_text(bool sequence_parallel)
+{
+    return sequence_parallel ? gpt_plan_sp : gpt_plan_tp;
+}
+
 dt_status dt_plan_gpt_default(bool sequence_parallel, dt_plan **out)
 {
     DT_ARG_NOT_NULL(out);

@@ -198,12 +198,15 @@ DT_API dt_status dt_plan_load(const char *path, dt_plan **out);
  * gpt.md): tok_embeddings rowwise, attention wq|wk|wv colwise, wo rowwise,
  * feed_forward w1 colwise, w2 rowwise, output colwise with S(-1) logits kept
  * distributed. With @p sequence_parallel: the norms are SequenceParallel,
- * tok_embeddings and the rowwise layers leave S(1), pos_embeddings' output is
- * sliced to S(0) (positions follow the sequence shards), attention and
- * feed_forward all-gather their S(1) input once (prepare_input), and the
- * output layer takes S(1).
+ * tok_embeddings and the rowwise layers reduce-scatter to S(1) and keep the
+ * residual stream a distributed S(1) tensor (local=false), pos_embeddings'
+ * output is sliced to S(0) (positions follow the sequence shards), attention
+ * and feed_forward all-gather their S(1) input once (prepare_input), and the
+ * output layer takes S(1). The text of either plan: dt_plan_gpt_default_text.
  */
 DT_API dt_status dt_plan_gpt_default(bool sequence_parallel, dt_plan **out);
+/** The plan text dt_plan_gpt_default parses (static, borrowed): a start for --plan files. */
+DT_API const char *dt_plan_gpt_default_text(bool sequence_parallel);
 
 /**
  * Collective over the @p tp_dim slice of @p mesh (parameters are distributed

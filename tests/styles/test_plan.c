@@ -43,6 +43,12 @@ static void test_parse_default_plans(void **state)
     dt_style_format(dt_plan_style_at(p, 3), buf, sizeof(buf));
     assert_string_equal(buf, "prepare_input(input=S(1), desired=R)");
     dt_plan_destroy(p);
+    /* the text form parses to the same plan (a start for --plan files) */
+    ST_OK(dt_plan_parse(dt_plan_gpt_default_text(true), &p));
+    assert_int_equal(dt_plan_size(p), 12);
+    dt_style_format(dt_plan_style_at(p, 0), buf, sizeof(buf));
+    assert_string_equal(buf, "rowwise(input=R, output=S(1), local=false)");
+    dt_plan_destroy(p);
 }
 
 static void test_parse_forms(void **state)
