@@ -15,13 +15,13 @@
 
 #include "dtensor.h"
 
-#define TRY(call)                                                                          \
-    do {                                                                                   \
-        dt_status try_s_ = (call);                                                         \
-        if (try_s_ != DT_OK) {                                                             \
-            fprintf(stderr, "zero_bench: %s: %s\n", dt_status_str(try_s_), dt_last_error()); \
-            goto out;                                                                      \
-        }                                                                                  \
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        dt_status try_s_ = (call);                                                                 \
+        if (try_s_ != DT_OK) {                                                                     \
+            fprintf(stderr, "zero_bench: %s: %s\n", dt_status_str(try_s_), dt_last_error());       \
+            goto out;                                                                              \
+        }                                                                                          \
     } while (0)
 
 #define N_STYLES 4
@@ -84,8 +84,10 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--seq") == 0)
             seq = atoll(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: %s [--mesh DPxTP] [--config tiny|small] [--layers L] "
-                            "[--steps S] [--batch B] [--seq T]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--mesh DPxTP] [--config tiny|small] [--layers L] "
+                    "[--steps S] [--batch B] [--seq T]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -95,8 +97,10 @@ int main(int argc, char **argv)
     dt_plan *plan = NULL;
     dt_token_data *data = NULL;
     dt_tensor *x = NULL, *y = NULL;
-    bench_style st[N_STYLES] = {{.stage = DT_DP_DDP}, {.stage = DT_DP_ZERO1},
-                                {.stage = DT_DP_ZERO2}, {.stage = DT_DP_ZERO3}};
+    bench_style st[N_STYLES] = {{.stage = DT_DP_DDP},
+                                {.stage = DT_DP_ZERO1},
+                                {.stage = DT_DP_ZERO2},
+                                {.stage = DT_DP_ZERO3}};
     dt_gpt_config cfg;
     TRY(dt_init(NULL, &rt));
     rank = dt_runtime_rank(rt);
@@ -137,8 +141,8 @@ int main(int argc, char **argv)
             double t0 = now_s();
             TRY(one_step(&st[k], x, y));
             double dt = now_s() - t0;
-            TRY(dt_comm_allreduce(dt_runtime_world(rt), &dt, &dt, 1, DT_DTYPE_F64,
-                                  DT_REDUCE_OP_MAX, NULL));
+            TRY(dt_comm_allreduce(dt_runtime_world(rt), &dt, &dt, 1, DT_DTYPE_F64, DT_REDUCE_OP_MAX,
+                                  NULL));
             st[k].total += dt;
             if (dt < st[k].best)
                 st[k].best = dt;

@@ -23,21 +23,20 @@
 
 #include "dtensor.h"
 
-#define TRY(call)                                                                          \
-    do {                                                                                   \
-        dt_status try_s_ = (call);                                                         \
-        if (try_s_ != DT_OK) {                                                             \
-            fprintf(stderr, "huge_classes: %s: %s\n", dt_status_str(try_s_),               \
-                    dt_last_error());                                                      \
-            goto out;                                                                      \
-        }                                                                                  \
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        dt_status try_s_ = (call);                                                                 \
+        if (try_s_ != DT_OK) {                                                                     \
+            fprintf(stderr, "huge_classes: %s: %s\n", dt_status_str(try_s_), dt_last_error());     \
+            goto out;                                                                              \
+        }                                                                                          \
     } while (0)
 
-#define CHECK(call)                                                                        \
-    do {                                                                                   \
-        dt_status chk_s_ = (call);                                                         \
-        if (chk_s_ != DT_OK)                                                               \
-            return chk_s_;                                                                 \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        dt_status chk_s_ = (call);                                                                 \
+        if (chk_s_ != DT_OK)                                                                       \
+            return chk_s_;                                                                         \
     } while (0)
 
 typedef struct hc_args {
@@ -55,8 +54,8 @@ static double now_s(void)
 
 static int parse(int argc, char **argv, hc_args *a)
 {
-    *a = (hc_args){.classes = 1048576, .hidden = 512, .batch = 32, .steps = 5, .lr = 0.1,
-                   .seed = 1234};
+    *a = (hc_args){
+        .classes = 1048576, .hidden = 512, .batch = 32, .steps = 5, .lr = 0.1, .seed = 1234};
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(k, "--help") == 0) {
@@ -101,8 +100,7 @@ static dt_status make_batch(const hc_args *a, int64_t step, dt_tensor **x, dt_te
 {
     int64_t xs[2] = {a->batch, a->hidden};
     CHECK(dt_tensor_empty(2, xs, DT_DTYPE_F32, dt_device_cpu(), x));
-    CHECK(dt_tensor_fill_normal(*x, 0.0, 1.0, a->seed + 7919 * (uint64_t)(step + 1), NULL,
-                                   NULL));
+    CHECK(dt_tensor_fill_normal(*x, 0.0, 1.0, a->seed + 7919 * (uint64_t)(step + 1), NULL, NULL));
     CHECK(dt_tensor_empty(1, &a->batch, DT_DTYPE_I64, dt_device_cpu(), y));
     int64_t *ids = dt_tensor_data(*y);
     uint64_t s = a->seed * 2654435761u + (uint64_t)step;
@@ -175,8 +173,8 @@ int main(int argc, char **argv)
     if (rank == 0)
         printf("huge_classes: %" PRId64 " classes x hidden %" PRId64 " on tp=%d (%.1f MiB of "
                "weight per rank), batch %" PRId64 "\n",
-               a.classes, a.hidden, tp,
-               (double)dt_module_param_bytes_local(head) / 1048576.0, a.batch);
+               a.classes, a.hidden, tp, (double)dt_module_param_bytes_local(head) / 1048576.0,
+               a.batch);
     double total = 0.0, loss = 0.0;
     for (int64_t s = 0; s < a.steps; s++) {
         double t0 = now_s();

@@ -126,8 +126,7 @@ DT_API dt_status dt_ddp_apply(dt_module *root, dt_mesh *mesh, const char *dp_dim
  * Errors: DT_ERR_NOT_FOUND when the optimizer has no such state (yet: states
  * exist from the first step) or @p i is out of range.
  */
-DT_API dt_status dt_optim_state_placed(const dt_optim *o, int i, const char *name,
-                                       dt_tensor **out);
+DT_API dt_status dt_optim_state_placed(const dt_optim *o, int i, const char *name, dt_tensor **out);
 
 /**
  * Collective over @p comm (NULL: only this rank): every rank's
@@ -138,8 +137,7 @@ DT_API dt_status dt_optim_state_placed(const dt_optim *o, int i, const char *nam
  * it receives, on every rank, comm-size snapshots in rank order (caller
  * allocates size entries).
  */
-DT_API dt_status dt_memory_report(dt_comm *comm, const char *title, FILE *f,
-                                  dt_memory_stats *rows);
+DT_API dt_status dt_memory_report(dt_comm *comm, const char *title, FILE *f, dt_memory_stats *rows);
 
 #ifdef __cplusplus
 }

@@ -198,8 +198,7 @@ static dt_status shard_param(dp_state *s, dp_param *p)
         st = dt_tensor_empty(p->ndim, p->lshape, DT_DTYPE_F32, dt_device_cpu(), &p->gathered);
     dt_memory_set_default_category(prev);
     if (st == DT_OK && !dt_tensor_is_contiguous(loc))
-        st = DT_ERR(DT_ERR_UNSUPPORTED, "dt_fully_shard: parameter '%s' is not contiguous",
-                    p->fqn);
+        st = DT_ERR(DT_ERR_UNSUPPORTED, "dt_fully_shard: parameter '%s' is not contiguous", p->fqn);
     if (st == DT_OK) {
         dp__slice(p, s->dp_rank, dt_tensor_data(loc), dt_tensor_data(piece));
         st = dt_tensor_set_requires_grad(piece, true);
@@ -265,8 +264,8 @@ static dt_status make_buckets(dp_state *s, size_t cap_bytes)
     for (int i = s->n_params - 1; i >= 0; i--) {
         dp_param *p = &s->p[i];
         int64_t n = dt_tensor_numel(dp__local(p->slot));
-        if (s->n_buckets == 0 || (s->b[s->n_buckets - 1].numel + n > cap &&
-                                  s->b[s->n_buckets - 1].n_params > 0))
+        if (s->n_buckets == 0 ||
+            (s->b[s->n_buckets - 1].numel + n > cap && s->b[s->n_buckets - 1].n_params > 0))
             s->n_buckets++;
         dp_bucket *b = &s->b[s->n_buckets - 1];
         p->bucket = s->n_buckets - 1;
@@ -433,10 +432,10 @@ static dt_status state_create(dt_module *root, dt_mesh *mesh, const char *dp_dim
     DT_CHECK_GOTO(make_units(s, root, DT_PARAM_VALUE(prm, units, DT_FSDP_PARAM_FIELD_UNITS, NULL)),
                   st, err_state);
     if (s->stage == DT_DP_DDP)
-        DT_CHECK_GOTO(make_buckets(s, DT_PARAM_VALUE(prm, bucket_bytes,
-                                                     DT_FSDP_PARAM_FIELD_BUCKET_BYTES,
-                                                     (size_t)4 << 20)),
-                      st, err_state);
+        DT_CHECK_GOTO(
+            make_buckets(s, DT_PARAM_VALUE(prm, bucket_bytes, DT_FSDP_PARAM_FIELD_BUCKET_BYTES,
+                                           (size_t)4 << 20)),
+            st, err_state);
     *out = s;
     return DT_OK;
 err_state:
@@ -457,14 +456,14 @@ dt_status dt_fully_shard(dt_module *root, dt_mesh *mesh, const char *dp_dim,
     for (int i = 0; i < s->n_params && st == DT_OK; i++)
         st = dt_module_param_set(s->p[i].owner, s->p[i].name, s->p[i].slot);
     s->refs = 1; /* ours, dropped below; each hook added holds one */
-#define DP_ADD_HOOK(call)                                                                     \
-    do {                                                                                      \
-        if (st == DT_OK) {                                                                    \
-            s->refs++;                                                                        \
-            st = (call);                                                                      \
-            if (st != DT_OK)                                                                  \
-                s->refs--;                                                                    \
-        }                                                                                     \
+#define DP_ADD_HOOK(call)                                                                          \
+    do {                                                                                           \
+        if (st == DT_OK) {                                                                         \
+            s->refs++;                                                                             \
+            st = (call);                                                                           \
+            if (st != DT_OK)                                                                       \
+                s->refs--;                                                                         \
+        }                                                                                          \
     } while (0)
     DP_ADD_HOOK(dt_module_add_pre_hook(root, root_pre, s, dp__state_unref));
     DP_ADD_HOOK(dt_module_add_post_hook(root, root_post, s, dp__state_unref));
@@ -477,8 +476,7 @@ dt_status dt_fully_shard(dt_module *root, dt_mesh *mesh, const char *dp_dim,
     return st;
 }
 
-dt_status dt_ddp_apply(dt_module *root, dt_mesh *mesh, const char *dp_dim,
-                       const dt_fsdp_params *p)
+dt_status dt_ddp_apply(dt_module *root, dt_mesh *mesh, const char *dp_dim, const dt_fsdp_params *p)
 {
     dt_fsdp_params q = {0};
     if (p != NULL)

@@ -64,7 +64,8 @@ static void scale(dt_tensor *t, double f)
 
 static dt_status ddp_post_ready(dp_state *s)
 {
-    while (s->next_post < s->n_buckets && s->b[s->next_post].n_ready == s->b[s->next_post].n_params) {
+    while (s->next_post < s->n_buckets &&
+           s->b[s->next_post].n_ready == s->b[s->next_post].n_params) {
         dp_bucket *b = &s->b[s->next_post];
         void *d = dt_tensor_data(b->buf);
         DT_CHECK(dt_comm_allreduce(s->dp, d, d, (size_t)b->numel, DT_DTYPE_F32, DT_REDUCE_OP_SUM,
@@ -246,7 +247,7 @@ static dt_status param_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tenso
 {
     dp_state *s = state_of(node);
     dp_param *p = &s->p[node->iv[0]];
-    gx[0] = NULL; /* the gradient is installed by finish() */
+    gx[0] = NULL;           /* the gradient is installed by finish() */
     scale(gy[0], s->scale); /* before the sum: the scale may differ between ranks */
     if (s->stage == DT_DP_DDP)
         DT_CHECK(ddp_ready(s, p, gy[0]));

@@ -23,23 +23,23 @@ typedef struct dp_param {
     int unit;
     /* the parameter as tensor parallelism left it: its spec (NULL when local) */
     dt_spec *tp_spec;
-    dt_tensor *slot;     /* what the slot holds between forwards (owned ref) */
+    dt_tensor *slot; /* what the slot holds between forwards (owned ref) */
     int ndim;
     int64_t lshape[DT_MAX_DIMS]; /* shape of the tp-local tensor the module computes on */
     /* dp sharding along dim k of the tp-local tensor (k < 0: replicated over dp) */
     int k;
-    int64_t outer, inner;   /* elements before / after dim k */
-    int64_t *klen, *koff;   /* [dp] piece of dim k held by each dp rank */
+    int64_t outer, inner;    /* elements before / after dim k */
+    int64_t *klen, *koff;    /* [dp] piece of dim k held by each dp rank */
     size_t *counts, *displs; /* [dp] elements of each piece, and its offset when k == 0 */
     /* gathered tp-local tensor (ZeRO); storage dropped between uses in ZeRO-3 */
     dt_tensor *gathered;
-    bool resident; /* gathered holds current values */
+    bool resident;   /* gathered holds current values */
     dt_tensor *recv; /* packed receive buffer of a k > 0 gather in flight */
     dt_work *gwork;  /* gather in flight */
     /* gradient reduction in flight */
     dt_work *rwork;
-    dt_tensor *rsrc;  /* the gradient sent (kept alive) */
-    dt_tensor *rdst;  /* the reduced gradient (ZeRO-2/3 sharded: the shard's) */
+    dt_tensor *rsrc; /* the gradient sent (kept alive) */
+    dt_tensor *rdst; /* the reduced gradient (ZeRO-2/3 sharded: the shard's) */
     bool rpending;
     /* DDP bucket */
     int bucket;
@@ -47,8 +47,8 @@ typedef struct dp_param {
 } dp_param;
 
 typedef struct dp_unit {
-    dt_module *m; /* NULL for the root unit 0 */
-    int n, *idx;  /* its parameters */
+    dt_module *m;    /* NULL for the root unit 0 */
+    int n, *idx;     /* its parameters */
     bool prefetched; /* a gather of the unit was posted and not yet completed */
 } dp_unit;
 

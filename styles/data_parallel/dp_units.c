@@ -85,8 +85,10 @@ dt_status dp__find_units(dt_module *root, const char *units, dt_module ***mods, 
             size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
             int before = c.n;
             c.pat = p, c.plen = len;
-            st = len == 0 ? DT_ERR(DT_ERR_INVALID_ARG, "dt_fully_shard: empty unit pattern in "
-                                                       "\"%s\"", units)
+            st = len == 0 ? DT_ERR(DT_ERR_INVALID_ARG,
+                                   "dt_fully_shard: empty unit pattern in "
+                                   "\"%s\"",
+                                   units)
                           : dt_module_foreach(root, visit, &c);
             if (st == DT_OK && c.n == before)
                 st = DT_ERR(DT_ERR_INVALID_ARG,

@@ -16,22 +16,22 @@
 
 #include "dtensor.h"
 
-#define DP_OK(call)                                                                    \
-    do {                                                                               \
-        dt_status dp_s_ = (call);                                                      \
-        if (dp_s_ != DT_OK)                                                            \
-            fail_msg("%s -> %s: %s", #call, dt_status_str(dp_s_), dt_last_error());    \
+#define DP_OK(call)                                                                                \
+    do {                                                                                           \
+        dt_status dp_s_ = (call);                                                                  \
+        if (dp_s_ != DT_OK)                                                                        \
+            fail_msg("%s -> %s: %s", #call, dt_status_str(dp_s_), dt_last_error());                \
     } while (0)
 
 typedef enum dp_optim { DP_SGD, DP_ADAMW } dp_optim;
 
 /* A run on a (dp, tp) mesh, or single-rank when mesh is NULL. */
 typedef struct dp_run {
-    dt_mesh *mesh;      /* (dp, tp) */
-    int stage;          /* dt_dp_stage, -1: no data parallelism */
+    dt_mesh *mesh;        /* (dp, tp) */
+    int stage;            /* dt_dp_stage, -1: no data parallelism */
     dt_fsdp_params *fsdp; /* extra options (stage is set from .stage) */
-    double clip;         /* > 0: dt_clip_grad_norm to this norm at every step */
-    dt_memory_stats end; /* after the last step, optimizer and gradients alive */
+    double clip;          /* > 0: dt_clip_grad_norm to this norm at every step */
+    dt_memory_stats end;  /* after the last step, optimizer and gradients alive */
 } dp_run;
 
 static inline double dp_loss_value(dt_tensor *loss)

@@ -10,7 +10,7 @@
 #include "dp_util.h"
 
 #define BATCH 4
-#define SEQ 16
+#define SEQ   16
 
 static dt_runtime *rt;
 static dt_token_data *data;
@@ -51,12 +51,12 @@ static dt_mesh *dp_mesh(void)
     return m;
 }
 
-#define FAILS(call, status, needle)                                                    \
-    do {                                                                               \
-        dt_status s_ = (call);                                                         \
-        if (s_ != (status) || strstr(dt_last_error(), (needle)) == NULL)               \
-            fail_msg("%s -> %s '%s' (want %s naming '%s')", #call, dt_status_str(s_),  \
-                     dt_last_error(), dt_status_str(status), (needle));                \
+#define FAILS(call, status, needle)                                                                \
+    do {                                                                                           \
+        dt_status s_ = (call);                                                                     \
+        if (s_ != (status) || strstr(dt_last_error(), (needle)) == NULL)                           \
+            fail_msg("%s -> %s '%s' (want %s naming '%s')", #call, dt_status_str(s_),              \
+                     dt_last_error(), dt_status_str(status), (needle));                            \
     } while (0)
 
 static void test_errors(void **state)
@@ -161,7 +161,8 @@ static void check_accumulate_clip(dt_dp_stage stage)
     DP_OK(dt_gpt_create(&cfg, 1234, &m));
     DP_OK(dt_gpt_create(&cfg, 1234, &ref));
     dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_CPU_OFFLOAD,
-                         .stage = stage, .cpu_offload = true};
+                         .stage = stage,
+                         .cpu_offload = true};
     DP_OK(dt_fully_shard(m, mesh, "dp", &fp));
     dt_optim *opt = NULL;
     DP_OK(dt_optim_sgd_create(m, NULL, &opt));
@@ -191,10 +192,26 @@ static void check_accumulate_clip(dt_dp_stage stage)
     dt_mesh_release(mesh);
 }
 
-static void test_accumulate_clip_ddp(void **state) { (void)state; check_accumulate_clip(DT_DP_DDP); }
-static void test_accumulate_clip_zero1(void **state) { (void)state; check_accumulate_clip(DT_DP_ZERO1); }
-static void test_accumulate_clip_zero2(void **state) { (void)state; check_accumulate_clip(DT_DP_ZERO2); }
-static void test_accumulate_clip_zero3(void **state) { (void)state; check_accumulate_clip(DT_DP_ZERO3); }
+static void test_accumulate_clip_ddp(void **state)
+{
+    (void)state;
+    check_accumulate_clip(DT_DP_DDP);
+}
+static void test_accumulate_clip_zero1(void **state)
+{
+    (void)state;
+    check_accumulate_clip(DT_DP_ZERO1);
+}
+static void test_accumulate_clip_zero2(void **state)
+{
+    (void)state;
+    check_accumulate_clip(DT_DP_ZERO2);
+}
+static void test_accumulate_clip_zero3(void **state)
+{
+    (void)state;
+    check_accumulate_clip(DT_DP_ZERO3);
+}
 
 /* ZeRO-1/3 AdamW state placed like the shards: full states equal single-rank's */
 static void check_state(dt_dp_stage stage)
@@ -238,8 +255,16 @@ static void check_state(dt_dp_stage stage)
     dt_mesh_release(mesh);
 }
 
-static void test_state_zero1(void **state) { (void)state; check_state(DT_DP_ZERO1); }
-static void test_state_zero3(void **state) { (void)state; check_state(DT_DP_ZERO3); }
+static void test_state_zero1(void **state)
+{
+    (void)state;
+    check_state(DT_DP_ZERO1);
+}
+static void test_state_zero3(void **state)
+{
+    (void)state;
+    check_state(DT_DP_ZERO3);
+}
 
 /* a module whose forward uses child "a" only ("b" gets no gradient) */
 static dt_status only_a(dt_module *m, int n, dt_tensor *const *in, dt_tensor **out)
@@ -286,9 +311,21 @@ static void check_unused(dt_dp_stage stage)
     dt_mesh_release(mesh);
 }
 
-static void test_unused_ddp(void **state) { (void)state; check_unused(DT_DP_DDP); }
-static void test_unused_zero2(void **state) { (void)state; check_unused(DT_DP_ZERO2); }
-static void test_unused_zero3(void **state) { (void)state; check_unused(DT_DP_ZERO3); }
+static void test_unused_ddp(void **state)
+{
+    (void)state;
+    check_unused(DT_DP_DDP);
+}
+static void test_unused_zero2(void **state)
+{
+    (void)state;
+    check_unused(DT_DP_ZERO2);
+}
+static void test_unused_zero3(void **state)
+{
+    (void)state;
+    check_unused(DT_DP_ZERO3);
+}
 
 /* units given by pattern (the rest stays with the root), no prefetch */
 static void test_units_no_prefetch(void **state)
@@ -300,7 +337,8 @@ static void test_units_no_prefetch(void **state)
     DP_OK(dt_gpt_create(&cfg, 1234, &ref));
     dp_train(ref, &r0, DP_ADAMW, data, 3, BATCH, SEQ, rl);
     dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_UNITS | DT_FSDP_PARAM_FIELD_PREFETCH,
-                         .units = "layers.*", .prefetch = false};
+                         .units = "layers.*",
+                         .prefetch = false};
     int w = dt_runtime_size(rt), shape[2] = {w, 1};
     const char *names[2] = {"dp", "tp"};
     dp_run run = {.stage = DT_DP_ZERO3, .fsdp = &fp};

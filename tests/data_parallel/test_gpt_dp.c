@@ -12,9 +12,9 @@
  */
 #include "dp_util.h"
 
-#define STEPS 5
-#define BATCH 6
-#define SEQ 16
+#define STEPS   5
+#define BATCH   6
+#define SEQ     16
 #define REL_TOL 1e-5
 
 static dt_runtime *rt;
@@ -107,18 +107,18 @@ static void run_case(dt_dp_stage stage, dp_optim which, int64_t batch, double cl
     for (int s = 0; s < STEPS; s++) {
         double rel = fabs(loss[s] - rl[s]) / fabs(rl[s]);
         if (rel > REL_TOL)
-            fail_msg("%s step %d: loss %.9g, single rank %.9g (rel %.3g)",
-                     dt_dp_stage_name(stage), s, loss[s], rl[s], rel);
+            fail_msg("%s step %d: loss %.9g, single rank %.9g (rel %.3g)", dt_dp_stage_name(stage),
+                     s, loss[s], rl[s], rel);
     }
     assert_true(rl[STEPS - 1] < rl[0]); /* it learns */
     dp_cmp c = {.ref = r};
     DP_OK(dt_module_foreach_param(m, dp_cmp_param, &c));
     double model_rel = sqrt(c.diff2 / c.norm2);
-    print_message("dp=%d tp=%d %s %s B=%d clip %g: final loss %.6f (single %.6f); weights rel %.3g, "
-                  "worst parameter %.3g (%s)\n",
-                  R, dt_mesh_dim_size(mesh, 1), dt_dp_stage_name(stage),
-                  which == DP_SGD ? "sgd" : "adamw", (int)batch, clip, loss[STEPS - 1], rl[STEPS - 1],
-                  model_rel, c.worst, c.worst_fqn);
+    print_message(
+        "dp=%d tp=%d %s %s B=%d clip %g: final loss %.6f (single %.6f); weights rel %.3g, "
+        "worst parameter %.3g (%s)\n",
+        R, dt_mesh_dim_size(mesh, 1), dt_dp_stage_name(stage), which == DP_SGD ? "sgd" : "adamw",
+        (int)batch, clip, loss[STEPS - 1], rl[STEPS - 1], model_rel, c.worst, c.worst_fqn);
     if (model_rel > REL_TOL)
         fail_msg("weights differ from the single-rank run: rel %.3g", model_rel);
     if (c.worst > (which == DP_SGD ? REL_TOL : 10 * REL_TOL))
@@ -129,11 +129,11 @@ static void run_case(dt_dp_stage stage, dp_optim which, int64_t batch, double cl
         dt_module_destroy(r);
 }
 
-#define CASE(name, stage, opt, batch, clip)                                            \
-    static void name(void **state)                                                     \
-    {                                                                                  \
-        (void)state;                                                                   \
-        run_case(stage, opt, batch, clip);                                             \
+#define CASE(name, stage, opt, batch, clip)                                                        \
+    static void name(void **state)                                                                 \
+    {                                                                                              \
+        (void)state;                                                                               \
+        run_case(stage, opt, batch, clip);                                                         \
     }
 CASE(test_ddp_sgd, DT_DP_DDP, DP_SGD, BATCH, 0.0)
 CASE(test_ddp_adamw, DT_DP_DDP, DP_ADAMW, BATCH, 0.0)
@@ -161,12 +161,18 @@ static void test_ddp_small_buckets(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ddp_sgd),       cmocka_unit_test(test_ddp_adamw),
-        cmocka_unit_test(test_zero1_sgd),     cmocka_unit_test(test_zero1_adamw),
-        cmocka_unit_test(test_zero2_sgd),     cmocka_unit_test(test_zero2_adamw),
-        cmocka_unit_test(test_zero3_sgd),     cmocka_unit_test(test_zero3_adamw),
-        cmocka_unit_test(test_zero3_uneven_batch), cmocka_unit_test(test_ddp_uneven_batch),
-        cmocka_unit_test(test_zero3_clip),    cmocka_unit_test(test_ddp_clip),
+        cmocka_unit_test(test_ddp_sgd),
+        cmocka_unit_test(test_ddp_adamw),
+        cmocka_unit_test(test_zero1_sgd),
+        cmocka_unit_test(test_zero1_adamw),
+        cmocka_unit_test(test_zero2_sgd),
+        cmocka_unit_test(test_zero2_adamw),
+        cmocka_unit_test(test_zero3_sgd),
+        cmocka_unit_test(test_zero3_adamw),
+        cmocka_unit_test(test_zero3_uneven_batch),
+        cmocka_unit_test(test_ddp_uneven_batch),
+        cmocka_unit_test(test_zero3_clip),
+        cmocka_unit_test(test_ddp_clip),
         cmocka_unit_test(test_ddp_small_buckets),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -11,7 +11,7 @@
 
 #define STEPS 2
 #define BATCH 4
-#define SEQ 16
+#define SEQ   16
 
 static dt_runtime *rt;
 static dt_token_data *data;
