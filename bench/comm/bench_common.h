@@ -95,6 +95,13 @@ static int b_iters(const b_opts *o, size_t bytes)
     return it < 5 ? 5 : (it > 1000 ? 1000 : (int)it);
 }
 
+/* Warm-up iterations: -w, and at least a tenth of the timed ones (start-up
+ * transients of a loaded machine then stay out of the timing). */
+static int b_warmup(const b_opts *o, int iters)
+{
+    return iters / 10 > o->warmup ? iters / 10 : o->warmup;
+}
+
 static double b_busbw_factor(b_coll c, int n)
 {
     switch (c) {

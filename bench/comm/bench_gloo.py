@@ -83,10 +83,10 @@ def worker(rank, world, port, args):
             else:
                 a = torch.ones(n)
                 op = lambda: dist.broadcast(a, 0)
-            for _ in range(3):
+            it = iters_for(nbytes)
+            for _ in range(max(3, it // 10)):
                 op()
             dist.barrier()
-            it = iters_for(nbytes)
             t0 = time.perf_counter()
             for _ in range(it):
                 op()

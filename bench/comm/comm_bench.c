@@ -50,7 +50,7 @@ int main(int argc, char **argv)
             size_t cnt = b_count((b_coll)c, bytes, p);
             int iters = b_iters(&o, bytes);
             dt_status st = DT_OK;
-            for (int i = 0; i < o.warmup && st == DT_OK; i++)
+            for (int i = 0; i < b_warmup(&o, iters) && st == DT_OK; i++)
                 st = run_once(w, (b_coll)c, a, b, cnt);
             if (st == DT_OK)
                 st = dt_comm_barrier(w, NULL);

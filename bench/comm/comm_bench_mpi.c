@@ -46,7 +46,7 @@ int main(int argc, char **argv)
         for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= (size_t)o.factor) {
             size_t cnt = b_count((b_coll)c, bytes, p);
             int iters = b_iters(&o, bytes);
-            for (int i = 0; i < o.warmup; i++)
+            for (int i = 0; i < b_warmup(&o, iters); i++)
                 run_once((b_coll)c, a, b, cnt);
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = b_now();

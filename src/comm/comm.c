@@ -227,13 +227,9 @@ dt_status dt_comm_allgatherv(dt_comm *comm, const void *send, void *recv,
     DT_CHECK(check_dtype(fn, dtype));
     if (recv_counts == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'recv_counts' is NULL", fn);
-    size_t total = 0;
-    for (int i = 0; i < comm->size; i++) {
+    for (int i = 0; i < comm->size; i++)
         DT_CHECK(check_buf(fn, "recv", recv, recv_counts[i], dtype));
-        total += recv_counts[i];
-    }
     DT_CHECK(check_buf(fn, "send", send, recv_counts[comm->rank], dtype));
-    (void)total;
     if (displs != NULL)
         return allgatherv_impl(fn, comm, send, recv, recv_counts, displs, dtype, work);
     size_t *packed = malloc((size_t)comm->size * sizeof(*packed));

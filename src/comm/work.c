@@ -43,12 +43,16 @@ static dt_status post_round(dt_work *w, size_t r)
 {
     const dt__round *rd = &w->sched.rounds[r];
     dt_comm *c = w->comm;
+    /* receives first: a message that arrives finds its buffer (no unexpected copy) */
+    for (size_t i = rd->first; i < rd->first + rd->count; i++) {
+        dt__op *op = &w->sched.ops[i];
+        if (op->kind == DT__OP_RECV)
+            DT_CHECK(c->ops->irecv(c, op->dst, op->n, op->peer, w->tag, &w->reqs[i]));
+    }
     for (size_t i = rd->first; i < rd->first + rd->count; i++) {
         dt__op *op = &w->sched.ops[i];
         if (op->kind == DT__OP_SEND)
             DT_CHECK(c->ops->isend(c, op->src, op->n, op->peer, w->tag, &w->reqs[i]));
-        else if (op->kind == DT__OP_RECV)
-            DT_CHECK(c->ops->irecv(c, op->dst, op->n, op->peer, w->tag, &w->reqs[i]));
     }
     return DT_OK;
 }
@@ -143,11 +147,13 @@ static const dt__op *first_pending(const dt_work *w)
     return NULL;
 }
 
-static dt_work *work_alloc(dt_comm *comm, const char *what)
+/* The work and its @p nreqs request slots in one allocation. */
+static dt_work *work_alloc(dt_comm *comm, const char *what, size_t nreqs)
 {
-    dt_work *w = calloc(1, sizeof(*w));
+    dt_work *w = calloc(1, sizeof(*w) + nreqs * sizeof(void *));
     if (w == NULL)
         return NULL;
+    w->reqs = (void **)(w + 1);
     w->comm = comm;
     w->what = what;
     w->status = DT_IN_PROGRESS;
@@ -162,20 +168,15 @@ dt_status dt__work_start(dt_comm *comm, const char *what, dt__sched *s, dt_work 
         dt__sched_free(s);
         return st;
     }
-    dt_work *w = work_alloc(comm, what);
+    size_t nops = s->nops;
+    dt_work *w = work_alloc(comm, what, nops);
     if (w == NULL) {
         dt__sched_free(s);
-        return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for a work handle", what);
+        return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for a work handle (%zu requests)", what,
+                      nops);
     }
     w->sched = *s;
     *s = (dt__sched){0};
-    size_t nops = w->sched.nops;
-    w->reqs = calloc(nops > 0 ? nops : 1, sizeof(*w->reqs));
-    if (w->reqs == NULL) {
-        dt__sched_free(&w->sched);
-        free(w);
-        return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for %zu requests", what, nops);
-    }
     if (w->sched.p2p)
         w->tag = DT__TAG_P2P | (w->sched.p2p_tag & DT__TAG_VALUE_MASK);
     else
@@ -188,9 +189,10 @@ dt_status dt__work_start(dt_comm *comm, const char *what, dt__sched *s, dt_work 
 dt_status dt__work_native(dt_comm *comm, const char *what, dt_status (*test)(dt_work *),
                           void (*free_fn)(dt_work *), void *native, dt_work **out)
 {
-    dt_work *w = work_alloc(comm, what);
+    dt_work *w = work_alloc(comm, what, 0);
     if (w == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for a work handle", what);
+    w->reqs = NULL;
     w->native_test = test;
     w->native_free = free_fn;
     w->native = native;
@@ -263,6 +265,5 @@ void dt_work_release(dt_work *work)
     if (work->native_free != NULL)
         work->native_free(work);
     dt__sched_free(&work->sched);
-    free(work->reqs);
-    free(work);
+    free(work); /* the request slots live in the same block */
 }

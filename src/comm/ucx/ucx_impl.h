@@ -49,6 +49,9 @@ typedef struct dt_ucx_info {
 
 /* Fill @p out for this process. */
 void dt__ucx_info_self(dt_ucx_info *out);
+/* Automatic spin: no busy-polling while the host has more runnable threads
+ * than cores (rate-limited read of /proc/loadavg). */
+void dt__ucx_update_spin(dt_ucx_shared *sh);
 /* Mark local peers whose process is gone as dead (rate-limited). */
 void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force);
 
@@ -62,9 +65,14 @@ struct dt_ucx_shared {
     uint32_t next_id;   /* lowest comm id not used by this process yet */
     double spin_s;      /* busy-poll time before sleeping (adapted, <= spin_max_s) */
     double spin_max_s;  /* DT_SPIN_US or the automatic choice */
+    bool spin_auto;     /* DT_SPIN_US = -1: spin only while cores are free */
+    int cores;
+    double last_load;   /* when /proc/loadavg was last read */
     int orphans;        /* requests the core gave up on that UCX still owns */
     struct dt_ucx_req **orphan_list; /* them, freed at teardown if never completed */
     int orphan_cap;
+    struct dt_ucx_req *free_reqs; /* recycled request records (no malloc per message) */
+    int nfree_reqs;
     double last_liveness; /* when local peers' processes were last checked */
 };
 
@@ -85,7 +93,11 @@ struct dt_ucx_req {
     size_t got;
     int world_peer;
     dt_ucx_shared *shared;
+    struct dt_ucx_req *next_free;
 };
+
+/* Free the recycled request records (teardown). */
+void dt__ucx_req_pool_clear(dt_ucx_shared *sh);
 
 extern const dt_comm_ops dt__ucx_ops;
 

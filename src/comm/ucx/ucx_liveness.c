@@ -1,5 +1,6 @@
 /*
- * Liveness of peers on this host (see ucx_impl.h): a peer is dead when its
+ * The host around this rank: its load (for the automatic spin) and the
+ * liveness of peers on it (see ucx_impl.h). A peer is dead when its
  * process is gone, a zombie, or its pid now belongs to a process started at
  * another time. Read from /proc/<pid>/stat; a few microseconds per peer, done
  * at most every DT_UCX_LIVENESS_S while a rank is waiting.
@@ -69,4 +70,28 @@ void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force)
             p->why = UCS_ERR_CONNECTION_RESET;
         }
     }
+}
+
+void dt__ucx_update_spin(dt_ucx_shared *sh)
+{
+    if (!sh->spin_auto)
+        return;
+    double now = dt__now();
+    if (now - sh->last_load < 0.5)
+        return;
+    sh->last_load = now;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f == NULL)
+        return;
+    double l1, l5, l15;
+    int running = 0, total = 0;
+    int n = fscanf(f, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total);
+    fclose(f);
+    if (n != 5)
+        return;
+    /* "running" counts us; our peers spinning count too, sleeping ones do not */
+    bool busy = running > sh->cores;
+    sh->spin_max_s = busy ? 0.0 : 2000e-6;
+    if (sh->spin_s > sh->spin_max_s)
+        sh->spin_s = sh->spin_max_s;
 }

@@ -23,6 +23,45 @@ uint64_t dt__ucx_tag(uint32_t comm_id, uint32_t tag, int src_world_rank)
            (uint64_t)((uint32_t)src_world_rank & 0xffffffu);
 }
 
+/* Request records come from a small per-worker free list. */
+static dt_ucx_req *req_new(dt_ucx_shared *sh)
+{
+    dt_ucx_req *r = sh->free_reqs;
+    if (r != NULL) {
+        sh->free_reqs = r->next_free;
+        sh->nfree_reqs--;
+        memset(r, 0, sizeof(*r));
+    } else {
+        r = calloc(1, sizeof(*r));
+        if (r == NULL)
+            return NULL;
+    }
+    r->shared = sh;
+    return r;
+}
+
+static void req_put(dt_ucx_req *r)
+{
+    dt_ucx_shared *sh = r->shared;
+    if (sh == NULL || sh->nfree_reqs >= 64) {
+        free(r);
+        return;
+    }
+    r->next_free = sh->free_reqs;
+    sh->free_reqs = r;
+    sh->nfree_reqs++;
+}
+
+void dt__ucx_req_pool_clear(dt_ucx_shared *sh)
+{
+    while (sh->free_reqs != NULL) {
+        dt_ucx_req *r = sh->free_reqs;
+        sh->free_reqs = r->next_free;
+        free(r);
+    }
+    sh->nfree_reqs = 0;
+}
+
 static void req_finish(dt_ucx_req *r, void *ucp_req, ucs_status_t status)
 {
     r->done = true;
@@ -38,7 +77,7 @@ static void req_finish(dt_ucx_req *r, void *ucp_req, ucs_status_t status)
                 break;
             }
         }
-        free(r);
+        req_put(r);
     }
 }
 
@@ -89,7 +128,7 @@ static dt_status req_status(dt_comm *c, const dt_ucx_req *r)
 static dt_status post_result(dt_comm *c, dt_ucx_req *r, ucs_status_ptr_t sp, void **out)
 {
     if (sp == NULL) {
-        free(r);
+        req_put(r);
         *out = NULL;
         return DT_OK;
     }
@@ -97,12 +136,12 @@ static dt_status post_result(dt_comm *c, dt_ucx_req *r, ucs_status_ptr_t sp, voi
         r->done = true;
         r->status = UCS_PTR_STATUS(sp);
         dt_status st = req_status(c, r);
-        free(r);
+        req_put(r);
         return st;
     }
     if (r->done) { /* the callback already ran inside the call */
         dt_status st = req_status(c, r);
-        free(r);
+        req_put(r);
         *out = NULL;
         return st;
     }
@@ -120,11 +159,10 @@ dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uin
     if (sh->peers[wp].dead)
         return DT_ERR(DT_ERR_PEER_LOST, "ucx: send to world rank %d: peer lost (%s)", wp,
                       peer_why(&sh->peers[wp]));
-    dt_ucx_req *r = calloc(1, sizeof(*r));
+    dt_ucx_req *r = req_new(sh);
     if (r == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a send request");
     r->world_peer = wp;
-    r->shared = sh;
     ucp_request_param_t prm = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
         .cb.send = send_cb,
@@ -141,11 +179,10 @@ dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t 
     dt_ucx_comm *uc = c->impl;
     dt_ucx_shared *sh = uc->shared;
     int wp = uc->members[peer];
-    dt_ucx_req *r = calloc(1, sizeof(*r));
+    dt_ucx_req *r = req_new(sh);
     if (r == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a receive request");
     r->world_peer = wp;
-    r->shared = sh;
     r->is_recv = true;
     r->expect = bytes;
     /* always through the callback: it reports the received length */
@@ -176,7 +213,7 @@ dt_status dt__ucx_req_test(dt_comm *c, void *req)
         return st;
     }
     dt_status st = req_status(c, r);
-    free(r);
+    req_put(r);
     return st;
 }
 
@@ -186,7 +223,7 @@ void dt__ucx_req_cancel(dt_comm *c, void *req)
     if (r == NULL)
         return;
     if (r->done) {
-        free(r);
+        req_put(r);
         return;
     }
     dt_ucx_comm *uc = c->impl;
@@ -221,6 +258,7 @@ dt_status dt__ucx_progress(dt_comm *c, double wait_s)
      * ends sooner than spin_max_s means spinning would have caught the event
      * (grow), a longer one means the peer is busy elsewhere and our polling
      * would only steal its core (shrink). */
+    dt__ucx_update_spin(sh);
     double t0 = dt__now();
     while (dt__now() - t0 < sh->spin_s)
         if (ucp_worker_progress(sh->worker) != 0)

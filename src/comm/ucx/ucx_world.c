@@ -132,6 +132,7 @@ static void shared_release(dt_ucx_shared *sh)
     for (int i = 0; i < sh->orphans; i++) /* UCX never completed them */
         free(sh->orphan_list[i]);
     free(sh->orphan_list);
+    dt__ucx_req_pool_clear(sh);
     free(sh->peers);
     free(sh);
 }
@@ -208,7 +209,9 @@ out_release_addr:
 /*
  * How long a wait busy-polls before sleeping: DT_SPIN_US, or automatically a
  * long spin (lowest latency) when every local rank has a core of its own and
- * none when they share cores (a spinning rank would steal its peer's time).
+ * none when they share cores (a spinning rank would steal its peer's time);
+ * dt__ucx_update_spin then also stops spinning while other work fills the
+ * cores.
  */
 static void pick_spin(dt_ucx_shared *sh)
 {
@@ -221,8 +224,10 @@ static void pick_spin(dt_ucx_shared *sh)
         int cores = (sched_getaffinity(0, sizeof(set), &set) == 0) ? CPU_COUNT(&set)
                                                                    : (int)sysconf(_SC_NPROCESSORS_ONLN);
         us = (local <= cores) ? 2000 : 0;
-        DT_LOG_DEBUG("comm", "ucx: %d local ranks on %d cores: spin %lld us before sleeping",
-                     local, cores, (long long)us);
+        sh->spin_auto = (local <= cores);
+        sh->cores = cores;
+        DT_LOG_DEBUG("comm", "ucx: %d local ranks on %d cores: spin up to %lld us before "
+                     "sleeping", local, cores, (long long)us);
     }
     sh->spin_max_s = (double)us * 1e-6;
     sh->spin_s = sh->spin_max_s;
