@@ -71,8 +71,8 @@ static dt_status explain_param(explain_ctx *c, dt_module *m, int i)
     size_t es = dt_dtype_size(dt_tensor_dtype(t));
     shape_text(nd, g, gs, sizeof(gs));
     shape_text(nd, local, ls, sizeof(ls));
-    fprintf(c->f, "    %-8s %-8s global %-14s local %-14s %10" PRId64 " bytes\n", name, pl, gs,
-            ls, numel * (int64_t)es);
+    fprintf(c->f, "    %-8s %-8s global %-14s local %-14s %10" PRId64 " bytes\n", name, pl, gs, ls,
+            numel * (int64_t)es);
     c->bytes += numel * (int64_t)es;
     c->full_bytes += full * (int64_t)es;
     return DT_OK;
@@ -90,15 +90,14 @@ static dt_status explain_module(const char *fqn, dt_module *m, void *user)
     char style[256] = "-";
     if (hit != NULL)
         dt_style_format(c->plan->entries[hit->entry].style, style, sizeof(style));
-    fprintf(c->f, "%-32s %-12s %s\n", *fqn != '\0' ? fqn : "(root)", dt_module_type_name(m),
-            style);
+    fprintf(c->f, "%-32s %-12s %s\n", *fqn != '\0' ? fqn : "(root)", dt_module_type_name(m), style);
     for (int i = 0; i < dt_module_num_params(m); i++)
         DT_CHECK(explain_param(c, m, i));
     return DT_OK;
 }
 
-dt_status dt_plan_explain(dt_module *root, dt_mesh *mesh, const dt_plan *plan,
-                          const char *tp_dim, FILE *f)
+dt_status dt_plan_explain(dt_module *root, dt_mesh *mesh, const dt_plan *plan, const char *tp_dim,
+                          FILE *f)
 {
     DT_ARG_NOT_NULL(root);
     DT_ARG_NOT_NULL(f);

@@ -2,13 +2,12 @@
 #include "core/error.h"
 #include "styles/style_impl.h"
 
-static const char gpt_plan_tp[] =
-    "tok_embeddings = rowwise\n"
-    "layers.*.attention.wq|wk|wv = colwise\n"
-    "layers.*.attention.wo = rowwise\n"
-    "layers.*.feed_forward.w1 = colwise\n"
-    "layers.*.feed_forward.w2 = rowwise\n"
-    "output = colwise(output=S(-1), local=false)\n";
+static const char gpt_plan_tp[] = "tok_embeddings = rowwise\n"
+                                  "layers.*.attention.wq|wk|wv = colwise\n"
+                                  "layers.*.attention.wo = rowwise\n"
+                                  "layers.*.feed_forward.w1 = colwise\n"
+                                  "layers.*.feed_forward.w2 = rowwise\n"
+                                  "output = colwise(output=S(-1), local=false)\n";
 
 /*
  * Megatron sequence parallelism, written like torchtitan's llama plan, except

@@ -32,7 +32,10 @@ void dt__hook_ctx_free(void *ctx)
     free(c);
 }
 
-static int refs_of(bool pre, bool post) { return (pre ? 1 : 0) + (post ? 1 : 0); }
+static int refs_of(bool pre, bool post)
+{
+    return (pre ? 1 : 0) + (post ? 1 : 0);
+}
 
 /* Both hooks share one context: a tiny refcount so each hook's free drops one. */
 typedef struct shared_ctx {
@@ -92,7 +95,8 @@ dt_status dt__hook_add(dt_module *m, dt__hook_ctx *ctx, bool pre, bool post)
 static bool same_placement(dt_placement a, dt_placement b, int ndim)
 {
     dt_placement na, nb;
-    if (dt_placement_normalize(a, ndim, &na) != DT_OK || dt_placement_normalize(b, ndim, &nb) != DT_OK)
+    if (dt_placement_normalize(a, ndim, &na) != DT_OK ||
+        dt_placement_normalize(b, ndim, &nb) != DT_OK)
         return false;
     return dt_placement_equal(na, nb);
 }
@@ -155,8 +159,8 @@ dt_status dt__hook_pre(dt_module *m, int n_in, dt_tensor **inputs, void *user)
         if (inputs[i] == NULL || (!c->in[i].present && !c->desired[i].present))
             continue;
         dt_tensor *y = NULL;
-        DT_CHECK(prepare(inputs[i], c->mesh, c->in[i], c->desired[i], c->in_last_dim,
-                         c->local_in, &y));
+        DT_CHECK(
+            prepare(inputs[i], c->mesh, c->in[i], c->desired[i], c->in_last_dim, c->local_in, &y));
         dt_tensor_release(inputs[i]);
         inputs[i] = y;
     }

@@ -16,8 +16,7 @@ typedef struct pair_child {
 } pair_child;
 
 static const pair_child ffn_children[] = {{"w1", true}, {"w2", false}};
-static const pair_child attn_children[] = {
-    {"wq", true}, {"wk", true}, {"wv", true}, {"wo", false}};
+static const pair_child attn_children[] = {{"wq", true}, {"wk", true}, {"wv", true}, {"wo", false}};
 
 static int children_of(const dt_module *m, const pair_child **out)
 {
@@ -32,7 +31,10 @@ static int children_of(const dt_module *m, const pair_child **out)
     return 0;
 }
 
-static void pairwise_defaults(dt_style *s) { (void)s; }
+static void pairwise_defaults(dt_style *s)
+{
+    (void)s;
+}
 
 static dt_status pairwise_plan(const dt_style *s, dt_module *m, const char *fqn,
                                dt_style_param_plan *out, int *n)
@@ -48,8 +50,8 @@ static dt_status pairwise_plan(const dt_style *s, dt_module *m, const char *fqn,
     for (int i = 0; i < nc; i++) {
         dt_module *c = dt_module_child(m, ch[i].name);
         if (c == NULL || !dt__module_is(c, "Linear"))
-            return DT_ERR(DT_ERR_UNSUPPORTED, "parallelize: pairwise on '%s': no Linear '%s'",
-                          fqn, ch[i].name);
+            return DT_ERR(DT_ERR_UNSUPPORTED, "parallelize: pairwise on '%s': no Linear '%s'", fqn,
+                          ch[i].name);
         const dt__style_kind_ops *k = ch[i].col ? &dt__style_colwise_ops : &dt__style_rowwise_ops;
         DT_CHECK(k->param_plan(s, c, fqn, out, n));
     }
@@ -67,9 +69,9 @@ static dt_status pairwise_hooks(const dt_style *s, dt_module *m, dt_mesh *tp)
     DT_CHECK_GOTO(dt_style_rowwise(&row), status, out_release);
     for (int i = 0; i < nc; i++) {
         const dt_style *st = ch[i].col ? col : row;
-        DT_CHECK_GOTO(dt__style_kind_ops_of(st->kind)->add_hooks(st, dt_module_child(m, ch[i].name),
-                                                                 tp),
-                      status, out_release);
+        DT_CHECK_GOTO(
+            dt__style_kind_ops_of(st->kind)->add_hooks(st, dt_module_child(m, ch[i].name), tp),
+            status, out_release);
     }
 out_release:
     dt_style_release(row);

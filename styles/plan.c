@@ -38,8 +38,8 @@ dt_status dt_plan_add(dt_plan *p, const char *fqn_pattern, dt_style *style)
     DT_ARG_NOT_NULL(fqn_pattern);
     DT_ARG_NOT_NULL(style);
     size_t len = strlen(fqn_pattern);
-    if (len > 0 && (fqn_pattern[0] == '.' || fqn_pattern[len - 1] == '.' ||
-                    strstr(fqn_pattern, "..") != NULL))
+    if (len > 0 &&
+        (fqn_pattern[0] == '.' || fqn_pattern[len - 1] == '.' || strstr(fqn_pattern, "..") != NULL))
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_plan_add: key '%s' has an empty path segment",
                       fqn_pattern);
     for (const char *c = fqn_pattern; *c != '\0'; c++)
@@ -61,7 +61,10 @@ dt_status dt_plan_add(dt_plan *p, const char *fqn_pattern, dt_style *style)
     return DT_OK;
 }
 
-int dt_plan_size(const dt_plan *p) { return p != NULL ? p->n : 0; }
+int dt_plan_size(const dt_plan *p)
+{
+    return p != NULL ? p->n : 0;
+}
 
 const char *dt_plan_pattern_at(const dt_plan *p, int i)
 {
@@ -118,8 +121,7 @@ static dt_status list_push(match_list *l, dt_module *m, int entry, const char *f
 }
 
 /* Match the rest of the pattern @p pat at module @p m whose FQN is @p fqn. */
-static dt_status match_rec(dt_module *m, const char *fqn, const char *pat, int entry,
-                           match_list *l)
+static dt_status match_rec(dt_module *m, const char *fqn, const char *pat, int entry, match_list *l)
 {
     if (*pat == '\0')
         return list_push(l, m, entry, fqn);
@@ -244,8 +246,8 @@ dt_status dt_parallelize_module(dt_module *root, dt_mesh *mesh, const dt_plan *p
     for (int i = 0; i < n; i++) {
         const dt_style *style = plan->entries[ms[i].entry].style;
         DT_CHECK_GOTO(dt_style_check(style, ms[i].module, ms[i].fqn, tp_size), s, out_free);
-        DT_CHECK_GOTO(dt__style_param_plan(style, ms[i].module, ms[i].fqn, st[i].pp, &st[i].n),
-                      s, out_free);
+        DT_CHECK_GOTO(dt__style_param_plan(style, ms[i].module, ms[i].fqn, st[i].pp, &st[i].n), s,
+                      out_free);
     }
     DT_CHECK_GOTO(check_overlap(ms, st, n), s, out_free);
     /* 2. build every shard (can fail: no memory); the model is still untouched */
@@ -253,13 +255,13 @@ dt_status dt_parallelize_module(dt_module *root, dt_mesh *mesh, const dt_plan *p
     for (int i = 0; i < n; i++)
         for (int k = 0; k < st[i].n; k++) {
             dt_tensor *full = dt_module_param(st[i].pp[k].owner, st[i].pp[k].name);
-            DT_CHECK_GOTO(dt_distribute(full, tp, 1, &st[i].pp[k].placement, &st[i].params[k]),
-                          s, out_free);
+            DT_CHECK_GOTO(dt_distribute(full, tp, 1, &st[i].pp[k].placement, &st[i].params[k]), s,
+                          out_free);
         }
     /* 3. commit: swap slots, add hooks */
     for (int i = 0; i < n; i++) {
-        s = dt__style_apply(plan->entries[ms[i].entry].style, ms[i].module, tp, st[i].n,
-                            st[i].pp, st[i].params);
+        s = dt__style_apply(plan->entries[ms[i].entry].style, ms[i].module, tp, st[i].n, st[i].pp,
+                            st[i].params);
         if (s != DT_OK) {
             DT_LOG_ERROR("styles", "parallelize: applying '%s' failed half-way: %s", ms[i].fqn,
                          dt_last_error());

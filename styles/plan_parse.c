@@ -38,12 +38,18 @@ static const struct {
     const char *name;
     dt_style_kind kind;
 } style_names[] = {
-    {"colwise", DT_STYLE_COLWISE},          {"ColwiseParallel", DT_STYLE_COLWISE},
-    {"rowwise", DT_STYLE_ROWWISE},          {"RowwiseParallel", DT_STYLE_ROWWISE},
-    {"sequence", DT_STYLE_SEQUENCE},        {"SequenceParallel", DT_STYLE_SEQUENCE},
-    {"prepare_input", DT_STYLE_PREPARE_INPUT}, {"PrepareModuleInput", DT_STYLE_PREPARE_INPUT},
-    {"prepare_output", DT_STYLE_PREPARE_OUTPUT}, {"PrepareModuleOutput", DT_STYLE_PREPARE_OUTPUT},
-    {"pairwise", DT_STYLE_PAIRWISE},        {"PairwiseParallel", DT_STYLE_PAIRWISE},
+    {"colwise", DT_STYLE_COLWISE},
+    {"ColwiseParallel", DT_STYLE_COLWISE},
+    {"rowwise", DT_STYLE_ROWWISE},
+    {"RowwiseParallel", DT_STYLE_ROWWISE},
+    {"sequence", DT_STYLE_SEQUENCE},
+    {"SequenceParallel", DT_STYLE_SEQUENCE},
+    {"prepare_input", DT_STYLE_PREPARE_INPUT},
+    {"PrepareModuleInput", DT_STYLE_PREPARE_INPUT},
+    {"prepare_output", DT_STYLE_PREPARE_OUTPUT},
+    {"PrepareModuleOutput", DT_STYLE_PREPARE_OUTPUT},
+    {"pairwise", DT_STYLE_PAIRWISE},
+    {"PairwiseParallel", DT_STYLE_PAIRWISE},
 };
 
 /* Split @p s at the first @p sep outside parentheses/brackets; returns the rest or NULL. */

@@ -56,8 +56,8 @@ const dt__style_kind_ops dt__style_prepare_input_ops = {
     .allowed_fields = DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS |
                       DT_STYLE_PARAM_FIELD_DESIRED_INPUT_LAYOUTS |
                       DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT,
-    .required_fields = DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS |
-                       DT_STYLE_PARAM_FIELD_DESIRED_INPUT_LAYOUTS,
+    .required_fields =
+        DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS | DT_STYLE_PARAM_FIELD_DESIRED_INPUT_LAYOUTS,
     .defaults = prepare_input_defaults,
     .param_plan = no_params,
     .add_hooks = prepare_input_hooks,
@@ -68,8 +68,8 @@ const dt__style_kind_ops dt__style_prepare_output_ops = {
     .allowed_fields = DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT |
                       DT_STYLE_PARAM_FIELD_DESIRED_OUTPUT_LAYOUT |
                       DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT,
-    .required_fields = DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT |
-                       DT_STYLE_PARAM_FIELD_DESIRED_OUTPUT_LAYOUT,
+    .required_fields =
+        DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT | DT_STYLE_PARAM_FIELD_DESIRED_OUTPUT_LAYOUT,
     .defaults = prepare_output_defaults,
     .param_plan = no_params,
     .add_hooks = prepare_output_hooks,

@@ -5,9 +5,15 @@
 #include "core/error.h"
 #include "styles/style_kind.h"
 
-dt_layout dt_layout_of(dt_placement p) { return (dt_layout){.present = true, .placement = p}; }
+dt_layout dt_layout_of(dt_placement p)
+{
+    return (dt_layout){.present = true, .placement = p};
+}
 
-dt_layout dt_layout_none(void) { return (dt_layout){.present = false}; }
+dt_layout dt_layout_none(void)
+{
+    return (dt_layout){.present = false};
+}
 
 bool dt__layout_equal(dt_layout a, dt_layout b)
 {
@@ -59,13 +65,20 @@ const char *dt_style_kind_name(dt_style_kind k)
 static const char *field_name(uint64_t bit)
 {
     switch (bit) {
-    case DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS: return "input_layouts";
-    case DT_STYLE_PARAM_FIELD_DESIRED_INPUT_LAYOUTS: return "desired_input_layouts";
-    case DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT: return "output_layout";
-    case DT_STYLE_PARAM_FIELD_DESIRED_OUTPUT_LAYOUT: return "desired_output_layout";
-    case DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT: return "use_local_output";
-    case DT_STYLE_PARAM_FIELD_SEQUENCE_DIM: return "sequence_dim";
-    default: return "unknown field";
+    case DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS:
+        return "input_layouts";
+    case DT_STYLE_PARAM_FIELD_DESIRED_INPUT_LAYOUTS:
+        return "desired_input_layouts";
+    case DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT:
+        return "output_layout";
+    case DT_STYLE_PARAM_FIELD_DESIRED_OUTPUT_LAYOUT:
+        return "desired_output_layout";
+    case DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT:
+        return "use_local_output";
+    case DT_STYLE_PARAM_FIELD_SEQUENCE_DIM:
+        return "sequence_dim";
+    default:
+        return "unknown field";
     }
 }
 
@@ -77,8 +90,8 @@ static dt_status check_layout(const char *kind, const char *what, int i, dt_layo
         return DT_OK;
     dt_placement p = l.placement;
     if (p.kind == DT_PLACEMENT_SHARD && p.dim < -1)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s style: %s[%d] S(%d): use a dim >= 0 or -1",
-                      kind, what, i, p.dim);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s style: %s[%d] S(%d): use a dim >= 0 or -1", kind,
+                      what, i, p.dim);
     if (p.kind == DT_PLACEMENT_PARTIAL && !partial_ok)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s style: %s[%d] cannot be Partial", kind, what, i);
     if (p.kind == DT_PLACEMENT_PARTIAL && p.op != DT_REDUCE_OP_SUM && p.op != DT_REDUCE_OP_AVG &&
@@ -98,8 +111,8 @@ static dt_status check_params(const dt__style_kind_ops *ops, const dt_style_para
     if (missing != 0)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s style: option %s is required", ops->name,
                       field_name(missing & -missing));
-    bool inputs = p->field_mask & (DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS |
-                                   DT_STYLE_PARAM_FIELD_DESIRED_INPUT_LAYOUTS);
+    bool inputs = p->field_mask &
+                  (DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS | DT_STYLE_PARAM_FIELD_DESIRED_INPUT_LAYOUTS);
     if (inputs && (p->n_inputs < 1 || p->n_inputs > DT_MODULE_MAX_INPUTS))
         return DT_ERR(DT_ERR_INVALID_ARG, "%s style: n_inputs %d outside 1..%d", ops->name,
                       p->n_inputs, DT_MODULE_MAX_INPUTS);
@@ -109,8 +122,8 @@ static dt_status check_params(const dt__style_kind_ops *ops, const dt_style_para
                       p->n_inputs);
     for (int i = 0; inputs && i < p->n_inputs; i++) {
         DT_CHECK(check_layout(ops->name, "input_layouts", i, p->input_layouts[i], true));
-        DT_CHECK(check_layout(ops->name, "desired_input_layouts", i,
-                              p->desired_input_layouts[i], false));
+        DT_CHECK(check_layout(ops->name, "desired_input_layouts", i, p->desired_input_layouts[i],
+                              false));
     }
     DT_CHECK(check_layout(ops->name, "output_layout", 0, p->output_layout, true));
     DT_CHECK(check_layout(ops->name, "desired_output_layout", 0, p->desired_output_layout, false));
@@ -136,8 +149,8 @@ dt_status dt_style_create(dt_style_kind kind, const dt_style_params *p, dt_style
     s->refcount = 1;
     s->kind = kind;
     s->set_fields = p->field_mask;
-    if (p->field_mask & (DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS |
-                         DT_STYLE_PARAM_FIELD_DESIRED_INPUT_LAYOUTS))
+    if (p->field_mask &
+        (DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS | DT_STYLE_PARAM_FIELD_DESIRED_INPUT_LAYOUTS))
         s->n_inputs = p->n_inputs;
     if (p->field_mask & DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS)
         memcpy(s->input_layouts, p->input_layouts, sizeof(s->input_layouts));
@@ -157,8 +170,14 @@ dt_status dt_style_create(dt_style_kind kind, const dt_style_params *p, dt_style
     return DT_OK;
 }
 
-dt_status dt_style_colwise(dt_style **out) { return dt_style_create(DT_STYLE_COLWISE, NULL, out); }
-dt_status dt_style_rowwise(dt_style **out) { return dt_style_create(DT_STYLE_ROWWISE, NULL, out); }
+dt_status dt_style_colwise(dt_style **out)
+{
+    return dt_style_create(DT_STYLE_COLWISE, NULL, out);
+}
+dt_status dt_style_rowwise(dt_style **out)
+{
+    return dt_style_create(DT_STYLE_ROWWISE, NULL, out);
+}
 dt_status dt_style_sequence(dt_style **out)
 {
     return dt_style_create(DT_STYLE_SEQUENCE, NULL, out);
@@ -182,7 +201,10 @@ void dt_style_release(dt_style *s)
     free(s);
 }
 
-dt_style_kind dt_style_get_kind(const dt_style *s) { return s != NULL ? s->kind : DT_STYLE_KIND_COUNT; }
+dt_style_kind dt_style_get_kind(const dt_style *s)
+{
+    return s != NULL ? s->kind : DT_STYLE_KIND_COUNT;
+}
 
 /* Append "name=value" of one option to the text at buf+*pos (snprintf rule). */
 static void put(char *buf, size_t len, int *pos, bool *first, const char *fmt, const char *v)

@@ -60,9 +60,9 @@ dt_status dt__style_apply(const dt_style *s, dt_module *m, dt_mesh *tp, int n_pa
 
 /* Hooks (styles/hooks.c): the user data is a dt__hook_ctx (freed by dt__hook_ctx_free). */
 typedef struct dt__hook_ctx {
-    dt_style *style;      /* one reference */
-    dt_mesh *mesh;        /* one reference, the 1-d tp mesh */
-    dt_style_kind as;     /* the role (pairwise children act as colwise / rowwise) */
+    dt_style *style;  /* one reference */
+    dt_mesh *mesh;    /* one reference, the 1-d tp mesh */
+    dt_style_kind as; /* the role (pairwise children act as colwise / rowwise) */
     dt_layout in[DT_MODULE_MAX_INPUTS], desired[DT_MODULE_MAX_INPUTS];
     int n_in;
     dt_layout out, desired_out; /* the output: current layout, wanted layout */

@@ -6,8 +6,8 @@
 #include "dtensor/ops.h"
 #include "styles/style_impl.h"
 
-dt_status dt_parallel_linear_create(int64_t in_features, int64_t out_features, bool bias,
-                                    int dim, dt_mesh *mesh, const char *tp_dim, dt_module **out)
+dt_status dt_parallel_linear_create(int64_t in_features, int64_t out_features, bool bias, int dim,
+                                    dt_mesh *mesh, const char *tp_dim, dt_module **out)
 {
     DT_ARG_NOT_NULL(out);
     if (dim != -1 && dim != 0 && dim != 1)

@@ -15,13 +15,13 @@
 
 #include "dtensor.h"
 
-#define CHECK(call)                                                                        \
-    do {                                                                                   \
-        dt_status ck_s_ = (call);                                                          \
-        if (ck_s_ != DT_OK) {                                                              \
-            fprintf(stderr, "bench_tp_mlp: %s: %s\n", dt_status_str(ck_s_), dt_last_error()); \
-            exit(1);                                                                       \
-        }                                                                                  \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        dt_status ck_s_ = (call);                                                                  \
+        if (ck_s_ != DT_OK) {                                                                      \
+            fprintf(stderr, "bench_tp_mlp: %s: %s\n", dt_status_str(ck_s_), dt_last_error());      \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static double now_s(void)
@@ -49,10 +49,14 @@ int main(int argc, char **argv)
     int64_t hidden = 1024, ffn = 4096, tokens = 2048, steps = 10, warmup = 2;
     for (int i = 1; i + 1 < argc; i += 2) {
         int64_t v = atoll(argv[i + 1]);
-        if (strcmp(argv[i], "--hidden") == 0) hidden = v;
-        else if (strcmp(argv[i], "--ffn") == 0) ffn = v;
-        else if (strcmp(argv[i], "--tokens") == 0) tokens = v;
-        else if (strcmp(argv[i], "--steps") == 0) steps = v;
+        if (strcmp(argv[i], "--hidden") == 0)
+            hidden = v;
+        else if (strcmp(argv[i], "--ffn") == 0)
+            ffn = v;
+        else if (strcmp(argv[i], "--tokens") == 0)
+            tokens = v;
+        else if (strcmp(argv[i], "--steps") == 0)
+            steps = v;
         else {
             fprintf(stderr, "usage: %s [--hidden H] [--ffn F] [--tokens N] [--steps S]\n", argv[0]);
             return 2;
@@ -116,7 +120,8 @@ int main(int argc, char **argv)
         printf("dtensor  tp=%d mlp h=%lld ffn=%lld tokens=%lld: step %.2f ms (median of %lld; "
                "forward %.2f, backward %.2f, sgd %.2f ms), min %.2f ms; loss %.6g\n",
                world, (long long)hidden, (long long)ffn, (long long)tokens, 1e3 * stats[0],
-               (long long)steps, 1e3 * stats[1], 1e3 * stats[2], 1e3 * stats[3], 1e3 * stats[4], loss_v);
+               (long long)steps, 1e3 * stats[1], 1e3 * stats[2], 1e3 * stats[3], 1e3 * stats[4],
+               loss_v);
     free(t_step);
     dt_tensor_release(x);
     dt_optim_destroy(opt);

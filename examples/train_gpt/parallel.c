@@ -35,8 +35,8 @@ static dt_status parse_mesh(const char *text, int *ndim, int *shape,
         long v = strtol(eq + 1, &end, 10);
         if (end == eq + 1 || *end != '\0' || v < 1 || v > 1 << 20 ||
             strlen(item) >= DT_MESH_NAME_MAX)
-            return DT_ERR(DT_ERR_INVALID_ARG, "train_gpt: --mesh '%s': bad size '%s' of '%s'",
-                          text, eq + 1, item);
+            return DT_ERR(DT_ERR_INVALID_ARG, "train_gpt: --mesh '%s': bad size '%s' of '%s'", text,
+                          eq + 1, item);
         snprintf(names[n], DT_MESH_NAME_MAX, "%s", item);
         shape[n++] = (int)v;
     }
@@ -91,7 +91,8 @@ dt_status train_parallel_apply(train_parallel *p, const char *mesh_text, bool sp
         DT_CHECK_GOTO(dt_plan_explain(model, p->mesh, plan, "tp", stdout), s, out_destroy);
     DT_CHECK_GOTO(dt_parallelize_module(model, p->mesh, plan, "tp"), s, out_destroy);
     printf("mesh %s (%d ranks), plan %s%s\n", mesh_text, p->world,
-           plan_path != NULL ? plan_path : "default", sp && plan_path == NULL ? " + sequence parallel" : "");
+           plan_path != NULL ? plan_path : "default",
+           sp && plan_path == NULL ? " + sequence parallel" : "");
 out_destroy:
     dt_plan_destroy(plan);
     return s;
@@ -116,8 +117,8 @@ dt_status train_parallel_report_memory(train_parallel *p, dt_module *model, FILE
     int64_t *all = malloc(sizeof(int64_t) * REPORT_FIELDS * (size_t)p->world);
     if (all == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "train_gpt: no memory for the report");
-    dt_status s = dt_comm_allgather(dt_runtime_world(p->rt), mine, all, REPORT_FIELDS,
-                                    DT_DTYPE_I64, NULL);
+    dt_status s =
+        dt_comm_allgather(dt_runtime_world(p->rt), mine, all, REPORT_FIELDS, DT_DTYPE_I64, NULL);
     if (s == DT_OK && p->rank == 0) {
         fprintf(f, "memory per rank (MiB): params held | peak total");
         for (int c = 0; c < DT_MEM_CATEGORY_COUNT; c++)

@@ -273,8 +273,7 @@ DT_API dt_status dt_parallel_linear_create(int64_t in_features, int64_t out_feat
  * Errors: DT_ERR_INVALID_ARG when @p logits is not distributed or not sharded
  * along its last dim (naming its placements); those of dt_cross_entropy.
  */
-DT_API dt_status dt_parallel_cross_entropy(dt_tensor *logits, dt_tensor *targets,
-                                           dt_tensor **loss);
+DT_API dt_status dt_parallel_cross_entropy(dt_tensor *logits, dt_tensor *targets, dt_tensor **loss);
 
 #ifdef __cplusplus
 }

@@ -16,23 +16,22 @@
 
 #include "dtensor.h"
 
-#define ST_OK(call)                                                                    \
-    do {                                                                               \
-        dt_status st_s_ = (call);                                                      \
-        if (st_s_ != DT_OK)                                                            \
-            fail_msg("%s -> %s: %s", #call, dt_status_str(st_s_), dt_last_error());    \
+#define ST_OK(call)                                                                                \
+    do {                                                                                           \
+        dt_status st_s_ = (call);                                                                  \
+        if (st_s_ != DT_OK)                                                                        \
+            fail_msg("%s -> %s: %s", #call, dt_status_str(st_s_), dt_last_error());                \
     } while (0)
 
 /* @p call must fail with @p status and a message containing @p needle. */
-#define ST_FAILS(call, status, needle)                                                 \
-    do {                                                                               \
-        dt_status st_s_ = (call);                                                      \
-        if (st_s_ != (status))                                                         \
-            fail_msg("%s -> %s (want %s): %s", #call, dt_status_str(st_s_),            \
-                     dt_status_str(status), dt_last_error());                          \
-        if (strstr(dt_last_error(), (needle)) == NULL)                                 \
-            fail_msg("%s: message '%s' does not name '%s'", #call, dt_last_error(),    \
-                     (needle));                                                        \
+#define ST_FAILS(call, status, needle)                                                             \
+    do {                                                                                           \
+        dt_status st_s_ = (call);                                                                  \
+        if (st_s_ != (status))                                                                     \
+            fail_msg("%s -> %s (want %s): %s", #call, dt_status_str(st_s_), dt_status_str(status), \
+                     dt_last_error());                                                             \
+        if (strstr(dt_last_error(), (needle)) == NULL)                                             \
+            fail_msg("%s: message '%s' does not name '%s'", #call, dt_last_error(), (needle));     \
     } while (0)
 
 /* Number of parameters of @p m that are distributed. */
@@ -88,8 +87,8 @@ static inline double st_loss_value(dt_tensor *loss)
 typedef enum st_optim { ST_SGD, ST_ADAMW } st_optim;
 
 /* Train @p steps steps; losses[s] gets step s's loss. */
-static inline void st_train(dt_module *model, st_optim which, const dt_token_data *data,
-                            int steps, int64_t batch, int64_t seq, double *losses)
+static inline void st_train(dt_module *model, st_optim which, const dt_token_data *data, int steps,
+                            int64_t batch, int64_t seq, double *losses)
 {
     dt_optim *opt = NULL;
     if (which == ST_SGD) {

@@ -9,7 +9,7 @@
 #include "st_util.h"
 
 #define BATCH 4
-#define SEQ 16
+#define SEQ   16
 #define VOCAB 4096
 
 static dt_runtime *rt;
@@ -82,7 +82,8 @@ static dt_status sum_sharded(const char *fqn, dt_module *o, const char *n, dt_te
     int64_t row = (int64_t)dt_tensor_nbytes(p) / dt_tensor_dim(p, d); /* bytes of one index */
     b->local += (int64_t)dt_tensor_nbytes(dt_to_local(p));
     b->full += (int64_t)dt_tensor_nbytes(p);
-    b->chunk_rows += row * dt_shard_padded_size(dt_tensor_dim(p, d), 4) - row * dt_tensor_dim(p, d) / 4;
+    b->chunk_rows +=
+        row * dt_shard_padded_size(dt_tensor_dim(p, d), 4) - row * dt_tensor_dim(p, d) / 4;
     return DT_OK;
 }
 

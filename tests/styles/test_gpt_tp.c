@@ -10,9 +10,9 @@
  */
 #include "st_util.h"
 
-#define STEPS 5
-#define BATCH 4
-#define SEQ 16
+#define STEPS   5
+#define BATCH   4
+#define SEQ     16
 #define REL_TOL 1e-5
 
 static dt_runtime *rt;
@@ -172,10 +172,26 @@ static void run_case(st_optim which, bool sp)
     dt_module_destroy(ref);
 }
 
-static void test_sgd(void **state) { (void)state; run_case(ST_SGD, false); }
-static void test_adamw(void **state) { (void)state; run_case(ST_ADAMW, false); }
-static void test_sgd_sp(void **state) { (void)state; run_case(ST_SGD, true); }
-static void test_adamw_sp(void **state) { (void)state; run_case(ST_ADAMW, true); }
+static void test_sgd(void **state)
+{
+    (void)state;
+    run_case(ST_SGD, false);
+}
+static void test_adamw(void **state)
+{
+    (void)state;
+    run_case(ST_ADAMW, false);
+}
+static void test_sgd_sp(void **state)
+{
+    (void)state;
+    run_case(ST_SGD, true);
+}
+static void test_adamw_sp(void **state)
+{
+    (void)state;
+    run_case(ST_ADAMW, true);
+}
 
 int main(void)
 {

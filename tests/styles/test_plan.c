@@ -17,7 +17,10 @@ static dt_module *tiny_gpt_layers(int64_t n_heads, int64_t n_layers)
     return m;
 }
 
-static dt_module *tiny_gpt(int64_t n_heads) { return tiny_gpt_layers(n_heads, 2); }
+static dt_module *tiny_gpt(int64_t n_heads)
+{
+    return tiny_gpt_layers(n_heads, 2);
+}
 
 static dt_mesh *virtual_mesh(int ndim, const int *shape, const char *const *names, int rank)
 {
@@ -126,8 +129,7 @@ static void test_validation_leaves_model_untouched(void **state)
 
     /* a key that matches nothing, named, even after valid keys */
     ST_OK(dt_plan_parse("output=colwise; layers.*.attention.wx=colwise", &p));
-    ST_FAILS(dt_parallelize_module(m, mesh, p, "tp"), DT_ERR_NOT_FOUND,
-             "'layers.*.attention.wx'");
+    ST_FAILS(dt_parallelize_module(m, mesh, p, "tp"), DT_ERR_NOT_FOUND, "'layers.*.attention.wx'");
     assert_untouched(m);
     dt_plan_destroy(p);
 
@@ -284,7 +286,8 @@ static void test_matching(void **state)
     ST_FAILS(dt_parallelize_module(m, mesh, p, "tp"), DT_ERR_NOT_FOUND, "'*.attention.wq'");
     dt_plan_destroy(p);
     ST_OK(dt_plan_parse("layers.[01].feed_forward.w?=pairwise", &p));
-    ST_FAILS(dt_parallelize_module(m, mesh, p, "tp"), DT_ERR_UNSUPPORTED, "layers.0.feed_forward.w1");
+    ST_FAILS(dt_parallelize_module(m, mesh, p, "tp"), DT_ERR_UNSUPPORTED,
+             "layers.0.feed_forward.w1");
     dt_plan_destroy(p);
     ST_OK(dt_plan_parse("layers.1.feed_forward=pairwise; layers.0.attention=pairwise", &p));
     ST_OK(dt_parallelize_module(m, mesh, p, "tp"));
@@ -310,7 +313,8 @@ static void test_parallel_linear(void **state)
     ST_OK(dt_parallel_linear_create(6, 5, false, -1, mesh, "tp", &c));
     assert_int_equal(st_count_distributed(c), 0);
     dt_module *d = NULL;
-    ST_FAILS(dt_parallel_linear_create(6, 5, false, 2, mesh, "tp", &d), DT_ERR_INVALID_ARG, "dim 2");
+    ST_FAILS(dt_parallel_linear_create(6, 5, false, 2, mesh, "tp", &d), DT_ERR_INVALID_ARG,
+             "dim 2");
     ST_FAILS(dt_parallel_linear_create(6, 5, false, 0, mesh, "xx", &d), DT_ERR_NOT_FOUND, "xx");
     dt_tensor *logits = NULL, *t = NULL, *loss = NULL;
     int64_t ls[2] = {3, 4};
