@@ -48,6 +48,14 @@ rm -f "$work/a.safetensors" "$work/b.safetensors"
 cmp "$work/a.safetensors" "$work/b.safetensors" || fail "tp=2 save / load / save differ"
 echo "ok: tp=2 --save round-trips through one process exactly"
 
+# --explain-plan prints every parameter's placement before training
+explained=$("$dtrun" -n 2 "$train" --steps 0 --explain-plan --sequence-parallel)
+echo "$explained" | grep -q "layers.1.feed_forward.w2 .*rowwise(output=S(1), local=false)" ||
+    fail "--explain-plan: no style line for layers.1.feed_forward.w2"
+echo "$explained" | grep -q "weight   S(1)     global \[64, 256\]      local \[64, 128\]" ||
+    fail "--explain-plan: no shard line for w2.weight"
+echo "ok: --explain-plan"
+
 expect_error() { # $1 text wanted on stderr, rest: command
     local want=$1; shift
     local err
