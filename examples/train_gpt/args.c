@@ -50,6 +50,11 @@ static const opt_row rows[] = {
      "data-parallel style over the mesh's dp dim (default zero2)"},
     {"--memory-report", OPT_FLAG, FIELD(memory_report), NULL,
      "one row per rank: current/peak bytes by category (rank 0 prints)"},
+    {"--save-checkpoint", OPT_STR, FIELD(save_checkpoint), "DIR",
+     "sharded checkpoint (weights, optimizer state, step) after the last step"},
+    {"--every", OPT_INT, FIELD(every), "N", "with --save-checkpoint: also every N steps"},
+    {"--resume", OPT_STR, FIELD(resume), "DIR",
+     "continue from a sharded checkpoint (any mesh) at its step, up to --steps"},
     {"--help", OPT_FLAG, FIELD(help), NULL, "this text"},
 };
 

@@ -32,6 +32,9 @@ typedef struct train_args {
     bool explain_plan;      /* --explain-plan */
     const char *data_parallel; /* --data-parallel ddp|zero1|zero2|zero3 (NULL: zero2 on a dp dim) */
     bool memory_report;        /* --memory-report */
+    const char *save_checkpoint; /* --save-checkpoint DIR (sharded; NULL: none) */
+    int64_t every;               /* --every N: checkpoint every N steps (0: at the end only) */
+    const char *resume;          /* --resume DIR (sharded checkpoint to continue from) */
     bool help;
 } train_args;
 

@@ -18,6 +18,7 @@
 #include "dtensor.h"
 
 #include "args.h"
+#include "checkpointing.h"
 #include "data_parallel.h"
 #include "parallel.h"
 
@@ -130,6 +131,9 @@ int main(int argc, char **argv)
     TRY(train_parallel_apply(&par, a.mesh, a.sequence_parallel, a.plan, a.explain_plan, model));
     TRY(train_dp_apply(&par, a.data_parallel, a.batch, model)); /* then dp, then the optimizer */
     TRY(make_optimizer(&a, model, &opt));
+    int64_t first = 0; /* a resumed run continues at the checkpoint's step */
+    if (a.resume != NULL)
+        TRY(train_ck_resume(&par, a.resume, model, opt, &first));
     if (a.print_model)
         TRY(dt_module_print(model, stdout));
     printf("GPT %s: %" PRId64 " parameters (dim %" PRId64 ", %" PRId64 " layers, %" PRId64
@@ -141,7 +145,7 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     double t0 = now_s();
-    for (int64_t s = 0; s < a.steps; s++) {
+    for (int64_t s = first; s < a.steps; s++) {
         double loss = 0.0, norm = 0.0, ts = now_s();
         TRY(train_step(&a, &par, model, opt, data, s, seq, &loss, &norm));
         printf("step %4" PRId64 "  loss %.6f", s, loss);
@@ -149,11 +153,12 @@ int main(int argc, char **argv)
             printf("  grad_norm %.4f", norm);
         printf("  (%.1f ms)\n", 1e3 * (now_s() - ts));
         fflush(stdout);
+        TRY(train_ck_after_step(&par, a.save_checkpoint, a.every, s, a.steps, model, opt));
     }
     double elapsed = now_s() - t0;
-    if (a.steps > 0)
+    if (a.steps > first)
         printf("%.0f tokens/s (%" PRId64 " steps in %.2f s)\n",
-               (double)(a.steps * a.batch * seq) / elapsed, a.steps, elapsed);
+               (double)((a.steps - first) * a.batch * seq) / elapsed, a.steps - first, elapsed);
     if (a.save != NULL) {
         TRY(dt_save_full(model, a.save));
         printf("saved %s\n", a.save);

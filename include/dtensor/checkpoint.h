@@ -207,12 +207,21 @@ DT_API dt_status dt_load_full(dt_module *root, const char *path);
  *                                   the rank at coordinate 0 of every mesh dim
  *                                   that replicates it; local parameters by
  *                                   world rank 0), metadata format=pt,
- *                                   dtensor.save_id, dtensor.rank;
+ *                                   dtensor.save_id, dtensor.rank (and with an
+ *                                   optimizer dtensor.optim, dtensor.optim_step);
  *   index.json                      written last by world rank 0: format
  *                                   "dtensor-sharded", version 1, save_id,
- *                                   world_size, and per FQN its dtype, global
- *                                   shape, placements (informative) and every
- *                                   shard's file, key, offset and shape.
+ *                                   world_size, with an optimizer "optim":
+ *                                   {"name": "adamw", "step": N, "lr": x}, and
+ *                                   per tensor its dtype, global shape,
+ *                                   placements (informative) and every shard's
+ *                                   file, key, offset and shape.
+ * Tensors are the parameters by FQN and, with an optimizer, its state as
+ * "optim.<fqn>.<state>" (state names as dt_optim_state_name: momentum_buffer;
+ * exp_avg, exp_avg_sq) with the parameter's placements (dt_optim_state_placed):
+ * under ZeRO-1/2/3 the state is sharded over dp like the parameter's slot, and
+ * a load into another layout reshards it exactly like the parameters. There
+ * is no RNG state to save (training draws no random numbers after init).
  * Every file is written to a temporary name, fsync'ed and renamed; the save id
  * in the rank files' names means a new save into the same directory never
  * touches the files the current index.json names, so a crash at any point
@@ -226,10 +235,13 @@ DT_API dt_status dt_load_full(dt_module *root, const char *path);
  * some are distributed (one mesh for all, as dt_save_full); ranks of a mesh
  * slice that does not contain world rank 0 hold replicas of the slice that
  * does and return DT_OK at once without writing. Every participating rank
- * returns the same status. @p optim must be NULL for now (optimizer state,
- * step count and RNG state come with the data-parallel work).
- * Errors: DT_ERR_UNSUPPORTED (optim != NULL, a Partial parameter),
- * DT_ERR_INVALID_ARG (as dt_save_full), DT_ERR_SYSTEM (files), collectives'.
+ * returns the same status. With @p optim (may be NULL) its state and step
+ * count are saved too; states not allocated yet are allocated zero first
+ * (dt_optim_state_init: what the first step would use). @p optim must have
+ * been created over @p root after parallelizing (it holds the same tensors).
+ * Errors: DT_ERR_UNSUPPORTED (a Partial parameter), DT_ERR_INVALID_ARG (as
+ * dt_save_full; an optimizer over other tensors), DT_ERR_SYSTEM (files),
+ * collectives'.
  */
 DT_API dt_status dt_checkpoint_save(dt_module *root, dt_optim *optim, const char *dir);
 
@@ -243,7 +255,12 @@ DT_API dt_status dt_checkpoint_save(dt_module *root, dt_optim *optim, const char
  * DT_ERR_FORMAT (hostile or inconsistent index.json or rank file, shards that
  * do not cover a parameter), DT_ERR_INVALID_ARG naming the FQN (missing from
  * the checkpoint, not in the model, dtype or global shape mismatch),
- * DT_ERR_UNSUPPORTED (optim != NULL, a Partial parameter).
+ * DT_ERR_UNSUPPORTED (a Partial parameter).
+ * With @p optim its state is loaded (resharded like the parameters) and its
+ * step count set from the checkpoint: DT_ERR_INVALID_ARG when the checkpoint
+ * holds no optimizer state, another optimizer's (sgd vs adamw), or other
+ * states (SGD momentum on one side only). With @p optim NULL any optimizer
+ * state in the checkpoint is ignored.
  */
 DT_API dt_status dt_checkpoint_load(dt_module *root, dt_optim *optim, const char *dir);
 

@@ -400,6 +400,22 @@ DT_API dt_tensor *dt_optim_param_tensor(const dt_optim *o, int i);
  */
 DT_API dt_tensor *dt_optim_param_state(const dt_optim *o, int i, const char *name);
 
+/* Optimizer state for checkpoints (src/nn/optim_state.c). */
+/** States the optimizer keeps per parameter with its hyper-parameters (SGD
+ * without momentum: 0). */
+DT_API int dt_optim_num_states(const dt_optim *o);
+/** Name of state @p s (0 <= s < dt_optim_num_states), or NULL. Static. */
+DT_API const char *dt_optim_state_name(const dt_optim *o, int s);
+/**
+ * Allocate the zero state of every parameter that has none yet (what its
+ * first update would allocate, so no update changes), shaped like the
+ * parameter's local data, tagged DT_MEM_OPTIMIZER. Not collective.
+ * Errors: DT_ERR_NO_MEMORY (the state allocated so far is kept).
+ */
+DT_API dt_status dt_optim_state_init(dt_optim *o);
+/** Set the steps taken so far (a resumed run). DT_ERR_INVALID_ARG when < 0. */
+DT_API dt_status dt_optim_set_step_count(dt_optim *o, int64_t steps);
+
 /**
  * Scale every gradient of @p root's parameters so that their global 2-norm is
  * at most @p max_norm (PyTorch clip_grad_norm_: coefficient

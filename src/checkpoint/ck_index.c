@@ -32,6 +32,7 @@ void dt__ck_index_free(dt_ck_index *x)
     }
     free(x->entries);
     free(x->save_id);
+    free(x->optim_name);
     free(x);
 }
 
@@ -231,6 +232,16 @@ static dt_status ix_root(const char *what, const cJSON *root, dt_ck_index *x)
     x->save_id = ix_strdup(cJSON_GetObjectItemCaseSensitive(root, "save_id"));
     if (x->save_id == NULL)
         return IFMT("%s: save_id missing or not a string", what);
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(root, "optim");
+    if (op != NULL) {
+        const cJSON *on = cJSON_IsObject(op) ? cJSON_GetObjectItemCaseSensitive(op, "name") : NULL;
+        if (!cJSON_IsString(on) ||
+            !ix_uint(cJSON_GetObjectItemCaseSensitive(op, "step"), &x->optim_step))
+            return IFMT("%s: optim is not an object with a string name and an integer step", what);
+        x->optim_name = strdup(on->valuestring);
+        if (x->optim_name == NULL)
+            return DT_ERR(DT_ERR_NO_MEMORY, "checkpoint index: optim");
+    }
     const cJSON *ts = cJSON_GetObjectItemCaseSensitive(root, "tensors");
     if (!cJSON_IsObject(ts))
         return IFMT("%s: tensors is not an object", what);

@@ -5,10 +5,15 @@
  *
  *   {"format": "dtensor-sharded", "version": 1, "save_id": "<hex>",
  *    "world_size": W,
+ *    "optim": {"name": "adamw", "step": 3, "lr": 0.003, ...},   (optional)
  *    "tensors": {"<fqn>": {"dtype": "F32", "shape": [..], "placements": "S(0)",
  *                "shards": [{"file": "rank-0.<id>.safetensors", "key": "<fqn>",
  *                            "offset": [..], "shape": [..]}, ...]}}}
+ *
+ * With "optim", the tensors named "optim.<fqn>.<state>" are the optimizer
+ * state of parameter <fqn>, stored with the parameter's placements.
  */
+#define DT_CK_OPTIM_PREFIX "optim."
 #ifndef DT_CHECKPOINT_CK_INDEX_H
 #define DT_CHECKPOINT_CK_INDEX_H
 
@@ -39,6 +44,9 @@ typedef struct dt_ck_entry {
 typedef struct dt_ck_index {
     char *save_id;
     int world_size;
+    /* "optim": {"name": "adamw", "step": N, ...} when optimizer state was saved */
+    char *optim_name; /* NULL when the index has no "optim" object */
+    int64_t optim_step;
     int n;
     dt_ck_entry *entries; /* sorted by name */
 } dt_ck_index;

@@ -2,11 +2,14 @@
  * Parameter lists and status agreement shared by the full and sharded
  * checkpoints (see ck_params.h).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/ck_index.h"
 #include "checkpoint/ck_params.h"
 #include "core/error.h"
+#include "dtensor/data_parallel.h"
 
 static dt_status ck_collect_one(const char *fqn, dt_module *owner, const char *name,
                                 dt_tensor *param, void *user)
@@ -22,6 +25,7 @@ static dt_status ck_collect_one(const char *fqn, dt_module *owner, const char *n
     }
     l->p[l->n].fqn = strdup(fqn);
     l->p[l->n].t = param;
+    l->p[l->n].owned = false;
     if (l->p[l->n].fqn == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "checkpoint: FQN %s", fqn);
     l->n++;
@@ -53,8 +57,11 @@ dt_status dt__ck_params_collect(const char *fn, dt_module *root, dt_ck_params *l
 
 void dt__ck_params_free(dt_ck_params *l)
 {
-    for (int i = 0; i < l->n; i++)
+    for (int i = 0; i < l->n; i++) {
         free(l->p[i].fqn);
+        if (l->p[i].owned)
+            dt_tensor_release(l->p[i].t);
+    }
     free(l->p);
     l->p = NULL;
     l->n = l->cap = 0;
@@ -108,4 +115,47 @@ bool dt__ck_shard_stored(const dt_spec *s, const int *coord)
         if (pl[k].kind != DT_PLACEMENT_SHARD && coord[k] != 0)
             return false;
     return true;
+}
+
+/* The module parameter called @p fqn among the first @p n of @p l, or NULL. */
+static dt_tensor *ck_param_named(const dt_ck_params *l, int n, const char *fqn)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(l->p[i].fqn, fqn) == 0)
+            return l->p[i].t;
+    return NULL;
+}
+
+dt_status dt__ck_params_add_optim(const char *fn, dt_ck_params *l, dt_optim *o)
+{
+    int n_model = l->n;
+    for (int i = 0; i < dt_optim_num_params(o); i++) {
+        const char *fqn = dt_optim_param_fqn(o, i);
+        if (ck_param_named(l, n_model, fqn) != dt_optim_param_tensor(o, i))
+            return DT_ERR(DT_ERR_INVALID_ARG, "%s: the %s optimizer's parameter '%s' is not the "
+                          "module's (create the optimizer over this module, after parallelizing)",
+                          fn, dt_optim_name(o), fqn);
+    }
+    DT_CHECK(dt_optim_state_init(o));
+    for (int i = 0; i < dt_optim_num_params(o); i++) {
+        for (int s = 0; s < dt_optim_num_states(o); s++) {
+            const char *sn = dt_optim_state_name(o, s), *fqn = dt_optim_param_fqn(o, i);
+            dt_tensor *placed = NULL;
+            DT_CHECK(dt_optim_state_placed(o, i, sn, &placed));
+            size_t len = strlen(DT_CK_OPTIM_PREFIX) + strlen(fqn) + strlen(sn) + 2;
+            char *name = malloc(len);
+            dt_status st = name != NULL ? DT_OK : DT_ERR(DT_ERR_NO_MEMORY, "%s: state of %s", fn, fqn);
+            if (st == DT_OK) {
+                snprintf(name, len, "%s%s.%s", DT_CK_OPTIM_PREFIX, fqn, sn);
+                st = ck_collect_one(name, NULL, NULL, placed, l);
+            }
+            free(name);
+            if (st != DT_OK) {
+                dt_tensor_release(placed);
+                return st;
+            }
+            l->p[l->n - 1].owned = true;
+        }
+    }
+    return DT_OK;
 }

@@ -11,7 +11,8 @@
 
 typedef struct dt_ck_param {
     char *fqn;
-    dt_tensor *t; /* borrowed from the module */
+    dt_tensor *t; /* borrowed from the module, or owned (optimizer state) */
+    bool owned;
 } dt_ck_param;
 
 typedef struct dt_ck_params {
@@ -24,6 +25,12 @@ typedef struct dt_ck_params {
  * are none or the distributed ones are on different meshes. */
 dt_status dt__ck_params_collect(const char *fn, dt_module *root, dt_ck_params *l);
 void dt__ck_params_free(dt_ck_params *l);
+
+/* Append @p o's state (allocated zero first where missing) as
+ * "optim.<fqn>.<state>" tensors placed like their parameters. Each of @p o's
+ * parameters must be the one @p l holds under its FQN: DT_ERR_INVALID_ARG
+ * (naming @p fn) otherwise. */
+dt_status dt__ck_params_add_optim(const char *fn, dt_ck_params *l, dt_optim *o);
 
 /* Collective over @p mesh: *all = the lowest status any rank passed. */
 dt_status dt__ck_agree(dt_mesh *mesh, dt_status mine, dt_status *all);

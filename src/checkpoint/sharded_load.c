@@ -167,7 +167,14 @@ static dt_status sl_plan_param(sl_ctx *c, const dt_ck_entry *e, dt_tensor *local
     return DT_OK;
 }
 
-static dt_status sl_plan(sl_ctx *c, const char *fn, dt_ck_params *l)
+/* Whether index entry @p e may stay unread: optimizer state when loading without an optimizer. */
+static bool sl_may_skip(const sl_ctx *c, const dt_ck_entry *e, bool with_optim)
+{
+    return !with_optim && c->ix->optim_name != NULL &&
+           strncmp(e->name, DT_CK_OPTIM_PREFIX, strlen(DT_CK_OPTIM_PREFIX)) == 0;
+}
+
+static dt_status sl_plan(sl_ctx *c, const char *fn, dt_ck_params *l, bool with_optim)
 {
     unsigned char *used = calloc((size_t)c->ix->n + 1, 1);
     if (used == NULL)
@@ -205,11 +212,23 @@ static dt_status sl_plan(sl_ctx *c, const char *fn, dt_ck_params *l)
             st = sl_plan_param(c, e, local, off, dt_tensor_shape(local));
     }
     for (int i = 0; i < c->ix->n && st == DT_OK; i++)
-        if (!used[i])
+        if (!used[i] && !sl_may_skip(c, &c->ix->entries[i], with_optim))
             st = DT_ERR(DT_ERR_INVALID_ARG, "%s: the checkpoint holds '%s', which the model does not have",
                         fn, c->ix->entries[i].name);
     free(used);
     return st;
+}
+
+/* The checkpoint must hold the state of an optimizer of @p o's kind. */
+static dt_status sl_check_optim(const sl_ctx *c, const char *fn, const dt_optim *o)
+{
+    if (c->ix->optim_name == NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s/index.json holds no optimizer state (saved with "
+                      "optim NULL); load it with optim NULL", fn, c->dir);
+    if (strcmp(c->ix->optim_name, dt_optim_name(o)) != 0)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s/index.json holds %.32s optimizer state, the "
+                      "optimizer is %s", fn, c->dir, c->ix->optim_name, dt_optim_name(o));
+    return DT_OK;
 }
 
 dt_status dt_checkpoint_load(dt_module *root, dt_optim *optim, const char *dir)
@@ -217,18 +236,22 @@ dt_status dt_checkpoint_load(dt_module *root, dt_optim *optim, const char *dir)
     static const char *fn = "dt_checkpoint_load";
     DT_ARG_NOT_NULL(root);
     DT_ARG_NOT_NULL(dir);
-    if (optim != NULL)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: optimizer state is not loaded yet (pass NULL)", fn);
     sl_ctx c = {.dir = dir};
     dt_ck_params l = {0};
     dt_status st = DT_OK;
     DT_CHECK_GOTO(dt__ck_params_collect(fn, root, &l), st, out);
     DT_CHECK_GOTO(dt__ck_index_read(dir, &c.ix), st, out);
-    DT_CHECK_GOTO(sl_plan(&c, fn, &l), st, out);
+    if (optim != NULL) {
+        DT_CHECK_GOTO(sl_check_optim(&c, fn, optim), st, out);
+        DT_CHECK_GOTO(dt__ck_params_add_optim(fn, &l, optim), st, out);
+    }
+    DT_CHECK_GOTO(sl_plan(&c, fn, &l, optim != NULL), st, out);
     for (int i = 0; i < c.n_reads; i++) {
         const sl_read *r = &c.reads[i];
         DT_CHECK_GOTO(dt_safetensors_read_box(c.files[r->file], r->tensor, r->src_off, r->dst), st, out);
     }
+    if (optim != NULL)
+        st = dt_optim_set_step_count(optim, c.ix->optim_step);
 out:
     sl_free(&c);
     dt__ck_params_free(&l);

@@ -28,6 +28,7 @@ typedef struct ss_ctx {
     const char *dir;
     dt_ck_params l;
     dt_mesh *mesh;
+    dt_optim *optim; /* NULL: parameters only */
     int world_rank;
     char id[24];
 } ss_ctx;
@@ -63,12 +64,14 @@ static dt_status ss_write_rank_file(ss_ctx *c)
         ts[n++] = t;
     }
     if (n > 0) {
-        char name[96], path[4096], rank[16];
+        char name[96], path[4096], rank[16], step[24];
         ss_file_name(c, c->world_rank, name, sizeof(name));
         snprintf(path, sizeof(path), "%s/%s", c->dir, name);
         snprintf(rank, sizeof(rank), "%d", c->world_rank);
-        const char *meta[6] = {"format", "pt", "dtensor.save_id", c->id, "dtensor.rank", rank};
-        st = dt_safetensors_save(path, n, names, ts, 3, meta);
+        snprintf(step, sizeof(step), "%lld", (long long)dt_optim_step_count(c->optim));
+        const char *meta[10] = {"format", "pt", "dtensor.save_id", c->id, "dtensor.rank", rank,
+                                "dtensor.optim", dt_optim_name(c->optim), "dtensor.optim_step", step};
+        st = dt_safetensors_save(path, n, names, ts, c->optim != NULL ? 5 : 3, meta);
     }
 out:
     free(names);
@@ -129,6 +132,15 @@ static dt_status ss_index_param(const ss_ctx *c, const dt_ck_param *p, cJSON *sh
     return ok ? DT_OK : DT_ERR(DT_ERR_NO_MEMORY, "dt_checkpoint_save: index of %s", p->fqn);
 }
 
+/* The "optim" object: name and step count (hyper-parameters informative). */
+static bool ss_add_optim(const ss_ctx *c, cJSON *root)
+{
+    cJSON *o = cJSON_AddObjectToObject(root, "optim");
+    return o != NULL && cJSON_AddStringToObject(o, "name", dt_optim_name(c->optim)) &&
+           cJSON_AddNumberToObject(o, "step", (double)dt_optim_step_count(c->optim)) &&
+           cJSON_AddNumberToObject(o, "lr", dt_optim_lr(c->optim));
+}
+
 static dt_status ss_write_index(const ss_ctx *c)
 {
     dt_status st = DT_OK;
@@ -137,6 +149,7 @@ static dt_status ss_write_index(const ss_ctx *c)
               cJSON_AddNumberToObject(root, "version", 1) &&
               cJSON_AddStringToObject(root, "save_id", c->id) &&
               cJSON_AddNumberToObject(root, "world_size", c->mesh ? dt_mesh_size(c->mesh) : 1) &&
+              (c->optim == NULL || ss_add_optim(c, root)) &&
               (ts = cJSON_AddObjectToObject(root, "tensors")) != NULL;
     for (int i = 0; ok && st == DT_OK && i < c->l.n; i++) {
         const dt_ck_param *p = &c->l.p[i];
@@ -220,13 +233,13 @@ dt_status dt_checkpoint_save(dt_module *root, dt_optim *optim, const char *dir)
     static const char *fn = "dt_checkpoint_save";
     DT_ARG_NOT_NULL(root);
     DT_ARG_NOT_NULL(dir);
-    if (optim != NULL)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: optimizer state is not saved yet (pass NULL)", fn);
-    ss_ctx c = {.dir = dir};
+    ss_ctx c = {.dir = dir, .optim = optim};
     dt_status st = DT_OK;
     DT_CHECK_GOTO(dt__ck_params_collect(fn, root, &c.l), st, out);
     for (int i = 0; i < c.l.n; i++)
         DT_CHECK_GOTO(dt__ck_check_not_partial(fn, &c.l.p[i]), st, out);
+    if (optim != NULL)
+        DT_CHECK_GOTO(dt__ck_params_add_optim(fn, &c.l, optim), st, out);
     c.mesh = c.l.mesh;
     if (!ss_in_world_slice(c.mesh))
         goto out; /* a replica of the slice that holds world rank 0: it saves */
