@@ -28,13 +28,12 @@ double dt__store_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void dt__store_client_drop(dt_store_server *s, dt_store_conn *c, const char *why)
+/* Close the socket and free the buffers; the slot is swept out of the array
+ * after this poll round (fd < 0). */
+static void conn_close(dt_store_conn *c)
 {
-    if (c->fd < 0)
-        return;
-    DT_LOG_WARN("comm", "store: dropping client %s: %s", c->peer, why);
     close(c->fd);
-    c->fd = -1; /* swept out of the array after this poll round */
+    c->fd = -1;
     free(c->in);
     c->in = NULL;
     free(c->out);
@@ -42,6 +41,21 @@ void dt__store_client_drop(dt_store_server *s, dt_store_conn *c, const char *why
     free(c->park_body);
     c->park_body = NULL;
     c->parked = false;
+}
+
+/* A client that said goodbye (or the server stopping): no warning, not counted as dropped. */
+static void client_close_quiet(dt_store_conn *c)
+{
+    DT_LOG_DEBUG("comm", "store: client %s closed", c->peer);
+    conn_close(c);
+}
+
+void dt__store_client_drop(dt_store_server *s, dt_store_conn *c, const char *why)
+{
+    if (c->fd < 0)
+        return;
+    DT_LOG_WARN("comm", "store: dropping client %s: %s", c->peer, why);
+    conn_close(c);
     s->ndropped++;
 }
 
@@ -99,10 +113,11 @@ static void client_read(dt_store_server *s, dt_store_conn *c)
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
         return;
     if (n <= 0) {
-        if (c->hdr_got > 0 || !c->authed)
+        if (c->hdr_got > 0 || !c->authed) {
             dt__store_client_drop(s, c, "disconnected in the middle of a message");
-        else /* a normal goodbye */
-            dt__store_client_drop_quiet(s, c);
+        } else {
+            client_close_quiet(c); /* a normal goodbye */
+        }
         return;
     }
     c->last_rx = dt__store_now();
@@ -147,20 +162,6 @@ static void client_read(dt_store_server *s, dt_store_conn *c)
             dt__store_dispatch(s, c, body, len); /* takes ownership of body */
         }
     }
-}
-
-void dt__store_client_drop_quiet(dt_store_server *s, dt_store_conn *c)
-{
-    DT_LOG_DEBUG("comm", "store: client %s closed", c->peer);
-    close(c->fd);
-    c->fd = -1;
-    free(c->in);
-    c->in = NULL;
-    free(c->out);
-    c->out = NULL;
-    free(c->park_body);
-    c->park_body = NULL;
-    c->parked = false;
 }
 
 static void accept_clients(dt_store_server *s)
@@ -424,7 +425,7 @@ void dt__store_server_stop(dt_store_server *s, double linger_s)
     pthread_join(s->thread, NULL);
     for (size_t i = 0; i < s->nconns; i++)
         if (s->conns[i].fd >= 0)
-            dt__store_client_drop_quiet(s, &s->conns[i]);
+            client_close_quiet(&s->conns[i]);
     free(s->conns);
     close(s->listen_fd);
     close(s->wake_fd[0]);

@@ -46,7 +46,6 @@ struct dt_store_server {
 double dt__store_now(void);
 /* Close and forget a misbehaving client, logging why (the store keeps serving). */
 void dt__store_client_drop(dt_store_server *s, dt_store_conn *c, const char *why);
-void dt__store_client_drop_quiet(dt_store_server *s, dt_store_conn *c);
 /* Queue a reply: status, then the bytes of a and b. False if the client was dropped. */
 bool dt__store_reply(dt_store_server *s, dt_store_conn *c, uint8_t status, const void *a,
                      size_t alen, const void *b, size_t blen);
