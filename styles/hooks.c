@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "styles/style_kind.h"
 
 dt_status dt__hook_ctx_new(const dt_style *s, dt_style_kind as, dt_mesh *tp, dt__hook_ctx **out)
@@ -120,11 +121,23 @@ static dt_status wrap_local(dt_tensor *x, dt_mesh *mesh, dt_placement l, int64_t
     return dt_from_local(x, mesh, 1, &l, known ? gs : NULL, out);
 }
 
-/* The common step: local -> distributed in @p have, then to @p want, then maybe local. */
-static dt_status prepare(dt_tensor *x, dt_mesh *mesh, dt_layout have, dt_layout want,
-                         int64_t last_dim, bool to_local, dt_tensor **out)
+static const char *pl_text(dt_placement p, char *buf, size_t len)
+{
+    dt_placement_format(p, buf, len);
+    return buf;
+}
+
+/*
+ * The common step: local -> distributed in @p have, then to @p want, then
+ * maybe local. @p m and @p what ("input 0", "output") name it in trace logs
+ * (DT_LOG=trace DT_LOG_SUBSYS=styles).
+ */
+static dt_status prepare(const dt_module *m, const char *what, dt_tensor *x, dt_mesh *mesh,
+                         dt_layout have, dt_layout want, int64_t last_dim, bool to_local,
+                         dt_tensor **out)
 {
     dt_tensor *d = NULL, *r = NULL;
+    char a[32], b[32];
     if (dt_tensor_is_distributed(x))
         d = dt_tensor_retain(x);
     else if (have.present)
@@ -135,6 +148,9 @@ static dt_status prepare(dt_tensor *x, dt_mesh *mesh, dt_layout have, dt_layout 
         const dt_placement *cur = dt_tensor_placements(d);
         if (dt_mesh_ndim(dt_tensor_mesh(d)) != 1 ||
             !same_placement(cur[0], want.placement, dt_tensor_ndim(d))) {
+            DT_LOG_TRACE("styles", "%s '%s' %s: redistribute %s -> %s", dt_module_type_name(m),
+                         dt_module_name(m), what, pl_text(cur[0], a, sizeof(a)),
+                         pl_text(want.placement, b, sizeof(b)));
             dt_status status = dt_redistribute(d, 1, &want.placement, &r);
             dt_tensor_release(d);
             DT_CHECK(status);
@@ -152,15 +168,16 @@ static dt_status prepare(dt_tensor *x, dt_mesh *mesh, dt_layout have, dt_layout 
 
 dt_status dt__hook_pre(dt_module *m, int n_in, dt_tensor **inputs, void *user)
 {
-    (void)m;
     const dt__hook_ctx *c = user;
     int n = n_in < c->n_in ? n_in : c->n_in;
     for (int i = 0; i < n; i++) {
         if (inputs[i] == NULL || (!c->in[i].present && !c->desired[i].present))
             continue;
         dt_tensor *y = NULL;
-        DT_CHECK(
-            prepare(inputs[i], c->mesh, c->in[i], c->desired[i], c->in_last_dim, c->local_in, &y));
+        char what[24];
+        snprintf(what, sizeof(what), "input %d", i);
+        DT_CHECK(prepare(m, what, inputs[i], c->mesh, c->in[i], c->desired[i], c->in_last_dim,
+                         c->local_in, &y));
         dt_tensor_release(inputs[i]);
         inputs[i] = y;
     }
@@ -169,12 +186,11 @@ dt_status dt__hook_pre(dt_module *m, int n_in, dt_tensor **inputs, void *user)
 
 dt_status dt__hook_post(dt_module *m, dt_tensor **output, void *user)
 {
-    (void)m;
     const dt__hook_ctx *c = user;
     if (*output == NULL)
         return DT_OK;
     dt_tensor *y = NULL;
-    DT_CHECK(prepare(*output, c->mesh, c->out, c->desired_out, -1, c->local_out, &y));
+    DT_CHECK(prepare(m, "output", *output, c->mesh, c->out, c->desired_out, -1, c->local_out, &y));
     dt_tensor_release(*output);
     *output = y;
     return DT_OK;
