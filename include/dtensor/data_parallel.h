@@ -107,7 +107,8 @@ typedef struct dt_fsdp_params {
  * stage, grad_scale <= 0, a unit pattern that matches nothing, a parameter
  * that is not f32 or is distributed on a mesh whose dims are not dims of
  * @p mesh other than @p dp_dim, or a model already made data parallel;
- * DT_ERR_UNSUPPORTED on a virtual mesh. On error the model is unchanged.
+ * DT_ERR_UNSUPPORTED on a virtual mesh or for one tensor in two slots (tied
+ * weights). On error the model is unchanged.
  */
 DT_API dt_status dt_fully_shard(dt_module *root, dt_mesh *mesh, const char *dp_dim,
                                 const dt_fsdp_params *p);

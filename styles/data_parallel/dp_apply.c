@@ -89,6 +89,12 @@ static dt_status collect(const char *fqn, dt_module *owner, const char *name, dt
     if (dt_tensor_dtype(t) != DT_DTYPE_F32)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_fully_shard: parameter '%s' is %s (f32 only)", fqn,
                       dt_dtype_name(dt_tensor_dtype(t)));
+    for (int j = 0; j < s->n_params; j++)
+        if (s->p[j].slot == t)
+            return DT_ERR(DT_ERR_UNSUPPORTED,
+                          "dt_fully_shard: parameter '%s' is the same tensor as '%s' (shared "
+                          "parameters are not supported)",
+                          fqn, s->p[j].fqn);
     if (s->n_params == c->cap) {
         int cap = c->cap > 0 ? 2 * c->cap : 32;
         dp_param *v = realloc(s->p, (size_t)cap * sizeof(*v));

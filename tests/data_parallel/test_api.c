@@ -88,6 +88,15 @@ static void test_errors(void **state)
     const char *names[1] = {"dp"};
     DP_OK(dt_mesh_create_virtual(1, &one, names, 0, &virt));
     FAILS(dt_fully_shard(m, virt, "dp", NULL), DT_ERR_UNSUPPORTED, "virtual");
+    dt_module *tied = NULL, *l1 = NULL, *l2 = NULL;
+    DP_OK(dt_sequential_create(&tied));
+    DP_OK(dt_linear_create(4, 4, false, &l1));
+    DP_OK(dt_sequential_append(tied, l1));
+    DP_OK(dt_linear_create(4, 4, false, &l2));
+    DP_OK(dt_sequential_append(tied, l2));
+    DP_OK(dt_module_param_set(l2, "weight", dt_module_param(l1, "weight")));
+    FAILS(dt_fully_shard(tied, mesh, "dp", NULL), DT_ERR_UNSUPPORTED, "'1.weight' is the same");
+    dt_module_destroy(tied);
     DP_OK(dt_fully_shard(m, mesh, "dp", NULL));
     FAILS(dt_ddp_apply(m, mesh, "dp", NULL), DT_ERR_INVALID_ARG, "already data parallel");
     dt_dp_stage st;
