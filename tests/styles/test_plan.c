@@ -54,6 +54,32 @@ static void test_parse_default_plans(void **state)
     dt_plan_destroy(p);
 }
 
+/* The plan files shipped with train_gpt say what the built-in plans say. */
+static void test_shipped_plan_files(void **state)
+{
+    (void)state;
+    const char *files[2] = {ST_PLANS_DIR "/tp.plan", ST_PLANS_DIR "/sp.plan"};
+    for (int sp = 0; sp < 2; sp++) {
+        dt_plan *file = NULL, *builtin = NULL;
+        ST_OK(dt_plan_load(files[sp], &file));
+        ST_OK(dt_plan_gpt_default(sp == 1, &builtin));
+        assert_int_equal(dt_plan_size(file), dt_plan_size(builtin));
+        for (int i = 0; i < dt_plan_size(file); i++) {
+            char a[160], b[160];
+            assert_string_equal(dt_plan_pattern_at(file, i), dt_plan_pattern_at(builtin, i));
+            dt_style_format(dt_plan_style_at(file, i), a, sizeof(a));
+            dt_style_format(dt_plan_style_at(builtin, i), b, sizeof(b));
+            assert_string_equal(a, b);
+        }
+        dt_plan_destroy(file);
+        dt_plan_destroy(builtin);
+    }
+    dt_plan *p = NULL;
+    ST_OK(dt_plan_load(ST_PLANS_DIR "/pairwise.plan", &p));
+    assert_int_equal(dt_plan_size(p), 4);
+    dt_plan_destroy(p);
+}
+
 static void test_parse_forms(void **state)
 {
     (void)state;
@@ -333,6 +359,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_default_plans),
+        cmocka_unit_test(test_shipped_plan_files),
         cmocka_unit_test(test_parse_forms),
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_style_create_errors),

@@ -2,9 +2,9 @@
 # train_gpt on 2 tensor-parallel ranks (default plan, sequence parallel, a plan
 # file) prints the same losses as one process; weights saved from tp=2 load
 # and save again byte for byte in one process; bad --mesh/--plan fail by name.
-# usage: train_gpt_tp.sh TRAIN_GPT DTRUN WORKDIR
+# usage: train_gpt_tp.sh TRAIN_GPT DTRUN WORKDIR PLANS_DIR
 set -u
-train=$1 dtrun=$2 work=$3
+train=$1 dtrun=$2 work=$3 plans=$4
 mkdir -p "$work"
 fail() { echo "FAIL: $*"; exit 1; }
 args=(--steps 3 --batch 4 --seq 32 --optim adamw)
@@ -22,14 +22,9 @@ same() { # $1 name, $2 losses
 
 same "tp=2" "$("$dtrun" -n 2 "$train" "${args[@]}" --mesh tp=2 | losses)"
 same "tp=2 +sp" "$("$dtrun" -n 2 "$train" "${args[@]}" --mesh dp=1,tp=2 --sequence-parallel | losses)"
-cat > "$work/pairwise.plan" <<'PLAN'
-# PyTorch 2.0 style: one style per block
-tok_embeddings = RowwiseParallel
-layers.*.attention = pairwise
-layers.*.feed_forward = pairwise
-output = colwise(output=S(-1), local=false)
-PLAN
-same "tp=2 plan file" "$("$dtrun" -n 2 "$train" "${args[@]}" --plan "$work/pairwise.plan" | losses)"
+for plan in tp sp pairwise; do # the plan files shipped with train_gpt
+    same "tp=2 --plan $plan.plan" "$("$dtrun" -n 2 "$train" "${args[@]}" --plan "$plans/$plan.plan" | losses)"
+done
 
 # tp=3: 6 heads of 8, uneven ffn and vocabulary shards (86, 86, 84)
 args3=(--steps 3 --batch 4 --seq 30 --optim sgd --dim 48 --n-heads 6)
