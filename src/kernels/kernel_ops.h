@@ -131,6 +131,15 @@ typedef struct dt_kernel_ops {
     dt_status (*sum_squares)(const dt_tensor *x, double *out);
 } dt_kernel_ops;
 
+/*
+ * The device-independent arguments of a reduce entry: DT_ERR_INVALID_ARG
+ * naming fn and the value for an unknown kind or a dim out of range; else the
+ * dim wrapped (negative counts from the end; a 0-d x reduces as shape [1])
+ * into *dim_out. x must already be checked non-NULL.
+ */
+dt_status dt__kernel_reduce_args(const char *fn, dt_reduce_kind kind, const dt_tensor *x,
+                                 int dim, int *dim_out);
+
 /* The table for @p device (NULL when that device type is not built in). */
 const dt_kernel_ops *dt__kernels_for(dt_device device);
 

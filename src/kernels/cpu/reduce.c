@@ -75,16 +75,9 @@ dt_status dt__cpu_reduce(dt_reduce_kind kind, const dt_tensor *x, int dim, dt_te
                          dt_tensor *argmax)
 {
     const char *fn = "dt_kernel_reduce";
-    if ((unsigned)kind > DT_REDUCE_KIND_MAX)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: unknown kind %d", fn, (int)kind);
     DT_CHECK(dt__cpu_check_out(fn, "out", out, DT_DTYPE_F32));
     DT_CHECK(dt__cpu_check(fn, "x", x, DT_DTYPE_F32));
-    int nd = x->ndim > 0 ? x->ndim : 1;
-    if (dim < -nd || dim >= nd)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: dim %d out of range for %d dims", fn, dim,
-                      x->ndim);
-    if (dim < 0)
-        dim += nd;
+    DT_CHECK(dt__kernel_reduce_args(fn, kind, x, dim, &dim));
     int64_t n = x->ndim > 0 ? x->shape[dim] : 1;
     int64_t outer = x->ndim > 0 ? dt__shape_numel(dim, x->shape) : 1;
     int64_t inner = x->ndim > 0 ? dt__shape_numel(x->ndim - dim - 1, x->shape + dim + 1) : 1;

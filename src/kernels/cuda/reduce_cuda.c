@@ -8,17 +8,11 @@ dt_status dt__cuda_reduce(dt_reduce_kind kind, const dt_tensor *x, int dim, dt_t
                           dt_tensor *argmax)
 {
     const char *fn = "dt_kernel_reduce";
-    if ((unsigned)kind > DT_REDUCE_KIND_MAX)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: unknown kind %d", fn, (int)kind);
     DT_CHECK(dt__cuda_check_out(fn, "out", out, DT_DTYPE_F32));
     DT_CHECK(dt__cuda_check(fn, "x", x, DT_DTYPE_F32));
-    int nd = x->ndim > 0 ? x->ndim : 1;
-    if (dim < -nd || dim >= nd)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: dim %d out of range for %d dims", fn, dim,
-                      x->ndim);
-    if (dim < 0)
-        dim += nd;
+    DT_CHECK(dt__kernel_reduce_args(fn, kind, x, dim, &dim));
     /* a 0-d tensor reduces as shape [1] */
+    int nd = x->ndim > 0 ? x->ndim : 1;
     int64_t one = 1, zero = 0;
     const int64_t *shape = x->ndim > 0 ? x->shape : &one;
     const int64_t *strides = x->ndim > 0 ? x->strides : &zero;
