@@ -63,6 +63,18 @@ static inline dt_mesh *do_mesh1(void)
     return m;
 }
 
+/* A 2x2 mesh named dp x tp; skips the test unless the world is 4. */
+static inline dt_mesh *do_mesh_2x2(void)
+{
+    if (do_world() != 4)
+        skip();
+    dt_mesh *m = NULL;
+    int shape[2] = {2, 2};
+    const char *names[2] = {"dp", "tp"};
+    DO_OK(dt_mesh_create(do_rt, 2, shape, names, &m));
+    return m;
+}
+
 /* A full f32 tensor ~ N(0, 1) from @p seed (the same on every rank). */
 static inline dt_tensor *do_randn(int ndim, const int64_t *shape, uint64_t seed)
 {

@@ -138,11 +138,7 @@ static void test_unary(void **state)
 static void test_binary_2d(void **state)
 {
     (void)state;
-    if (do_world() != 4)
-        skip();
-    dt_mesh *m = NULL;
-    int shape[2] = {2, 2};
-    DO_OK(dt_mesh_create(do_rt, 2, shape, NULL, &m));
+    dt_mesh *m = do_mesh_2x2();
     int op = 2;
     do_case c = {.name = "binary 2x2", .n = 2, .ndim = {2, 1}, .shape = {{6, 5}, {5}},
                  .pl = {{S(0), P}, {R, R}}, .op = op_binary, .ctx = &op, .n_out_pl = 2,

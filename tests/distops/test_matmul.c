@@ -144,12 +144,7 @@ static void test_megatron_mlp(void **state)
 static void test_megatron_mlp_2d(void **state)
 {
     (void)state;
-    if (do_world() != 4)
-        skip();
-    dt_mesh *m = NULL;
-    int shape[2] = {2, 2};
-    const char *names[2] = {"dp", "tp"};
-    DO_OK(dt_mesh_create(do_rt, 2, shape, names, &m));
+    dt_mesh *m = do_mesh_2x2();
     mlp_ctx ctx = {.mesh = m};
     do_case c = {.name = "mlp dp x tp", .n = 5, .ndim = {3, 2, 1, 2, 1},
                  .shape = {{4, 3, 8}, {10, 8}, {10}, {8, 10}, {8}},

@@ -23,14 +23,31 @@ static dt_status op_red(dt_tensor *const *xs, bool dist, void *ctx, dt_tensor **
     }
 }
 
+/* One input of shape [d0, d1, d2] placed `in`, the output expected `out`. */
+typedef struct red_case {
+    red_ctx c;
+    dt_placement in, out;
+} red_case;
+
+/* Run cases[0..n) on @p m as "<what> case i" with seeds seed + i. */
+static void run_red_cases(dt_mesh *m, const char *what, int64_t d0, int64_t d1, int64_t d2,
+                          const red_case *cases, int n, uint64_t seed)
+{
+    for (int i = 0; i < n; i++) {
+        char name[48];
+        snprintf(name, sizeof(name), "%s case %d", what, i);
+        do_case c = {.name = name, .n = 1, .ndim = {3}, .shape = {{d0, d1, d2}}, .op = op_red,
+                     .ctx = (void *)&cases[i].c, .n_out_pl = 1};
+        c.pl[0][0] = cases[i].in, c.out_pl[0] = cases[i].out;
+        do_run(m, &c, seed + (uint64_t)i);
+    }
+}
+
 static void test_reductions(void **state)
 {
     (void)state;
     dt_mesh *m = do_mesh1();
-    const struct {
-        red_ctx c;
-        dt_placement in, out;
-    } cases[] = {
+    const red_case cases[] = {
         {{0, 1, false}, S(1), P},     /* sum over the sharded dim -> Partial */
         {{0, 1, true}, S(1), P},
         {{1, 1, false}, S(1), P},     /* mean over an uneven sharded dim: global divisor */
@@ -45,14 +62,8 @@ static void test_reductions(void **state)
         {{3, 0, false}, P, P},
         {{3, 0, false}, R, R},
     };
-    for (int i = 0; i < (int)(sizeof(cases) / sizeof(cases[0])); i++) {
-        char name[48];
-        snprintf(name, sizeof(name), "reduce case %d", i);
-        do_case c = {.name = name, .n = 1, .ndim = {3}, .shape = {{3, 7, 5}}, .op = op_red,
-                     .ctx = (void *)&cases[i].c, .n_out_pl = 1};
-        c.pl[0][0] = cases[i].in, c.out_pl[0] = cases[i].out;
-        do_run(m, &c, 4000 + (uint64_t)i);
-    }
+    run_red_cases(m, "reduce", 3, 7, 5, cases, (int)(sizeof(cases) / sizeof(cases[0])),
+                  4000);
     dt_mesh_release(m);
 }
 
@@ -60,10 +71,7 @@ static void test_softmax(void **state)
 {
     (void)state;
     dt_mesh *m = do_mesh1();
-    const struct {
-        red_ctx c;
-        dt_placement in, out;
-    } cases[] = {
+    const red_case cases[] = {
         {{4, -1, false}, S(0), S(0)}, /* over an unsharded dim: stays sharded */
         {{4, 1, false}, S(2), S(2)},
         {{4, -1, false}, S(2), R},    /* over the sharded dim: gathered first */
@@ -74,14 +82,8 @@ static void test_softmax(void **state)
         {{6, -1, false}, S(1), R},    /* query dim sharded: gathered */
         {{6, -1, false}, S(2), R},
     };
-    for (int i = 0; i < (int)(sizeof(cases) / sizeof(cases[0])); i++) {
-        char name[48];
-        snprintf(name, sizeof(name), "softmax case %d", i);
-        do_case c = {.name = name, .n = 1, .ndim = {3}, .shape = {{5, 6, 6}}, .op = op_red,
-                     .ctx = (void *)&cases[i].c, .n_out_pl = 1};
-        c.pl[0][0] = cases[i].in, c.out_pl[0] = cases[i].out;
-        do_run(m, &c, 5000 + (uint64_t)i);
-    }
+    run_red_cases(m, "softmax", 5, 6, 6, cases, (int)(sizeof(cases) / sizeof(cases[0])),
+                  5000);
     dt_mesh_release(m);
 }
 

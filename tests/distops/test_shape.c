@@ -204,11 +204,7 @@ static void test_attention_local_heads(void **state)
 static void test_attention_dp_tp(void **state)
 {
     (void)state;
-    if (do_world() != 4)
-        skip();
-    dt_mesh *m = NULL;
-    int shape[2] = {2, 2};
-    DO_OK(dt_mesh_create(do_rt, 2, shape, NULL, &m));
+    dt_mesh *m = do_mesh_2x2();
     attn_ctx ctx = {.mesh = m};
     do_case c = {.name = "attention dp x tp", .n = 5, .ndim = {3, 2, 2, 2, 2},
                  .shape = {{AB, AT, AD}, {AD, AD}, {AD, AD}, {AD, AD}, {AD, AD}},
