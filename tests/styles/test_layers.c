@@ -123,6 +123,11 @@ static void test_torchshard_linears(void **state)
     ST_OK(dt_backward(l, NULL));
     ST_OK(dt_backward(lr, NULL));
     assert_close("x.grad", dt_tensor_grad(x), dt_tensor_grad(xr));
+    /* a row-parallel layer handed the full input instead of its shard: named, no hang */
+    dt_tensor *bad = NULL, *wide = input(5, 7, 8);
+    if (dt_runtime_size(rt) > 1)
+        ST_FAILS(dt_module_call(row, wide, &bad), DT_ERR_INVALID_ARG, "[5, 7]");
+    dt_tensor_release(wide);
     const char *names[2] = {"weight", "bias"};
     dt_module *mods[2][2] = {{col, rc}, {row, rr}};
     for (int m = 0; m < 2; m++)
