@@ -13,7 +13,7 @@
  *          faults_per_step=mean(steps 2..N) peak_mib=max live bytes of a rank loss=last
  *
  *   dtrun -n W gpt_step --data tokens.bin [--config small] [--batch 8] [--seq 256]
- *                       [--steps 5] [--lr 0.1]
+ *                       [--steps 5] [--lr 0.01]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,7 +80,7 @@ static double median_after_first(double *v, int64_t n)
 
 static int parse_args(int argc, char **argv, bench_args *a)
 {
-    *a = (bench_args){.config = "small", .batch = 8, .steps = 5, .lr = 0.1};
+    *a = (bench_args){.config = "small", .batch = 8, .steps = 5, .lr = 0.01};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (strcmp(k, "--config") == 0) a->config = v;
@@ -158,13 +158,13 @@ int main(int argc, char **argv)
 
     dt_comm *wc = dt_runtime_world(rt);
     enum { NF = 3 }; /* per step: wall seconds, faults, CPU seconds */
-    double mine[MAX_STEPS][NF], all_steps[MAX_STEPS], all_cpu[MAX_STEPS], loss = 0.0;
+    double mine[MAX_STEPS][NF], all_steps[MAX_STEPS], all_cpu[MAX_STEPS], losses[MAX_STEPS];
     double *gathered = malloc(sizeof(double) * NF * MAX_STEPS * (size_t)world);
     if (gathered == NULL) return 1;
     for (int64_t s = 0; s < a.steps; s++) {
         CHECK(dt_comm_barrier(wc, NULL)); /* every rank starts the step together */
         double f0 = minor_faults(), c0 = cpu_s(), t0 = now_s();
-        loss = train_step(&a, model, opt, data, s, seq);
+        losses[s] = train_step(&a, model, opt, data, s, seq);
         mine[s][0] = now_s() - t0;
         mine[s][1] = minor_faults() - f0;
         mine[s][2] = cpu_s() - c0;
@@ -188,8 +188,8 @@ int main(int argc, char **argv)
                 f = v[1] > f ? v[1] : f;
                 c = v[2] > c ? v[2] : c;
             }
-            printf("step %lld: %.1f ms, cpu %.1f ms, %.0f minor faults (largest of the ranks)\n",
-                   (long long)s + 1, 1e3 * t, 1e3 * c, f);
+            printf("step %lld: %.1f ms, cpu %.1f ms, %.0f minor faults (largest of the ranks), "
+                   "loss %.6f\n", (long long)s + 1, 1e3 * t, 1e3 * c, f, losses[s]);
             all_steps[s] = t;
             all_cpu[s] = c;
             if (s == 0) faults_first = f;
@@ -199,7 +199,7 @@ int main(int argc, char **argv)
         printf("RESULT impl=dtensor alloc=%s world=%d step_ms=%.1f cpu_ms=%.1f faults_first=%.0f "
                "faults_per_step=%.1f peak_mib=%.1f loss=%.6f\n", alloc, world,
                1e3 * median_after_first(all_steps, a.steps), 1e3 * median_after_first(all_cpu, a.steps),
-               faults_first, faults_rest / (double)n, peaks_max / 1048576.0, loss);
+               faults_first, faults_rest / (double)n, peaks_max / 1048576.0, losses[a.steps - 1]);
         fflush(stdout);
     }
     free(peaks);

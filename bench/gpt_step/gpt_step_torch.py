@@ -7,7 +7,7 @@ library torch loaded). Per step: wall time and minor page faults
 (resource.getrusage). The last line is a RESULT summary in gpt_step's format.
 
     /usr/bin/python3 gpt_step_torch.py --data TOKENS.bin [--config small] [--batch 8] [--seq 256]
-                                       [--steps 5] [--lr 0.1]
+                                       [--steps 5] [--lr 0.01]
 """
 import argparse
 import ctypes
@@ -63,7 +63,7 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=0)
     ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--lr", type=float, default=0.01)
     args = ap.parse_args()
     if args.steps < 2:
         ap.error("--steps must be >= 2")
@@ -95,8 +95,8 @@ def main():
         times.append(time.perf_counter() - t0)
         cpus.append(cpu_s() - c0)
         faults.append(minor_faults() - f0)
-        print("step %d: %.1f ms, cpu %.1f ms, %d minor faults"
-              % (s + 1, 1e3 * times[-1], 1e3 * cpus[-1], faults[-1]), flush=True)
+        print("step %d: %.1f ms, cpu %.1f ms, %d minor faults, loss %.6f"
+              % (s + 1, 1e3 * times[-1], 1e3 * cpus[-1], faults[-1], value), flush=True)
     print("RESULT impl=pytorch alloc=pytorch world=1 step_ms=%.1f cpu_ms=%.1f faults_first=%d "
           "faults_per_step=%.1f peak_mib=%.1f loss=%.6f"
           % (1e3 * statistics.median(times[1:]), 1e3 * statistics.median(cpus[1:]), faults[0],

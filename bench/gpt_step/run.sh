@@ -77,5 +77,5 @@ printf '%s\n' "${results[@]}" | awk '
         print " busiest rank, median of steps 2..N (on tp ranks it includes spinning on communication);"
         print " faults: getrusage ru_minflt of the rank with most; vs PT: ratio to PyTorch on one process,"
         print " lower is better; peak MiB: dtensor peak live tensor bytes of a rank, PyTorch max RSS;"
-        print " loss: last step (PyTorch initialises with its own RNG, so its losses differ slightly))"
+        print " loss: last step, SGD lr 0.01 (PyTorch initialises with its own RNG: its losses differ slightly))"
     }'
