@@ -14,8 +14,10 @@
  *          overlaps the rest of backward.
  *   ZeRO-1 every parameter slot holds this rank's dp shard (see below), so an
  *          optimizer created afterwards keeps state for the shard only; the
- *          full (tp-local) parameters are all-gathered at each forward and kept,
- *          gradients all-reduced in full, each rank keeps its slice.
+ *          full (tp-local) parameters are all-gathered at each forward (all
+ *          gathers posted when the forward starts, each unit (see ZeRO-3)
+ *          waiting for its own) and kept; gradients all-reduced in full, each
+ *          rank keeps its slice.
  *   ZeRO-2 as ZeRO-1, gradients reduce-scattered straight into the shards.
  *   ZeRO-3 as ZeRO-2, and the gathered parameters exist only while a unit
  *          (default: every child of the root that owns parameters, and every
@@ -86,7 +88,7 @@ typedef struct dt_fsdp_params {
     uint64_t field_mask;
     dt_dp_stage stage;   /* default DT_DP_ZERO3 (dt_ddp_apply forces DT_DP_DDP) */
     size_t bucket_bytes; /* DDP bucket capacity, default 4 MiB (>= 1 parameter per bucket) */
-    const char *units;   /* ZeRO-3 units: comma-separated FQN patterns ('*' = one segment),
+    const char *units;   /* ZeRO units: comma-separated FQN patterns ('*' = one segment),
                             default: see the top of this file */
     bool prefetch;       /* ZeRO-3: gather the next unit while this one runs, default true */
     bool cpu_offload;    /* optimizer state in host memory: accepted; a no-op on CPU ranks */

@@ -228,7 +228,7 @@ static dt_status make_units(dp_state *s, dt_module *root, const char *pattern)
 {
     dt_module **mods = NULL;
     int n = 0;
-    if (s->stage == DT_DP_ZERO3)
+    if (s->stage != DT_DP_DDP)
         DT_CHECK(dp__find_units(root, pattern, &mods, &n));
     s->u = calloc((size_t)n + 1, sizeof(*s->u));
     s->order = calloc((size_t)n + 1, sizeof(int));
@@ -304,10 +304,11 @@ static dt_status slot_write(dt_module *m, const char *name, dt_tensor *t)
 static dt_status unit_enter(dp_state *s, int u)
 {
     dp_unit *un = &s->u[u];
+    if (s->stage != DT_DP_DDP) /* ZeRO-1/2: posted at the root, overlapping earlier units */
+        DT_CHECK(dp__unit_gather_wait(s, u));
     if (s->stage == DT_DP_ZERO3) {
         if (!s->order_known && s->n_order < s->n_units)
             s->order[s->n_order++] = u;
-        DT_CHECK(dp__unit_gather_wait(s, u));
         int pos = -1;
         for (int j = 0; s->order_known && j < s->n_order; j++)
             if (s->order[j] == u)
@@ -350,8 +351,8 @@ static dt_status root_pre(dt_module *m, int n_in, dt_tensor **in, void *user)
         for (int i = 0; i < s->n_params; i++) /* the shards changed since the last gather */
             if (s->p[i].gwork == NULL)
                 s->p[i].resident = false;
-        if (s->stage != DT_DP_ZERO3)
-            DT_CHECK(dp__unit_gather_wait(s, 0)); /* every parameter is in unit 0 */
+        for (int u = 0; s->stage != DT_DP_ZERO3 && u < s->n_units; u++)
+            DT_CHECK(dp__unit_gather_post(s, u)); /* all of them; each unit waits for its own */
     }
     if (!s->order_known)
         s->n_order = 0;
