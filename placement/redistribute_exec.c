@@ -23,13 +23,6 @@ typedef struct step_ctx {
     size_t *scratch; /* 4 * n counts/displacements */
 } step_ctx;
 
-static int64_t prod(const int64_t *s, int from, int to)
-{
-    int64_t p = 1;
-    for (int d = from; d < to; d++)
-        p *= s[d];
-    return p;
-}
 
 static dt_status new_like(const step_ctx *c, const int64_t *shape, dt_device dev, dt_tensor **out)
 {
@@ -42,7 +35,7 @@ static dt_status block_view(dt_tensor *buf, int64_t off, int ndim, const int64_t
 {
     dt_tensor *flat = NULL;
     dt_status s;
-    DT_CHECK(dt_tensor_narrow(buf, 0, off, prod(shape, 0, ndim), &flat));
+    DT_CHECK(dt_tensor_narrow(buf, 0, off, dt__shape_prod(shape, 0, ndim), &flat));
     s = dt_tensor_view(flat, ndim, shape, out);
     dt_tensor_release(flat);
     return s;
@@ -74,7 +67,7 @@ dt_status dt__pack_chunks(dt_tensor *x, int d, int n, int skip, size_t *counts, 
         dt_shard_chunk(dim_size, n, q, &sz, &o);
         memcpy(bs, dt_tensor_shape(x), sizeof(int64_t) * (size_t)ndim);
         bs[d] = sz;
-        counts[q] = q == skip ? 0 : (size_t)prod(bs, 0, ndim);
+        counts[q] = q == skip ? 0 : (size_t)dt__shape_prod(bs, 0, ndim);
         if (counts[q] > 0) {
             DT_CHECK_GOTO(dt_tensor_narrow(x, d, o, sz, &src), s, err_release);
             DT_CHECK_GOTO(block_view(buf, off, ndim, bs, &dst), s, err_release);
@@ -106,7 +99,7 @@ static dt_status unpack_blocks(const step_ctx *c, dt_tensor *buf, const int64_t 
         dt_shard_chunk(dim_size, c->n, q, &sz, &o);
         memcpy(bs, bshape, sizeof(int64_t) * (size_t)c->ndim);
         bs[d] = sz;
-        int64_t cnt = prod(bs, 0, c->ndim);
+        int64_t cnt = dt__shape_prod(bs, 0, c->ndim);
         if (cnt == 0)
             continue;
         DT_CHECK(block_view(buf, off, c->ndim, bs, &blk));
@@ -135,7 +128,7 @@ static dt_status exec_allgather(const step_ctx *c, dt_tensor *x, dt_tensor **out
     size_t *counts = c->scratch, *displs = c->scratch + c->n;
     dt_tensor *y = NULL, *buf = NULL;
     dt_status s;
-    int64_t outer = prod(L, 0, d), inner = prod(L, d + 1, c->ndim);
+    int64_t outer = dt__shape_prod(L, 0, d), inner = dt__shape_prod(L, d + 1, c->ndim);
     for (int q = 0; q < c->n; q++) {
         int64_t sz;
         dt_shard_chunk(L[d], c->n, q, &sz, NULL);
@@ -143,7 +136,7 @@ static dt_status exec_allgather(const step_ctx *c, dt_tensor *x, dt_tensor **out
     }
     displs_of(c->n, counts, displs);
     DT_CHECK(new_like(c, L, dt_tensor_device(x), &y));
-    if (prod(L, 0, c->ndim) == 0) { /* every rank sees the same empty result */
+    if (dt__shape_prod(L, 0, c->ndim) == 0) { /* every rank sees the same empty result */
         *out = y;
         return DT_OK;
     }
@@ -152,7 +145,7 @@ static dt_status exec_allgather(const step_ctx *c, dt_tensor *x, dt_tensor **out
                                          displs, c->dtype, NULL),
                       s, err_release);
     } else {
-        int64_t total = prod(L, 0, c->ndim);
+        int64_t total = dt__shape_prod(L, 0, c->ndim);
         DT_CHECK_GOTO(dt_tensor_empty(1, &total, c->dtype, dt_tensor_device(x), &buf), s,
                       err_release);
         DT_CHECK_GOTO(dt_comm_allgatherv(c->comm, dt_tensor_data(x), dt_tensor_data(buf),
@@ -202,15 +195,15 @@ static dt_status exec_reduce_scatter(const step_ctx *c, dt_tensor *x, dt_tensor 
     dt_shard_chunk(L[d], c->n, c->me, &sz, &off);
     ys[d] = sz;
     DT_CHECK(new_like(c, ys, dt_tensor_device(x), &y));
-    if (prod(L, 0, c->ndim) == 0) {
+    if (dt__shape_prod(L, 0, c->ndim) == 0) {
         *out = y;
         return DT_OK;
     }
-    if (prod(L, 0, d) == 1) {
+    if (dt__shape_prod(L, 0, d) == 1) {
         for (int q = 0; q < c->n; q++) {
             int64_t qs;
             dt_shard_chunk(L[d], c->n, q, &qs, NULL);
-            counts[q] = (size_t)(qs * prod(L, d + 1, c->ndim));
+            counts[q] = (size_t)(qs * dt__shape_prod(L, d + 1, c->ndim));
         }
         buf = dt_tensor_retain(x); /* contiguous: the blocks are already packed */
     } else {
@@ -243,19 +236,19 @@ static dt_status exec_alltoall(const step_ctx *c, dt_tensor *x, dt_tensor **out)
     dt_shard_chunk(L[b], c->n, c->me, &bsz, &boff);
     ys[b] = bsz;
     DT_CHECK(new_like(c, ys, dt_tensor_device(x), &y));
-    if (prod(L, 0, c->ndim) == 0) {
+    if (dt__shape_prod(L, 0, c->ndim) == 0) {
         *out = y;
         return DT_OK;
     }
     /* blocks along a are contiguous pieces of y: receive straight into it, and
      * move my own block with one local copy instead of through the comm */
-    bool direct = prod(ys, 0, a) == 1;
+    bool direct = dt__shape_prod(ys, 0, a) == 1;
     int self = direct ? c->me : -1;
-    if (prod(dt_tensor_shape(x), 0, b) == 1) {
+    if (dt__shape_prod(dt_tensor_shape(x), 0, b) == 1) {
         for (int q = 0; q < c->n; q++) {
             int64_t qs;
             dt_shard_chunk(L[b], c->n, q, &qs, NULL);
-            sc[q] = q == self ? 0 : (size_t)(qs * prod(dt_tensor_shape(x), b + 1, c->ndim));
+            sc[q] = q == self ? 0 : (size_t)(qs * dt__shape_prod(dt_tensor_shape(x), b + 1, c->ndim));
         }
         sbuf = dt_tensor_retain(x);
     } else {
@@ -264,7 +257,7 @@ static dt_status exec_alltoall(const step_ctx *c, dt_tensor *x, dt_tensor **out)
     for (int q = 0; q < c->n; q++) {
         int64_t asz;
         dt_shard_chunk(L[a], c->n, q, &asz, NULL);
-        rc[q] = q == self ? 0 : (size_t)(prod(ys, 0, c->ndim) / (L[a] ? L[a] : 1) * asz);
+        rc[q] = q == self ? 0 : (size_t)(dt__shape_prod(ys, 0, c->ndim) / (L[a] ? L[a] : 1) * asz);
     }
     displs_of(c->n, sc, sd);
     displs_of(c->n, rc, rd);
@@ -272,13 +265,13 @@ static dt_status exec_alltoall(const step_ctx *c, dt_tensor *x, dt_tensor **out)
         for (int q = 0; q < c->n; q++) {
             int64_t asz, aoff;
             dt_shard_chunk(L[a], c->n, q, &asz, &aoff);
-            rd[q] = (size_t)(prod(ys, 0, c->ndim) / (L[a] ? L[a] : 1) * aoff);
+            rd[q] = (size_t)(dt__shape_prod(ys, 0, c->ndim) / (L[a] ? L[a] : 1) * aoff);
         }
-        if (prod(dt_tensor_shape(x), 0, b) == 1) /* sbuf is x: self block stays in place */
+        if (dt__shape_prod(dt_tensor_shape(x), 0, b) == 1) /* sbuf is x: self block stays in place */
             for (int q = 0; q < c->n; q++) {
                 int64_t bo;
                 dt_shard_chunk(L[b], c->n, q, NULL, &bo);
-                sd[q] = (size_t)(bo * prod(dt_tensor_shape(x), b + 1, c->ndim));
+                sd[q] = (size_t)(bo * dt__shape_prod(dt_tensor_shape(x), b + 1, c->ndim));
             }
         dt_tensor *mine = NULL;
         DT_CHECK_GOTO(dt_tensor_narrow(x, b, boff, bsz, &mine), s, err_release);
@@ -289,7 +282,7 @@ static dt_status exec_alltoall(const step_ctx *c, dt_tensor *x, dt_tensor **out)
         if (s != DT_OK)
             goto err_release;
     } else {
-        int64_t total = prod(ys, 0, c->ndim);
+        int64_t total = dt__shape_prod(ys, 0, c->ndim);
         DT_CHECK_GOTO(dt_tensor_empty(1, &total, c->dtype, dt_tensor_device(x), &rbuf), s,
                       err_release);
     }

@@ -56,20 +56,12 @@ typedef struct planner {
     dt_placement cur[DT_MESH_MAX_DIMS];
 } planner;
 
-static int64_t numel(int ndim, const int64_t *s)
-{
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++)
-        n *= s[d];
-    return n;
-}
-
 /* Bytes this rank receives in one step (see dt_redistribute_explain). */
 static int64_t step_bytes(const dt_spec *spec, const dt__step *st)
 {
     const dt_mesh *m = spec->mesh;
     int n = m->shape[st->mesh_dim], me = m->coord[st->mesh_dim];
-    int64_t es = (int64_t)dt_dtype_size(spec->dtype), full = numel(spec->ndim, st->logical_shape);
+    int64_t es = (int64_t)dt_dtype_size(spec->dtype), full = dt__shape_numel(spec->ndim, st->logical_shape);
     int64_t inner = full, mine = 0, sz = 0;
     switch (st->kind) {
     case DT__STEP_ALLGATHER:

@@ -18,13 +18,6 @@
 
 static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
 
-static int64_t prod(const int64_t *s, int from, int to)
-{
-    int64_t p = 1;
-    for (int i = from; i < to; i++)
-        p *= s[i];
-    return p;
-}
 
 /* Output dim a Shard(d) over k ranks maps to, or -1. */
 static int reshape_map(int nin, const int64_t *in, int nout, const int64_t *out, int d, int k)
@@ -51,8 +44,8 @@ static int reshape_map(int nin, const int64_t *in, int nout, const int64_t *out,
             o++;
         if (o >= nout)
             return -1;
-        int64_t ci = ceil_div(in[d], k) * prod(in, d + 1, i);
-        int64_t co = ceil_div(out[o], k) * prod(out, o + 1, j);
+        int64_t ci = ceil_div(in[d], k) * dt__shape_prod(in, d + 1, i);
+        int64_t co = ceil_div(out[o], k) * dt__shape_prod(out, o + 1, j);
         return ci == co ? o : -1;
     }
     return -1;
@@ -75,9 +68,9 @@ static dt_status resolve_shape(int ndim, const int64_t *shape, int64_t numel, in
     }
     if (neg >= 0)
         out[neg] = known > 0 ? numel / known : 0;
-    if (prod(out, 0, ndim) != numel)
+    if (dt__shape_prod(out, 0, ndim) != numel)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_reshape: shape has %lld elements, x has %lld",
-                      (long long)prod(out, 0, ndim), (long long)numel);
+                      (long long)dt__shape_prod(out, 0, ndim), (long long)numel);
     return DT_OK;
 }
 

@@ -19,8 +19,13 @@ void dt__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
 
 int64_t dt__shape_numel(int ndim, const int64_t *shape)
 {
+    return dt__shape_prod(shape, 0, ndim);
+}
+
+int64_t dt__shape_prod(const int64_t *shape, int from, int to)
+{
     int64_t n = 1;
-    for (int d = 0; d < ndim; d++)
+    for (int d = from; d < to; d++)
         n *= shape[d];
     return n;
 }

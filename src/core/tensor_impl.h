@@ -66,7 +66,10 @@ dt_status dt__tensor_make_view(dt_tensor *t, int ndim, const int64_t *shape,
 void dt__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 /* Validate ndim/shape (0 <= ndim <= DT_MAX_DIMS, sizes >= 0, numel fits); names the bad value. */
 dt_status dt__check_shape(const char *fn, int ndim, const int64_t *shape);
+/* Product of the sizes (1 for ndim 0); no overflow check (dt__check_shape does that). */
 int64_t dt__shape_numel(int ndim, const int64_t *shape);
+/* Product of shape[from..to) (1 when from >= to). */
+int64_t dt__shape_prod(const int64_t *shape, int from, int to);
 /* Format "[2, 3, 4]" into buf; returns buf. */
 const char *dt__shape_str(int ndim, const int64_t *shape, char *buf, size_t len);
 
