@@ -72,6 +72,24 @@ static void test_parse(void **state)
     const char *empties = W(SH("a", "[0,0]", "[4,6]") "," SH("b", "[2,3]", "[0,2]"));
     CK_OK(dt__ck_index_parse(empties, strlen(empties), "idx", &x));
     dt__ck_index_free(x);
+    /* the optional optimizer section */
+    const char *with_optim = "{\"format\":\"dtensor-sharded\",\"version\":1,\"save_id\":\"x\","
+                             "\"world_size\":1,\"optim\":{\"name\":\"adamw\",\"step\":7,\"lr\":0.1},"
+                             "\"tensors\":{}}";
+    CK_OK(dt__ck_index_parse(with_optim, strlen(with_optim), "idx", &x));
+    assert_string_equal(x->optim_name, "adamw");
+    assert_int_equal(x->optim_step, 7);
+    dt__ck_index_free(x);
+    CK_OK(dt__ck_index_parse(ok, strlen(ok), "idx", &x));
+    assert_null(x->optim_name);
+    dt__ck_index_free(x);
+#define OPT(o) "{\"format\":\"dtensor-sharded\",\"version\":1,\"save_id\":\"x\",\"world_size\":1,\"optim\":" o ",\"tensors\":{}}"
+    const char *want_optim = "idx: optim is not an object with a string name and an integer step";
+    expect_parse(OPT("[1]"), want_optim);
+    expect_parse(OPT("{\"name\":1,\"step\":1}"), want_optim);
+    expect_parse(OPT("{\"name\":\"sgd\"}"), want_optim);
+    expect_parse(OPT("{\"name\":\"sgd\",\"step\":-1}"), want_optim);
+    expect_parse(OPT("{\"name\":\"sgd\",\"step\":1.5}"), want_optim);
     expect_parse(W("{\"file\":\"a\",\"offset\":[0,0],\"shape\":[1,1]}"), "key missing or not a string");
     expect_parse(HEAD "{\"w\":{\"dtype\":\"F32\",\"shape\":[],\"shards\":[]},"
                       "\"w\":{\"dtype\":\"F32\",\"shape\":[],\"shards\":[]}}}", "duplicate tensor 'w'");
@@ -159,7 +177,30 @@ static void test_inconsistent(void **state)
         CK_FAILS(dt_checkpoint_load(dst, NULL, ck), cases[k].st, cases[k].msg);
         ck_assert_params(dst, snap, n, cases[k].msg);
     }
-    CK_FAILS(dt_checkpoint_save(src, (dt_optim *)src, ck), DT_ERR_UNSUPPORTED, "optimizer state");
+    /* with an optimizer: a failed load leaves the weights, the state and the step alone */
+    dt_optim *so = NULL, *dopt = NULL;
+    dt_adamw_params ap = {0};
+    CK_OK(dt_optim_adamw_create(src, &ap, &so));
+    CK_OK(dt_optim_adamw_create(dst, &ap, &dopt));
+    CK_OK(dt_optim_set_step_count(so, 5));
+    CK_OK(dt_checkpoint_save(src, so, ck));
+    edit_index(ck, e_missing_key);
+    CK_FAILS(dt_checkpoint_load(dst, dopt, ck), DT_ERR_FORMAT, "has no tensor 'nope'");
+    ck_assert_params(dst, snap, n, "failed load with an optimizer");
+    assert_int_equal(dt_optim_step_count(dopt), 0);
+    dt_tensor *ea = dt_optim_param_state(dopt, 0, "exp_avg");
+    if (ea != NULL) { /* allocated zero by the load (what the first step uses), never filled */
+        dt_tensor *z = NULL;
+        CK_OK(dt_tensor_zeros(dt_tensor_ndim(ea), dt_tensor_shape(ea), DT_DTYPE_F32, dt_device_cpu(), &z));
+        assert_true(dt_tensor_equal(ea, z));
+        dt_tensor_release(z);
+    }
+    CK_OK(dt_checkpoint_save(src, so, ck));
+    CK_OK(dt_checkpoint_load(dst, dopt, ck));
+    assert_int_equal(dt_optim_step_count(dopt), 5);
+    CK_FAILS(dt_optim_set_step_count(dopt, -1), DT_ERR_INVALID_ARG, "-1 steps");
+    dt_optim_destroy(so);
+    dt_optim_destroy(dopt);
     ck_release_all(snap, n);
     dt_module_destroy(src);
     dt_module_destroy(dst);
