@@ -3,7 +3,8 @@
  * the GPT trains 3 steps on dp=2 x tp=2 (DDP, ZeRO-1, ZeRO-3; SGD with
  * momentum, AdamW), saves model + optimizer + step, then keeps training as
  * the uninterrupted run. The checkpoint is loaded on tp=4, on dp=4 with
- * ZeRO-3 and on one rank (a local model per rank): each holds exactly the
+ * ZeRO-3, on dp=2 x tp=2 under another style (ZeRO-3 -> DDP, DDP -> ZeRO-2,
+ * ...) and on one rank (a local model per rank): each holds exactly the
  * saved full optimizer state and step, and its steps 3..5 give the losses
  * of the uninterrupted run within 1e-6 relative. Then the error cases.
  */
@@ -224,6 +225,14 @@ static void resume_case(int stage, opt_kind ok)
     snprintf(what, sizeof(what), "dp=2 x tp=2 %s %s -> dp=4 zero3", dt_dp_stage_name((dt_dp_stage)stage), on);
     resume_check(&z3, dir, saved, n_saved, want, what);
     run_free(&z3);
+
+    /* the same mesh under another data-parallel style (ZeRO-3 -> DDP etc.) */
+    static const int other[4] = {DT_DP_ZERO2, DT_DP_DDP, DT_DP_ZERO1, DT_DP_DDP};
+    run same = run_make(m22, other[stage], ok, 99);
+    snprintf(what, sizeof(what), "dp=2 x tp=2 %s %s -> %s", dt_dp_stage_name((dt_dp_stage)stage), on,
+             dt_dp_stage_name((dt_dp_stage)other[stage]));
+    resume_check(&same, dir, saved, n_saved, want, what);
+    run_free(&same);
 
     run one = run_make(NULL, -1, ok, 99); /* every rank alone */
     snprintf(what, sizeof(what), "dp=2 x tp=2 %s %s -> one rank", dt_dp_stage_name((dt_dp_stage)stage), on);
