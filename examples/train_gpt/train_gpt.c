@@ -4,6 +4,8 @@
  *
  *   train_gpt --config tiny --steps 30 --optim adamw --lr 3e-3
  *   train_gpt --init weights.safetensors --save out.safetensors
+ *   dtrun -n 4 train_gpt --mesh dp=2,tp=2 --steps 100 --save-checkpoint ck --every 50
+ *   dtrun -n 4 train_gpt --mesh tp=4 --steps 200 --resume ck   (continues at step 100)
  *
  * Single process for now: the parallel options (--mesh, --sequence-parallel,
  * --data-parallel) arrive with the parallel styles; they only change the
