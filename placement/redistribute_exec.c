@@ -222,6 +222,48 @@ err_release:
     return s;
 }
 
+/* exec_alltoall's send side: counts/displacements of my chunks along b into
+ * sc/sd, straight from x when those chunks are contiguous in it (a self chunk,
+ * self >= 0, is left out and stays in place), else from a packed copy. */
+static dt_status alltoall_send(const step_ctx *c, dt_tensor *x, int self, dt_tensor **sbuf)
+{
+    const int64_t *L = c->st->logical_shape, *xs = dt_tensor_shape(x);
+    int b = c->st->dst.dim;
+    size_t *sc = c->scratch, *sd = sc + c->n;
+    if (dt__shape_prod(xs, 0, b) != 1) {
+        DT_CHECK(dt__pack_chunks(x, b, c->n, self, sc, sbuf));
+        displs_of(c->n, sc, sd);
+        return DT_OK;
+    }
+    int64_t inner = dt__shape_prod(xs, b + 1, c->ndim);
+    for (int q = 0; q < c->n; q++) {
+        int64_t qs, qo;
+        dt_shard_chunk(L[b], c->n, q, &qs, &qo);
+        sc[q] = q == self ? 0 : (size_t)(qs * inner);
+        sd[q] = (size_t)(qo * inner); /* chunk offsets are the prefix sums of the sizes */
+    }
+    *sbuf = dt_tensor_retain(x);
+    return DT_OK;
+}
+
+/* exec_alltoall's receive side: rank q's block is its chunk along a of y
+ * (shape ys); direct: displacements are those offsets in y itself. */
+static void alltoall_recv_counts(const step_ctx *c, const int64_t *ys, int self, bool direct)
+{
+    const int64_t *L = c->st->logical_shape;
+    int a = c->st->src.dim;
+    size_t *rc = c->scratch + 2 * c->n, *rd = rc + c->n;
+    int64_t per_a = dt__shape_prod(ys, 0, c->ndim) / (L[a] ? L[a] : 1);
+    for (int q = 0; q < c->n; q++) {
+        int64_t asz, aoff;
+        dt_shard_chunk(L[a], c->n, q, &asz, &aoff);
+        rc[q] = q == self ? 0 : (size_t)(per_a * asz);
+        rd[q] = (size_t)(per_a * aoff);
+    }
+    if (!direct)
+        displs_of(c->n, rc, rd);
+}
+
 /* S(a) -> S(b): all-to-all(v); rank q gets my chunk q along b, I get its
  * chunk me along b, which lands at its offset along a. */
 static dt_status exec_alltoall(const step_ctx *c, dt_tensor *x, dt_tensor **out)
@@ -244,35 +286,9 @@ static dt_status exec_alltoall(const step_ctx *c, dt_tensor *x, dt_tensor **out)
      * move my own block with one local copy instead of through the comm */
     bool direct = dt__shape_prod(ys, 0, a) == 1;
     int self = direct ? c->me : -1;
-    if (dt__shape_prod(dt_tensor_shape(x), 0, b) == 1) {
-        for (int q = 0; q < c->n; q++) {
-            int64_t qs;
-            dt_shard_chunk(L[b], c->n, q, &qs, NULL);
-            sc[q] = q == self ? 0 : (size_t)(qs * dt__shape_prod(dt_tensor_shape(x), b + 1, c->ndim));
-        }
-        sbuf = dt_tensor_retain(x);
-    } else {
-        DT_CHECK_GOTO(dt__pack_chunks(x, b, c->n, self, sc, &sbuf), s, err_release);
-    }
-    for (int q = 0; q < c->n; q++) {
-        int64_t asz;
-        dt_shard_chunk(L[a], c->n, q, &asz, NULL);
-        rc[q] = q == self ? 0 : (size_t)(dt__shape_prod(ys, 0, c->ndim) / (L[a] ? L[a] : 1) * asz);
-    }
-    displs_of(c->n, sc, sd);
-    displs_of(c->n, rc, rd);
-    if (direct) { /* displacements into y follow the offsets along a, self included */
-        for (int q = 0; q < c->n; q++) {
-            int64_t asz, aoff;
-            dt_shard_chunk(L[a], c->n, q, &asz, &aoff);
-            rd[q] = (size_t)(dt__shape_prod(ys, 0, c->ndim) / (L[a] ? L[a] : 1) * aoff);
-        }
-        if (dt__shape_prod(dt_tensor_shape(x), 0, b) == 1) /* sbuf is x: self block stays in place */
-            for (int q = 0; q < c->n; q++) {
-                int64_t bo;
-                dt_shard_chunk(L[b], c->n, q, NULL, &bo);
-                sd[q] = (size_t)(bo * dt__shape_prod(dt_tensor_shape(x), b + 1, c->ndim));
-            }
+    DT_CHECK_GOTO(alltoall_send(c, x, self, &sbuf), s, err_release);
+    alltoall_recv_counts(c, ys, self, direct);
+    if (direct) {
         dt_tensor *mine = NULL;
         DT_CHECK_GOTO(dt_tensor_narrow(x, b, boff, bsz, &mine), s, err_release);
         int64_t asz, aoff;
