@@ -1,5 +1,5 @@
 /*
- * dt_fully_shard / dt_ddp_apply on 2 ranks (dp=2 on a 1-d "dp" mesh): bad
+ * dt_fully_shard / dt_ddp_apply on 2 and 3 ranks (a 1-d "dp" mesh): bad
  * arguments fail by name and leave the model unchanged; ZeRO shards are
  * Shard(k) distributed tensors whose full_tensor is the exact full weight;
  * gradient clipping sees the global norm; gradients accumulate over two
@@ -62,6 +62,14 @@ static dt_mesh *dp_mesh(void)
     return m;
 }
 
+/* This rank's share of a global batch of @p b rows (dp rank r takes [r*B/R, (r+1)*B/R)):
+ * the grad_scale that makes the dp sum the gradient of the global mean. */
+static double share(dt_mesh *mesh, int64_t b)
+{
+    int64_t R = dt_mesh_size(mesh), r = dt_mesh_rank(mesh);
+    return (double)((r + 1) * b / R - r * b / R) / (double)b;
+}
+
 #define FAILS(call, status, needle)                                                                \
     do {                                                                                           \
         dt_status s_ = (call);                                                                     \
@@ -122,8 +130,12 @@ static void test_shards_full_tensor(void **state)
     dt_tensor *w = dp_param_at(m, "layers.0.feed_forward.w1.weight");
     assert_true(dt_tensor_is_distributed(w));
     assert_true(dt_placement_is_shard(dt_tensor_placements(w)[0], 0));
-    assert_int_equal(dt_tensor_dim(dt_to_local(w), 0), cfg.ffn_dim / 2);
-    assert_true(dt_module_param_bytes_local(m) * 2 <= dt_module_param_numel(m) * 4 + 64);
+    int64_t len = 0, off = 0;
+    dt_shard_chunk(cfg.ffn_dim, dt_mesh_size(mesh), dt_mesh_rank(mesh), &len, &off);
+    assert_int_equal(dt_tensor_dim(dt_to_local(w), 0), len);
+    /* 1/dp of the bytes, up to the rounding up of torch.chunk (64 over 3: 22) */
+    assert_true((double)dt_module_param_bytes_local(m) * dt_mesh_size(mesh) <=
+                1.05 * (double)dt_module_param_numel(m) * 4);
     dp_cmp c = {.ref = ref};
     DP_OK(dt_module_foreach_param(m, dp_cmp_param, &c));
     assert_true(c.diff2 == 0.0);
@@ -221,9 +233,11 @@ static void check_accumulate_clip(dt_dp_stage stage)
     dt_module *m = NULL, *ref = NULL;
     DP_OK(dt_gpt_create(&cfg, 1234, &m));
     DP_OK(dt_gpt_create(&cfg, 1234, &ref));
-    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_CPU_OFFLOAD,
+    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_CPU_OFFLOAD |
+                                       DT_FSDP_PARAM_FIELD_GRAD_SCALE,
                          .stage = stage,
-                         .cpu_offload = true};
+                         .cpu_offload = true,
+                         .grad_scale = share(mesh, BATCH)};
     DP_OK(dt_fully_shard(m, mesh, "dp", &fp));
     dt_optim *opt = NULL;
     DP_OK(dt_optim_sgd_create(m, NULL, &opt));
@@ -282,7 +296,9 @@ static void check_state(dt_dp_stage stage)
     dt_optim *o = NULL, *ro = NULL;
     DP_OK(dt_gpt_create(&cfg, 1234, &m));
     DP_OK(dt_gpt_create(&cfg, 1234, &ref));
-    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE, .stage = stage};
+    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_GRAD_SCALE,
+                         .stage = stage,
+                         .grad_scale = share(mesh, BATCH)};
     DP_OK(dt_fully_shard(m, mesh, "dp", &fp));
     DP_OK(dt_optim_adamw_create(m, NULL, &o));
     DP_OK(dt_optim_adamw_create(ref, NULL, &ro));
@@ -388,6 +404,86 @@ static void test_unused_zero3(void **state)
     check_unused(DT_DP_ZERO3);
 }
 
+/* Linear(8 -> 1) then Linear(1 -> 3): dims of size 1 and 3 over dp=2 give
+ * shards of 1 and 0 rows (an empty shard) and of 2 and 1 */
+static dt_module *small_net(void)
+{
+    dt_module *seq = NULL, *a = NULL, *b = NULL;
+    DP_OK(dt_sequential_create(&seq));
+    DP_OK(dt_linear_create(8, 1, true, &a));
+    DP_OK(dt_sequential_append(seq, a));
+    DP_OK(dt_linear_create(1, 3, true, &b));
+    DP_OK(dt_sequential_append(seq, b));
+    DP_OK(dt_param_init(dt_module_param(a, "weight"), "0.weight", 3, 0.5, 0.0));
+    DP_OK(dt_param_init(dt_module_param(b, "weight"), "1.weight", 3, 0.5, 0.0));
+    return seq;
+}
+
+static void small_steps(dt_module *m, dt_optim *o, int64_t lo, int64_t hi)
+{
+    int64_t xs[2] = {4, 8}, n = 4;
+    dt_tensor *x = NULL, *y = NULL, *xl = NULL, *yl = NULL, *out = NULL, *loss = NULL;
+    DP_OK(dt_tensor_empty(2, xs, DT_DTYPE_F32, dt_device_cpu(), &x));
+    DP_OK(dt_tensor_fill_normal(x, 0.0, 1.0, 11, NULL, NULL));
+    DP_OK(dt_tensor_empty(1, &n, DT_DTYPE_I64, dt_device_cpu(), &y));
+    for (int i = 0; i < 4; i++)
+        ((int64_t *)dt_tensor_data(y))[i] = i % 3;
+    DP_OK(dt_tensor_narrow(x, 0, lo, hi - lo, &xl));
+    DP_OK(dt_tensor_narrow(y, 0, lo, hi - lo, &yl));
+    for (int s = 0; s < 3; s++) {
+        dt_optim_zero_grad(o);
+        DP_OK(dt_module_call(m, xl, &out));
+        DP_OK(dt_nn_cross_entropy(out, yl, &loss));
+        DP_OK(dt_backward(loss, NULL));
+        DP_OK(dt_optim_step(o));
+        dt_tensor_release(out), dt_tensor_release(loss);
+    }
+    dt_tensor_release(x), dt_tensor_release(y), dt_tensor_release(xl), dt_tensor_release(yl);
+}
+
+static void check_empty_shards(dt_dp_stage stage)
+{
+    dt_mesh *mesh = dp_mesh();
+    int R = dt_mesh_size(mesh), r = dt_mesh_rank(mesh);
+    dt_module *ref = small_net(), *m = small_net();
+    dt_optim *ro = NULL, *o = NULL;
+    dt_sgd_params sp = {.field_mask = DT_SGD_PARAM_FIELD_LR, .lr = 0.5};
+    DP_OK(dt_optim_sgd_create(ref, &sp, &ro));
+    small_steps(ref, ro, 0, 4);
+    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_GRAD_SCALE,
+                         .stage = stage,
+                         .grad_scale = share(mesh, 4)};
+    DP_OK(dt_fully_shard(m, mesh, "dp", &fp));
+    DP_OK(dt_optim_sgd_create(m, &sp, &o));
+    if (R == 2) /* rank 1 holds no row of 0.weight */
+        assert_int_equal(dt_tensor_dim(dt_to_local(dp_param_at(m, "0.weight")), 0), 1 - r);
+    small_steps(m, o, r * 4 / R, (r + 1) * 4 / R);
+    dp_cmp c = {.ref = ref};
+    DP_OK(dt_module_foreach_param(m, dp_cmp_param, &c));
+    print_message("%s empty shards: weights rel %.3g\n", dt_dp_stage_name(stage),
+                  sqrt(c.diff2 / c.norm2));
+    assert_true(sqrt(c.diff2 / c.norm2) < 1e-6);
+    dt_optim_destroy(o), dt_optim_destroy(ro);
+    dt_module_destroy(m), dt_module_destroy(ref);
+    dt_mesh_release(mesh);
+}
+
+static void test_empty_shards_zero1(void **state)
+{
+    (void)state;
+    check_empty_shards(DT_DP_ZERO1);
+}
+static void test_empty_shards_zero2(void **state)
+{
+    (void)state;
+    check_empty_shards(DT_DP_ZERO2);
+}
+static void test_empty_shards_zero3(void **state)
+{
+    (void)state;
+    check_empty_shards(DT_DP_ZERO3);
+}
+
 /* units given by pattern (the rest stays with the root), no prefetch */
 static void test_units_no_prefetch(void **state)
 {
@@ -397,11 +493,13 @@ static void test_units_no_prefetch(void **state)
     dp_run r0 = {.stage = -1};
     DP_OK(dt_gpt_create(&cfg, 1234, &ref));
     dp_train(ref, &r0, DP_ADAMW, data, 3, BATCH, SEQ, rl);
-    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_UNITS | DT_FSDP_PARAM_FIELD_PREFETCH,
-                         .units = "layers.*",
-                         .prefetch = false};
-    int w = dt_runtime_size(rt), shape[2] = {w, 1};
+    int w = dt_runtime_size(rt), shape[2] = {w, 1}, r = dt_runtime_rank(rt);
     const char *names[2] = {"dp", "tp"};
+    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_UNITS | DT_FSDP_PARAM_FIELD_PREFETCH |
+                                       DT_FSDP_PARAM_FIELD_GRAD_SCALE,
+                         .units = "layers.*",
+                         .prefetch = false,
+                         .grad_scale = (double)((r + 1) * BATCH / w - r * BATCH / w) / BATCH};
     dp_run run = {.stage = DT_DP_ZERO3, .fsdp = &fp};
     DP_OK(dt_mesh_create(rt, 2, shape, names, &run.mesh));
     DP_OK(dt_gpt_create(&cfg, 1234, &m));
@@ -429,6 +527,9 @@ int main(void)
         cmocka_unit_test(test_state_zero3),
         cmocka_unit_test(test_unused_ddp),
         cmocka_unit_test(test_unused_zero2),
+        cmocka_unit_test(test_empty_shards_zero1),
+        cmocka_unit_test(test_empty_shards_zero2),
+        cmocka_unit_test(test_empty_shards_zero3),
         cmocka_unit_test(test_unused_zero3),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
