@@ -12,7 +12,8 @@ static void node_release_hook(void *self)
     dt__ag_node_release((dt_ag_node *)self);
 }
 
-void dt__ag_meta_of(const dt_tensor *t, dt_ag_meta *m)
+/* The shape/dtype/device record of @p t that a gradient must match. */
+static void meta_of(const dt_tensor *t, dt_ag_meta *m)
 {
     m->ndim = t->ndim;
     memcpy(m->shape, t->shape, sizeof(m->shape[0]) * (size_t)t->ndim);
@@ -52,7 +53,7 @@ dt_status dt__ag_node_create(const char *name, dt_ag_backward_fn backward, int n
         dt_ag_edge *e = &node->inputs[i];
         if (t == NULL)
             continue;
-        dt__ag_meta_of(t, &e->meta);
+        meta_of(t, &e->meta);
         if (t->grad_fn != NULL) {
             e->node = dt__ag_node_retain(t->grad_fn);
             e->output = t->grad_fn_output;
@@ -86,7 +87,7 @@ dt_status dt__ag_attach(dt_ag_node *node, int n_outputs, dt_tensor *const *outpu
     node->n_outputs = n_outputs;
     for (int i = 0; i < n_outputs; i++) {
         dt_tensor *y = outputs[i];
-        dt__ag_meta_of(y, &node->outputs[i]);
+        meta_of(y, &node->outputs[i]);
         if (y->grad_fn != NULL)
             dt__ag_node_release(y->grad_fn);
         y->grad_fn = dt__ag_node_retain(node);

@@ -91,11 +91,11 @@ dt_status dt__ag_attach(dt_ag_node *node, int n_outputs, dt_tensor *const *outpu
 /* Whether input @p i leads to something that needs a gradient. */
 bool dt__ag_input_needs_grad(const dt_ag_node *node, int i);
 
+/* Reference counting; release frees the node (and, iteratively, producers
+ * whose last reference it held) and accepts NULL. */
 dt_ag_node *dt__ag_node_retain(dt_ag_node *node);
 void dt__ag_node_release(dt_ag_node *node);
 /* Drop saved tensors and edges (after backward ran): frees activations early. */
 void dt__ag_node_free_graph(dt_ag_node *node);
-
-void dt__ag_meta_of(const dt_tensor *t, dt_ag_meta *m);
 
 #endif

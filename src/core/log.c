@@ -10,7 +10,7 @@
 #include "core/config.h"
 #include "core/log.h"
 
-int dt__log_level_cached = -1;
+static int log_level_cached = -1; /* -1 until DT_LOG was read */
 static int log_rank = -1;
 static char subsys_filter[256];
 static int subsys_all = -1;
@@ -23,20 +23,20 @@ static const char *level_names[] = {"none", "error", "warn", "info", "debug", "t
 
 dt_log_level dt__log_level(void)
 {
-    if (dt__log_level_cached < 0) {
+    if (log_level_cached < 0) {
         const char *v = dt__config_str("DT_LOG");
         int level = DT_LOG_LEVEL_WARN;
         for (int i = 0; v != NULL && i <= DT_LOG_LEVEL_TRACE; i++)
             if (strcasecmp(v, level_names[i]) == 0)
                 level = i;
-        dt__log_level_cached = level;
+        log_level_cached = level;
     }
-    return (dt_log_level)dt__log_level_cached;
+    return (dt_log_level)log_level_cached;
 }
 
 void dt_log_set_level(dt_log_level level)
 {
-    dt__log_level_cached = (int)level;
+    log_level_cached = (int)level;
 }
 
 bool dt__log_subsys_enabled(const char *subsys)

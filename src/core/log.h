@@ -4,10 +4,13 @@
 
 #include "dtensor/core.h"
 
-extern int dt__log_level_cached; /* -1 until DT_LOG was read */
-
+/* The level in force: dt_log_set_level's, else DT_LOG (read once), else warn. */
 dt_log_level dt__log_level(void);
+/* Whether DT_LOG_SUBSYS (comma list; unset, empty or "all" = all) lets @p subsys through. */
 bool dt__log_subsys_enabled(const char *subsys);
+/* Format one message and hand it to dt_log_set's callback, else write a line
+ * (level, rank, subsys, message, file:line) to the log file; thread-safe.
+ * Callers test the level first (the DT_LOG_* macros do). */
 void dt__log(dt_log_level level, const char *subsys, const char *file, int line,
              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 

@@ -20,8 +20,10 @@ typedef struct dt_store_kv {
     size_t nbuckets, count;
 } dt_store_kv;
 
+/* An empty table; false when out of memory. free releases every entry. */
 bool dt__store_kv_init(dt_store_kv *kv);
 void dt__store_kv_free(dt_store_kv *kv);
+/* The entry for @p key, or NULL (owned by the table). */
 dt_store_kv_entry *dt__store_kv_find(dt_store_kv *kv, const uint8_t *key, size_t klen);
 /* Insert or replace; copies both. False when out of memory (table unchanged). */
 bool dt__store_kv_set(dt_store_kv *kv, const uint8_t *key, size_t klen, const uint8_t *val,

@@ -43,6 +43,7 @@ struct dt_store_server {
     double linger_until; /* ... or at this time */
 };
 
+/* Monotonic seconds. */
 double dt__store_now(void);
 /* Close and forget a misbehaving client, logging why (the store keeps serving). */
 void dt__store_client_drop(dt_store_server *s, dt_store_conn *c, const char *why);
