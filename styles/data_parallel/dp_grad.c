@@ -18,6 +18,7 @@
 
 #include "autograd/node.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "styles/data_parallel/dp_impl.h"
 
 static dp_state *state_of(const dt_ag_node *node)
@@ -70,6 +71,10 @@ static dt_status ddp_post_ready(dp_state *s)
         void *d = dt_tensor_data(b->buf);
         DT_CHECK(dt_comm_allreduce(s->dp, d, d, (size_t)b->numel, DT_DTYPE_F32, DT_REDUCE_OP_SUM,
                                    &b->work));
+        DT_LOG_DEBUG("dp",
+                     "bucket %d (%lld floats) all-reduce posted, %d parameter nodes of "
+                     "backward still to run",
+                     s->next_post, (long long)b->numel, s->pending - 1);
         s->next_post++;
     }
     return DT_OK;
