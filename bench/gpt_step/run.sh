@@ -6,21 +6,26 @@
 # (tests/reference/gpt_ref.py's model, Debian's python3-torch). Prints one
 # table: step time and CPU time (medians of steps 2..N), minor page faults of
 # step 1 and per step after it, peak memory, and the ratios to PyTorch.
-# (PyTorch tensor-parallel by hand over gloo is bench/tp_gpt.)
+# (PyTorch tensor-parallel by hand over gloo is bench/tp_gpt.) --rounds R
+# repeats all runs R times, alternating, and keeps each configuration's lowest
+# times and highest fault counts (the load of a shared machine changes).
 #   bench/gpt_step/run.sh BUILD_DIR [--config small] [--batch 8] [--seq 256] [--steps 5] [--world 2]
+#                         [--rounds 1]
 set -eu
 build=${1:-build}
 shift || true
-world=2
+world=2 rounds=1
 args=()
 while [ $# -gt 1 ]; do
     case $1 in
     --world) world=$2 ;;
+    --rounds) rounds=$2 ;;
     --config | --batch | --seq | --steps) args+=("$1" "$2") ;;
     *) echo "gpt_step/run.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift 2
 done
+[ $# -eq 0 ] || { echo "gpt_step/run.sh: option $1 needs a value" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 exe=$build/bench/gpt_step/gpt_step
 dtrun=$build/tools/dtrun/dtrun
@@ -40,39 +45,56 @@ run() { # label, command...: echo the run's lines, keep its RESULT line
     echo "$out" | grep -v '^RESULT'
     results+=("$(echo "$out" | grep '^RESULT')")
 }
-run "dtensor tp=1, caching allocator" env -u DT_ALLOC "$exe" "${args[@]}"
-run "dtensor tp=1, DT_ALLOC=system" env DT_ALLOC=system "$exe" "${args[@]}"
-if [ "$world" -gt 1 ]; then
-    run "dtensor tp=$world, caching allocator" env -u DT_ALLOC "$dtrun" -n "$world" "$exe" "${args[@]}"
-    run "dtensor tp=$world, DT_ALLOC=system" env DT_ALLOC=system "$dtrun" -n "$world" "$exe" "${args[@]}"
-fi
+have_torch=0
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
-    run "pytorch tp=1" /usr/bin/python3 "$here/gpt_step_torch.py" "${args[@]}"
+    have_torch=1
 else
     echo "-- pytorch: not installed (apt-get install python3-torch): no PyTorch row, no ratios"
 fi
+for ((round = 1; round <= rounds; round++)); do
+    [ "$rounds" -gt 1 ] && echo "== round $round of $rounds"
+    run "dtensor tp=1, caching allocator" env -u DT_ALLOC "$exe" "${args[@]}"
+    run "dtensor tp=1, DT_ALLOC=system" env DT_ALLOC=system "$exe" "${args[@]}"
+    if [ "$world" -gt 1 ]; then
+        run "dtensor tp=$world, caching allocator" env -u DT_ALLOC "$dtrun" -n "$world" "$exe" "${args[@]}"
+        run "dtensor tp=$world, DT_ALLOC=system" env DT_ALLOC=system "$dtrun" -n "$world" "$exe" "${args[@]}"
+    fi
+    [ $have_torch = 1 ] && run "pytorch tp=1" /usr/bin/python3 "$here/gpt_step_torch.py" "${args[@]}"
+done
 
 echo
-printf '%s\n' "${results[@]}" | awk '
+printf '%s\n' "${results[@]}" | awk -v rounds="$rounds" '
     function field(line, key,    n, i, kv) {
         n = split(line, kv, " ")
         for (i = 1; i <= n; i++) if (index(kv[i], key "=") == 1) return substr(kv[i], length(key) + 2)
         return ""
     }
-    { row[NR] = $0
-      if (field($0, "impl") == "pytorch") { pt_ms = field($0, "step_ms"); pt_cpu = field($0, "cpu_ms") } }
+    function keep(key, f, v, lower) { # the lowest (or highest) value of a field over rounds
+        if (!((key, f) in best) || (lower ? v + 0 < best[key, f] + 0 : v + 0 > best[key, f] + 0))
+            best[key, f] = v
+    }
+    {
+        k = field($0, "impl") " " field($0, "alloc") " " field($0, "world")
+        if (!(k in row)) { row[k] = $0; order[++n_keys] = k }
+        keep(k, "step_ms", field($0, "step_ms"), 1); keep(k, "cpu_ms", field($0, "cpu_ms"), 1)
+        keep(k, "faults_first", field($0, "faults_first"), 0)
+        keep(k, "faults_per_step", field($0, "faults_per_step"), 0)
+        if (field($0, "impl") == "pytorch") pt = k
+    }
     END {
+        if (pt != "") { pt_ms = best[pt, "step_ms"]; pt_cpu = best[pt, "cpu_ms"] }
         fmt = "%-8s %-8s %3s %10s %10s %11s %15s %9s %11s %11s %10s\n"
         printf fmt, "impl", "alloc", "tp", "step ms", "cpu ms", "faults 1st", "faults/step 2+", "peak MiB",
                "step vs PT", "cpu vs PT", "loss"
-        for (i = 1; i <= NR; i++) {
-            r = row[i]; impl = field(r, "impl"); a = impl == "pytorch" ? "-" : field(r, "alloc")
-            ratio = pt_ms == "" ? "n/a" : sprintf("%.3fx", field(r, "step_ms") / pt_ms)
-            cratio = pt_cpu == "" ? "n/a" : sprintf("%.3fx", field(r, "cpu_ms") / pt_cpu)
-            printf fmt, impl, a, field(r, "world"), field(r, "step_ms"), field(r, "cpu_ms"),
-                   field(r, "faults_first"), field(r, "faults_per_step"), field(r, "peak_mib"), ratio, cratio,
+        for (i = 1; i <= n_keys; i++) {
+            k = order[i]; r = row[k]; impl = field(r, "impl"); a = impl == "pytorch" ? "-" : field(r, "alloc")
+            ratio = pt_ms == "" ? "n/a" : sprintf("%.3fx", best[k, "step_ms"] / pt_ms)
+            cratio = pt_cpu == "" ? "n/a" : sprintf("%.3fx", best[k, "cpu_ms"] / pt_cpu)
+            printf fmt, impl, a, field(r, "world"), best[k, "step_ms"], best[k, "cpu_ms"],
+                   best[k, "faults_first"], best[k, "faults_per_step"], field(r, "peak_mib"), ratio, cratio,
                    field(r, "loss")
         }
+        if (rounds > 1) print "(" rounds " rounds: lowest times and highest fault counts of each configuration)"
         print "(step ms: wall time of the slowest rank, median of steps 2..N; cpu ms: user+sys CPU time of the"
         print " busiest rank, median of steps 2..N (on tp ranks it includes spinning on communication);"
         print " faults: getrusage ru_minflt of the rank with most; vs PT: ratio to PyTorch on one process,"
