@@ -3,7 +3,8 @@
 # through the trainer): 3 steps on dp=2 x tp=2 saved, resumed on tp=4 and on one
 # rank up to step 6: steps 3..5 print the losses of the uninterrupted 6-step
 # run (within 1e-6 relative), with AdamW and SGD with momentum; DDP without tp
-# (an all-local model: rank 0 saves) resumed on one rank; a resume with another
+# (an all-local model: rank 0 saves) resumed on one rank; ZeRO-3 on dp=3
+# (uneven shards) resumed on tp=2; a resume with another
 # optimizer fails by name.
 # usage: resume_train_gpt.sh TRAIN_GPT DTRUN WORKDIR
 set -u
@@ -49,6 +50,12 @@ ref=$("$train" "${base[@]}" --optim adamw --steps 6 | losses)
     --save-checkpoint "$work/ck_ddp" > /dev/null || fail "DDP dp=2 save"
 same "adamw DDP dp=2 -> one rank" "$ref" \
     "$("$train" "${base[@]}" --optim adamw --steps 6 --resume "$work/ck_ddp" | losses)"
+
+# ZeRO-3 over dp=3 (uneven dp shards of every parameter) -> tp=2
+"$dtrun" -n 3 "$train" "${base[@]}" --optim adamw --mesh dp=3,tp=1 --data-parallel zero3 --steps 3 \
+    --save-checkpoint "$work/ck_z3" > /dev/null || fail "ZeRO-3 dp=3 save"
+same "adamw ZeRO-3 dp=3 -> tp=2" "$ref" \
+    "$("$dtrun" -n 2 "$train" "${base[@]}" --optim adamw --mesh tp=2 --steps 6 --resume "$work/ck_z3" | losses)"
 
 if "$train" "${base[@]}" --optim sgd --steps 6 --resume "$work/ck_adamw" > "$work/err.txt" 2>&1; then
     fail "resuming an adamw checkpoint with sgd succeeded"
