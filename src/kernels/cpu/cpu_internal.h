@@ -59,7 +59,10 @@ bool dt__nditer_next(dt__nditer *it);
 dt_status dt__cpu_broadcast_strides(const char *fn, const char *what, const dt_tensor *t,
                                     int ndim, const int64_t *shape, int64_t *strides);
 
-/* Checks: dtype of @p t is @p dtype; CPU tensor with storage. */
+/* Checks, DT_ERR_INVALID_ARG naming fn, what and the bad value: a CPU tensor
+ * with local storage; */
+dt_status dt__cpu_check_local(const char *fn, const char *what, const dt_tensor *t);
+/* ... and of dtype @p dtype. */
 dt_status dt__cpu_check(const char *fn, const char *what, const dt_tensor *t, dt_dtype dtype);
 /* Same, and contiguous (outputs). */
 dt_status dt__cpu_check_out(const char *fn, const char *what, const dt_tensor *t,

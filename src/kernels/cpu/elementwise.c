@@ -40,8 +40,7 @@ static void fill_f32(float *restrict o, int64_t n, int64_t s, float v)
 
 dt_status dt__cpu_fill(dt_tensor *out, double value)
 {
-    if (out == NULL || out->storage == NULL || out->device.type != DT_DEVICE_CPU)
-        return DT_ERR(DT_ERR_INVALID_ARG, "dt_kernel_fill: out is not a local CPU tensor");
+    DT_CHECK(dt__cpu_check_local("dt_kernel_fill", "out", out));
     if (dt_dtype_size(out->dtype) == 0)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_kernel_fill: invalid dtype %d", (int)out->dtype);
     const int64_t *st[1] = {out->strides};
@@ -63,9 +62,8 @@ dt_status dt__cpu_fill(dt_tensor *out, double value)
 dt_status dt__cpu_copy(dt_tensor *dst, const dt_tensor *src)
 {
     const char *fn = "dt_kernel_copy";
-    if (dst == NULL || src == NULL || dst->storage == NULL || src->storage == NULL ||
-        dst->device.type != DT_DEVICE_CPU || src->device.type != DT_DEVICE_CPU)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: dst and src must be local CPU tensors", fn);
+    DT_CHECK(dt__cpu_check_local(fn, "dst", dst));
+    DT_CHECK(dt__cpu_check_local(fn, "src", src));
     DT_CHECK(dt__cpu_check_same_shape(fn, "src", src, dst));
     dt__host_copy(dst, src);
     return DT_OK;

@@ -83,12 +83,21 @@ dt_status dt__cpu_broadcast_strides(const char *fn, const char *what, const dt_t
     return DT_OK;
 }
 
-dt_status dt__cpu_check(const char *fn, const char *what, const dt_tensor *t, dt_dtype dtype)
+dt_status dt__cpu_check_local(const char *fn, const char *what, const dt_tensor *t)
 {
     if (t == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s is NULL", fn, what);
-    if (t->storage == NULL || t->device.type != DT_DEVICE_CPU)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s is not a local CPU tensor", fn, what);
+    if (t->storage == NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s has no local storage (distributed)", fn, what);
+    if (t->device.type != DT_DEVICE_CPU)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s is on device type %d, not the CPU", fn, what,
+                      (int)t->device.type);
+    return DT_OK;
+}
+
+dt_status dt__cpu_check(const char *fn, const char *what, const dt_tensor *t, dt_dtype dtype)
+{
+    DT_CHECK(dt__cpu_check_local(fn, what, t));
     if (t->dtype != dtype)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s has dtype %s, expected %s", fn, what,
                       dt_dtype_name(t->dtype), dt_dtype_name(dtype));
@@ -134,8 +143,7 @@ dt_status dt__cpu_contig(const dt_tensor *t, dt_tensor **tmp, const void **data)
 
 dt_status dt__cpu_load_ids(const char *fn, const dt_tensor *ids, int64_t **out)
 {
-    if (ids == NULL || ids->storage == NULL)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: ids is NULL or not a local tensor", fn);
+    DT_CHECK(dt__cpu_check_local(fn, "ids", ids));
     if (ids->dtype != DT_DTYPE_I64 && ids->dtype != DT_DTYPE_I32 && ids->dtype != DT_DTYPE_U16)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: ids have dtype %s, expected i64, i32 or u16", fn,
                       dt_dtype_name(ids->dtype));
