@@ -43,6 +43,37 @@ static int generation(dt_module *m)
     return (int)g;
 }
 
+/* An SGD-with-momentum optimizer over @p m. */
+static dt_optim *make_optim(dt_module *m)
+{
+    dt_sgd_params p = {.field_mask = DT_SGD_PARAM_FIELD_MOMENTUM, .momentum = 0.9};
+    dt_optim *o = NULL;
+    CK_OK(dt_optim_sgd_create(m, &p, &o));
+    CK_OK(dt_optim_state_init(o));
+    return o;
+}
+
+/* Generation @p g of the optimizer: every state value and the step count. */
+static void fill_optim(dt_optim *o, int g)
+{
+    for (int i = 0; i < dt_optim_num_params(o); i++)
+        CK_OK(dt_tensor_fill(dt_optim_param_state(o, i, "momentum_buffer"), g));
+    CK_OK(dt_optim_set_step_count(o, g));
+}
+
+/* The optimizer holds generation @p g (the weights' one) throughout. */
+static void check_optim(dt_optim *o, int g)
+{
+    assert_int_equal(dt_optim_step_count(o), g);
+    for (int i = 0; i < dt_optim_num_params(o); i++) {
+        dt_tensor *t = dt_optim_param_state(o, i, "momentum_buffer");
+        for (int64_t k = 0; k < dt_tensor_numel(t); k++)
+            if (dt_tensor_item_at(t, k) != g)
+                fail_msg("%s momentum[%lld] = %g next to weights of generation %d",
+                         dt_optim_param_fqn(o, i), (long long)k, dt_tensor_item_at(t, k), g);
+    }
+}
+
 /* Remove temporary leftovers; return how many there were. Any other file
  * than the real one is an error. */
 static int sweep(const char *dir, const char *real)
@@ -106,8 +137,9 @@ static void test_sigkill_during_save(void **state)
     ck_rmdir(dir);
 }
 
-/* Same for sharded checkpoints saved again and again into one directory:
- * index.json always names one complete earlier save. */
+/* Same for sharded checkpoints (weights and optimizer state) saved again and
+ * again into one directory: index.json always names one complete earlier
+ * save, whose weights, optimizer state and step count are one generation. */
 static void test_sigkill_during_sharded_save(void **state)
 {
     (void)state;
@@ -115,8 +147,10 @@ static void test_sigkill_during_sharded_save(void **state)
     ck_tmpdir(dir, sizeof(dir), "crash_sharded");
     snprintf(ck, sizeof(ck), "%s/ck", dir);
     dt_module *m = make_model();
+    dt_optim *o = make_optim(m);
     fill(m, 0);
-    CK_OK(dt_checkpoint_save(m, NULL, ck));
+    fill_optim(o, 0);
+    CK_OK(dt_checkpoint_save(m, o, ck));
     int last = 0;
     for (int r = 0; r < ROUNDS; r++) {
         pid_t pid = fork();
@@ -124,7 +158,8 @@ static void test_sigkill_during_sharded_save(void **state)
         if (pid == 0) {
             for (int g = last + 1;; g++) {
                 fill(m, g);
-                if (dt_checkpoint_save(m, NULL, ck) != DT_OK)
+                fill_optim(o, g);
+                if (dt_checkpoint_save(m, o, ck) != DT_OK)
                     _exit(3);
             }
         }
@@ -135,14 +170,19 @@ static void test_sigkill_during_sharded_save(void **state)
         assert_int_equal(waitpid(pid, &status, 0), pid);
         assert_true(WIFSIGNALED(status));
         dt_module *back = make_model();
+        dt_optim *bo = make_optim(back);
         fill(back, -1);
-        CK_OK(dt_checkpoint_load(back, NULL, ck));
+        fill_optim(bo, 99999);
+        CK_OK(dt_checkpoint_load(back, bo, ck));
         int g = generation(back);
+        check_optim(bo, g);
         assert_true(g >= last);
         last = g;
+        dt_optim_destroy(bo);
         dt_module_destroy(back);
     }
     printf("%d rounds of sharded saves: last complete generation %d\n", ROUNDS, last);
+    dt_optim_destroy(o);
     dt_module_destroy(m);
     ck_rmdir(dir);
 }
