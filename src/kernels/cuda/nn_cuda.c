@@ -68,6 +68,15 @@ static dt_status optional_vec(const char *fn, const char *what, const dt_tensor 
     return dt__cuda_contig(fn, t, data, tmp);
 }
 
+/* An optional f32 output (NULL: not wanted) of @p n elements. */
+static dt_status optional_out(const char *fn, const char *what, const dt_tensor *o, int64_t n)
+{
+    if (o == NULL)
+        return DT_OK;
+    DT_CHECK(dt__cuda_check_out(fn, what, o, DT_DTYPE_F32));
+    return dt__cuda_check_numel(fn, what, o, n);
+}
+
 dt_status dt__cuda_layer_norm(const dt_tensor *x, const dt_tensor *w, const dt_tensor *b,
                               float eps, dt_tensor *y, dt_tensor *mean, dt_tensor *rstd)
 {
@@ -78,14 +87,9 @@ dt_status dt__cuda_layer_norm(const dt_tensor *x, const dt_tensor *w, const dt_t
     if (x->ndim < 1)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: x has no dims", fn);
     int64_t n = x->shape[x->ndim - 1], numel = dt__shape_numel(x->ndim, x->shape);
-    int64_t rows = n > 0 ? numel / n : 0;
-    for (int k = 0; k < 2; k++) {
-        dt_tensor *o = k == 0 ? mean : rstd;
-        if (o != NULL) {
-            DT_CHECK(dt__cuda_check_out(fn, k == 0 ? "mean" : "rstd", o, DT_DTYPE_F32));
-            DT_CHECK(dt__cuda_check_numel(fn, k == 0 ? "mean" : "rstd", o, rows));
-        }
-    }
+    int64_t rows = dt__shape_numel(x->ndim - 1, x->shape); /* also when n == 0 (CPU does too) */
+    DT_CHECK(optional_out(fn, "mean", mean, rows));
+    DT_CHECK(optional_out(fn, "rstd", rstd, rows));
     if (numel == 0)
         return DT_OK;
     DT_CHECK(dt__cuda_use_device(fn, y));
@@ -119,18 +123,13 @@ dt_status dt__cuda_layer_norm_backward(const dt_tensor *x, const dt_tensor *w,
     if (x->ndim < 1 || mean == NULL || rstd == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: needs x with dims and the saved mean/rstd", fn);
     int64_t n = x->shape[x->ndim - 1], numel = dt__shape_numel(x->ndim, x->shape);
-    int64_t rows = n > 0 ? numel / n : 0;
+    int64_t rows = dt__shape_numel(x->ndim - 1, x->shape); /* also when n == 0 (CPU does too) */
     if (gx != NULL) {
         DT_CHECK(dt__cuda_check_out(fn, "gx", gx, DT_DTYPE_F32));
         DT_CHECK(dt__cuda_check_same_shape(fn, "gx", gx, x));
     }
-    for (int k = 0; k < 2; k++) {
-        dt_tensor *o = k == 0 ? gw : gb;
-        if (o != NULL) {
-            DT_CHECK(dt__cuda_check_out(fn, k == 0 ? "gw" : "gb", o, DT_DTYPE_F32));
-            DT_CHECK(dt__cuda_check_numel(fn, k == 0 ? "gw" : "gb", o, n));
-        }
-    }
+    DT_CHECK(optional_out(fn, "gw", gw, n));
+    DT_CHECK(optional_out(fn, "gb", gb, n));
     if (numel == 0)
         return DT_OK;
     DT_CHECK(dt__cuda_use_device(fn, x));
