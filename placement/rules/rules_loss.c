@@ -61,7 +61,7 @@ static dt_status exp_rows(const dt_kernel_ops *k, dt_tensor *x, dt_tensor *c, dt
         dt_tensor *v[8] = {0}; /* xb, cb, cbe, tbv, ebv, sb, sbe, ob */
         s = dt_tensor_narrow(x, 0, r0, rb, &v[0]);
         if (s == DT_OK) s = dt_tensor_narrow(c, 0, r0, rb, &v[1]);
-        if (s == DT_OK) s = dt__ops_expand(v[1], 2, sh, &v[2]);
+        if (s == DT_OK) s = dt_tensor_expand(v[1], 2, sh, &v[2]);
         if (s == DT_OK) s = dt_tensor_narrow(tb, 0, 0, rb, &v[3]);
         if (s == DT_OK) s = dt_tensor_narrow(eb, 0, 0, rb, &v[4]);
         if (s == DT_OK) s = k->binary(DT_BINARY_SUB, v[0], v[2], v[3]);
@@ -72,7 +72,7 @@ static dt_status exp_rows(const dt_kernel_ops *k, dt_tensor *x, dt_tensor *c, dt
         }
         if (s == DT_OK && out != NULL) {
             s = dt_tensor_narrow(scale_rows, 0, r0, rb, &v[5]);
-            if (s == DT_OK) s = dt__ops_expand(v[5], 2, sh, &v[6]);
+            if (s == DT_OK) s = dt_tensor_expand(v[5], 2, sh, &v[6]);
             if (s == DT_OK) s = dt_tensor_narrow(out, 0, r0, rb, &v[7]);
             if (s == DT_OK) s = k->binary(DT_BINARY_MUL, v[4], v[6], v[7]);
         }

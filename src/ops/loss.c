@@ -29,7 +29,7 @@ static dt_status cross_entropy_backward(dt_ag_node *node, dt_tensor *const *gy, 
     DT_CHECK(dt__ops_kernels(node->name, lg->device, DT_KOP_CROSS_ENTROPY, &k));
     /* d mean / d loss[i] = gy / n_valid for every row (ignored rows give 0 in the kernel) */
     DT_CHECK(dt__ops_unary_raw(DT_UNARY_SCALE, gy[0], (float)node->dv[0], &g1));
-    DT_CHECK_GOTO(dt__ops_expand(g1, 1, &rows, &ge), s, err);
+    DT_CHECK_GOTO(dt_tensor_expand(g1, 1, &rows, &ge), s, err);
     DT_CHECK_GOTO(dt__ops_empty(1, &rows, lg->device, &gl), s, err);
     DT_CHECK_GOTO(k->copy(gl, ge), s, err);
     DT_CHECK_GOTO(dt__ops_empty(m->ndim, m->shape, m->device, &gout), s, err);

@@ -12,7 +12,7 @@ static dt_status masked_fill_raw(dt_tensor *x, dt_tensor *mask, float value, dt_
     dt_tensor *m = NULL, *y = NULL;
     dt_status s;
     DT_CHECK(dt__ops_kernels("dt_masked_fill", x->device, DT_KOP_MASKED_FILL, &k));
-    DT_CHECK(dt__ops_expand(mask, x->ndim, x->shape, &m));
+    DT_CHECK(dt_tensor_expand(mask, x->ndim, x->shape, &m));
     DT_CHECK_GOTO(dt__ops_empty(x->ndim, x->shape, x->device, &y), s, err);
     DT_CHECK_GOTO(k->masked_fill(x, m, value, y), s, err);
     dt_tensor_release(m);

@@ -30,7 +30,7 @@ static dt_status gemm_operand(dt_tensor *t, bool *trans, int bnd, const int64_t 
     memcpy(shape, bshape, sizeof(shape[0]) * (size_t)bnd);
     shape[bnd] = base->shape[n - 2];
     shape[bnd + 1] = base->shape[n - 1];
-    s = dt__ops_expand(base, bnd + 2, shape, out);
+    s = dt_tensor_expand(base, bnd + 2, shape, out);
     dt_tensor_release(base);
     return s;
 }
@@ -279,7 +279,7 @@ static dt_status linear_raw(const dt_kernel_ops *k, dt_tensor *x, dt_tensor *w, 
     DT_CHECK_GOTO(dt__ops_empty(x->ndim, shape, x->device, &y), s, err);
     DT_CHECK_GOTO(view2d(y, rows, outf, &y2), s, err);
     if (bias != NULL) {
-        DT_CHECK_GOTO(dt__ops_expand(bias, 2, bshape, &eb), s, err);
+        DT_CHECK_GOTO(dt_tensor_expand(bias, 2, bshape, &eb), s, err);
         DT_CHECK_GOTO(k->copy(y2, eb), s, err);
     }
     DT_CHECK_GOTO(k->gemm(x2, wc, false, tw, 1.0f, bias != NULL ? 1.0f : 0.0f, y2), s, err);

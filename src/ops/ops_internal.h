@@ -47,8 +47,6 @@ dt_status dt__ops_alias(dt_tensor *t, dt_tensor **out);
 /* Broadcast shape of a and b (numpy rules) into shape/ndim; names both shapes. */
 dt_status dt__ops_broadcast_shape(const char *op, const dt_tensor *a, const dt_tensor *b,
                                   int *ndim, int64_t *shape);
-/* A stride-0 view of @p t expanded to @p shape (t broadcastable to it). */
-dt_status dt__ops_expand(dt_tensor *t, int ndim, const int64_t *shape, dt_tensor **out);
 /* Sum @p g down to @p shape (leading dims and size-1 dims): the gradient of a broadcast. */
 dt_status dt__ops_reduce_to_shape(dt_tensor *g, int ndim, const int64_t *shape,
                                   dt_tensor **out);

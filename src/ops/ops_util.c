@@ -172,11 +172,6 @@ dt_status dt__ops_broadcast_shape(const char *op, const dt_tensor *a, const dt_t
     return DT_OK;
 }
 
-dt_status dt__ops_expand(dt_tensor *t, int ndim, const int64_t *shape, dt_tensor **out)
-{
-    return dt_tensor_expand(t, ndim, shape, out);
-}
-
 /* One reduction step: sum along dim (keepdim or not) into a new tensor. */
 static dt_status sum_dim(const dt_kernel_ops *k, dt_tensor *x, int dim, bool keepdim,
                          dt_tensor **out)
@@ -240,22 +235,17 @@ dt_status dt__ops_binary_raw(dt_binary_op op, dt_tensor *a, dt_tensor *b, dt_ten
     const dt_kernel_ops *k = NULL;
     int ndim = 0;
     int64_t shape[DT_MAX_DIMS];
-    dt_tensor *ea = NULL, *eb = NULL, *y = NULL;
+    dt_tensor *y = NULL;
     dt_status s;
     DT_CHECK(dt__ops_kernels("binary", a->device, DT_KOP_BINARY, &k));
     DT_CHECK(dt__ops_broadcast_shape("binary", a, b, &ndim, shape));
-    DT_CHECK_GOTO(dt__ops_expand(a, ndim, shape, &ea), s, err);
-    DT_CHECK_GOTO(dt__ops_expand(b, ndim, shape, &eb), s, err);
-    DT_CHECK_GOTO(dt__ops_empty(ndim, shape, a->device, &y), s, err);
-    DT_CHECK_GOTO(k->binary(op, ea, eb, y), s, err);
-    dt_tensor_release(ea);
-    dt_tensor_release(eb);
+    DT_CHECK(dt__ops_empty(ndim, shape, a->device, &y));
+    /* the kernel broadcasts a and b to y itself: no expanded views needed */
+    DT_CHECK_GOTO(k->binary(op, a, b, y), s, err_release);
     *out = y;
     return DT_OK;
-err:
+err_release:
     dt_tensor_release(y);
-    dt_tensor_release(ea);
-    dt_tensor_release(eb);
     return s;
 }
 

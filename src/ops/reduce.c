@@ -21,7 +21,7 @@ static dt_status expand_back(dt_ag_node *node, dt_tensor *gy, double factor, dt_
         DT_CHECK_GOTO(dt__ops_unary_raw(DT_UNARY_SCALE, u, (float)factor, &g), s, out);
     else
         g = dt_tensor_retain(u);
-    s = dt__ops_expand(g, m->ndim, m->shape, out);
+    s = dt_tensor_expand(g, m->ndim, m->shape, out);
 out:
     dt_tensor_release(g);
     dt_tensor_release(u);
@@ -145,7 +145,7 @@ dt_status dt_max(dt_tensor *x, int dim, bool keepdim, dt_tensor **out)
 static dt_status sum_all_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
 {
     dt_ag_meta *m = &node->inputs[0].meta;
-    return dt__ops_expand(gy[0], m->ndim, m->shape, &gx[0]);
+    return dt_tensor_expand(gy[0], m->ndim, m->shape, &gx[0]);
 }
 
 dt_status dt_sum_all(dt_tensor *x, dt_tensor **out)
