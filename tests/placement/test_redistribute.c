@@ -132,6 +132,20 @@ static void mesh_name(int nd, const int *s, char *buf, size_t len)
         p += snprintf(buf + p, len - (size_t)p, k ? "x%d" : "%d", s[k]);
 }
 
+/* check_pair for every (from, to) of lists[0..nl), on a tensor of shape ts with
+ * values from seed and an upstream gradient from seed + 1. */
+static void check_all_pairs(dt_mesh *m, const char *mname, int nd, const int64_t *ts,
+                            int seed, dt_placement (*lists)[3], int nl)
+{
+    dt_tensor *x = pt_tensor(nd, ts, DT_DTYPE_F32, seed);
+    dt_tensor *g = pt_tensor(nd, ts, DT_DTYPE_F32, seed + 1);
+    for (int a = 0; a < nl; a++)
+        for (int b = 0; b < nl; b++)
+            check_pair(m, x, g, lists[a], lists[b], mname);
+    dt_tensor_release(x);
+    dt_tensor_release(g);
+}
+
 static void test_exhaustive(void **state)
 {
     (void)state;
@@ -154,15 +168,8 @@ static void test_exhaustive(void **state)
         if (dt_runtime_rank(pt_rt) == 0)
             printf("mesh %s: %d placement lists, %d pairs x %d shapes\n", mname, nl, nl * nl,
                    nshapes);
-        for (int s = 0; s < nshapes; s++) {
-            dt_tensor *x = pt_tensor(2, tshapes[s], DT_DTYPE_F32, 1);
-            dt_tensor *g = pt_tensor(2, tshapes[s], DT_DTYPE_F32, 2);
-            for (int a = 0; a < nl; a++)
-                for (int b = 0; b < nl; b++)
-                    check_pair(m, x, g, lists[a], lists[b], mname);
-            dt_tensor_release(x);
-            dt_tensor_release(g);
-        }
+        for (int s = 0; s < nshapes; s++)
+            check_all_pairs(m, mname, 2, tshapes[s], 1, lists, nl);
         dt_mesh_release(m);
     }
 }
@@ -185,13 +192,7 @@ static void test_three_dims(void **state)
         dt_placement opts[5] = {dt_replicate(), dt_shard(0), dt_shard(1), dt_shard(2),
                                 dt_partial(DT_REDUCE_OP_SUM)};
         int nl = pt_lists(nds[i], 5, opts, lists);
-        dt_tensor *x = pt_tensor(3, ts, DT_DTYPE_F32, 4);
-        dt_tensor *g = pt_tensor(3, ts, DT_DTYPE_F32, 5);
-        for (int a = 0; a < nl; a++)
-            for (int b = 0; b < nl; b++)
-                check_pair(m, x, g, lists[a], lists[b], mname);
-        dt_tensor_release(x);
-        dt_tensor_release(g);
+        check_all_pairs(m, mname, 3, ts, 4, lists, nl);
         dt_mesh_release(m);
     }
 }
