@@ -78,8 +78,10 @@ dt_status dt_mesh_create_virtual(int ndim, const int *shape, const char *const *
 {
     DT_ARG_NOT_NULL(out);
     DT_ARG_NOT_NULL(shape);
+    /* ndim is validated (with its message) by dt__mesh_layout_create; read no
+     * more of shape than a valid ndim allows before that */
     int64_t prod = 1;
-    for (int d = 0; d < ndim && d < DT_MESH_MAX_DIMS; d++)
+    for (int d = 0; ndim <= DT_MESH_MAX_DIMS && d < ndim; d++)
         prod *= shape[d] > 0 ? shape[d] : 1;
     return dt__mesh_layout_create(__func__, ndim, shape, dim_names, (int)prod, my_rank, out);
 }

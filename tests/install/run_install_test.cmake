@@ -1,6 +1,11 @@
 # cmake -P script: install, build a consumer two ways, run it.
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
+# A sanitized libdtensor needs the sanitizer runtime first: build the consumer the same way.
+set(cflags "")
+if(SANITIZE)
+  set(cflags "-fsanitize=address,undefined")
+endif()
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -12,7 +17,8 @@ endfunction()
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 
 # 1. CMake package
-run(${CMAKE_COMMAND} -S ${SRC_DIR} -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH=${prefix})
+run(${CMAKE_COMMAND} -S ${SRC_DIR} -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH=${prefix}
+    "-DCMAKE_C_FLAGS=${cflags}")
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${prefix}/lib ${WORK_DIR}/build/consumer)
 
@@ -25,5 +31,6 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "pkg-config dtensor failed")
 endif()
 separate_arguments(flags UNIX_COMMAND "${flags}")
-run(cc ${SRC_DIR}/consumer.c ${flags} -o ${WORK_DIR}/consumer_pc)
+separate_arguments(cflags_list UNIX_COMMAND "${cflags}")
+run(cc ${cflags_list} ${SRC_DIR}/consumer.c ${flags} -o ${WORK_DIR}/consumer_pc)
 run(${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${prefix}/lib ${WORK_DIR}/consumer_pc)
