@@ -32,7 +32,7 @@
         }                                                                               \
     } while (0)
 
-enum { MAX_STEPS = 100 };
+enum { MAX_STEPS = 100, NF = 3 /* per step and rank: wall seconds, faults, CPU seconds */ };
 
 typedef struct bench_args {
     const char *config, *data;
@@ -117,6 +117,35 @@ static double train_step(const bench_args *a, dt_module *model, dt_optim *opt,
     return value;
 }
 
+/* Rank 0: each step (the largest value of the ranks) and the RESULT line;
+ * gathered holds every rank's [steps][NF] block. */
+static void print_report(const char *alloc, int world, int64_t steps, const double *gathered,
+                         const double *losses, double peak_bytes)
+{
+    double all_steps[MAX_STEPS], all_cpu[MAX_STEPS], faults_first = 0.0, faults_rest = 0.0;
+    for (int64_t s = 0; s < steps; s++) {
+        double t = 0.0, f = 0.0, c = 0.0;
+        for (int r = 0; r < world; r++) {
+            const double *v = gathered + (size_t)r * NF * (size_t)steps + NF * (size_t)s;
+            t = v[0] > t ? v[0] : t;
+            f = v[1] > f ? v[1] : f;
+            c = v[2] > c ? v[2] : c;
+        }
+        printf("step %lld: %.1f ms, cpu %.1f ms, %.0f minor faults (largest of the ranks), "
+               "loss %.6f\n", (long long)s + 1, 1e3 * t, 1e3 * c, f, losses[s]);
+        all_steps[s] = t;
+        all_cpu[s] = c;
+        if (s == 0) faults_first = f;
+        else faults_rest += f;
+    }
+    printf("RESULT impl=dtensor alloc=%s world=%d step_ms=%.1f cpu_ms=%.1f faults_first=%.0f "
+           "faults_per_step=%.1f peak_mib=%.1f loss=%.6f\n", alloc, world,
+           1e3 * median_after_first(all_steps, steps), 1e3 * median_after_first(all_cpu, steps),
+           faults_first, faults_rest / (double)(steps - 1), peak_bytes / 1048576.0,
+           losses[steps - 1]);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     bench_args a;
@@ -157,8 +186,7 @@ int main(int argc, char **argv)
                alloc, info.blas_kernel, info.num_threads);
 
     dt_comm *wc = dt_runtime_world(rt);
-    enum { NF = 3 }; /* per step: wall seconds, faults, CPU seconds */
-    double mine[MAX_STEPS][NF], all_steps[MAX_STEPS], all_cpu[MAX_STEPS], losses[MAX_STEPS];
+    double mine[MAX_STEPS][NF], losses[MAX_STEPS];
     double *gathered = malloc(sizeof(double) * NF * MAX_STEPS * (size_t)world);
     if (gathered == NULL) return 1;
     for (int64_t s = 0; s < a.steps; s++) {
@@ -178,30 +206,8 @@ int main(int argc, char **argv)
     CHECK(dt_comm_allgather(wc, &peak, peaks, 1, DT_DTYPE_F64, NULL));
     for (int r = 0; r < world; r++)
         peaks_max = peaks[r] > peaks_max ? peaks[r] : peaks_max;
-    if (rank == 0) {
-        double faults_first = 0.0, faults_rest = 0.0;
-        for (int64_t s = 0; s < a.steps; s++) {
-            double t = 0.0, f = 0.0, c = 0.0; /* the largest of the ranks */
-            for (int r = 0; r < world; r++) {
-                const double *v = gathered + (size_t)r * NF * (size_t)a.steps + NF * (size_t)s;
-                t = v[0] > t ? v[0] : t;
-                f = v[1] > f ? v[1] : f;
-                c = v[2] > c ? v[2] : c;
-            }
-            printf("step %lld: %.1f ms, cpu %.1f ms, %.0f minor faults (largest of the ranks), "
-                   "loss %.6f\n", (long long)s + 1, 1e3 * t, 1e3 * c, f, losses[s]);
-            all_steps[s] = t;
-            all_cpu[s] = c;
-            if (s == 0) faults_first = f;
-            else faults_rest += f;
-        }
-        int64_t n = a.steps - 1;
-        printf("RESULT impl=dtensor alloc=%s world=%d step_ms=%.1f cpu_ms=%.1f faults_first=%.0f "
-               "faults_per_step=%.1f peak_mib=%.1f loss=%.6f\n", alloc, world,
-               1e3 * median_after_first(all_steps, a.steps), 1e3 * median_after_first(all_cpu, a.steps),
-               faults_first, faults_rest / (double)n, peaks_max / 1048576.0, losses[a.steps - 1]);
-        fflush(stdout);
-    }
+    if (rank == 0)
+        print_report(alloc, world, a.steps, gathered, losses, peaks_max);
     free(peaks);
     free(gathered);
     CHECK(dt_comm_barrier(wc, NULL));
