@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
+
 static const char *dtrun, *probe, *store_ranks;
 
 typedef struct run {
@@ -35,13 +37,6 @@ typedef struct run {
     double elapsed;
     double t0;
 } run;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Start dtrun with @p args (NULL-terminated), stdout/stderr to temp files. */
 static void run_start(run *r, const char *const *args, const char *const *env)
@@ -58,7 +53,7 @@ static void run_start(run *r, const char *const *args, const char *const *env)
     for (int i = 0; args[i] != NULL && n < 31; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    r->t0 = now_s();
+    r->t0 = dt__clock_now();
     r->pid = fork();
     assert_true(r->pid >= 0);
     if (r->pid == 0) {
@@ -89,14 +84,14 @@ static void run_finish(run *r, double max_s)
         pid_t p = waitpid(r->pid, &r->status, WNOHANG);
         if (p == r->pid)
             break;
-        if (now_s() - r->t0 > max_s) {
+        if (dt__clock_now() - r->t0 > max_s) {
             kill(r->pid, SIGKILL);
             waitpid(r->pid, &r->status, 0);
             break;
         }
         usleep(10000);
     }
-    r->elapsed = now_s() - r->t0;
+    r->elapsed = dt__clock_now() - r->t0;
     r->out = slurp(r->out_path);
     r->err = slurp(r->err_path);
     close(r->out_fd);

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "dtensor/store.h"
 
 #define STALL_S 0.5 /* DT_STORE_STALL_S for this test */
@@ -30,13 +31,6 @@ typedef struct fixture {
     dt_store *server; /* also the well-behaved client */
     int port;
 } fixture;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int setup(void **state)
 {
@@ -90,11 +84,11 @@ static void send_frame(int fd, uint8_t op, const void *body, uint32_t n)
  * The first reply byte (status) goes to *first when non-NULL. */
 static double wait_closed(int fd, double max_s, int *first)
 {
-    double t0 = now_s();
+    double t0 = dt__clock_now();
     uint8_t buf[4096];
     size_t got = 0;
     for (;;) {
-        double left = max_s - (now_s() - t0);
+        double left = max_s - (dt__clock_now() - t0);
         if (left <= 0)
             return -1;
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -102,7 +96,7 @@ static double wait_closed(int fd, double max_s, int *first)
             continue;
         ssize_t n = recv(fd, buf, sizeof(buf), 0);
         if (n <= 0)
-            return now_s() - t0;
+            return dt__clock_now() - t0;
         if (first != NULL && got < 5 && got + (size_t)n > 4)
             *first = buf[4 - got];
         got += (size_t)n;
@@ -283,10 +277,10 @@ static void test_many_clients(void **state)
         fds[i] = raw_connect(f->port);
         raw_auth(fds[i], "s3cret");
     }
-    double t0 = now_s();
+    double t0 = dt__clock_now();
     for (int i = 0; i < 50; i++)
         assert_serving(f, "many");
-    assert_true(now_s() - t0 < 2.0);
+    assert_true(dt__clock_now() - t0 < 2.0);
     /* idle authenticated clients are not dropped by the stall timer */
     usleep((useconds_t)(STALL_S * 1.5 * 1e6));
     for (int i = 0; i < N; i++) {
@@ -309,9 +303,9 @@ static void test_long_wait_not_stalled(void **state)
 {
     fixture *f = *state;
     const char *keys[] = {"never_set"};
-    double t0 = now_s();
+    double t0 = dt__clock_now();
     assert_int_equal(dt_store_wait(f->server, keys, 1, 3 * STALL_S), DT_ERR_TIMEOUT);
-    assert_true(now_s() - t0 >= 3 * STALL_S - 0.05);
+    assert_true(dt__clock_now() - t0 >= 3 * STALL_S - 0.05);
     assert_non_null(strstr(dt_last_error(), "never_set"));
     assert_serving(f, "after_long_wait");
 }

@@ -40,7 +40,7 @@ static dt_status rpc(dt_store *s, const void *a, size_t alen, const void *b, siz
                      double wait_s, const char *what, uint8_t *status, uint8_t **payload,
                      size_t *plen)
 {
-    double deadline = dt__store_now() + (wait_s < 0 ? 1e9 : wait_s) + s->timeout_s;
+    double deadline = dt__clock_now() + (wait_s < 0 ? 1e9 : wait_s) + s->timeout_s;
     uint8_t *body = NULL;
     size_t len = 0;
     if (s->fd < 0)
@@ -157,7 +157,7 @@ dt_status dt_store_create(const dt_store_params *params, dt_store **out)
         s->port = dt__store_server_port(s->server);
         snprintf(s->host, sizeof(s->host), "%s", self_host(bind));
     }
-    DT_CHECK_GOTO(dt__store_connect(s->host, s->port, dt__store_now() + timeout_s, &s->fd), st,
+    DT_CHECK_GOTO(dt__store_connect(s->host, s->port, dt__clock_now() + timeout_s, &s->fd), st,
                   err_stop_server);
     DT_CHECK_GOTO(authenticate(s, token), st, err_close);
     *out = s;

@@ -20,7 +20,7 @@
 
 static int ms_left(double deadline)
 {
-    double left = deadline - dt__store_now();
+    double left = deadline - dt__clock_now();
     if (left <= 0)
         return 0;
     return left > 3600 ? 3600000 : (int)(left * 1000.0) + 1;
@@ -81,7 +81,7 @@ dt_status dt__store_connect(const char *host, int port, double deadline, int *fd
         }
         if (res != NULL)
             freeaddrinfo(res);
-        if (dt__store_now() + backoff >= deadline)
+        if (dt__clock_now() + backoff >= deadline)
             break;
         /* Refused or unreachable: rank 0 may still be starting; try again. */
         struct timespec ts = {0, (long)(backoff * 1e9)};

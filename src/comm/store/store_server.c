@@ -21,13 +21,6 @@
 #include "core/error.h"
 #include "core/log.h"
 
-double dt__store_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Close the socket and free the buffers; the slot is swept out of the array
  * after this poll round (fd < 0). */
 static void conn_close(dt_store_conn *c)
@@ -120,7 +113,7 @@ static void client_read(dt_store_server *s, dt_store_conn *c)
         }
         return;
     }
-    c->last_rx = dt__store_now();
+    c->last_rx = dt__clock_now();
     size_t off = 0;
     while (c->fd >= 0 && off < (size_t)n) {
         if (c->parked) { /* request/response: nothing may arrive while one waits */
@@ -174,7 +167,7 @@ static void accept_clients(dt_store_server *s)
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 /* the pending connection stays readable: pause accepting, do not spin */
                 DT_LOG_WARN("comm", "store: cannot accept: %s; pausing 100 ms", strerror(errno));
-                s->accept_paused_until = dt__store_now() + 0.1;
+                s->accept_paused_until = dt__clock_now() + 0.1;
             }
             return; /* EAGAIN, or a transient error: poll will tell us again */
         }
@@ -193,7 +186,7 @@ static void accept_clients(dt_store_server *s)
         dt_store_conn *c = &s->conns[s->nconns++];
         memset(c, 0, sizeof(*c));
         c->fd = fd;
-        c->last_rx = dt__store_now();
+        c->last_rx = dt__clock_now();
         char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
         getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), serv, sizeof(serv),
                     NI_NUMERICHOST | NI_NUMERICSERV);
@@ -217,7 +210,7 @@ static void sweep(dt_store_server *s)
 /* Drop stalled peers, answer expired waits; returns ms until the next deadline. */
 static int check_deadlines(dt_store_server *s)
 {
-    double now = dt__store_now(), next = -1;
+    double now = dt__clock_now(), next = -1;
     for (size_t i = 0; i < s->nconns; i++) {
         dt_store_conn *c = &s->conns[i];
         if (c->fd < 0)
@@ -262,7 +255,7 @@ static int linger_check(dt_store_server *s)
     size_t live = 0;
     for (size_t i = 0; i < s->nconns; i++)
         live += s->conns[i].fd >= 0;
-    double left = s->linger_until - dt__store_now();
+    double left = s->linger_until - dt__clock_now();
     if (live == 0)
         return -1;
     if (left <= 0) {
@@ -296,7 +289,7 @@ static void *server_main(void *arg)
             pfd = np;
         }
         pfd[0] = (struct pollfd){.fd = s->wake_fd[0], .events = POLLIN};
-        bool paused = s->accept_paused_until > dt__store_now();
+        bool paused = s->accept_paused_until > dt__clock_now();
         pfd[1] = (struct pollfd){.fd = paused ? -1 : s->listen_fd, .events = POLLIN};
         if (paused && (timeout < 0 || timeout > 100))
             timeout = 100;
@@ -420,7 +413,7 @@ void dt__store_server_stop(dt_store_server *s, double linger_s)
 {
     if (s == NULL)
         return;
-    s->linger_until = dt__store_now() + linger_s; /* published by the pipe write below */
+    s->linger_until = dt__clock_now() + linger_s; /* published by the pipe write below */
     (void)!write(s->wake_fd[1], linger_s > 0 ? "g" : "x", 1);
     pthread_join(s->thread, NULL);
     for (size_t i = 0; i < s->nconns; i++)

@@ -10,6 +10,7 @@
 #include "comm/store/store_kv.h"
 #include "comm/store/store_proto.h"
 #include "comm/store/store_server.h"
+#include "core/clock.h"
 
 typedef struct dt_store_conn {
     int fd; /* -1 once dropped */
@@ -43,8 +44,6 @@ struct dt_store_server {
     double linger_until; /* ... or at this time */
 };
 
-/* Monotonic seconds. */
-double dt__store_now(void);
 /* Close and forget a misbehaving client, logging why (the store keeps serving). */
 void dt__store_client_drop(dt_store_server *s, dt_store_conn *c, const char *why);
 /* Queue a reply: status, then the bytes of a and b. False if the client was dropped. */

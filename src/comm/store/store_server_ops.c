@@ -116,7 +116,7 @@ static void handle_wait(dt_store_server *s, dt_store_conn *c, uint8_t *body, siz
     c->parked = true;
     c->park_body = body;
     c->park_len = len;
-    c->park_deadline = timeout_ms < 0 ? 0 : dt__store_now() + (double)timeout_ms / 1000.0;
+    c->park_deadline = timeout_ms < 0 ? 0 : dt__clock_now() + (double)timeout_ms / 1000.0;
     if (timeout_ms == 0)
         dt__store_park_expire(s, c);
 }
