@@ -100,7 +100,8 @@ static bool slurm_first_host(const char *list, char *out, size_t cap)
     return o > 0;
 }
 
-/* rank/size/local values of one source; false when the source is absent. */
+/* rank/size (required) and local rank/size (optional; lrk/lsz may be NULL) of one
+ * source, each checked against its range. */
 static dt_status read_ranks(dt_launch_env *e, const char *rk, const char *sz, const char *lrk,
                             const char *lsz)
 {
@@ -192,6 +193,24 @@ static void job_id(const dt_launch_env *e, char *out, size_t cap)
     }
 }
 
+/* token: DT_JOB_TOKEN, else derived from the job id @p jid, else "". */
+static dt_status job_token(dt_launch_env *e, const char *jid)
+{
+    const char *tok = dt__config_str("DT_JOB_TOKEN");
+    if (tok != NULL && tok[0] != '\0') {
+        if (strlen(tok) >= sizeof(e->token))
+            return DT_ERR(DT_ERR_INVALID_ARG, "dt__launch_env_read: DT_JOB_TOKEN is %zu chars "
+                          "(max %zu)", strlen(tok), sizeof(e->token) - 1);
+        snprintf(e->token, sizeof(e->token), "%s", tok);
+    } else if (jid[0] != '\0') {
+        snprintf(e->token, sizeof(e->token), "dtjob-%016" PRIx64, (uint64_t)(fnv1a(jid) ^ 0x9e3779b97f4a7c15ull));
+    } else {
+        e->token[0] = '\0';
+    }
+    return DT_OK;
+}
+
+/* master_addr, master_port and token (see launch_env.h). */
 static dt_status rendezvous(dt_launch_env *e)
 {
     char jid[320];
@@ -216,18 +235,7 @@ static dt_status rendezvous(dt_launch_env *e)
     } else {
         e->master_port = 0;
     }
-    const char *tok = dt__config_str("DT_JOB_TOKEN");
-    if (tok != NULL && tok[0] != '\0') {
-        if (strlen(tok) >= sizeof(e->token))
-            return DT_ERR(DT_ERR_INVALID_ARG, "dt__launch_env_read: DT_JOB_TOKEN is %zu chars "
-                          "(max %zu)", strlen(tok), sizeof(e->token) - 1);
-        snprintf(e->token, sizeof(e->token), "%s", tok);
-    } else if (jid[0] != '\0') {
-        snprintf(e->token, sizeof(e->token), "dtjob-%016" PRIx64, (uint64_t)(fnv1a(jid) ^ 0x9e3779b97f4a7c15ull));
-    } else {
-        e->token[0] = '\0';
-    }
-    return DT_OK;
+    return job_token(e, jid);
 }
 
 dt_status dt__launch_env_read(dt_launch_env *out)
