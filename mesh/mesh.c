@@ -7,6 +7,19 @@
 
 static void mesh_free(dt_mesh *m);
 
+const char *dt__mesh_shape_str(int ndim, const int *shape, char *buf, size_t len)
+{
+    size_t p = 0;
+    if (len == 0)
+        return buf;
+    buf[0] = '\0';
+    for (int d = 0; d < ndim && p < len; d++) {
+        int w = snprintf(buf + p, len - p, d ? "x%d" : "%d", shape[d]);
+        p += w > 0 ? (size_t)w : 0;
+    }
+    return buf;
+}
+
 dt_status dt__mesh_layout_create(const char *fn, int ndim, const int *shape,
                                  const char *const *names, int world_size, int my_rank,
                                  dt_mesh **out)
@@ -25,12 +38,9 @@ dt_status dt__mesh_layout_create(const char *fn, int ndim, const int *shape,
     }
     if (prod != world_size) {
         char s[64];
-        int p = 0;
-        for (int d = 0; d < ndim; d++)
-            p += snprintf(s + p, sizeof(s) - (size_t)p, d ? "x%d" : "%d", shape[d]);
         return DT_ERR(DT_ERR_INVALID_ARG,
-                      "%s: mesh shape %s holds %lld ranks but the world has %d", fn, s,
-                      (long long)prod, world_size);
+                      "%s: mesh shape %s holds %lld ranks but the world has %d", fn,
+                      dt__mesh_shape_str(ndim, shape, s, sizeof(s)), (long long)prod, world_size);
     }
     if (my_rank < 0 || my_rank >= world_size)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: rank %d is outside the mesh of %d ranks", fn,
@@ -353,9 +363,8 @@ int dt_mesh_format(const dt_mesh *m, char *buf, size_t len)
         APPEND("mesh (null)");
         return p;
     }
-    APPEND("mesh ");
-    for (int d = 0; d < m->ndim; d++)
-        APPEND(d ? "x%d" : "%d", m->shape[d]);
+    char shape[64];
+    APPEND("mesh %s", dt__mesh_shape_str(m->ndim, m->shape, shape, sizeof(shape)));
     bool named = false;
     for (int d = 0; d < m->ndim; d++)
         named = named || m->names[d][0];

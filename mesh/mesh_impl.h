@@ -54,6 +54,9 @@ bool dt__mesh_cache_get(dt_mesh *m, const void *key, size_t key_len, void *value
 void dt__mesh_cache_put(dt_mesh *m, const void *key, size_t key_len, const void *value,
                         size_t value_len);
 
+/* Format a mesh shape as "2x3x4" into buf (truncated to len); returns buf. */
+const char *dt__mesh_shape_str(int ndim, const int *shape, char *buf, size_t len);
+
 /* Build the layout part of a root mesh (no comms): validation named after fn. */
 dt_status dt__mesh_layout_create(const char *fn, int ndim, const int *shape,
                                  const char *const *names, int world_size, int my_rank,

@@ -125,14 +125,12 @@ bool dt_spec_equal(const dt_spec *a, const dt_spec *b)
 
 int dt_spec_format(const dt_spec *s, char *buf, size_t len)
 {
-    char pl[128], sh[128], mesh[32];
-    int p = 0;
+    char pl[128], sh[128], mesh[64];
     if (s == NULL)
         return snprintf(buf, len, "(null spec)");
     dt_placements_format(s->mesh_ndim, s->pl, ",", pl, sizeof(pl));
     dt__shape_str(s->ndim, s->shape, sh, sizeof(sh));
-    for (int k = 0; k < s->mesh->ndim; k++)
-        p += snprintf(mesh + p, sizeof(mesh) - (size_t)p, k ? "x%d" : "%d", s->mesh->shape[k]);
+    dt__mesh_shape_str(s->mesh->ndim, s->mesh->shape, mesh, sizeof(mesh));
     return snprintf(buf, len, "%s %s %s on mesh %s", pl, sh, dt_dtype_name(s->dtype), mesh);
 }
 

@@ -125,13 +125,6 @@ static void check_pair(dt_mesh *m, dt_tensor *x, dt_tensor *g, const dt_placemen
     dt_spec_release(gb);
 }
 
-static void mesh_name(int nd, const int *s, char *buf, size_t len)
-{
-    int p = 0;
-    for (int k = 0; k < nd; k++)
-        p += snprintf(buf + p, len - (size_t)p, k ? "x%d" : "%d", s[k]);
-}
-
 /* check_pair for every (from, to) of lists[0..nl), on a tensor of shape ts with
  * values from seed and an upstream gradient from seed + 1. */
 static void check_all_pairs(dt_mesh *m, const char *mname, int nd, const int64_t *ts,
@@ -156,7 +149,7 @@ static void test_exhaustive(void **state)
     for (int i = 0; i < nm; i++) {
         dt_mesh *m = NULL;
         char mname[32];
-        mesh_name(nds[i], shapes[i], mname, sizeof(mname));
+        dt__mesh_shape_str(nds[i], shapes[i], mname, sizeof(mname));
         PT_OK(dt_mesh_create(pt_rt, nds[i], shapes[i], NULL, &m));
         dt_placement opts[7] = {dt_replicate(), dt_shard(0), dt_shard(1),
                                 dt_partial(DT_REDUCE_OP_SUM), dt_partial(DT_REDUCE_OP_MAX),
@@ -187,7 +180,7 @@ static void test_three_dims(void **state)
             continue;
         dt_mesh *m = NULL;
         char mname[32];
-        mesh_name(nds[i], shapes[i], mname, sizeof(mname));
+        dt__mesh_shape_str(nds[i], shapes[i], mname, sizeof(mname));
         PT_OK(dt_mesh_create(pt_rt, nds[i], shapes[i], NULL, &m));
         dt_placement opts[5] = {dt_replicate(), dt_shard(0), dt_shard(1), dt_shard(2),
                                 dt_partial(DT_REDUCE_OP_SUM)};
