@@ -14,14 +14,36 @@
 #include "core/log.h"
 #include "dtensor/runtime.h"
 #include "kernels/kernel_ops.h"
+#ifdef DT_HAVE_CUDA
+#include "comm/nccl/nccl_comm.h"
+#include "kernels/cuda/kernels_cuda.h"
+#endif
 
 struct dt_runtime {
     dt_launch_env env;
     dt_device device;
     double timeout_s;
-    dt_store *store; /* NULL for a world of one */
-    dt_comm *world;
+    dt_store *store;   /* NULL for a world of one */
+    dt_comm *host;     /* UCX (or self) world: host buffers */
+    dt_comm *device_world; /* NCCL world on a CUDA device with size > 1, else NULL */
 };
+
+/* The comm dt_runtime_world returns: NCCL on a multi-rank CUDA run, else the host world. */
+static dt_comm *world_of(const dt_runtime *rt)
+{
+    return rt->device_world != NULL ? rt->device_world : rt->host;
+}
+
+/* Whether DT_DEVICE=auto should pick CUDA: built in AND a GPU is present. */
+static bool cuda_usable(void)
+{
+#ifdef DT_HAVE_CUDA
+    return dt__kernels_for((dt_device){DT_DEVICE_CUDA, 0}) != NULL &&
+           dt__cuda_device_count() > 0;
+#else
+    return false;
+#endif
+}
 
 static dt_status pick_device(const dt_init_params *params, const dt_launch_env *env,
                              dt_device *out)
@@ -34,8 +56,7 @@ static dt_status pick_device(const dt_init_params *params, const dt_launch_env *
         if (s != NULL && strcmp(s, "cuda") == 0)
             type = DT_DEVICE_CUDA;
         else if (s == NULL || strcmp(s, "auto") == 0)
-            type = (dt__kernels_for((dt_device){DT_DEVICE_CUDA, 0}) != NULL) ? DT_DEVICE_CUDA
-                                                                              : DT_DEVICE_CPU;
+            type = cuda_usable() ? DT_DEVICE_CUDA : DT_DEVICE_CPU;
         else if (strcmp(s, "cpu") != 0)
             return DT_ERR(DT_ERR_INVALID_ARG, "dt_init: DT_DEVICE='%s' is not cpu, cuda or auto",
                           s);
@@ -65,6 +86,57 @@ static dt_status connect_store(dt_runtime *rt)
     return dt_store_create(&sp, &rt->store);
 }
 
+/*
+ * Load BLAS now so the kernel choice is logged (DT_LOG=info) and a generic
+ * fallback warned about at start-up, not at the first GEMM. Not fatal: a
+ * program that never multiplies on the CPU runs without OpenBLAS.
+ */
+static void report_blas(void)
+{
+    dt_runtime_info info;
+    if (dt_runtime_info_get(&info) != DT_OK) {
+        DT_LOG_WARN("kernel", "dt_init: no BLAS: %s", dt_last_error());
+        return;
+    }
+    DT_LOG_DEBUG("kernel", "dt_init: %s %s kernel %s, %d BLAS threads, %d compute threads",
+                 info.blas_library, info.blas_version, info.blas_kernel, info.blas_threads,
+                 info.num_threads);
+}
+
+/* The transports: UCX (or self) for host memory, plus NCCL on a multi-rank CUDA run. */
+static dt_status create_worlds(dt_runtime *rt)
+{
+    if (rt->env.size == 1) {
+        DT_CHECK(dt__comm_self_create(&rt->host));
+        rt->host->timeout_s = rt->timeout_s;
+        return DT_OK;
+    }
+    DT_CHECK(connect_store(rt));
+    dt_status st = dt__comm_ucx_create_world(rt->store, rt->env.rank, rt->env.size,
+                                             rt->timeout_s, &rt->host);
+    if (st != DT_OK)
+        goto err_store;
+#ifdef DT_HAVE_CUDA
+    if (rt->device.type == DT_DEVICE_CUDA) {
+        st = dt__comm_nccl_create_world(rt->store, rt->env.rank, rt->env.size, rt->device.index,
+                                        rt->timeout_s, &rt->device_world);
+        if (st != DT_OK)
+            goto err_host;
+    }
+#endif
+    return DT_OK;
+
+#ifdef DT_HAVE_CUDA
+err_host:
+    dt_comm_destroy(rt->host);
+    rt->host = NULL;
+#endif
+err_store:
+    dt_store_destroy(rt->store);
+    rt->store = NULL;
+    return st;
+}
+
 dt_status dt_init(const dt_init_params *params, dt_runtime **out)
 {
     DT_ARG_NOT_NULL(out);
@@ -89,23 +161,14 @@ dt_status dt_init(const dt_init_params *params, dt_runtime **out)
         }
         dt__kernels_set_num_threads(params->num_threads);
     }
-    if (rt->env.size == 1) {
-        DT_CHECK_GOTO(dt__comm_self_create(&rt->world), st, err_free);
-        rt->world->timeout_s = rt->timeout_s;
-    } else {
-        DT_CHECK_GOTO(connect_store(rt), st, err_free);
-        DT_CHECK_GOTO(dt__comm_ucx_create_world(rt->store, rt->env.rank, rt->env.size,
-                                                rt->timeout_s, &rt->world),
-                      st, err_destroy_store);
-    }
+    report_blas();
+    DT_CHECK_GOTO(create_worlds(rt), st, err_free);
     DT_LOG_DEBUG("comm", "dt_init: rank %d of %d (local %d of %d, from %s), world backend %s",
                  rt->env.rank, rt->env.size, rt->env.local_rank, rt->env.local_size,
-                 rt->env.source, dt_comm_backend(rt->world));
+                 rt->env.source, dt_comm_backend(world_of(rt)));
     *out = rt;
     return DT_OK;
 
-err_destroy_store:
-    dt_store_destroy(rt->store);
 err_free:
     free(rt);
     return st;
@@ -115,7 +178,8 @@ void dt_runtime_destroy(dt_runtime *rt)
 {
     if (rt == NULL)
         return;
-    dt_comm_destroy(rt->world);
+    dt_comm_destroy(rt->device_world);
+    dt_comm_destroy(rt->host);
     dt_store_destroy(rt->store);
     free(rt);
 }
@@ -147,7 +211,12 @@ dt_device dt_runtime_device(const dt_runtime *rt)
 
 dt_comm *dt_runtime_world(dt_runtime *rt)
 {
-    return rt ? rt->world : NULL;
+    return rt ? world_of(rt) : NULL;
+}
+
+dt_comm *dt_runtime_host_world(dt_runtime *rt)
+{
+    return rt ? rt->host : NULL;
 }
 
 dt_store *dt_runtime_store(dt_runtime *rt)

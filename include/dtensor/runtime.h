@@ -38,8 +38,10 @@ typedef struct dt_init_params {
  * Reads the launcher's environment, sets the rank shown in logs, applies
  * num_threads, and for a world of more than one rank starts the store (rank
  * 0 serves it on MASTER_PORT) and the UCX world comm (worker addresses swapped
- * through the store, then a barrier). A world of one has no store and a
- * "self" world comm. Caller destroys with dt_runtime_destroy().
+ * through the store, then a barrier), plus the NCCL world when the device is
+ * CUDA (see dt_runtime_world). A world of one has no store and a "self" world
+ * comm. Loads BLAS and reports its library, version, kernel and threads
+ * (DT_LOG=info; a warning when the kernel is a generic fallback). Caller destroys with dt_runtime_destroy().
  * Errors: DT_ERR_INVALID_ARG (bad launcher variables, device, timeout),
  * DT_ERR_UNSUPPORTED (a device not built in), DT_ERR_TIMEOUT / store and
  * transport errors while connecting.
@@ -59,8 +61,19 @@ DT_API int dt_runtime_size(const dt_runtime *rt);
 DT_API int dt_runtime_local_rank(const dt_runtime *rt);
 DT_API int dt_runtime_local_size(const dt_runtime *rt);
 DT_API dt_device dt_runtime_device(const dt_runtime *rt);
-/** The world group. Borrowed; lives as long as the runtime. */
+/**
+ * The world group for tensors on the runtime's device. Borrowed; lives as long
+ * as the runtime. On a CUDA device with more than one rank this is the NCCL
+ * world (backend "nccl": buffers are device pointers; host buffers work but
+ * are staged through device memory); otherwise the host world below.
+ */
 DT_API dt_comm *dt_runtime_world(dt_runtime *rt);
+/**
+ * The world group for host memory: UCX (backend "ucx"), or "self" in a world
+ * of one process. Same as dt_runtime_world except on a multi-rank CUDA run,
+ * where both exist (ranks and order are the same in both). Borrowed.
+ */
+DT_API dt_comm *dt_runtime_host_world(dt_runtime *rt);
 /** The bootstrap store. Borrowed; NULL in a world of one process. */
 DT_API dt_store *dt_runtime_store(dt_runtime *rt);
 
