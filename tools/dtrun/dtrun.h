@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "core/clock.h" /* header-only: dtrun stays independent of libdtensor */
+
 /* One output stream (stdout or stderr) of one rank, read from a pipe. */
 typedef struct dtrun_stream {
     int fd;        /* read end of the pipe; -1 once at EOF */
@@ -63,9 +65,6 @@ void dtrun_start_teardown(dtrun_state *st, dtrun_rank *ranks, int n, int sig, do
 
 /* Run until every rank is reaped and its output drained; fills @p st. */
 void dtrun_supervise(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *st);
-
-/* Monotonic seconds. */
-double dtrun_now(void);
 
 /* Read what is available on @p s and write every complete line, prefixed with
  * "[rank] ", with one write() each (so lines of different ranks never mix).

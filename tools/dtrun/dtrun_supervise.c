@@ -26,13 +26,6 @@ static void on_signal(int sig)
     errno = saved;
 }
 
-double dtrun_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 void dtrun_signal_all(dtrun_rank *ranks, int n, int sig)
 {
     for (int l = 0; l < n; l++)
@@ -56,7 +49,7 @@ void dtrun_start_teardown(dtrun_state *st, dtrun_rank *ranks, int n, int sig, do
         return;
     st->tearing_down = true;
     dtrun_signal_all(ranks, n, sig);
-    st->kill_at = dtrun_now() + grace;
+    st->kill_at = dt__clock_now() + grace;
 }
 
 /* Reap finished ranks; report the first failures and start tearing down. */
@@ -109,7 +102,7 @@ static void handle_signals(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *
             st->got_signal = b[i];
             dtrun_signal_all(ranks, o->nproc, b[i]);
             st->tearing_down = true;
-            st->kill_at = dtrun_now() + o->grace_s;
+            st->kill_at = dt__clock_now() + o->grace_s;
         }
     }
 }
@@ -154,7 +147,7 @@ void dtrun_supervise(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *st)
     reap(o, ranks, st); /* a rank may have died before the handler could matter */
     for (;;) {
         int np = build_pollset(ranks, n);
-        double t = dtrun_now();
+        double t = dt__clock_now();
         if (st->live == 0) {
             /* Ranks are gone; pipes still open belong to leftovers: give them a moment. */
             if (np <= 1)
