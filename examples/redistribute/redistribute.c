@@ -32,7 +32,7 @@ typedef struct args {
     int mesh_ndim, mesh[DT_MESH_MAX_DIMS];
     int ndim;
     int64_t shape[DT_MAX_DIMS];
-    char names_buf[128];
+    char *names_arg; /* the --names argv string, split in place: outlives parse() */
     const char *names[DT_MESH_MAX_DIMS];
     const char *from, *to;
     const char *in, *out, *name;
@@ -91,7 +91,7 @@ static args parse(int argc, char **argv)
         } else if (strcmp(argv[i], "--to") == 0) {
             a.to = v;
         } else if (strcmp(argv[i], "--names") == 0) {
-            snprintf(a.names_buf, sizeof(a.names_buf), "%s", v);
+            a.names_arg = argv[i + 1];
             named = true;
         } else if (strcmp(argv[i], "--dtype") == 0) {
             CHECK(dt_dtype_parse(v, &a.dtype));
@@ -110,7 +110,7 @@ static args parse(int argc, char **argv)
         usage();
     if (named) {
         int k = 0;
-        for (char *p = strtok(a.names_buf, ","); p && k < DT_MESH_MAX_DIMS; p = strtok(NULL, ","))
+        for (char *p = strtok(a.names_arg, ","); p && k < DT_MESH_MAX_DIMS; p = strtok(NULL, ","))
             a.names[k++] = p;
     }
     return a;
