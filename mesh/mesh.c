@@ -32,15 +32,15 @@ dt_status dt__mesh_layout_create(const char *fn, int ndim, const int *shape,
     int64_t prod = 1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 1)
-            return DT_ERR(DT_ERR_INVALID_ARG, "%s: mesh dim %d has size %d (must be >= 1)", fn,
-                          d, shape[d]);
+            return DT_ERR(DT_ERR_INVALID_ARG, "%s: mesh dim %d has size %d (must be >= 1)", fn, d,
+                          shape[d]);
         prod *= shape[d];
     }
     if (prod != world_size) {
         char s[64];
-        return DT_ERR(DT_ERR_INVALID_ARG,
-                      "%s: mesh shape %s holds %lld ranks but the world has %d", fn,
-                      dt__mesh_shape_str(ndim, shape, s, sizeof(s)), (long long)prod, world_size);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: mesh shape %s holds %lld ranks but the world has %d",
+                      fn, dt__mesh_shape_str(ndim, shape, s, sizeof(s)), (long long)prod,
+                      world_size);
     }
     if (my_rank < 0 || my_rank >= world_size)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: rank %d is outside the mesh of %d ranks", fn,
@@ -55,8 +55,8 @@ dt_status dt__mesh_layout_create(const char *fn, int ndim, const int *shape,
                           names[d], DT_MESH_NAME_MAX - 1);
         for (int e = 0; e < d; e++)
             if (names[e] != NULL && strcmp(names[e], names[d]) == 0)
-                return DT_ERR(DT_ERR_INVALID_ARG,
-                              "%s: dim name '%s' is used by dims %d and %d", fn, names[d], e, d);
+                return DT_ERR(DT_ERR_INVALID_ARG, "%s: dim name '%s' is used by dims %d and %d", fn,
+                              names[d], e, d);
     }
     dt_mesh *m = calloc(1, sizeof(*m));
     if (m == NULL)
@@ -129,9 +129,18 @@ void dt_mesh_release(dt_mesh *m)
         mesh_free(m);
 }
 
-int dt_mesh_ndim(const dt_mesh *m) { return m ? m->ndim : 0; }
-int dt_mesh_size(const dt_mesh *m) { return m ? m->size : 0; }
-int dt_mesh_rank(const dt_mesh *m) { return m ? m->my_rank : -1; }
+int dt_mesh_ndim(const dt_mesh *m)
+{
+    return m ? m->ndim : 0;
+}
+int dt_mesh_size(const dt_mesh *m)
+{
+    return m ? m->size : 0;
+}
+int dt_mesh_rank(const dt_mesh *m)
+{
+    return m ? m->my_rank : -1;
+}
 
 int dt_mesh_dim_size(const dt_mesh *m, int dim)
 {
@@ -186,8 +195,9 @@ dt_status dt_mesh_rank_to_coord(const dt_mesh *m, int rank, int *coord)
     DT_ARG_NOT_NULL(m);
     DT_ARG_NOT_NULL(coord);
     if (rank < 0 || rank >= m->size)
-        return DT_ERR(DT_ERR_INVALID_ARG, "dt_mesh_rank_to_coord: rank %d is outside the mesh of %d ranks",
-                      rank, m->size);
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_mesh_rank_to_coord: rank %d is outside the mesh of %d ranks", rank,
+                      m->size);
     for (int d = m->ndim - 1; d >= 0; d--) {
         coord[d] = rank % m->shape[d];
         rank /= m->shape[d];
@@ -244,9 +254,10 @@ dt_status dt_mesh_slice_dims(dt_mesh *m, int n, const int *dims, dt_mesh **out)
             return DT_ERR(DT_ERR_INVALID_ARG, "dt_mesh_slice: dim %d is outside the %d-d mesh",
                           dims[i], m->ndim);
         if (i > 0 && dims[i] <= dims[i - 1])
-            return DT_ERR(DT_ERR_INVALID_ARG,
-                          "dt_mesh_slice: dims must be distinct and in mesh order (dim %d after %d)",
-                          dims[i], dims[i - 1]);
+            return DT_ERR(
+                DT_ERR_INVALID_ARG,
+                "dt_mesh_slice: dims must be distinct and in mesh order (dim %d after %d)", dims[i],
+                dims[i - 1]);
     }
     dt_mesh *s = calloc(1, sizeof(*s));
     int size = 1;
@@ -310,19 +321,20 @@ dt_status dt_mesh_slice(dt_mesh *m, const char *dim_names, dt_mesh **out)
         if (d < 0) {
             char names[160];
             names_str(m, names, sizeof(names));
-            return DT_ERR(DT_ERR_NOT_FOUND, "dt_mesh_slice: the mesh has no dim named '%s' (dims: %s)",
-                          name, names);
+            return DT_ERR(DT_ERR_NOT_FOUND,
+                          "dt_mesh_slice: the mesh has no dim named '%s' (dims: %s)", name, names);
         }
         for (int i = 0; i < n; i++)
             if (dims[i] == d)
-                return DT_ERR(DT_ERR_INVALID_ARG, "dt_mesh_slice: dim '%s' is named twice in \"%s\"",
-                              name, dim_names);
+                return DT_ERR(DT_ERR_INVALID_ARG,
+                              "dt_mesh_slice: dim '%s' is named twice in \"%s\"", name, dim_names);
         if (n == DT_MESH_MAX_DIMS)
             return DT_ERR(DT_ERR_INVALID_ARG, "dt_mesh_slice: too many names in \"%s\"", dim_names);
         if (n > 0 && d < dims[n - 1])
-            return DT_ERR(DT_ERR_INVALID_ARG,
-                          "dt_mesh_slice: '%s' comes before '%s' in the mesh; list dims in mesh order",
-                          name, m->names[dims[n - 1]]);
+            return DT_ERR(
+                DT_ERR_INVALID_ARG,
+                "dt_mesh_slice: '%s' comes before '%s' in the mesh; list dims in mesh order", name,
+                m->names[dims[n - 1]]);
         dims[n++] = d;
         p += l;
         if (*p == ',')
@@ -343,11 +355,11 @@ bool dt_mesh_equal(const dt_mesh *a, const dt_mesh *b)
            memcmp(a->ranks, b->ranks, sizeof(int) * (size_t)a->size) == 0;
 }
 
-#define APPEND(...)                                                                  \
-    do {                                                                             \
-        int w_ = snprintf(buf + (p < (int)len ? p : (int)len),                       \
-                          (size_t)(p < (int)len ? (int)len - p : 0), __VA_ARGS__);   \
-        p += w_ > 0 ? w_ : 0;                                                        \
+#define APPEND(...)                                                                                \
+    do {                                                                                           \
+        int w_ = snprintf(buf + (p < (int)len ? p : (int)len),                                     \
+                          (size_t)(p < (int)len ? (int)len - p : 0), __VA_ARGS__);                 \
+        p += w_ > 0 ? w_ : 0;                                                                      \
     } while (0)
 
 int dt_mesh_format(const dt_mesh *m, char *buf, size_t len)

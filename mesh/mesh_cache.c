@@ -66,8 +66,7 @@ static uint64_t key_hash(const void *key, size_t len)
     return h;
 }
 
-bool dt__mesh_cache_get(dt_mesh *m, const void *key, size_t key_len, void *value,
-                        size_t value_len)
+bool dt__mesh_cache_get(dt_mesh *m, const void *key, size_t key_len, void *value, size_t value_len)
 {
     dt_mesh *r = mesh_root(m);
     uint64_t h = key_hash(key, key_len);

@@ -13,8 +13,8 @@ static int color_without(const dt_mesh *m, const int *coord, int skip)
     return c;
 }
 
-dt_status dt_mesh_create(dt_runtime *rt, int ndim, const int *shape,
-                         const char *const *dim_names, dt_mesh **out)
+dt_status dt_mesh_create(dt_runtime *rt, int ndim, const int *shape, const char *const *dim_names,
+                         dt_mesh **out)
 {
     DT_ARG_NOT_NULL(rt);
     DT_ARG_NOT_NULL(out);
@@ -28,13 +28,15 @@ dt_status dt_mesh_create(dt_runtime *rt, int ndim, const int *shape,
     m->rt = rt;
     /* every rank runs the same splits in the same order: collective and hang-free */
     for (int d = 0; d < ndim; d++) {
-        DT_CHECK_GOTO(dt_comm_split(world, color_without(m, m->coord, d), m->coord[d],
-                                    &m->dim_comm[d]),
-                      s, err_release);
+        DT_CHECK_GOTO(
+            dt_comm_split(world, color_without(m, m->coord, d), m->coord[d], &m->dim_comm[d]), s,
+            err_release);
         if (m->dim_comm[d] == NULL || dt_comm_size(m->dim_comm[d]) != m->shape[d] ||
             dt_comm_rank(m->dim_comm[d]) != m->coord[d]) {
-            s = DT_ERR(DT_ERR_INTERNAL, "dt_mesh_create: split of mesh dim %d gave rank %d of %d, "
-                       "expected %d of %d", d, m->dim_comm[d] ? dt_comm_rank(m->dim_comm[d]) : -1,
+            s = DT_ERR(DT_ERR_INTERNAL,
+                       "dt_mesh_create: split of mesh dim %d gave rank %d of %d, "
+                       "expected %d of %d",
+                       d, m->dim_comm[d] ? dt_comm_rank(m->dim_comm[d]) : -1,
                        m->dim_comm[d] ? dt_comm_size(m->dim_comm[d]) : -1, m->coord[d],
                        m->shape[d]);
             goto err_release;

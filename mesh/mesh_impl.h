@@ -32,9 +32,9 @@ struct dt_mesh {
     int *ranks;  /* world rank at each position (row-major), [size] */
     int my_rank; /* position of this process in ranks */
     int coord[DT_MESH_MAX_DIMS];
-    dt_runtime *rt;                       /* NULL for a virtual mesh */
-    dt_comm *dim_comm[DT_MESH_MAX_DIMS];  /* borrowed from root when sliced */
-    struct dt_mesh *root;                 /* NULL for a root; else retained */
+    dt_runtime *rt;                      /* NULL for a virtual mesh */
+    dt_comm *dim_comm[DT_MESH_MAX_DIMS]; /* borrowed from root when sliced */
+    struct dt_mesh *root;                /* NULL for a root; else retained */
     /* root only: */
     pthread_mutex_t lock;
     dt__mesh_cache_entry *cache;
@@ -48,8 +48,7 @@ void dt__mesh_count_coll(dt_mesh *m, dt_coll_kind kind, int64_t bytes);
 
 /* Copy the value cached under @p key into @p value (value_len bytes); false when
  * absent. Values are copied in and out so eviction never frees one in use. */
-bool dt__mesh_cache_get(dt_mesh *m, const void *key, size_t key_len, void *value,
-                        size_t value_len);
+bool dt__mesh_cache_get(dt_mesh *m, const void *key, size_t key_len, void *value, size_t value_len);
 /* Cache a copy of @p value under @p key (no-op if present or out of memory). */
 void dt__mesh_cache_put(dt_mesh *m, const void *key, size_t key_len, const void *value,
                         size_t value_len);

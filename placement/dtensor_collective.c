@@ -130,13 +130,15 @@ static dt_status from_local_infer(dt_tensor *local, dt_mesh *mesh, int n, const 
     for (int r = 0; r < mesh->size; r++) {
         const int64_t *x = table + r * REC_LEN;
         if (x[0] < 0) {
-            s = DT_ERR(DT_ERR_INVALID_ARG, "%s: mesh rank %d passed no local tensor (NULL or "
-                       "distributed)", fn, r);
+            s = DT_ERR(DT_ERR_INVALID_ARG,
+                       "%s: mesh rank %d passed no local tensor (NULL or "
+                       "distributed)",
+                       fn, r);
             goto out;
         }
         if (memcmp(x + REC_PL, table + REC_PL, sizeof(int64_t) * 3 * DT_MESH_MAX_DIMS) != 0) {
-            s = DT_ERR(DT_ERR_INVALID_ARG,
-                       "%s: mesh rank %d passed other placements than rank 0", fn, r);
+            s = DT_ERR(DT_ERR_INVALID_ARG, "%s: mesh rank %d passed other placements than rank 0",
+                       fn, r);
             goto out;
         }
         if (x[0] != table[0] || x[1] != table[1]) {
@@ -148,8 +150,8 @@ static dt_status from_local_infer(dt_tensor *local, dt_mesh *mesh, int n, const 
         }
     }
     if (n != mesh->ndim) /* dt_spec_create words it */
-        DT_CHECK_GOTO(dt_spec_create(mesh, n, pl, (int)table[0], table + 2, (dt_dtype)table[1],
-                                     out), s, out);
+        DT_CHECK_GOTO(
+            dt_spec_create(mesh, n, pl, (int)table[0], table + 2, (dt_dtype)table[1], out), s, out);
     for (int k = 0; k < n; k++)
         DT_CHECK_GOTO(dt_placement_normalize(pl[k], (int)table[0], &norm[k]), s, out);
     infer_shape(mesh, norm, (int)table[0], table, shape);
@@ -246,8 +248,7 @@ static dt_status scatter_stage(const dt_spec *sp, const int *src, int k, dt_tens
             DT_CHECK(dt_tensor_empty(sp->ndim, shape, sp->dtype, dt_device_cpu(), cur));
         DT_CHECK(dt_comm_broadcast(comm, dt_tensor_data(*cur), (size_t)dt_tensor_numel(*cur),
                                    sp->dtype, root, NULL));
-        dt__mesh_count_coll(m, DT_COLL_BROADCAST,
-                            me == root ? 0 : (int64_t)dt_tensor_nbytes(*cur));
+        dt__mesh_count_coll(m, DT_COLL_BROADCAST, me == root ? 0 : (int64_t)dt_tensor_nbytes(*cur));
         return DT_OK;
     }
     size_t *sc = calloc(4 * (size_t)n, sizeof(size_t)), *sd = sc + n, *rc = sd + n, *rd = rc + n;
@@ -257,8 +258,7 @@ static dt_status scatter_stage(const dt_spec *sp, const int *src, int k, dt_tens
         return DT_ERR(DT_ERR_NO_MEMORY, "dt_distribute_from: no memory for %d counts", 4 * n);
     dt_shard_chunk(shape[d], n, me, &sz, NULL);
     shape[d] = sz;
-    DT_CHECK_GOTO(dt_tensor_empty(sp->ndim, shape, sp->dtype, dt_device_cpu(), &y), s,
-                  err_release);
+    DT_CHECK_GOTO(dt_tensor_empty(sp->ndim, shape, sp->dtype, dt_device_cpu(), &y), s, err_release);
     if (me == root) {
         DT_CHECK_GOTO(dt__pack_chunks(*cur, d, n, -1, sc, &sbuf), s, err_release);
         for (int q = 1; q < n; q++)
@@ -302,8 +302,8 @@ dt_status dt_distribute_from(dt_tensor *full, int src_rank, dt_mesh *mesh, int n
     }
     DT_CHECK(bcast_header(mesh, src, hdr));
     if (hdr[0] < 0)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: source mesh rank %d passed no full local tensor",
-                      fn, src_rank);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: source mesh rank %d passed no full local tensor", fn,
+                      src_rank);
     /* the same spec on every rank: a bad placement fails everywhere */
     DT_CHECK(dt_spec_create(mesh, n, pl, (int)hdr[0], hdr + 2, (dt_dtype)hdr[1], &spec));
     if (is_src)

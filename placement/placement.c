@@ -56,9 +56,10 @@ dt_status dt_placement_normalize(dt_placement p, int ndim, dt_placement *out)
         return DT_OK;
     case DT_PLACEMENT_PARTIAL:
         if (!op_supported(p.op))
-            return DT_ERR(DT_ERR_INVALID_ARG,
-                          "dt_placement_normalize: Partial(%s) is not supported (sum, avg, max, min)",
-                          dt_reduce_op_name(p.op));
+            return DT_ERR(
+                DT_ERR_INVALID_ARG,
+                "dt_placement_normalize: Partial(%s) is not supported (sum, avg, max, min)",
+                dt_reduce_op_name(p.op));
         *out = dt_partial(p.op);
         return DT_OK;
     case DT_PLACEMENT_SHARD:
@@ -107,10 +108,13 @@ int dt_placements_format(int n, const dt_placement *pl, const char *sep, char *b
 /* Parse one token [s, s+l) (already trimmed); false when it is not a placement. */
 static bool parse_token(const char *s, size_t l, dt_placement *out)
 {
-    static const struct { const char *name; dt_placement_kind kind; } heads[] = {
-        {"S", DT_PLACEMENT_SHARD},       {"Shard", DT_PLACEMENT_SHARD},
-        {"R", DT_PLACEMENT_REPLICATE},   {"Replicate", DT_PLACEMENT_REPLICATE},
-        {"P", DT_PLACEMENT_PARTIAL},     {"Partial", DT_PLACEMENT_PARTIAL},
+    static const struct {
+        const char *name;
+        dt_placement_kind kind;
+    } heads[] = {
+        {"S", DT_PLACEMENT_SHARD},     {"Shard", DT_PLACEMENT_SHARD},
+        {"R", DT_PLACEMENT_REPLICATE}, {"Replicate", DT_PLACEMENT_REPLICATE},
+        {"P", DT_PLACEMENT_PARTIAL},   {"Partial", DT_PLACEMENT_PARTIAL},
     };
     size_t h = 0;
     while (h < l && isalpha((unsigned char)s[h]))

@@ -49,7 +49,8 @@ typedef struct dt__plan {
     int n_steps;
     int mesh_ndim, ndim;
     dt__step steps[DT__PLAN_MAX_STEPS];
-    dt_placement states[DT__PLAN_MAX_STEPS + 1][DT_MESH_MAX_DIMS]; /* before each step, after last */
+    dt_placement states[DT__PLAN_MAX_STEPS + 1]
+                       [DT_MESH_MAX_DIMS]; /* before each step, after last */
 } dt__plan;
 
 /* Validate that src and dst can be redistributed (same mesh, shape, dtype). */
@@ -85,8 +86,7 @@ void dt__local_shape(int ndim, const int64_t *shape, int mesh_ndim, const int *m
 /* Pack the n torch.chunk blocks of @p x along dim d one after another into a
  * new flat buffer; counts[q] = elements of block q (0 for block @p skip,
  * which is left out; -1 = none). */
-dt_status dt__pack_chunks(dt_tensor *x, int d, int n, int skip, size_t *counts,
-                          dt_tensor **out);
+dt_status dt__pack_chunks(dt_tensor *x, int d, int n, int skip, size_t *counts, dt_tensor **out);
 /* True when a Partial(sum) mesh dim has this rank off coordinate 0: its shard
  * of a freshly distributed tensor is zeros (the value lives on coordinate 0). */
 bool dt__partial_zero(const dt_spec *s);

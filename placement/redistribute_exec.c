@@ -23,7 +23,6 @@ typedef struct step_ctx {
     size_t *scratch; /* 4 * n counts/displacements */
 } step_ctx;
 
-
 static dt_status new_like(const step_ctx *c, const int64_t *shape, dt_device dev, dt_tensor **out)
 {
     return dt_tensor_empty(c->ndim, shape, c->dtype, dev, out);
@@ -148,8 +147,8 @@ static dt_status exec_allgather(const step_ctx *c, dt_tensor *x, dt_tensor **out
         int64_t total = dt__shape_prod(L, 0, c->ndim);
         DT_CHECK_GOTO(dt_tensor_empty(1, &total, c->dtype, dt_tensor_device(x), &buf), s,
                       err_release);
-        DT_CHECK_GOTO(dt_comm_allgatherv(c->comm, dt_tensor_data(x), dt_tensor_data(buf),
-                                         counts, displs, c->dtype, NULL),
+        DT_CHECK_GOTO(dt_comm_allgatherv(c->comm, dt_tensor_data(x), dt_tensor_data(buf), counts,
+                                         displs, c->dtype, NULL),
                       s, err_release);
         DT_CHECK_GOTO(unpack_blocks(c, buf, L, d, L[d], y), s, err_release);
         dt_tensor_release(buf);
@@ -371,11 +370,20 @@ static dt_status exec_step(const step_ctx *c, dt_tensor *x, dt_tensor **out)
         return s;
     }
     switch (c->st->kind) {
-    case DT__STEP_ALLGATHER:      s = exec_allgather(c, xc, out); break;
-    case DT__STEP_ALLREDUCE:      s = exec_allreduce(c, xc, out); break;
-    case DT__STEP_REDUCE_SCATTER: s = exec_reduce_scatter(c, xc, out); break;
-    case DT__STEP_ALLTOALL:       s = exec_alltoall(c, xc, out); break;
-    default: s = DT_ERR(DT_ERR_INTERNAL, "dt_redistribute: bad step kind %d", (int)c->st->kind);
+    case DT__STEP_ALLGATHER:
+        s = exec_allgather(c, xc, out);
+        break;
+    case DT__STEP_ALLREDUCE:
+        s = exec_allreduce(c, xc, out);
+        break;
+    case DT__STEP_REDUCE_SCATTER:
+        s = exec_reduce_scatter(c, xc, out);
+        break;
+    case DT__STEP_ALLTOALL:
+        s = exec_alltoall(c, xc, out);
+        break;
+    default:
+        s = DT_ERR(DT_ERR_INTERNAL, "dt_redistribute: bad step kind %d", (int)c->st->kind);
     }
     dt_tensor_release(xc);
     free(cc.scratch);
@@ -409,8 +417,8 @@ dt_status dt__redist_exec(const dt__plan *plan, const dt_spec *src, dt_tensor *l
 {
     dt_tensor *x = dt_tensor_retain(local), *y = NULL;
     for (int i = 0; i < plan->n_steps; i++) {
-        step_ctx c = {.st = &plan->steps[i], .mesh = src->mesh, .ndim = src->ndim,
-                      .dtype = src->dtype};
+        step_ctx c = {
+            .st = &plan->steps[i], .mesh = src->mesh, .ndim = src->ndim, .dtype = src->dtype};
         int j = c.st->mesh_dim;
         c.comm = dt_mesh_dim_comm(src->mesh, j);
         c.n = src->mesh->shape[j];

@@ -17,12 +17,18 @@
 const char *dt__step_kind_name(dt__step_kind k)
 {
     switch (k) {
-    case DT__STEP_ALLGATHER:      return "all-gather";
-    case DT__STEP_ALLREDUCE:      return "all-reduce";
-    case DT__STEP_REDUCE_SCATTER: return "reduce-scatter";
-    case DT__STEP_ALLTOALL:       return "all-to-all";
-    case DT__STEP_SLICE:          return "local slice";
-    case DT__STEP_PARTITION:      return "local partition";
+    case DT__STEP_ALLGATHER:
+        return "all-gather";
+    case DT__STEP_ALLREDUCE:
+        return "all-reduce";
+    case DT__STEP_REDUCE_SCATTER:
+        return "reduce-scatter";
+    case DT__STEP_ALLTOALL:
+        return "all-to-all";
+    case DT__STEP_SLICE:
+        return "local slice";
+    case DT__STEP_PARTITION:
+        return "local partition";
     }
     return "?";
 }
@@ -44,8 +50,8 @@ dt_status dt__redist_check(const char *fn, const dt_spec *src, const dt_spec *ds
         memcmp(src->shape, dst->shape, sizeof(int64_t) * (size_t)src->ndim) != 0) {
         dt_spec_format(src, a, sizeof(a));
         dt_spec_format(dst, b, sizeof(b));
-        return DT_ERR(DT_ERR_INVALID_ARG,
-                      "%s: source %s and target %s differ in shape or dtype", fn, a, b);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: source %s and target %s differ in shape or dtype",
+                      fn, a, b);
     }
     return DT_OK;
 }
@@ -61,7 +67,8 @@ static int64_t step_bytes(const dt_spec *spec, const dt__step *st)
 {
     const dt_mesh *m = spec->mesh;
     int n = m->shape[st->mesh_dim], me = m->coord[st->mesh_dim];
-    int64_t es = (int64_t)dt_dtype_size(spec->dtype), full = dt__shape_numel(spec->ndim, st->logical_shape);
+    int64_t es = (int64_t)dt_dtype_size(spec->dtype),
+            full = dt__shape_numel(spec->ndim, st->logical_shape);
     int64_t inner = full, mine = 0, sz = 0;
     switch (st->kind) {
     case DT__STEP_ALLGATHER:
@@ -212,11 +219,11 @@ dt_status dt__redist_plan(const dt_spec *src, const dt_spec *dst, dt__plan *out)
     return DT_OK;
 }
 
-#define APPEND(...)                                                                  \
-    do {                                                                             \
-        size_t room_ = (size_t)p < len ? len - (size_t)p : 0;                        \
-        int w_ = snprintf(room_ ? buf + p : NULL, room_, __VA_ARGS__);               \
-        p += w_ > 0 ? w_ : 0;                                                        \
+#define APPEND(...)                                                                                \
+    do {                                                                                           \
+        size_t room_ = (size_t)p < len ? len - (size_t)p : 0;                                      \
+        int w_ = snprintf(room_ ? buf + p : NULL, room_, __VA_ARGS__);                             \
+        p += w_ > 0 ? w_ : 0;                                                                      \
     } while (0)
 
 int dt__plan_format(const dt__plan *plan, const dt_mesh *mesh, dt_dtype dtype, char *buf,

@@ -2,8 +2,7 @@
 #include "core/error.h"
 #include "placement/placement_impl.h"
 
-void dt_shard_chunk(int64_t size, int num_chunks, int index, int64_t *local_size,
-                    int64_t *offset)
+void dt_shard_chunk(int64_t size, int num_chunks, int index, int64_t *local_size, int64_t *offset)
 {
     int64_t sz = 0, off = 0;
     if (size >= 0 && num_chunks > 0 && index >= 0 && index < num_chunks) {
@@ -51,9 +50,9 @@ void dt__local_shape(int ndim, const int64_t *shape, int mesh_ndim, const int *m
     }
 }
 
-dt_status dt_shard_local_shape(int ndim, const int64_t *shape, int mesh_ndim,
-                               const int *mesh_shape, const dt_placement *pl, const int *coord,
-                               int64_t *local_shape, int64_t *global_offset)
+dt_status dt_shard_local_shape(int ndim, const int64_t *shape, int mesh_ndim, const int *mesh_shape,
+                               const dt_placement *pl, const int *coord, int64_t *local_shape,
+                               int64_t *global_offset)
 {
     DT_ARG_NOT_NULL(mesh_shape);
     DT_ARG_NOT_NULL(pl);

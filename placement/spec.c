@@ -21,9 +21,10 @@ dt_status dt_spec_create(dt_mesh *mesh, int n, const dt_placement *pl, int ndim,
     dt_placement norm[DT_MESH_MAX_DIMS];
     if (n != mesh->ndim) {
         dt_placements_format(n > 0 && n <= 16 ? n : 0, pl, ",", txt, sizeof(txt));
-        return DT_ERR(DT_ERR_INVALID_ARG,
-                      "dt_spec_create: %d placements (\"%s\") for a %d-d mesh: give one per mesh dim",
-                      n, txt, mesh->ndim);
+        return DT_ERR(
+            DT_ERR_INVALID_ARG,
+            "dt_spec_create: %d placements (\"%s\") for a %d-d mesh: give one per mesh dim", n, txt,
+            mesh->ndim);
     }
     DT_CHECK(dt__check_shape(__func__, ndim, shape));
     DT_CHECK(dt__check_dtype(__func__, dtype));
@@ -80,11 +81,26 @@ void dt_spec_release(dt_spec *s)
     free(s);
 }
 
-dt_mesh *dt_spec_mesh(const dt_spec *s) { return s ? s->mesh : NULL; }
-const dt_placement *dt_spec_placements(const dt_spec *s) { return s ? s->pl : NULL; }
-int dt_spec_ndim(const dt_spec *s) { return s ? s->ndim : 0; }
-const int64_t *dt_spec_shape(const dt_spec *s) { return s ? s->shape : NULL; }
-dt_dtype dt_spec_dtype(const dt_spec *s) { return s ? s->dtype : DT_DTYPE_COUNT; }
+dt_mesh *dt_spec_mesh(const dt_spec *s)
+{
+    return s ? s->mesh : NULL;
+}
+const dt_placement *dt_spec_placements(const dt_spec *s)
+{
+    return s ? s->pl : NULL;
+}
+int dt_spec_ndim(const dt_spec *s)
+{
+    return s ? s->ndim : 0;
+}
+const int64_t *dt_spec_shape(const dt_spec *s)
+{
+    return s ? s->shape : NULL;
+}
+dt_dtype dt_spec_dtype(const dt_spec *s)
+{
+    return s ? s->dtype : DT_DTYPE_COUNT;
+}
 
 dt_status dt_spec_local_shape(const dt_spec *s, const int *coord, int64_t *local_shape,
                               int64_t *global_offset)

@@ -59,12 +59,18 @@ dt_status dt__rl_wrap(const char *op, dt_mesh *mesh, const dt_placement *pl, int
                       const int64_t *shape, dt_dtype dtype, dt_tensor *local, dt_tensor **out);
 
 /* A Partial(sum) placement; Replicate. */
-static inline dt_placement dt__rl_psum(void) { return dt_partial(DT_REDUCE_OP_SUM); }
+static inline dt_placement dt__rl_psum(void)
+{
+    return dt_partial(DT_REDUCE_OP_SUM);
+}
 static inline bool dt__rl_is_psum(dt_placement p)
 {
     return p.kind == DT_PLACEMENT_PARTIAL && p.op == DT_REDUCE_OP_SUM;
 }
-static inline bool dt__rl_is_r(dt_placement p) { return p.kind == DT_PLACEMENT_REPLICATE; }
+static inline bool dt__rl_is_r(dt_placement p)
+{
+    return p.kind == DT_PLACEMENT_REPLICATE;
+}
 
 /* "S(0),R" of @p pl into buf (for log lines); returns buf. */
 const char *dt__rl_fmt(int n, const dt_placement *pl, char *buf, size_t len);
@@ -90,10 +96,8 @@ dt_status dt__rl_linear(dt_tensor *x, dt_tensor *w, dt_tensor *bias, dt_tensor *
 /* rules_norm.c */
 dt_status dt__rl_softmax(dt_dist_softmax_kind kind, dt_tensor *x, int dim, double scale,
                          dt_tensor **out);
-dt_status dt__rl_layer_norm(dt_tensor *x, dt_tensor *w, dt_tensor *b, double eps,
-                            dt_tensor **out);
-dt_status dt__rl_reduce(dt_reduce_kind kind, dt_tensor *x, int dim, bool keepdim,
-                        dt_tensor **out);
+dt_status dt__rl_layer_norm(dt_tensor *x, dt_tensor *w, dt_tensor *b, double eps, dt_tensor **out);
+dt_status dt__rl_reduce(dt_reduce_kind kind, dt_tensor *x, int dim, bool keepdim, dt_tensor **out);
 dt_status dt__rl_sum_all(dt_tensor *x, dt_tensor **out);
 /* rules_embedding.c */
 dt_status dt__rl_embedding(dt_tensor *weight, dt_tensor *ids, dt_tensor **out);

@@ -67,10 +67,14 @@ static void binary_rule(dt_binary_op op, const dt_tensor *a, const dt_tensor *b,
 static dt_status binary_local(dt_binary_op op, dt_tensor *a, dt_tensor *b, dt_tensor **out)
 {
     switch (op) {
-    case DT_BINARY_ADD: return dt_add(a, b, out);
-    case DT_BINARY_SUB: return dt_sub(a, b, out);
-    case DT_BINARY_MUL: return dt_mul(a, b, out);
-    case DT_BINARY_DIV: return dt_div(a, b, out);
+    case DT_BINARY_ADD:
+        return dt_add(a, b, out);
+    case DT_BINARY_SUB:
+        return dt_sub(a, b, out);
+    case DT_BINARY_MUL:
+        return dt_mul(a, b, out);
+    case DT_BINARY_DIV:
+        return dt_div(a, b, out);
     }
     return DT_ERR(DT_ERR_INTERNAL, "binary rule: bad op %d", (int)op);
 }
@@ -108,11 +112,16 @@ out:
 static dt_status unary_local(dt_unary_op op, dt_tensor *x, double alpha, dt_tensor **out)
 {
     switch (op) {
-    case DT_UNARY_SCALE: return dt_scale(x, alpha, out);
-    case DT_UNARY_ADD_SCALAR: return dt_add_scalar(x, alpha, out);
-    case DT_UNARY_GELU_TANH: return dt_gelu_tanh(x, out);
-    case DT_UNARY_RELU: return dt_relu(x, out);
-    default: break;
+    case DT_UNARY_SCALE:
+        return dt_scale(x, alpha, out);
+    case DT_UNARY_ADD_SCALAR:
+        return dt_add_scalar(x, alpha, out);
+    case DT_UNARY_GELU_TANH:
+        return dt_gelu_tanh(x, out);
+    case DT_UNARY_RELU:
+        return dt_relu(x, out);
+    default:
+        break;
     }
     return DT_ERR(DT_ERR_UNSUPPORTED, "unary rule: op %d has no public entry", (int)op);
 }
@@ -127,8 +136,8 @@ dt_status dt__rl_unary(dt_unary_op op, dt_tensor *x, double alpha, dt_tensor **o
     DT_CHECK(dt__rl_mesh(name, 1, &x, &mesh));
     dt__rl_placements(x, mesh, w);
     for (int k = 0; k < mesh->ndim; k++) {
-        bool keep = w[k].kind != DT_PLACEMENT_PARTIAL ||
-                    (op == DT_UNARY_SCALE && dt__rl_is_psum(w[k]));
+        bool keep =
+            w[k].kind != DT_PLACEMENT_PARTIAL || (op == DT_UNARY_SCALE && dt__rl_is_psum(w[k]));
         if (!keep)
             w[k] = dt_replicate();
     }

@@ -38,8 +38,8 @@ dt_status dt__rl_embedding(dt_tensor *weight, dt_tensor *ids, dt_tensor **out)
     dt_status s;
     DT_CHECK(dt__rl_mesh(name, 2, ins, &mesh));
     if (weight->ndim != 2)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: weight must be 2-d [rows, dim], has %d dims",
-                      name, weight->ndim);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: weight must be 2-d [rows, dim], has %d dims", name,
+                      weight->ndim);
     dt__rl_placements(weight, mesh, pw);
     dt__rl_placements(ids, mesh, pi);
     for (int k = 0; k < mesh->ndim; k++) {
@@ -51,13 +51,11 @@ dt_status dt__rl_embedding(dt_tensor *weight, dt_tensor *ids, dt_tensor **out)
     oshape[ids->ndim] = weight->shape[1];
     DT_CHECK_GOTO(dt__rl_prepare(name, weight, mesh, ww, wo, &lw), s, out);
     DT_CHECK_GOTO(dt__rl_prepare(name, ids, mesh, wi, wo, &li), s, out);
-    if (vocab) { /* this rank's vocabulary range starts at its shard's offset */
+    if (vocab) {             /* this rank's vocabulary range starts at its shard's offset */
         int64_t n_valid = 0; /* ids are whole here: every rank checks the same ones */
-        DT_CHECK_GOTO(dt__ops_check_id_range(name, "ids", li, weight->shape[0], INT64_MIN,
-                                             &n_valid),
-                      s, out);
-        DT_CHECK_GOTO(dt_spec_create(mesh, mesh->ndim, ww, 2, weight->shape, weight->dtype,
-                                     &wspec),
+        DT_CHECK_GOTO(
+            dt__ops_check_id_range(name, "ids", li, weight->shape[0], INT64_MIN, &n_valid), s, out);
+        DT_CHECK_GOTO(dt_spec_create(mesh, mesh->ndim, ww, 2, weight->shape, weight->dtype, &wspec),
                       s, out);
         DT_CHECK_GOTO(dt_spec_local_shape(wspec, NULL, NULL, off), s, out);
         DT_CHECK_GOTO(dt__ops_embedding_shard(lw, li, off[0], &y), s, out);

@@ -60,21 +60,31 @@ static dt_status exp_rows(const dt_kernel_ops *k, dt_tensor *x, dt_tensor *c, dt
         int64_t rb = rows - r0 < blk ? rows - r0 : blk, sh[2] = {rb, cols};
         dt_tensor *v[8] = {0}; /* xb, cb, cbe, tbv, ebv, sb, sbe, ob */
         s = dt_tensor_narrow(x, 0, r0, rb, &v[0]);
-        if (s == DT_OK) s = dt_tensor_narrow(c, 0, r0, rb, &v[1]);
-        if (s == DT_OK) s = dt_tensor_expand(v[1], 2, sh, &v[2]);
-        if (s == DT_OK) s = dt_tensor_narrow(tb, 0, 0, rb, &v[3]);
-        if (s == DT_OK) s = dt_tensor_narrow(eb, 0, 0, rb, &v[4]);
-        if (s == DT_OK) s = k->binary(DT_BINARY_SUB, v[0], v[2], v[3]);
-        if (s == DT_OK) s = k->unary(DT_UNARY_EXP, v[3], 0.0f, v[4]);
+        if (s == DT_OK)
+            s = dt_tensor_narrow(c, 0, r0, rb, &v[1]);
+        if (s == DT_OK)
+            s = dt_tensor_expand(v[1], 2, sh, &v[2]);
+        if (s == DT_OK)
+            s = dt_tensor_narrow(tb, 0, 0, rb, &v[3]);
+        if (s == DT_OK)
+            s = dt_tensor_narrow(eb, 0, 0, rb, &v[4]);
+        if (s == DT_OK)
+            s = k->binary(DT_BINARY_SUB, v[0], v[2], v[3]);
+        if (s == DT_OK)
+            s = k->unary(DT_UNARY_EXP, v[3], 0.0f, v[4]);
         if (s == DT_OK && rowsum != NULL) {
             s = dt_tensor_narrow(rowsum, 0, r0, rb, &v[5]);
-            if (s == DT_OK) s = k->reduce(DT_REDUCE_KIND_SUM, v[4], 1, v[5], NULL);
+            if (s == DT_OK)
+                s = k->reduce(DT_REDUCE_KIND_SUM, v[4], 1, v[5], NULL);
         }
         if (s == DT_OK && out != NULL) {
             s = dt_tensor_narrow(scale_rows, 0, r0, rb, &v[5]);
-            if (s == DT_OK) s = dt_tensor_expand(v[5], 2, sh, &v[6]);
-            if (s == DT_OK) s = dt_tensor_narrow(out, 0, r0, rb, &v[7]);
-            if (s == DT_OK) s = k->binary(DT_BINARY_MUL, v[4], v[6], v[7]);
+            if (s == DT_OK)
+                s = dt_tensor_expand(v[5], 2, sh, &v[6]);
+            if (s == DT_OK)
+                s = dt_tensor_narrow(out, 0, r0, rb, &v[7]);
+            if (s == DT_OK)
+                s = k->binary(DT_BINARY_MUL, v[4], v[6], v[7]);
         }
         dt__ops_release_all(8, v);
     }
@@ -149,9 +159,9 @@ static dt_status pce_forward(const pce_args *a, dt_comm *comm, dt_mesh *mesh, dt
         for (int64_t i = 0; i < rows; i++)
             mp[i] = -INFINITY;
     if (comm != NULL && rows > 0) {
-        DT_CHECK_GOTO(dt_comm_allreduce(comm, mp, mp, (size_t)rows, DT_DTYPE_F32,
-                                        DT_REDUCE_OP_MAX, NULL),
-                      s, out);
+        DT_CHECK_GOTO(
+            dt_comm_allreduce(comm, mp, mp, (size_t)rows, DT_DTYPE_F32, DT_REDUCE_OP_MAX, NULL), s,
+            out);
         dt__mesh_count_coll(mesh, DT_COLL_ALLREDUCE, rows * 4);
     }
     DT_CHECK_GOTO(exp_rows(k, x, mx, se, NULL, NULL), s, out);
@@ -307,8 +317,7 @@ dt_status dt__rl_cross_entropy(dt_tensor *logits, dt_tensor *targets, int64_t ig
                       s, out);
         DT_CHECK_GOTO(dt_spec_local_shape(lspec, NULL, NULL, off), s, out);
         a.rows = dt_tensor_numel(lt), a.cols = ll->shape[last], a.vstart = off[last];
-        DT_CHECK_GOTO(pce_local(&a, kc >= 0 ? dt_mesh_dim_comm(mesh, kc) : NULL, mesh, ll, lt,
-                                &y),
+        DT_CHECK_GOTO(pce_local(&a, kc >= 0 ? dt_mesh_dim_comm(mesh, kc) : NULL, mesh, ll, lt, &y),
                       s, out);
     }
     s = dt__rl_wrap(name, mesh, wo, 0, logits->shape, DT_DTYPE_F32, y, out);

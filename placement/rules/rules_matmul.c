@@ -90,18 +90,36 @@ static void mm_rule(const mm_geo *g, const dt_tensor *a, const dt_tensor *b, dt_
     int ra = mm_role(g, a, true, pa, &oa), rb = mm_role(g, b, false, pb, &ob);
     *wa = dt_replicate(), *wb = dt_replicate(), *wo = dt_replicate();
     switch (ra) {
-    case R_M: *wa = pa, *wo = dt_shard(g->n - 2); return;
-    case R_K: *wa = pa, *wb = dt_shard(g->b_k), *wo = dt__rl_psum(); return;
-    case R_BATCH: *wa = pa, *wb = mm_batch_like(g, b, false, oa), *wo = dt_shard(oa); return;
-    case R_PART: *wa = pa, *wo = dt__rl_psum(); return; /* b replicated */
-    default: break;
+    case R_M:
+        *wa = pa, *wo = dt_shard(g->n - 2);
+        return;
+    case R_K:
+        *wa = pa, *wb = dt_shard(g->b_k), *wo = dt__rl_psum();
+        return;
+    case R_BATCH:
+        *wa = pa, *wb = mm_batch_like(g, b, false, oa), *wo = dt_shard(oa);
+        return;
+    case R_PART:
+        *wa = pa, *wo = dt__rl_psum();
+        return; /* b replicated */
+    default:
+        break;
     }
     switch (rb) { /* a is Replicate (or gathered): b leads */
-    case R_N: *wb = pb, *wo = dt_shard(g->n - 1); return;
-    case R_K: *wb = pb, *wa = dt_shard(g->a_k), *wo = dt__rl_psum(); return;
-    case R_BATCH: *wb = pb, *wa = mm_batch_like(g, a, true, ob), *wo = dt_shard(ob); return;
-    case R_PART: *wb = pb, *wo = dt__rl_psum(); return;
-    default: return;
+    case R_N:
+        *wb = pb, *wo = dt_shard(g->n - 1);
+        return;
+    case R_K:
+        *wb = pb, *wa = dt_shard(g->a_k), *wo = dt__rl_psum();
+        return;
+    case R_BATCH:
+        *wb = pb, *wa = mm_batch_like(g, a, true, ob), *wo = dt_shard(ob);
+        return;
+    case R_PART:
+        *wb = pb, *wo = dt__rl_psum();
+        return;
+    default:
+        return;
     }
 }
 
@@ -189,8 +207,7 @@ dt_status dt__rl_linear(dt_tensor *x, dt_tensor *w, dt_tensor *bias, dt_tensor *
     const char *name = "dt_linear";
     dt_tensor *ins[3] = {x, w, bias}, *lx = NULL, *lw = NULL, *lb = NULL, *lb1 = NULL, *y = NULL;
     dt_placement px[DT__RL_MAX_MESH], pw[DT__RL_MAX_MESH];
-    dt_placement wx[DT__RL_MAX_MESH], ww[DT__RL_MAX_MESH], wb[DT__RL_MAX_MESH],
-        wo[DT__RL_MAX_MESH];
+    dt_placement wx[DT__RL_MAX_MESH], ww[DT__RL_MAX_MESH], wb[DT__RL_MAX_MESH], wo[DT__RL_MAX_MESH];
     int64_t oshape[DT_MAX_DIMS];
     bool any_partial = false;
     dt_mesh *mesh = NULL;

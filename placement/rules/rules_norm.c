@@ -50,8 +50,7 @@ dt_status dt__rl_softmax(dt_dist_softmax_kind kind, dt_tensor *x, int dim, doubl
     return s;
 }
 
-dt_status dt__rl_layer_norm(dt_tensor *x, dt_tensor *w, dt_tensor *b, double eps,
-                            dt_tensor **out)
+dt_status dt__rl_layer_norm(dt_tensor *x, dt_tensor *w, dt_tensor *b, double eps, dt_tensor **out)
 {
     const char *name = "dt_layer_norm";
     dt_tensor *ins[3] = {x, w, b}, *lx = NULL, *lw = NULL, *lb = NULL, *y = NULL;
@@ -79,8 +78,7 @@ out:
     return s;
 }
 
-dt_status dt__rl_reduce(dt_reduce_kind kind, dt_tensor *x, int dim, bool keepdim,
-                        dt_tensor **out)
+dt_status dt__rl_reduce(dt_reduce_kind kind, dt_tensor *x, int dim, bool keepdim, dt_tensor **out)
 {
     static const char *const names[] = {"dt_sum", "dt_mean", "dt_max"};
     const char *name = names[kind];

@@ -16,8 +16,10 @@
 
 #include "placement/rules/rules.h"
 
-static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
-
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return b > 0 ? (a + b - 1) / b : 0;
+}
 
 /* Output dim a Shard(d) over k ranks maps to, or -1. */
 static int reshape_map(int nin, const int64_t *in, int nout, const int64_t *out, int d, int k)
@@ -104,8 +106,7 @@ dt_status dt__rl_reshape(dt_tensor *x, int ndim, const int64_t *shape, dt_tensor
             wo[k] = dt_shard(o);
     }
     DT_CHECK(dt__rl_prepare(name, x, mesh, w, wo, &lx));
-    DT_CHECK_GOTO(dt_spec_create(mesh, mesh->ndim, wo, ndim, oshape, DT_DTYPE_F32, &ospec), s,
-                  out);
+    DT_CHECK_GOTO(dt_spec_create(mesh, mesh->ndim, wo, ndim, oshape, DT_DTYPE_F32, &ospec), s, out);
     DT_CHECK_GOTO(dt_spec_local_shape(ospec, NULL, lshape, NULL), s, out);
     DT_CHECK_GOTO(dt_reshape(lx, ndim, lshape, &y), s, out);
     s = dt__dist_wrap(ospec, y, out);
@@ -242,9 +243,8 @@ dt_status dt__rl_split(dt_tensor *x, int dim, int n, const int64_t *sizes, dt_te
     memcpy(oshape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
     for (; made < n; made++) {
         oshape[d] = sizes[made];
-        DT_CHECK_GOTO(dt__rl_wrap(name, mesh, w, x->ndim, oshape, DT_DTYPE_F32, ls[made],
-                                  &ys[made]),
-                      s, out);
+        DT_CHECK_GOTO(
+            dt__rl_wrap(name, mesh, w, x->ndim, oshape, DT_DTYPE_F32, ls[made], &ys[made]), s, out);
     }
     for (int i = 0; i < n; i++)
         outs[i] = ys[i];

@@ -18,8 +18,7 @@ dt_status dt__rl_mesh(const char *op, int n, dt_tensor *const *xs, dt_mesh **out
                           "%s: input %d lives on a different mesh than the other inputs", op, i);
     }
     if (m == NULL)
-        return DT_ERR(DT_ERR_INTERNAL, "%s: sharding rule called without distributed inputs",
-                      op);
+        return DT_ERR(DT_ERR_INTERNAL, "%s: sharding rule called without distributed inputs", op);
     *out = m;
     return DT_OK;
 }
@@ -168,8 +167,8 @@ dt_status dt__rl_prepare(const char *op, dt_tensor *x, dt_mesh *mesh, const dt_p
     bool same = true; /* the common case: nothing to move, no spec to build */
     for (int k = 0; k < mesh->ndim; k++) {
         same = same && dt_placement_equal(cur[k], want[k]);
-        mask[k] = dt__rl_is_r(want[k]) && out_pl != NULL && !dt__rl_is_r(out_pl[k]) &&
-                  mesh->shape[k] > 1;
+        mask[k] =
+            dt__rl_is_r(want[k]) && out_pl != NULL && !dt__rl_is_r(out_pl[k]) && mesh->shape[k] > 1;
         any = any || mask[k];
     }
     if (x->dist != NULL)
@@ -209,8 +208,7 @@ dt_status dt__rl_wrap(const char *op, dt_mesh *mesh, const dt_placement *pl, int
     dt_status s;
     DT_CHECK(dt_spec_create(mesh, mesh->ndim, pl, ndim, shape, dtype, &spec));
     DT_CHECK_GOTO(dt_spec_local_shape(spec, NULL, want, NULL), s, out);
-    if (local->ndim != ndim ||
-        memcmp(local->shape, want, sizeof(int64_t) * (size_t)ndim) != 0) {
+    if (local->ndim != ndim || memcmp(local->shape, want, sizeof(int64_t) * (size_t)ndim) != 0) {
         char a[96], b[96], p[64];
         s = DT_ERR(DT_ERR_INTERNAL, "%s: rule gave a local result %s, spec %s wants %s", op,
                    dt__shape_str(local->ndim, local->shape, a, sizeof(a)),

@@ -192,8 +192,8 @@ static dt_status accumulate_leaf_local(dt_tensor *leaf, dt_tensor *g)
         dt_tensor_release(ng);
         return s;
     }
-    DT_CHECK(dt__ops_empty_as(leaf->ndim, leaf->shape, leaf->dtype, leaf->device,
-                              DT_MEM_GRADIENT, &ng));
+    DT_CHECK(
+        dt__ops_empty_as(leaf->ndim, leaf->shape, leaf->dtype, leaf->device, DT_MEM_GRADIENT, &ng));
     if (leaf->grad == NULL)
         DT_CHECK_GOTO(k->copy(ng, g), s, err_release);
     else
@@ -220,8 +220,10 @@ static dt_status route(dt_ag_node *node, int i, dt_tensor *g, leaf_pending *p)
     dt_status s = DT_OK;
     if (g->dist != NULL) { /* a shard of the input's own shape, kept pending */
         if (!same_shape(g->local, &e->meta))
-            return DT_ERR(DT_ERR_INTERNAL, "dt_backward: '%s' gave a distributed gradient of "
-                          "the wrong shard shape for input %d", node->name, i);
+            return DT_ERR(DT_ERR_INTERNAL,
+                          "dt_backward: '%s' gave a distributed gradient of "
+                          "the wrong shard shape for input %d",
+                          node->name, i);
         r = dt_tensor_retain(g);
     } else if (same_shape(g, &e->meta))
         r = dt_tensor_retain(g);
@@ -252,7 +254,7 @@ static dt_status run_node(dt_ag_node *node, leaf_pending *p)
         if (g == NULL) {
             DT_CHECK(dt__ops_zeros(m->ndim, m->shape, m->device, &c));
         } else if (g->dist != NULL && node->accepts_dist_grad) {
-            continue; /* the node reduces it itself, as it likes */
+            continue;                 /* the node reduces it itself, as it likes */
         } else if (g->dist != NULL) { /* reduce a pending Partial now (collective) */
             dt_tensor *l = NULL;
             DT_CHECK(materialize(g, &l));
@@ -313,8 +315,8 @@ static dt_status run_all(node_list *all, dt_ag_node *root_node, int root_output,
     dt_status s = DT_OK;
     for (int i = 0; i < all->n; i++) {
         dt_ag_node *node = all->v[i];
-        node->grads = calloc((size_t)(node->n_outputs > 0 ? node->n_outputs : 1),
-                             sizeof(*node->grads));
+        node->grads =
+            calloc((size_t)(node->n_outputs > 0 ? node->n_outputs : 1), sizeof(*node->grads));
         if (node->grads == NULL)
             return DT_ERR(DT_ERR_NO_MEMORY, "dt_backward: grads of '%s'", node->name);
     }

@@ -64,15 +64,16 @@ dt_status dt_tensor_set_grad(dt_tensor *t, dt_tensor *grad)
 {
     DT_ARG_NOT_NULL(t);
     if (t->dist != NULL)
-        return dt_tensor_set_grad(t->local, grad != NULL && grad->dist != NULL ? grad->local
-                                                                             : grad);
+        return dt_tensor_set_grad(t->local,
+                                  grad != NULL && grad->dist != NULL ? grad->local : grad);
     if (grad != NULL && grad->dist != NULL)
         return DT_ERR(DT_ERR_INVALID_ARG,
                       "dt_tensor_set_grad: grad is distributed but the tensor is local");
     if (grad != NULL) {
         char sg[96], st[96];
         if (grad == t)
-            return DT_ERR(DT_ERR_INVALID_ARG, "dt_tensor_set_grad: a tensor cannot be its own grad");
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "dt_tensor_set_grad: a tensor cannot be its own grad");
         if (grad->dtype != t->dtype)
             return DT_ERR(DT_ERR_INVALID_ARG,
                           "dt_tensor_set_grad: grad dtype %s differs from tensor dtype %s",

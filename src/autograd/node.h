@@ -63,7 +63,7 @@ struct dt_autograd_node {
     /* op-specific scalars (dims, flags, factors) and an optional heap block */
     int64_t iv[2 * DT_MAX_DIMS];
     double dv[2];
-    void *extra; /* free()d with the node */
+    void *extra;   /* free()d with the node */
     bool consumed; /* its backward ran (or the graph was torn down) */
     /* Its backward takes a distributed (pending Partial) output gradient as
      * it is, instead of the engine reducing it first: a redistribute can turn
@@ -73,7 +73,7 @@ struct dt_autograd_node {
     /* engine scratch, valid during one dt_backward */
     int deps;
     bool visited;
-    dt_tensor **grads; /* [n_outputs] accumulated output gradients */
+    dt_tensor **grads;     /* [n_outputs] accumulated output gradients */
     dt_ag_node *next_free; /* release worklist link */
 };
 

@@ -116,8 +116,10 @@ static dt_status read_ranks(dt_launch_env *e, const char *rk, const char *sz, co
     else
         e->local_rank = e->rank;
     if (e->local_rank >= e->local_size)
-        return DT_ERR(DT_ERR_INVALID_ARG, "dt__launch_env_read: local rank %d (from %s) is out of "
-                      "range for local size %d", e->local_rank, lrk ? lrk : rk, e->local_size);
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt__launch_env_read: local rank %d (from %s) is out of "
+                      "range for local size %d",
+                      e->local_rank, lrk ? lrk : rk, e->local_size);
     return DT_OK;
 }
 
@@ -131,13 +133,17 @@ static dt_status read_slurm(dt_launch_env *e)
     if (tpn != NULL) {
         int n = slurm_tasks_on_node(tpn, node);
         if (n < 1 || n > e->size)
-            return DT_ERR(DT_ERR_INVALID_ARG, "dt__launch_env_read: SLURM_TASKS_PER_NODE='%s' "
-                          "gives no task count for SLURM_NODEID=%d", tpn, node);
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "dt__launch_env_read: SLURM_TASKS_PER_NODE='%s' "
+                          "gives no task count for SLURM_NODEID=%d",
+                          tpn, node);
         e->local_size = n;
     }
     if (e->local_rank >= e->local_size)
-        return DT_ERR(DT_ERR_INVALID_ARG, "dt__launch_env_read: SLURM_LOCALID=%d is out of range "
-                      "for %d tasks on this node", e->local_rank, e->local_size);
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt__launch_env_read: SLURM_LOCALID=%d is out of range "
+                      "for %d tasks on this node",
+                      e->local_rank, e->local_size);
     return DT_OK;
 }
 
@@ -160,7 +166,8 @@ static dt_status default_addr(dt_launch_env *e)
             return DT_OK;
         }
     }
-    return DT_ERR(DT_ERR_INVALID_ARG, "dt__launch_env_read: ranks span several nodes (%s: %d of "
+    return DT_ERR(DT_ERR_INVALID_ARG,
+                  "dt__launch_env_read: ranks span several nodes (%s: %d of "
                   "%d local) and MASTER_ADDR is not set: export rank 0's host as MASTER_ADDR",
                   e->source, e->local_size, e->size);
 }
@@ -199,11 +206,14 @@ static dt_status job_token(dt_launch_env *e, const char *jid)
     const char *tok = dt__config_str("DT_JOB_TOKEN");
     if (tok != NULL && tok[0] != '\0') {
         if (strlen(tok) >= sizeof(e->token))
-            return DT_ERR(DT_ERR_INVALID_ARG, "dt__launch_env_read: DT_JOB_TOKEN is %zu chars "
-                          "(max %zu)", strlen(tok), sizeof(e->token) - 1);
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "dt__launch_env_read: DT_JOB_TOKEN is %zu chars "
+                          "(max %zu)",
+                          strlen(tok), sizeof(e->token) - 1);
         snprintf(e->token, sizeof(e->token), "%s", tok);
     } else if (jid[0] != '\0') {
-        snprintf(e->token, sizeof(e->token), "dtjob-%016" PRIx64, (uint64_t)(fnv1a(jid) ^ 0x9e3779b97f4a7c15ull));
+        snprintf(e->token, sizeof(e->token), "dtjob-%016" PRIx64,
+                 (uint64_t)(fnv1a(jid) ^ 0x9e3779b97f4a7c15ull));
     } else {
         e->token[0] = '\0';
     }
@@ -218,8 +228,10 @@ static dt_status rendezvous(dt_launch_env *e)
     const char *addr = env("MASTER_ADDR");
     if (addr != NULL) {
         if (strlen(addr) >= sizeof(e->master_addr))
-            return DT_ERR(DT_ERR_INVALID_ARG, "dt__launch_env_read: MASTER_ADDR is %zu chars "
-                          "(max %zu)", strlen(addr), sizeof(e->master_addr) - 1);
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "dt__launch_env_read: MASTER_ADDR is %zu chars "
+                          "(max %zu)",
+                          strlen(addr), sizeof(e->master_addr) - 1);
         snprintf(e->master_addr, sizeof(e->master_addr), "%s", addr);
     } else {
         DT_CHECK(default_addr(e));
@@ -229,8 +241,10 @@ static dt_status rendezvous(dt_launch_env *e)
         DT_CHECK(env_int("MASTER_PORT", 1, 65535, true, 0, &e->master_port));
     } else if (need_port) {
         if (jid[0] == '\0')
-            return DT_ERR(DT_ERR_INVALID_ARG, "dt__launch_env_read: no job id to derive a port "
-                          "from (%s); export MASTER_PORT", e->source);
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "dt__launch_env_read: no job id to derive a port "
+                          "from (%s); export MASTER_PORT",
+                          e->source);
         e->master_port = 10000 + (int)(fnv1a(jid) % 20000);
     } else {
         e->master_port = 0;

@@ -28,12 +28,12 @@
 #define UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
-#define ALIGN          64
-#define MIN_BLOCK      ((size_t)64)
-#define FINE_FROM      ((size_t)1 << 20) /* 4 steps per power of two above this */
-#define MMAP_FROM      ((size_t)1 << 20)
-#define MAX_REQUEST    ((size_t)1 << 62)
-#define N_CLASSES      183 /* the last one: 2^62 bytes, MAX_REQUEST */
+#define ALIGN       64
+#define MIN_BLOCK   ((size_t)64)
+#define FINE_FROM   ((size_t)1 << 20) /* 4 steps per power of two above this */
+#define MMAP_FROM   ((size_t)1 << 20)
+#define MAX_REQUEST ((size_t)1 << 62)
+#define N_CLASSES   183 /* the last one: 2^62 bytes, MAX_REQUEST */
 
 typedef struct free_block {
     struct free_block *next;

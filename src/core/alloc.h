@@ -15,8 +15,7 @@ typedef struct dt_allocator_ops {
     /* A block of at least @p nbytes (nbytes may be 0) on device @p index; sets
      * *block_bytes to the block's real size and *cache_hit when it was reused.
      * Records the error message on failure. */
-    dt_status (*alloc)(int index, size_t nbytes, void **ptr, size_t *block_bytes,
-                       bool *cache_hit);
+    dt_status (*alloc)(int index, size_t nbytes, void **ptr, size_t *block_bytes, bool *cache_hit);
     /* Take back a block from alloc (same block_bytes). */
     void (*free)(int index, void *ptr, size_t block_bytes);
     /* (optional) Return cached blocks to the system. */

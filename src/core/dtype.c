@@ -10,7 +10,7 @@ static const struct {
     const char *name;
     size_t size;
 } dtype_table[DT_DTYPE_COUNT] = {
-    [DT_DTYPE_F32] = {"f32", 4}, [DT_DTYPE_F64] = {"f64", 8}, [DT_DTYPE_F16] = {"f16", 2},
+    [DT_DTYPE_F32] = {"f32", 4},   [DT_DTYPE_F64] = {"f64", 8}, [DT_DTYPE_F16] = {"f16", 2},
     [DT_DTYPE_BF16] = {"bf16", 2}, [DT_DTYPE_I32] = {"i32", 4}, [DT_DTYPE_I64] = {"i64", 8},
     [DT_DTYPE_U16] = {"u16", 2},   [DT_DTYPE_U8] = {"u8", 1},
 };
@@ -49,14 +49,14 @@ dt_status dt_dtype_parse(const char *name, dt_dtype *out)
         const char *alias;
         dt_dtype dtype;
     } aliases[] = {
-        {"f32", DT_DTYPE_F32},     {"float32", DT_DTYPE_F32}, {"float", DT_DTYPE_F32},
-        {"fp32", DT_DTYPE_F32},    {"f64", DT_DTYPE_F64},     {"float64", DT_DTYPE_F64},
-        {"double", DT_DTYPE_F64},  {"fp64", DT_DTYPE_F64},    {"f16", DT_DTYPE_F16},
-        {"float16", DT_DTYPE_F16}, {"half", DT_DTYPE_F16},    {"fp16", DT_DTYPE_F16},
+        {"f32", DT_DTYPE_F32},     {"float32", DT_DTYPE_F32},   {"float", DT_DTYPE_F32},
+        {"fp32", DT_DTYPE_F32},    {"f64", DT_DTYPE_F64},       {"float64", DT_DTYPE_F64},
+        {"double", DT_DTYPE_F64},  {"fp64", DT_DTYPE_F64},      {"f16", DT_DTYPE_F16},
+        {"float16", DT_DTYPE_F16}, {"half", DT_DTYPE_F16},      {"fp16", DT_DTYPE_F16},
         {"bf16", DT_DTYPE_BF16},   {"bfloat16", DT_DTYPE_BF16}, {"i32", DT_DTYPE_I32},
-        {"int32", DT_DTYPE_I32},   {"int", DT_DTYPE_I32},     {"i64", DT_DTYPE_I64},
-        {"int64", DT_DTYPE_I64},   {"long", DT_DTYPE_I64},    {"u16", DT_DTYPE_U16},
-        {"uint16", DT_DTYPE_U16},  {"u8", DT_DTYPE_U8},       {"uint8", DT_DTYPE_U8},
+        {"int32", DT_DTYPE_I32},   {"int", DT_DTYPE_I32},       {"i64", DT_DTYPE_I64},
+        {"int64", DT_DTYPE_I64},   {"long", DT_DTYPE_I64},      {"u16", DT_DTYPE_U16},
+        {"uint16", DT_DTYPE_U16},  {"u8", DT_DTYPE_U8},         {"uint8", DT_DTYPE_U8},
     };
     DT_ARG_NOT_NULL(name);
     DT_ARG_NOT_NULL(out);
@@ -158,15 +158,24 @@ float dt_f16_to_f32(uint16_t x)
 double dt__load_elem(const void *p, dt_dtype dtype)
 {
     switch (dtype) {
-    case DT_DTYPE_F32: return *(const float *)p;
-    case DT_DTYPE_F64: return *(const double *)p;
-    case DT_DTYPE_F16: return dt_f16_to_f32(*(const uint16_t *)p);
-    case DT_DTYPE_BF16: return dt_bf16_to_f32(*(const uint16_t *)p);
-    case DT_DTYPE_I32: return *(const int32_t *)p;
-    case DT_DTYPE_I64: return (double)*(const int64_t *)p;
-    case DT_DTYPE_U16: return *(const uint16_t *)p;
-    case DT_DTYPE_U8: return *(const uint8_t *)p;
-    default: return NAN;
+    case DT_DTYPE_F32:
+        return *(const float *)p;
+    case DT_DTYPE_F64:
+        return *(const double *)p;
+    case DT_DTYPE_F16:
+        return dt_f16_to_f32(*(const uint16_t *)p);
+    case DT_DTYPE_BF16:
+        return dt_bf16_to_f32(*(const uint16_t *)p);
+    case DT_DTYPE_I32:
+        return *(const int32_t *)p;
+    case DT_DTYPE_I64:
+        return (double)*(const int64_t *)p;
+    case DT_DTYPE_U16:
+        return *(const uint16_t *)p;
+    case DT_DTYPE_U8:
+        return *(const uint8_t *)p;
+    default:
+        return NAN;
     }
 }
 
@@ -201,15 +210,32 @@ static float f64_to_f32_odd(double v)
 void dt__store_elem(void *p, dt_dtype dtype, double v)
 {
     switch (dtype) {
-    case DT_DTYPE_F32: *(float *)p = (float)v; break;
-    case DT_DTYPE_F64: *(double *)p = v; break;
-    case DT_DTYPE_F16: *(uint16_t *)p = dt_f32_to_f16(f64_to_f32_odd(v)); break;
-    case DT_DTYPE_BF16: *(uint16_t *)p = dt_f32_to_bf16(f64_to_f32_odd(v)); break;
-    case DT_DTYPE_I32: *(int32_t *)p = (int32_t)sat_i64(v, INT32_MIN, INT32_MAX); break;
-    case DT_DTYPE_I64: *(int64_t *)p = sat_i64(v, -0x1p63, 0x1p63); break;
-    case DT_DTYPE_U16: *(uint16_t *)p = (uint16_t)sat_i64(v, 0, UINT16_MAX); break;
-    case DT_DTYPE_U8: *(uint8_t *)p = (uint8_t)sat_i64(v, 0, UINT8_MAX); break;
-    default: break;
+    case DT_DTYPE_F32:
+        *(float *)p = (float)v;
+        break;
+    case DT_DTYPE_F64:
+        *(double *)p = v;
+        break;
+    case DT_DTYPE_F16:
+        *(uint16_t *)p = dt_f32_to_f16(f64_to_f32_odd(v));
+        break;
+    case DT_DTYPE_BF16:
+        *(uint16_t *)p = dt_f32_to_bf16(f64_to_f32_odd(v));
+        break;
+    case DT_DTYPE_I32:
+        *(int32_t *)p = (int32_t)sat_i64(v, INT32_MIN, INT32_MAX);
+        break;
+    case DT_DTYPE_I64:
+        *(int64_t *)p = sat_i64(v, -0x1p63, 0x1p63);
+        break;
+    case DT_DTYPE_U16:
+        *(uint16_t *)p = (uint16_t)sat_i64(v, 0, UINT16_MAX);
+        break;
+    case DT_DTYPE_U8:
+        *(uint8_t *)p = (uint8_t)sat_i64(v, 0, UINT8_MAX);
+        break;
+    default:
+        break;
     }
 }
 
@@ -222,21 +248,36 @@ bool dt__dtype_is_int(dt_dtype dtype)
 int64_t dt__load_elem_int(const void *p, dt_dtype dtype)
 {
     switch (dtype) {
-    case DT_DTYPE_I32: return *(const int32_t *)p;
-    case DT_DTYPE_I64: return *(const int64_t *)p;
-    case DT_DTYPE_U16: return *(const uint16_t *)p;
-    case DT_DTYPE_U8: return *(const uint8_t *)p;
-    default: return sat_i64(dt__load_elem(p, dtype), -0x1p63, 0x1p63);
+    case DT_DTYPE_I32:
+        return *(const int32_t *)p;
+    case DT_DTYPE_I64:
+        return *(const int64_t *)p;
+    case DT_DTYPE_U16:
+        return *(const uint16_t *)p;
+    case DT_DTYPE_U8:
+        return *(const uint8_t *)p;
+    default:
+        return sat_i64(dt__load_elem(p, dtype), -0x1p63, 0x1p63);
     }
 }
 
 void dt__store_elem_int(void *p, dt_dtype dtype, int64_t v)
 {
     switch (dtype) {
-    case DT_DTYPE_I32: *(int32_t *)p = (int32_t)(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v); break;
-    case DT_DTYPE_I64: *(int64_t *)p = v; break;
-    case DT_DTYPE_U16: *(uint16_t *)p = (uint16_t)(v < 0 ? 0 : v > UINT16_MAX ? UINT16_MAX : v); break;
-    case DT_DTYPE_U8: *(uint8_t *)p = (uint8_t)(v < 0 ? 0 : v > UINT8_MAX ? UINT8_MAX : v); break;
-    default: dt__store_elem(p, dtype, (double)v); break;
+    case DT_DTYPE_I32:
+        *(int32_t *)p = (int32_t)(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v);
+        break;
+    case DT_DTYPE_I64:
+        *(int64_t *)p = v;
+        break;
+    case DT_DTYPE_U16:
+        *(uint16_t *)p = (uint16_t)(v < 0 ? 0 : v > UINT16_MAX ? UINT16_MAX : v);
+        break;
+    case DT_DTYPE_U8:
+        *(uint8_t *)p = (uint8_t)(v < 0 ? 0 : v > UINT8_MAX ? UINT8_MAX : v);
+        break;
+    default:
+        dt__store_elem(p, dtype, (double)v);
+        break;
     }
 }

@@ -17,29 +17,29 @@ void dt__trace_hop(dt_status status, const char *file, int line, const char *exp
 
 #define DT_ERR(status, ...) dt__error((status), __FILE__, __LINE__, __VA_ARGS__)
 
-#define DT_CHECK(call)                                                               \
-    do {                                                                             \
-        dt_status dt_check_s_ = (call);                                              \
-        if (dt_check_s_ != DT_OK) {                                                  \
-            dt__trace_hop(dt_check_s_, __FILE__, __LINE__, #call);                   \
-            return dt_check_s_;                                                      \
-        }                                                                            \
+#define DT_CHECK(call)                                                                             \
+    do {                                                                                           \
+        dt_status dt_check_s_ = (call);                                                            \
+        if (dt_check_s_ != DT_OK) {                                                                \
+            dt__trace_hop(dt_check_s_, __FILE__, __LINE__, #call);                                 \
+            return dt_check_s_;                                                                    \
+        }                                                                                          \
     } while (0)
 
-#define DT_CHECK_GOTO(call, status, label)                                           \
-    do {                                                                             \
-        (status) = (call);                                                           \
-        if ((status) != DT_OK) {                                                     \
-            dt__trace_hop((status), __FILE__, __LINE__, #call);                      \
-            goto label;                                                              \
-        }                                                                            \
+#define DT_CHECK_GOTO(call, status, label)                                                         \
+    do {                                                                                           \
+        (status) = (call);                                                                         \
+        if ((status) != DT_OK) {                                                                   \
+            dt__trace_hop((status), __FILE__, __LINE__, #call);                                    \
+            goto label;                                                                            \
+        }                                                                                          \
     } while (0)
 
 /* Argument checks for public entry points: return DT_ERR_INVALID_ARG naming it. */
-#define DT_ARG_NOT_NULL(ptr)                                                         \
-    do {                                                                             \
-        if ((ptr) == NULL)                                                           \
-            return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument '%s' is NULL", __func__, #ptr); \
+#define DT_ARG_NOT_NULL(ptr)                                                                       \
+    do {                                                                                           \
+        if ((ptr) == NULL)                                                                         \
+            return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument '%s' is NULL", __func__, #ptr);        \
     } while (0)
 
 #endif

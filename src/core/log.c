@@ -101,8 +101,8 @@ static FILE *log_sink(void)
     return log_file;
 }
 
-void dt__log(dt_log_level level, const char *subsys, const char *file, int line,
-             const char *fmt, ...)
+void dt__log(dt_log_level level, const char *subsys, const char *file, int line, const char *fmt,
+             ...)
 {
     char msg[1024];
     va_list ap;

@@ -11,17 +11,17 @@ bool dt__log_subsys_enabled(const char *subsys);
 /* Format one message and hand it to dt_log_set's callback, else write a line
  * (level, rank, subsys, message, file:line) to the log file; thread-safe.
  * Callers test the level first (the DT_LOG_* macros do). */
-void dt__log(dt_log_level level, const char *subsys, const char *file, int line,
-             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void dt__log(dt_log_level level, const char *subsys, const char *file, int line, const char *fmt,
+             ...) __attribute__((format(printf, 5, 6)));
 
 /* The rank written on every log line and error message (-1 = unknown yet). */
 void dt__log_set_rank(int rank);
 int dt__log_rank(void);
 
-#define DT_LOG_AT(level, subsys, ...)                                                \
-    do {                                                                             \
-        if ((int)(level) <= (int)dt__log_level() && dt__log_subsys_enabled(subsys))  \
-            dt__log((level), (subsys), __FILE__, __LINE__, __VA_ARGS__);             \
+#define DT_LOG_AT(level, subsys, ...)                                                              \
+    do {                                                                                           \
+        if ((int)(level) <= (int)dt__log_level() && dt__log_subsys_enabled(subsys))                \
+            dt__log((level), (subsys), __FILE__, __LINE__, __VA_ARGS__);                           \
     } while (0)
 
 #define DT_LOG_ERROR(subsys, ...) DT_LOG_AT(DT_LOG_LEVEL_ERROR, subsys, __VA_ARGS__)

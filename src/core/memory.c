@@ -13,7 +13,7 @@
 #include "core/tensor_impl.h"
 
 #define DT_MAX_CUDA_DEVICES 16
-#define DT_ACCT_SLOTS (1 + DT_MAX_CUDA_DEVICES) /* CPU, then CUDA 0..15 */
+#define DT_ACCT_SLOTS       (1 + DT_MAX_CUDA_DEVICES) /* CPU, then CUDA 0..15 */
 
 static pthread_mutex_t acct_lock = PTHREAD_MUTEX_INITIALIZER;
 static dt_memory_stats acct[DT_ACCT_SLOTS];
@@ -63,8 +63,8 @@ static const dt_allocator_ops *allocator_for(dt_device device)
 
 const char *dt_mem_category_name(dt_mem_category cat)
 {
-    static const char *const names[DT_MEM_CATEGORY_COUNT] = {
-        "other", "parameter", "gradient", "optimizer", "activation", "comm"};
+    static const char *const names[DT_MEM_CATEGORY_COUNT] = {"other",     "parameter",  "gradient",
+                                                             "optimizer", "activation", "comm"};
     return ((int)cat >= 0 && (int)cat < DT_MEM_CATEGORY_COUNT) ? names[cat] : "invalid";
 }
 
@@ -158,8 +158,8 @@ dt_status dt_memory_stats_get(dt_device device, dt_memory_stats *out)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_memory_stats_get: unknown device %s:%d",
                       device_type_name(device.type), device.index);
     const dt_allocator_ops *ops = allocator_for(device);
-    int64_t cached = (ops != NULL && ops->cached_bytes != NULL) ? ops->cached_bytes(device.index)
-                                                                : 0;
+    int64_t cached =
+        (ops != NULL && ops->cached_bytes != NULL) ? ops->cached_bytes(device.index) : 0;
     pthread_mutex_lock(&acct_lock);
     dt_memory_stats s = acct[slot];
     pthread_mutex_unlock(&acct_lock);

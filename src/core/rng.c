@@ -80,9 +80,10 @@ static dt_status rng_fill_tensor(const char *fn, dt_tensor *t, const rng_fill *f
     for (int d = 0; d < t->ndim; d++) {
         off[d] = global_offset != NULL ? global_offset[d] : 0;
         if (off[d] < 0 || t->shape[d] > gs[d] || off[d] > gs[d] - t->shape[d])
-            return DT_ERR(DT_ERR_INVALID_ARG, "%s: dim %d: local [%" PRId64 ", %" PRId64 " + %"
-                          PRId64 ") is outside the global size %" PRId64, fn, d, off[d], off[d],
-                          t->shape[d], gs[d]);
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "%s: dim %d: local [%" PRId64 ", %" PRId64 " + %" PRId64
+                          ") is outside the global size %" PRId64,
+                          fn, d, off[d], off[d], t->shape[d], gs[d]);
     }
     dt__contiguous_strides(t->ndim, gs, gstride);
     int64_t n = dt_tensor_numel(t);
@@ -109,8 +110,10 @@ dt_status dt_tensor_fill_normal(dt_tensor *t, double mean, double std, uint64_t 
                                 const int64_t *global_shape, const int64_t *global_offset)
 {
     if (!(std >= 0.0) || !isfinite(std) || !isfinite(mean))
-        return DT_ERR(DT_ERR_INVALID_ARG, "dt_tensor_fill_normal: mean %g / std %g must be finite "
-                      "with std >= 0", mean, std);
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_tensor_fill_normal: mean %g / std %g must be finite "
+                      "with std >= 0",
+                      mean, std);
     rng_fill f = {true, mean, std, {(uint32_t)seed, (uint32_t)(seed >> 32)}};
     return rng_fill_tensor(__func__, t, &f, global_shape, global_offset);
 }
@@ -119,8 +122,10 @@ dt_status dt_tensor_fill_uniform(dt_tensor *t, double lo, double hi, uint64_t se
                                  const int64_t *global_shape, const int64_t *global_offset)
 {
     if (!isfinite(lo) || !isfinite(hi) || !(lo <= hi))
-        return DT_ERR(DT_ERR_INVALID_ARG, "dt_tensor_fill_uniform: range [%g, %g) is not finite "
-                      "with lo <= hi", lo, hi);
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_tensor_fill_uniform: range [%g, %g) is not finite "
+                      "with lo <= hi",
+                      lo, hi);
     rng_fill f = {false, lo, hi, {(uint32_t)seed, (uint32_t)(seed >> 32)}};
     return rng_fill_tensor(__func__, t, &f, global_shape, global_offset);
 }

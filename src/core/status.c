@@ -16,8 +16,8 @@ int dt_version(void)
 const char *dt_status_str(dt_status s)
 {
     switch (s) {
-#define DT_STATUS_CASE_(name, value, text)                                           \
-    case name:                                                                       \
+#define DT_STATUS_CASE_(name, value, text)                                                         \
+    case name:                                                                                     \
         return text;
         DT_STATUS_MAP(DT_STATUS_CASE_)
 #undef DT_STATUS_CASE_

@@ -47,8 +47,7 @@ const char *dt__shape_str(int ndim, const int64_t *shape, char *buf, size_t len)
 dt_status dt__check_shape(const char *fn, int ndim, const int64_t *shape)
 {
     if (ndim < 0 || ndim > DT_MAX_DIMS)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: ndim %d is outside [0, %d]", fn, ndim,
-                      DT_MAX_DIMS);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: ndim %d is outside [0, %d]", fn, ndim, DT_MAX_DIMS);
     if (ndim > 0 && shape == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: shape is NULL for ndim %d", fn, ndim);
     int64_t n = 1;
@@ -58,8 +57,8 @@ dt_status dt__check_shape(const char *fn, int ndim, const int64_t *shape)
                           shape[d]);
         if (__builtin_mul_overflow(n, shape[d], &n)) {
             char buf[256];
-            return DT_ERR(DT_ERR_INVALID_ARG, "%s: shape %s has more than INT64_MAX elements",
-                          fn, dt__shape_str(ndim, shape, buf, sizeof(buf)));
+            return DT_ERR(DT_ERR_INVALID_ARG, "%s: shape %s has more than INT64_MAX elements", fn,
+                          dt__shape_str(ndim, shape, buf, sizeof(buf)));
         }
     }
     return DT_OK;
@@ -90,8 +89,8 @@ dt_status dt__check_host_tensor(const char *fn, const char *what, const dt_tenso
 {
     DT_CHECK(dt__check_local_tensor(fn, what, t));
     if (t->device.type != DT_DEVICE_CPU)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: tensor '%s' is on device type %d, not the CPU",
-                      fn, what, (int)t->device.type);
+        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: tensor '%s' is on device type %d, not the CPU", fn,
+                      what, (int)t->device.type);
     return DT_OK;
 }
 
@@ -108,8 +107,8 @@ int64_t dt__elem_offset(const dt_tensor *t, int64_t i)
 
 /* ------------------------------------------------------------ handles */
 
-dt_status dt__tensor_alloc_handle(int ndim, const int64_t *shape, dt_dtype dtype,
-                                  dt_device device, dt_tensor **out)
+dt_status dt__tensor_alloc_handle(int ndim, const int64_t *shape, dt_dtype dtype, dt_device device,
+                                  dt_tensor **out)
 {
     DT_CHECK(dt__check_shape(__func__, ndim, shape));
     DT_CHECK(dt__check_dtype(__func__, dtype));
@@ -127,8 +126,8 @@ dt_status dt__tensor_alloc_handle(int ndim, const int64_t *shape, dt_dtype dtype
     return DT_OK;
 }
 
-dt_status dt__tensor_make_view(dt_tensor *t, int ndim, const int64_t *shape,
-                               const int64_t *strides, int64_t offset, dt_tensor **out)
+dt_status dt__tensor_make_view(dt_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
+                               int64_t offset, dt_tensor **out)
 {
     DT_CHECK(dt__check_local_tensor(__func__, "t", t));
     dt_tensor *v = NULL;
@@ -154,9 +153,8 @@ dt_status dt_tensor_empty(int ndim, const int64_t *shape, dt_dtype dtype, dt_dev
     int64_t nbytes = 0;
     if (__builtin_mul_overflow(numel, (int64_t)dt_dtype_size(dtype), &nbytes)) {
         char buf[256];
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: shape %s of %s overflows the byte count",
-                      __func__, dt__shape_str(ndim, shape, buf, sizeof(buf)),
-                      dt_dtype_name(dtype));
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: shape %s of %s overflows the byte count", __func__,
+                      dt__shape_str(ndim, shape, buf, sizeof(buf)), dt_dtype_name(dtype));
     }
     dt_tensor *t = NULL;
     DT_CHECK(dt__tensor_alloc_handle(ndim, shape, dtype, device, &t));
@@ -196,8 +194,8 @@ dt_status dt_tensor_full(int ndim, const int64_t *shape, dt_dtype dtype, dt_devi
     return DT_OK;
 }
 
-dt_status dt_tensor_from_buffer(int ndim, const int64_t *shape, dt_dtype dtype,
-                                const void *data, dt_tensor **out)
+dt_status dt_tensor_from_buffer(int ndim, const int64_t *shape, dt_dtype dtype, const void *data,
+                                dt_tensor **out)
 {
     DT_ARG_NOT_NULL(out);
     dt_tensor *t = NULL;

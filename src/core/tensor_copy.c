@@ -416,8 +416,9 @@ double dt_tensor_item_at(const dt_tensor *t, int64_t i)
         return NAN;
     int64_t n = dt_tensor_numel(t);
     if (i < 0 || i >= n) {
-        DT_ERR(DT_ERR_INVALID_ARG, "dt_tensor_item_at: index %" PRId64 " is out of range for %"
-               PRId64 " elements", i, n);
+        DT_ERR(DT_ERR_INVALID_ARG,
+               "dt_tensor_item_at: index %" PRId64 " is out of range for %" PRId64 " elements", i,
+               n);
         return NAN;
     }
     const char *p = dt_tensor_data(t);
@@ -430,8 +431,8 @@ dt_status dt_tensor_item(const dt_tensor *t, double *out)
     DT_CHECK(dt__check_host_tensor(__func__, "t", t));
     int64_t n = dt_tensor_numel(t);
     if (n != 1)
-        return DT_ERR(DT_ERR_INVALID_ARG, "dt_tensor_item: tensor has %" PRId64
-                      " elements, not 1", n);
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_tensor_item: tensor has %" PRId64 " elements, not 1",
+                      n);
     *out = dt_tensor_item_at(t, 0);
     return DT_OK;
 }
@@ -445,9 +446,10 @@ void dt_tensor_print(const dt_tensor *t, FILE *f, int max_elems)
         return;
     }
     char buf[256];
-    fprintf(f, "tensor(shape=%s, dtype=%s, device=%s:%d%s", dt__shape_str(t->ndim, t->shape, buf,
-            sizeof(buf)), dt_dtype_name(t->dtype), t->device.type == DT_DEVICE_CPU ? "cpu" :
-            "cuda", t->device.index, t->dist != NULL ? ", distributed" : "");
+    fprintf(f, "tensor(shape=%s, dtype=%s, device=%s:%d%s",
+            dt__shape_str(t->ndim, t->shape, buf, sizeof(buf)), dt_dtype_name(t->dtype),
+            t->device.type == DT_DEVICE_CPU ? "cpu" : "cuda", t->device.index,
+            t->dist != NULL ? ", distributed" : "");
     if (t->dist != NULL || t->storage == NULL || t->device.type != DT_DEVICE_CPU) {
         fprintf(f, ")\n");
         return;

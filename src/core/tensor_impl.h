@@ -57,11 +57,11 @@ struct dt_tensor {
 /* Internal helpers implemented in src/core/ */
 
 /* A new tensor handle with contiguous strides for shape, refcount 1, no storage. */
-dt_status dt__tensor_alloc_handle(int ndim, const int64_t *shape, dt_dtype dtype,
-                                  dt_device device, dt_tensor **out);
+dt_status dt__tensor_alloc_handle(int ndim, const int64_t *shape, dt_dtype dtype, dt_device device,
+                                  dt_tensor **out);
 /* A handle sharing @p t's storage with the given geometry (a view). */
-dt_status dt__tensor_make_view(dt_tensor *t, int ndim, const int64_t *shape,
-                               const int64_t *strides, int64_t offset, dt_tensor **out);
+dt_status dt__tensor_make_view(dt_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
+                               int64_t offset, dt_tensor **out);
 /* Contiguous strides for @p shape into @p strides. */
 void dt__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 /* Validate ndim/shape (0 <= ndim <= DT_MAX_DIMS, sizes >= 0, numel fits); names the bad value. */

@@ -31,11 +31,16 @@ typedef enum dt_kernel_op {
     DT_KOP_COUNT
 } dt_kernel_op;
 
-typedef enum dt_binary_op { DT_BINARY_ADD, DT_BINARY_SUB, DT_BINARY_MUL, DT_BINARY_DIV } dt_binary_op;
+typedef enum dt_binary_op {
+    DT_BINARY_ADD,
+    DT_BINARY_SUB,
+    DT_BINARY_MUL,
+    DT_BINARY_DIV
+} dt_binary_op;
 
 typedef enum dt_unary_op {
-    DT_UNARY_SCALE,     /* y = alpha * x */
-    DT_UNARY_ADD_SCALAR,/* y = x + alpha */
+    DT_UNARY_SCALE,      /* y = alpha * x */
+    DT_UNARY_ADD_SCALAR, /* y = x + alpha */
     DT_UNARY_GELU_TANH,
     DT_UNARY_RELU,
     DT_UNARY_EXP,
@@ -45,7 +50,11 @@ typedef enum dt_unary_op {
     DT_UNARY_SQUARE
 } dt_unary_op;
 
-typedef enum dt_reduce_kind { DT_REDUCE_KIND_SUM, DT_REDUCE_KIND_MEAN, DT_REDUCE_KIND_MAX } dt_reduce_kind;
+typedef enum dt_reduce_kind {
+    DT_REDUCE_KIND_SUM,
+    DT_REDUCE_KIND_MEAN,
+    DT_REDUCE_KIND_MAX
+} dt_reduce_kind;
 
 typedef struct dt_kernel_ops {
     const char *name;
@@ -88,10 +97,9 @@ typedef struct dt_kernel_ops {
     dt_status (*layer_norm)(const dt_tensor *x, const dt_tensor *w, const dt_tensor *b, float eps,
                             dt_tensor *y, dt_tensor *mean, dt_tensor *rstd);
     /* gx = ..., gw/gb accumulated (+=) when non-NULL */
-    dt_status (*layer_norm_backward)(const dt_tensor *x, const dt_tensor *w,
-                                     const dt_tensor *mean, const dt_tensor *rstd,
-                                     const dt_tensor *gy, dt_tensor *gx, dt_tensor *gw,
-                                     dt_tensor *gb);
+    dt_status (*layer_norm_backward)(const dt_tensor *x, const dt_tensor *w, const dt_tensor *mean,
+                                     const dt_tensor *rstd, const dt_tensor *gy, dt_tensor *gx,
+                                     dt_tensor *gw, dt_tensor *gb);
 
     /*
      * out[i, :] = weight[ids[i] - vocab_start, :] when the id lies in
@@ -100,8 +108,8 @@ typedef struct dt_kernel_ops {
     dt_status (*embedding)(const dt_tensor *weight, const dt_tensor *ids, int64_t vocab_start,
                            dt_tensor *out);
     /* gweight[ids[i] - vocab_start, :] += gy[i, :] for in-range ids */
-    dt_status (*embedding_backward)(const dt_tensor *ids, const dt_tensor *gy,
-                                    int64_t vocab_start, dt_tensor *gweight);
+    dt_status (*embedding_backward)(const dt_tensor *ids, const dt_tensor *gy, int64_t vocab_start,
+                                    dt_tensor *gweight);
 
     /*
      * Per-row cross entropy of contiguous logits [N, C]: loss[i] (or 0 when
@@ -124,9 +132,8 @@ typedef struct dt_kernel_ops {
     /* (optional) fused optimizer steps on contiguous f32 tensors of equal numel */
     dt_status (*sgd_step)(dt_tensor *p, const dt_tensor *g, dt_tensor *momentum_buf, float lr,
                           float momentum, float weight_decay);
-    dt_status (*adamw_step)(dt_tensor *p, const dt_tensor *g, dt_tensor *m, dt_tensor *v,
-                            float lr, float beta1, float beta2, float eps, float weight_decay,
-                            int64_t step);
+    dt_status (*adamw_step)(dt_tensor *p, const dt_tensor *g, dt_tensor *m, dt_tensor *v, float lr,
+                            float beta1, float beta2, float eps, float weight_decay, int64_t step);
     /* sum of squares of all elements, in double */
     dt_status (*sum_squares)(const dt_tensor *x, double *out);
 } dt_kernel_ops;
@@ -137,8 +144,8 @@ typedef struct dt_kernel_ops {
  * dim wrapped (negative counts from the end; a 0-d x reduces as shape [1])
  * into *dim_out. x must already be checked non-NULL.
  */
-dt_status dt__kernel_reduce_args(const char *fn, dt_reduce_kind kind, const dt_tensor *x,
-                                 int dim, int *dim_out);
+dt_status dt__kernel_reduce_args(const char *fn, dt_reduce_kind kind, const dt_tensor *x, int dim,
+                                 int *dim_out);
 
 /* The table for @p device (NULL when that device type is not built in). */
 const dt_kernel_ops *dt__kernels_for(dt_device device);

@@ -29,15 +29,14 @@ const dt_kernel_ops *dt__kernels_for(dt_device device)
     return NULL;
 }
 
-dt_status dt__kernel_reduce_args(const char *fn, dt_reduce_kind kind, const dt_tensor *x,
-                                 int dim, int *dim_out)
+dt_status dt__kernel_reduce_args(const char *fn, dt_reduce_kind kind, const dt_tensor *x, int dim,
+                                 int *dim_out)
 {
     if ((unsigned)kind > DT_REDUCE_KIND_MAX)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: unknown kind %d", fn, (int)kind);
     int nd = x->ndim > 0 ? x->ndim : 1;
     if (dim < -nd || dim >= nd)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: dim %d out of range for %d dims", fn, dim,
-                      x->ndim);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: dim %d out of range for %d dims", fn, dim, x->ndim);
     *dim_out = dim < 0 ? dim + nd : dim;
     return DT_OK;
 }

@@ -39,14 +39,12 @@ typedef struct dt_dist_op_table {
     /* dim is ignored for the causal kind, scale only used by it */
     dt_status (*softmax)(dt_dist_softmax_kind kind, dt_tensor *x, int dim, double scale,
                          dt_tensor **out);
-    dt_status (*layer_norm)(dt_tensor *x, dt_tensor *w, dt_tensor *b, double eps,
-                            dt_tensor **out);
+    dt_status (*layer_norm)(dt_tensor *x, dt_tensor *w, dt_tensor *b, double eps, dt_tensor **out);
     dt_status (*embedding)(dt_tensor *weight, dt_tensor *ids, dt_tensor **out);
     dt_status (*cross_entropy)(dt_tensor *logits, dt_tensor *targets, int64_t ignore_index,
                                dt_tensor **out);
     /* sum / mean / max along dim */
-    dt_status (*reduce)(dt_reduce_kind kind, dt_tensor *x, int dim, bool keepdim,
-                        dt_tensor **out);
+    dt_status (*reduce)(dt_reduce_kind kind, dt_tensor *x, int dim, bool keepdim, dt_tensor **out);
     dt_status (*sum_all)(dt_tensor *x, dt_tensor **out);
     dt_status (*reshape)(dt_tensor *x, int ndim, const int64_t *shape, dt_tensor **out);
     dt_status (*permute)(dt_tensor *x, const int *perm, dt_tensor **out);
@@ -94,16 +92,16 @@ void dt__dist_rules_install(void);
  * In a public op, after the NULL checks: route distributed inputs to the
  * table entry @p entry with the call's arguments, or fail naming the op.
  */
-#define DT__DIST_DISPATCH(name, n, ins, entry, ...)                                          \
-    do {                                                                                     \
-        const dt_dist_op_table *dt__tab = NULL;                                              \
-        DT_CHECK(dt__ops_dist_table((name), (n), (ins), &dt__tab));                          \
-        if (dt__tab != NULL) {                                                               \
-            if (dt__tab->entry == NULL)                                                      \
-                return DT_ERR(DT_ERR_UNSUPPORTED,                                            \
-                              "%s: no sharding rule for distributed inputs", (name));        \
-            return dt__tab->entry(__VA_ARGS__);                                              \
-        }                                                                                    \
+#define DT__DIST_DISPATCH(name, n, ins, entry, ...)                                                \
+    do {                                                                                           \
+        const dt_dist_op_table *dt__tab = NULL;                                                    \
+        DT_CHECK(dt__ops_dist_table((name), (n), (ins), &dt__tab));                                \
+        if (dt__tab != NULL) {                                                                     \
+            if (dt__tab->entry == NULL)                                                            \
+                return DT_ERR(DT_ERR_UNSUPPORTED, "%s: no sharding rule for distributed inputs",   \
+                              (name));                                                             \
+            return dt__tab->entry(__VA_ARGS__);                                                    \
+        }                                                                                          \
     } while (0)
 
 #endif

@@ -5,8 +5,8 @@
 #include "dtensor/ops.h"
 #include "ops/ops_internal.h"
 
-dt_status dt__ops_check_id_range(const char *op, const char *what, const dt_tensor *ids,
-                                 int64_t n, int64_t ignore, int64_t *n_valid)
+dt_status dt__ops_check_id_range(const char *op, const char *what, const dt_tensor *ids, int64_t n,
+                                 int64_t ignore, int64_t *n_valid)
 {
     int64_t count = 0, numel = dt_tensor_numel(ids);
     if (ids->device.type != DT_DEVICE_CPU) {
@@ -20,8 +20,8 @@ dt_status dt__ops_check_id_range(const char *op, const char *what, const dt_tens
         if (v == ignore)
             continue;
         if (v < 0 || v >= n)
-            return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s[%lld] = %lld is outside [0, %lld)", op,
-                          what, (long long)i, (long long)v, (long long)n);
+            return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s[%lld] = %lld is outside [0, %lld)", op, what,
+                          (long long)i, (long long)v, (long long)n);
         count++;
     }
     *n_valid = count;
@@ -72,14 +72,13 @@ static dt_status embedding_local(const char *name, dt_tensor *weight, dt_tensor 
     dt_status s;
     DT_CHECK(dt__ops_check_same_device(name, weight, ids));
     if (weight->ndim != 2)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: weight must be 2-d [rows, dim], has %d dims",
-                      name, weight->ndim);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: weight must be 2-d [rows, dim], has %d dims", name,
+                      weight->ndim);
     if (ids->ndim + 1 > DT_MAX_DIMS)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: ids have %d dims, at most %d allowed", name,
                       ids->ndim, DT_MAX_DIMS - 1);
     if (!shard)
-        DT_CHECK(dt__ops_check_id_range(name, "ids", ids, weight->shape[0], INT64_MIN,
-                                        &n_valid));
+        DT_CHECK(dt__ops_check_id_range(name, "ids", ids, weight->shape[0], INT64_MIN, &n_valid));
     DT_CHECK(dt__ops_kernels(name, weight->device, DT_KOP_EMBEDDING, &k));
     for (int i = 0; i < ids->ndim; i++)
         shape[i] = ids->shape[i];

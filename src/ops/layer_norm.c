@@ -15,8 +15,7 @@ static dt_status layer_norm_backward(dt_ag_node *node, dt_tensor *const *gy, dt_
         DT_CHECK_GOTO(dt__ops_zeros(1, &c, x->device, &gw), s, err);
     if (dt__ag_input_needs_grad(node, 2))
         DT_CHECK_GOTO(dt__ops_zeros(1, &c, x->device, &gb), s, err);
-    DT_CHECK_GOTO(k->layer_norm_backward(x, w, node->saved[2], node->saved[3], gy[0], gxx, gw,
-                                         gb),
+    DT_CHECK_GOTO(k->layer_norm_backward(x, w, node->saved[2], node->saved[3], gy[0], gxx, gw, gb),
                   s, err);
     gx[0] = gxx;
     gx[1] = gw;

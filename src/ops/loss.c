@@ -59,8 +59,8 @@ static dt_status ce_check(const char *name, dt_tensor *logits, dt_tensor *target
     if (logits->ndim < 1 || targets->ndim != logits->ndim - 1 ||
         memcmp(targets->shape, logits->shape, sizeof(int64_t) * (size_t)targets->ndim) != 0)
         return DT_ERR(DT_ERR_INVALID_ARG,
-                      "%s: logits %s and targets %s do not match (want [..., C] and [...])",
-                      name, dt__shape_str(logits->ndim, logits->shape, sl, sizeof(sl)),
+                      "%s: logits %s and targets %s do not match (want [..., C] and [...])", name,
+                      dt__shape_str(logits->ndim, logits->shape, sl, sizeof(sl)),
                       dt__shape_str(targets->ndim, targets->shape, st, sizeof(st)));
     return DT_OK;
 }

@@ -1,4 +1,5 @@
-/* Masked fill: out = mask ? value : x, mask u8 broadcastable to x; the gradient skips masked positions. */
+/* Masked fill: out = mask ? value : x, mask u8 broadcastable to x; the gradient skips masked
+ * positions. */
 #include <string.h>
 
 #include "dtensor/autograd.h"

@@ -44,9 +44,8 @@ static dt_status batch_shape(const char *op, const dt_tensor *a, const dt_tensor
         int ia = i - (n - na), ib = i - (n - nb);
         int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
         if (da != db && da != 1 && db != 1)
-            return DT_ERR(DT_ERR_INVALID_ARG,
-                          "%s: batch dim %d does not broadcast (%lld vs %lld)", op, i,
-                          (long long)da, (long long)db);
+            return DT_ERR(DT_ERR_INVALID_ARG, "%s: batch dim %d does not broadcast (%lld vs %lld)",
+                          op, i, (long long)da, (long long)db);
         bshape[i] = da == 1 ? db : da;
     }
     *bnd = n;
@@ -155,11 +154,10 @@ dt_status dt_matmul(dt_tensor *a, dt_tensor *b, bool trans_a, bool trans_b, dt_t
     int64_t kb = trans_b ? b->shape[b->ndim - 1] : b->shape[b->ndim - 2];
     if (ka != kb) {
         char sa[96], sb[96];
-        return DT_ERR(DT_ERR_INVALID_ARG,
-                      "%s: inner dims differ: a %s%s has K=%lld, b %s%s has K=%lld", name,
-                      dt__shape_str(a->ndim, a->shape, sa, sizeof(sa)), trans_a ? "^T" : "",
-                      (long long)ka, dt__shape_str(b->ndim, b->shape, sb, sizeof(sb)),
-                      trans_b ? "^T" : "", (long long)kb);
+        return DT_ERR(
+            DT_ERR_INVALID_ARG, "%s: inner dims differ: a %s%s has K=%lld, b %s%s has K=%lld", name,
+            dt__shape_str(a->ndim, a->shape, sa, sizeof(sa)), trans_a ? "^T" : "", (long long)ka,
+            dt__shape_str(b->ndim, b->shape, sb, sizeof(sb)), trans_b ? "^T" : "", (long long)kb);
     }
     DT_CHECK(batch_shape(name, a, b, &bnd, bshape));
     DT_CHECK(matmul_raw(a, b, trans_a, trans_b, &y));
@@ -167,10 +165,8 @@ dt_status dt_matmul(dt_tensor *a, dt_tensor *b, bool trans_a, bool trans_b, dt_t
         DT_CHECK_GOTO(dt__ag_node_create(name, matmul_backward, 2, ins, &node), s, err_y);
         node->iv[0] = trans_a;
         node->iv[1] = trans_b;
-        DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 1) ? a : NULL), s,
-                      err_node);
-        DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 0) ? b : NULL), s,
-                      err_node);
+        DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 1) ? a : NULL), s, err_node);
+        DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 0) ? b : NULL), s, err_node);
         DT_CHECK_GOTO(dt__ag_attach(node, 1, &y), s, err_y);
     }
     *out = y;
@@ -315,10 +311,8 @@ dt_status dt_linear(dt_tensor *x, dt_tensor *w, dt_tensor *bias, dt_tensor **out
         node->iv[0] = w->shape[1];
         node->iv[1] = w->shape[0];
         node->iv[2] = lead_rows(x);
-        DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 1) ? xc : NULL), s,
-                      err_node);
-        DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 0) ? w : NULL), s,
-                      err_node);
+        DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 1) ? xc : NULL), s, err_node);
+        DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 0) ? w : NULL), s, err_node);
         DT_CHECK_GOTO(dt__ag_attach(node, 1, &y), s, err_y);
     }
     dt_tensor_release(xc);

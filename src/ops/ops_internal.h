@@ -45,11 +45,10 @@ dt_status dt__ops_contiguous(dt_tensor *t, dt_tensor **out);
 dt_status dt__ops_alias(dt_tensor *t, dt_tensor **out);
 
 /* Broadcast shape of a and b (numpy rules) into shape/ndim; names both shapes. */
-dt_status dt__ops_broadcast_shape(const char *op, const dt_tensor *a, const dt_tensor *b,
-                                  int *ndim, int64_t *shape);
+dt_status dt__ops_broadcast_shape(const char *op, const dt_tensor *a, const dt_tensor *b, int *ndim,
+                                  int64_t *shape);
 /* Sum @p g down to @p shape (leading dims and size-1 dims): the gradient of a broadcast. */
-dt_status dt__ops_reduce_to_shape(dt_tensor *g, int ndim, const int64_t *shape,
-                                  dt_tensor **out);
+dt_status dt__ops_reduce_to_shape(dt_tensor *g, int ndim, const int64_t *shape, dt_tensor **out);
 /* Elementwise a op b into a new activation tensor of the broadcast shape (no autograd). */
 dt_status dt__ops_binary_raw(dt_binary_op op, dt_tensor *a, dt_tensor *b, dt_tensor **out);
 /* f(x; alpha) into a new activation tensor (no autograd). */
@@ -60,8 +59,8 @@ dt_status dt__ops_unary_raw(dt_unary_op op, dt_tensor *x, float alpha, dt_tensor
  * (INT64_MIN for none) and count the ids not ignored (embedding.c). Ids on
  * another device are not read on the host (the count is then numel).
  */
-dt_status dt__ops_check_id_range(const char *op, const char *what, const dt_tensor *ids,
-                                 int64_t n, int64_t ignore, int64_t *n_valid);
+dt_status dt__ops_check_id_range(const char *op, const char *what, const dt_tensor *ids, int64_t n,
+                                 int64_t ignore, int64_t *n_valid);
 
 /*
  * Embedding lookup into a vocabulary shard (local tensors): rows of @p weight

@@ -66,17 +66,16 @@ dt_status dt__ops_check_ids(const char *op, const char *what, const dt_tensor *t
 {
     DT_CHECK(dt__ops_check_not_null(op, what, t));
     if (t->dtype != DT_DTYPE_I32 && t->dtype != DT_DTYPE_I64 && t->dtype != DT_DTYPE_U16)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: '%s' has dtype %s, expected i32, i64 or u16",
-                      op, what, dt_dtype_name(t->dtype));
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: '%s' has dtype %s, expected i32, i64 or u16", op,
+                      what, dt_dtype_name(t->dtype));
     return DT_OK;
 }
 
 dt_status dt__ops_check_same_device(const char *op, const dt_tensor *a, const dt_tensor *b)
 {
     if (a->device.type != b->device.type || a->device.index != b->device.index)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: inputs on different devices (%d:%d vs %d:%d)",
-                      op, (int)a->device.type, a->device.index, (int)b->device.type,
-                      b->device.index);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: inputs on different devices (%d:%d vs %d:%d)", op,
+                      (int)a->device.type, a->device.index, (int)b->device.type, b->device.index);
     return DT_OK;
 }
 
@@ -98,8 +97,8 @@ dt_status dt__ops_kernels(const char *op, dt_device device, dt_kernel_op kop,
         return DT_ERR(DT_ERR_UNSUPPORTED, "%s: no kernels for device type %d", op,
                       (int)device.type);
     if (k->supports != NULL && !k->supports(kop, DT_DTYPE_F32))
-        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: device '%s' lacks kernel %d for f32", op,
-                      k->name, (int)kop);
+        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: device '%s' lacks kernel %d for f32", op, k->name,
+                      (int)kop);
     *out = k;
     return DT_OK;
 }
@@ -152,8 +151,8 @@ static void shape_pair_str(const dt_tensor *a, const dt_tensor *b, char *sa, cha
     dt__shape_str(b->ndim, b->shape, sb, 96);
 }
 
-dt_status dt__ops_broadcast_shape(const char *op, const dt_tensor *a, const dt_tensor *b,
-                                  int *ndim, int64_t *shape)
+dt_status dt__ops_broadcast_shape(const char *op, const dt_tensor *a, const dt_tensor *b, int *ndim,
+                                  int64_t *shape)
 {
     int n = a->ndim > b->ndim ? a->ndim : b->ndim;
     for (int i = 0; i < n; i++) {
@@ -194,8 +193,7 @@ err_release:
     return s;
 }
 
-dt_status dt__ops_reduce_to_shape(dt_tensor *g, int ndim, const int64_t *shape,
-                                  dt_tensor **out)
+dt_status dt__ops_reduce_to_shape(dt_tensor *g, int ndim, const int64_t *shape, dt_tensor **out)
 {
     const dt_kernel_ops *k = NULL;
     dt_tensor *cur = dt_tensor_retain(g), *next = NULL;

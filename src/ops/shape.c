@@ -222,8 +222,10 @@ static dt_status concat_check(int n, dt_tensor *const *xs, int dim, int *d, int6
         for (int j = 0; ok && j < t->ndim; j++)
             ok = j == *d || t->shape[j] == xs[0]->shape[j];
         if (!ok)
-            return DT_ERR(DT_ERR_INVALID_ARG, "dt_concat: xs[%d] shape %s does not match xs[0] %s "
-                          "outside dim %d", i, dt__shape_str(t->ndim, t->shape, si, sizeof(si)),
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "dt_concat: xs[%d] shape %s does not match xs[0] %s "
+                          "outside dim %d",
+                          i, dt__shape_str(t->ndim, t->shape, si, sizeof(si)),
                           dt__shape_str(xs[0]->ndim, xs[0]->shape, s0, sizeof(s0)), *d);
         DT_CHECK(dt__ops_check_same_device(name, xs[0], t));
         shape[*d] += t->shape[*d];

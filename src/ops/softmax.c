@@ -37,8 +37,8 @@ out:
     return s;
 }
 
-static dt_status softmax_common(const char *name, dt_tensor *x, int dim, double scale,
-                                bool causal, bool log, dt_tensor **out)
+static dt_status softmax_common(const char *name, dt_tensor *x, int dim, double scale, bool causal,
+                                bool log, dt_tensor **out)
 {
     const dt_kernel_ops *k = NULL;
     dt_tensor *xt = NULL, *yt = NULL, *v = NULL, *y = NULL;

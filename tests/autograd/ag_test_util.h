@@ -34,11 +34,11 @@
 #define AG_FWD_RTOL 1e-5
 #define AG_FWD_ATOL 1e-5
 
-#define AG_OK(call)                                                                  \
-    do {                                                                             \
-        dt_status ag_s_ = (call);                                                    \
-        if (ag_s_ != DT_OK)                                                          \
-            fail_msg("%s -> %s: %s", #call, dt_status_str(ag_s_), dt_last_error()); \
+#define AG_OK(call)                                                                                \
+    do {                                                                                           \
+        dt_status ag_s_ = (call);                                                                  \
+        if (ag_s_ != DT_OK)                                                                        \
+            fail_msg("%s -> %s: %s", #call, dt_status_str(ag_s_), dt_last_error());                \
     } while (0)
 
 static uint64_t ag_rng_state = 88172645463325252ull;
@@ -81,11 +81,20 @@ static inline dt_tensor *ag_ids(int ndim, const int64_t *shape, dt_dtype dtype, 
     for (int64_t i = 0; i < n; i++) {
         void *p = (char *)dt_tensor_data(t) + (size_t)i * dt_dtype_size(dtype);
         switch (dtype) {
-        case DT_DTYPE_I32: *(int32_t *)p = (int32_t)v[i]; break;
-        case DT_DTYPE_I64: *(int64_t *)p = v[i]; break;
-        case DT_DTYPE_U16: *(uint16_t *)p = (uint16_t)v[i]; break;
-        case DT_DTYPE_U8: *(uint8_t *)p = (uint8_t)v[i]; break;
-        default: fail_msg("ag_ids: dtype %d", (int)dtype);
+        case DT_DTYPE_I32:
+            *(int32_t *)p = (int32_t)v[i];
+            break;
+        case DT_DTYPE_I64:
+            *(int64_t *)p = v[i];
+            break;
+        case DT_DTYPE_U16:
+            *(uint16_t *)p = (uint16_t)v[i];
+            break;
+        case DT_DTYPE_U8:
+            *(uint8_t *)p = (uint8_t)v[i];
+            break;
+        default:
+            fail_msg("ag_ids: dtype %d", (int)dtype);
         }
     }
     return t;
@@ -116,14 +125,14 @@ static inline void ag_expect_close(const char *what, const double *ref, const dt
         double got = dt_tensor_item_at(t, i);
         double tol = atol + rtol * fabs(ref[i]);
         if (!(fabs(got - ref[i]) <= tol) && !(isnan(ref[i]) && isnan(got)))
-            fail_msg("%s: element %lld is %.9g, reference %.9g (tol %.3g)", what, (long long)i,
-                     got, ref[i], tol);
+            fail_msg("%s: element %lld is %.9g, reference %.9g (tol %.3g)", what, (long long)i, got,
+                     ref[i], tol);
     }
 }
 
 /* Flat index into a tensor of shape (in_nd, in_shape) broadcast to the output index. */
-static inline int64_t ag_bcast_index(int64_t flat, int out_nd, const int64_t *out_shape,
-                                     int in_nd, const int64_t *in_shape)
+static inline int64_t ag_bcast_index(int64_t flat, int out_nd, const int64_t *out_shape, int in_nd,
+                                     const int64_t *in_shape)
 {
     int64_t idx = 0, stride = 1;
     for (int d = out_nd - 1; d >= 0; d--) {
@@ -196,8 +205,8 @@ static inline void ag_gradcheck(const char *label, ag_fn f, void *ctx, int n_in,
             double num = (lp - lm) / (xp - xm), ana = dt_tensor_item_at(g, j);
             double tol = AG_ATOL + AG_RTOL * fmax(fabs(num), fabs(ana));
             if (!(fabs(num - ana) <= tol))
-                fail_msg("%s: d/d input%d[%lld]: analytic %.6g, numeric %.6g (tol %.3g)", label,
-                         i, (long long)j, ana, num, tol);
+                fail_msg("%s: d/d input%d[%lld]: analytic %.6g, numeric %.6g (tol %.3g)", label, i,
+                         (long long)j, ana, num, tol);
         }
         AG_OK(dt_tensor_set_grad(in[i], NULL));
         AG_OK(dt_tensor_set_requires_grad(in[i], false));

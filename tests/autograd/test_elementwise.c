@@ -1,4 +1,5 @@
-/* Element-wise ops, masked fill, reductions: forward vs float64, gradients vs finite differences. */
+/* Element-wise ops, masked fill, reductions: forward vs float64, gradients vs finite differences.
+ */
 #include "ag_test_util.h"
 
 /* ------------------------------------------------------------ binary with broadcasting */
@@ -8,20 +9,28 @@ enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV };
 static dt_status f_binary(dt_tensor **in, void *ctx, dt_tensor **out)
 {
     switch (*(int *)ctx) {
-    case OP_ADD: return dt_add(in[0], in[1], out);
-    case OP_SUB: return dt_sub(in[0], in[1], out);
-    case OP_MUL: return dt_mul(in[0], in[1], out);
-    default: return dt_div(in[0], in[1], out);
+    case OP_ADD:
+        return dt_add(in[0], in[1], out);
+    case OP_SUB:
+        return dt_sub(in[0], in[1], out);
+    case OP_MUL:
+        return dt_mul(in[0], in[1], out);
+    default:
+        return dt_div(in[0], in[1], out);
     }
 }
 
 static double ref_binary(int op, double a, double b)
 {
     switch (op) {
-    case OP_ADD: return a + b;
-    case OP_SUB: return a - b;
-    case OP_MUL: return a * b;
-    default: return a / b;
+    case OP_ADD:
+        return a + b;
+    case OP_SUB:
+        return a - b;
+    case OP_MUL:
+        return a * b;
+    default:
+        return a / b;
     }
 }
 
@@ -86,20 +95,28 @@ enum { U_SCALE, U_ADD_SCALAR, U_GELU, U_RELU };
 static dt_status f_unary(dt_tensor **in, void *ctx, dt_tensor **out)
 {
     switch (*(int *)ctx) {
-    case U_SCALE: return dt_scale(in[0], -2.5, out);
-    case U_ADD_SCALAR: return dt_add_scalar(in[0], 0.75, out);
-    case U_GELU: return dt_gelu_tanh(in[0], out);
-    default: return dt_relu(in[0], out);
+    case U_SCALE:
+        return dt_scale(in[0], -2.5, out);
+    case U_ADD_SCALAR:
+        return dt_add_scalar(in[0], 0.75, out);
+    case U_GELU:
+        return dt_gelu_tanh(in[0], out);
+    default:
+        return dt_relu(in[0], out);
     }
 }
 
 static double ref_unary(int op, double x)
 {
     switch (op) {
-    case U_SCALE: return -2.5 * x;
-    case U_ADD_SCALAR: return x + 0.75;
-    case U_GELU: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-    default: return x > 0 ? x : 0.0;
+    case U_SCALE:
+        return -2.5 * x;
+    case U_ADD_SCALAR:
+        return x + 0.75;
+    case U_GELU:
+        return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    default:
+        return x > 0 ? x : 0.0;
     }
 }
 
@@ -243,9 +260,12 @@ static void test_sum_all(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_binary_broadcast), cmocka_unit_test(test_mul_same_input),
-        cmocka_unit_test(test_unary),            cmocka_unit_test(test_masked_fill),
-        cmocka_unit_test(test_reductions),       cmocka_unit_test(test_sum_all),
+        cmocka_unit_test(test_binary_broadcast),
+        cmocka_unit_test(test_mul_same_input),
+        cmocka_unit_test(test_unary),
+        cmocka_unit_test(test_masked_fill),
+        cmocka_unit_test(test_reductions),
+        cmocka_unit_test(test_sum_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -276,15 +276,14 @@ static void test_empty_tensors(void **state)
 
 /* ------------------------------------------------------------ bad input */
 
-#define EXPECT_INVALID(call, needle)                                                 \
-    do {                                                                             \
-        dt_clear_error();                                                            \
-        dt_status s_ = (call);                                                       \
-        if (s_ != DT_ERR_INVALID_ARG)                                                \
-            fail_msg("%s returned %s, expected invalid argument", #call,             \
-                     dt_status_str(s_));                                             \
-        if (strstr(dt_last_error(), (needle)) == NULL)                               \
-            fail_msg("%s: message '%s' lacks '%s'", #call, dt_last_error(), (needle)); \
+#define EXPECT_INVALID(call, needle)                                                               \
+    do {                                                                                           \
+        dt_clear_error();                                                                          \
+        dt_status s_ = (call);                                                                     \
+        if (s_ != DT_ERR_INVALID_ARG)                                                              \
+            fail_msg("%s returned %s, expected invalid argument", #call, dt_status_str(s_));       \
+        if (strstr(dt_last_error(), (needle)) == NULL)                                             \
+            fail_msg("%s: message '%s' lacks '%s'", #call, dt_last_error(), (needle));             \
     } while (0)
 
 static void test_bad_input(void **state)

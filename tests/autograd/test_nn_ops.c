@@ -40,8 +40,8 @@ static double mm_elem(const double *v, int nd, const int64_t *sh, bool tr, int c
     return v[idx];
 }
 
-static void check_matmul(int na, const int64_t *sa, int nb, const int64_t *sb, mm_ctx c,
-                         int nc, const int64_t *sc)
+static void check_matmul(int na, const int64_t *sa, int nb, const int64_t *sb, mm_ctx c, int nc,
+                         const int64_t *sc)
 {
     dt_tensor *in[2] = {ag_rand_tensor(na, sa, -1.0, 1.0), ag_rand_tensor(nb, sb, -1.0, 1.0)};
     dt_tensor *y = NULL;
@@ -81,7 +81,7 @@ static void test_matmul(void **state)
     int64_t a2[3] = {2, 4, 3}, b2[2] = {5, 4};
     int64_t a3[2] = {3, 4}, b3[4] = {2, 2, 4, 5}, c3[4] = {2, 2, 3, 5};
     check_matmul(3, a1, 3, b1, (mm_ctx){false, false, false}, 3, c1);
-    check_matmul(3, a2, 2, b2, (mm_ctx){true, true, false}, 3, c1);  /* a^T, 2-d b^T */
+    check_matmul(3, a2, 2, b2, (mm_ctx){true, true, false}, 3, c1);   /* a^T, 2-d b^T */
     check_matmul(2, a3, 4, b3, (mm_ctx){false, false, false}, 4, c3); /* 2-d a broadcast */
     int64_t b4[2] = {4, 5}, a5[4] = {2, 2, 3, 4}, c5[4] = {2, 2, 3, 5};
     check_matmul(3, a1, 2, b4, (mm_ctx){false, false, false}, 3, c1); /* 2-d b: flat grad */
@@ -326,9 +326,12 @@ static void test_cross_entropy_all_ignored(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_matmul),        cmocka_unit_test(test_linear),
-        cmocka_unit_test(test_softmax),       cmocka_unit_test(test_layer_norm),
-        cmocka_unit_test(test_embedding),     cmocka_unit_test(test_cross_entropy),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_layer_norm),
+        cmocka_unit_test(test_embedding),
+        cmocka_unit_test(test_cross_entropy),
         cmocka_unit_test(test_cross_entropy_all_ignored),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

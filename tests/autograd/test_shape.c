@@ -1,4 +1,5 @@
-/* Differentiable views and copies: reshape, permute, transpose, narrow, contiguous, concat, split. */
+/* Differentiable views and copies: reshape, permute, transpose, narrow, contiguous, concat, split.
+ */
 #include "ag_test_util.h"
 
 /* y (any layout) must hold ref in row-major order */

@@ -260,13 +260,13 @@ static void test_bad_input(void **state)
     assert_non_null(strstr(dt_last_error(), "cuda:0"));
     assert_null(t);
     /* too big for the machine: NO_MEMORY, not a crash */
-    assert_int_equal(dt_tensor_empty(1, (int64_t[]){(int64_t)1 << 60}, DT_DTYPE_F32,
-                                     dt_device_cpu(), &t),
-                     DT_ERR_NO_MEMORY);
+    assert_int_equal(
+        dt_tensor_empty(1, (int64_t[]){(int64_t)1 << 60}, DT_DTYPE_F32, dt_device_cpu(), &t),
+        DT_ERR_NO_MEMORY);
     assert_null(t);
-    assert_int_equal(dt_tensor_empty(1, (int64_t[]){((int64_t)1 << 62) + 1}, DT_DTYPE_U8,
-                                     dt_device_cpu(), &t),
-                     DT_ERR_NO_MEMORY);
+    assert_int_equal(
+        dt_tensor_empty(1, (int64_t[]){((int64_t)1 << 62) + 1}, DT_DTYPE_U8, dt_device_cpu(), &t),
+        DT_ERR_NO_MEMORY);
     assert_non_null(strstr(dt_last_error(), "4611686018427387905 bytes is too large"));
     assert_null(t);
     dt_memory_print(NULL, stdout);
@@ -279,10 +279,13 @@ int main(void)
     const char *mode = getenv("DT_ALLOC");
     caching = !(mode != NULL && strcmp(mode, "system") == 0);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_size_classes),  cmocka_unit_test(test_cache_hit_after_free),
+        cmocka_unit_test(test_size_classes),
+        cmocka_unit_test(test_cache_hit_after_free),
         cmocka_unit_test(test_larger_block_reuse),
-        cmocka_unit_test(test_accounting),    cmocka_unit_test(test_peaks),
-        cmocka_unit_test(test_steady_state_page_faults), cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_accounting),
+        cmocka_unit_test(test_peaks),
+        cmocka_unit_test(test_steady_state_page_faults),
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,13 +16,13 @@
 #define OK(call) assert_int_equal((call), DT_OK)
 
 /* Expect @p st == INVALID_ARG, the message to contain @p text and *out still NULL. */
-#define EXPECT_BAD(call, text, out)                                                  \
-    do {                                                                             \
-        dt_clear_error();                                                            \
-        assert_int_equal((call), DT_ERR_INVALID_ARG);                                \
-        if (strstr(dt_last_error(), (text)) == NULL)                                 \
-            fail_msg("error '%s' does not contain '%s'", dt_last_error(), (text));   \
-        assert_null(out);                                                            \
+#define EXPECT_BAD(call, text, out)                                                                \
+    do {                                                                                           \
+        dt_clear_error();                                                                          \
+        assert_int_equal((call), DT_ERR_INVALID_ARG);                                              \
+        if (strstr(dt_last_error(), (text)) == NULL)                                               \
+            fail_msg("error '%s' does not contain '%s'", dt_last_error(), (text));                 \
+        assert_null(out);                                                                          \
     } while (0)
 
 static const dt_device cpu = {DT_DEVICE_CPU, 0};
@@ -128,8 +128,10 @@ static void test_views(void **state)
 
     EXPECT_BAD(dt_tensor_expand(a, 3, (int64_t[]){2, 5, 4}, &o),
                "dim 1 of size 3 cannot expand to 5", o);
-    EXPECT_BAD(dt_tensor_expand(a, 2, (int64_t[]){3, 4}, &o), "cannot expand a 3-dim tensor to "
-               "ndim 2", o);
+    EXPECT_BAD(dt_tensor_expand(a, 2, (int64_t[]){3, 4}, &o),
+               "cannot expand a 3-dim tensor to "
+               "ndim 2",
+               o);
     EXPECT_BAD(dt_tensor_expand(a, 4, (int64_t[]){-1, 2, 3, 4}, &o), "leading dim 0 has size -1",
                o);
     EXPECT_BAD(dt_tensor_expand(a, 3, NULL, &o), "shape is NULL", o);
@@ -150,8 +152,7 @@ static void test_views(void **state)
     dt_tensor *d8 = NULL;
     OK(dt_tensor_zeros(8, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 2}, DT_DTYPE_U8, cpu, &d8));
     EXPECT_BAD(dt_tensor_unsqueeze(d8, 0, &o), "no room for another dim", o);
-    EXPECT_BAD(dt_tensor_expand(d8, 9, (int64_t[9]){1, 1, 1, 1, 1, 1, 1, 1, 2}, &o), "ndim 9",
-               o);
+    EXPECT_BAD(dt_tensor_expand(d8, 9, (int64_t[9]){1, 1, 1, 1, 1, 1, 1, 1, 2}, &o), "ndim 9", o);
     dt_tensor_release(d8);
     dt_tensor_release(a);
 }
@@ -210,8 +211,10 @@ static void test_distributed_handle(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_creation), cmocka_unit_test(test_null_tensors),
-        cmocka_unit_test(test_views),    cmocka_unit_test(test_copies),
+        cmocka_unit_test(test_creation),
+        cmocka_unit_test(test_null_tensors),
+        cmocka_unit_test(test_views),
+        cmocka_unit_test(test_copies),
         cmocka_unit_test(test_distributed_handle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -145,19 +145,19 @@ static void test_f16_ties(void **state)
     }
     /* named cases */
     assert_int_equal(dt_f32_to_f16(1.0f), 0x3c00);
-    assert_int_equal(dt_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);      /* tie -> even */
-    assert_int_equal(dt_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);  /* tie -> even (up) */
+    assert_int_equal(dt_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);     /* tie -> even */
+    assert_int_equal(dt_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02); /* tie -> even (up) */
     assert_int_equal(dt_f32_to_f16(65504.0f), 0x7bff);
     assert_int_equal(dt_f32_to_f16(65519.99f), 0x7bff);
-    assert_int_equal(dt_f32_to_f16(65520.0f), 0x7c00);             /* overflow -> inf */
+    assert_int_equal(dt_f32_to_f16(65520.0f), 0x7c00); /* overflow -> inf */
     assert_int_equal(dt_f32_to_f16(1e10f), 0x7c00);
     assert_int_equal(dt_f32_to_f16(-1e10f), 0xfc00);
     assert_int_equal(dt_f32_to_f16(INFINITY), 0x7c00);
-    assert_int_equal(dt_f32_to_f16(0x1p-24f), 0x0001);             /* smallest subnormal */
-    assert_int_equal(dt_f32_to_f16(0x1p-25f), 0x0000);             /* tie -> even 0 */
+    assert_int_equal(dt_f32_to_f16(0x1p-24f), 0x0001); /* smallest subnormal */
+    assert_int_equal(dt_f32_to_f16(0x1p-25f), 0x0000); /* tie -> even 0 */
     assert_int_equal(dt_f32_to_f16(nextafterf(0x1p-25f, 1.0f)), 0x0001);
-    assert_int_equal(dt_f32_to_f16(3 * 0x1p-25f), 0x0002);         /* 1.5 ulp tie -> 2 */
-    assert_int_equal(dt_f32_to_f16(0x1p-14f - 0x1p-25f), 0x0400);  /* rounds up to normal */
+    assert_int_equal(dt_f32_to_f16(3 * 0x1p-25f), 0x0002);        /* 1.5 ulp tie -> 2 */
+    assert_int_equal(dt_f32_to_f16(0x1p-14f - 0x1p-25f), 0x0400); /* rounds up to normal */
     assert_int_equal(dt_f32_to_f16(1e-30f), 0x0000);
     assert_int_equal(dt_f32_to_f16(-0.0f), 0x8000);
     uint16_t n = dt_f32_to_f16(NAN);
@@ -175,8 +175,7 @@ static void test_bf16_ties(void **state)
         assert_int_equal(dt_f32_to_bf16(bitsf(mid)), (h & 1) ? up : h);
         assert_int_equal(dt_f32_to_bf16(bitsf(mid - 1)), h);
         assert_int_equal(dt_f32_to_bf16(bitsf(mid + 1)), up);
-        assert_int_equal(dt_f32_to_bf16(bitsf(mid | 0x80000000u)),
-                         ((h & 1) ? up : h) | 0x8000);
+        assert_int_equal(dt_f32_to_bf16(bitsf(mid | 0x80000000u)), ((h & 1) ? up : h) | 0x8000);
     }
     assert_int_equal(dt_f32_to_bf16(bitsf(0x7f7fffffu)), 0x7f80); /* FLT_MAX -> inf */
     assert_int_equal(dt_f32_to_bf16(bitsf(0x7f7f7fffu)), 0x7f7f);
@@ -194,17 +193,20 @@ static void test_f64_no_double_rounding(void **state)
     dt_tensor *t = NULL;
     const dt_device cpu = dt_device_cpu();
     /* bf16 midpoint between 1 and 1 + 2^-7 is 1 + 2^-8 */
-    assert_int_equal(dt_tensor_full(0, NULL, DT_DTYPE_BF16, cpu, 1.0 + 0x1p-8 + 0x1p-30, &t), DT_OK);
+    assert_int_equal(dt_tensor_full(0, NULL, DT_DTYPE_BF16, cpu, 1.0 + 0x1p-8 + 0x1p-30, &t),
+                     DT_OK);
     assert_int_equal(*(uint16_t *)dt_tensor_data(t), 0x3f81); /* up: above the midpoint */
     dt_tensor_release(t);
-    assert_int_equal(dt_tensor_full(0, NULL, DT_DTYPE_BF16, cpu, 1.0 + 0x1p-8 - 0x1p-30, &t), DT_OK);
+    assert_int_equal(dt_tensor_full(0, NULL, DT_DTYPE_BF16, cpu, 1.0 + 0x1p-8 - 0x1p-30, &t),
+                     DT_OK);
     assert_int_equal(*(uint16_t *)dt_tensor_data(t), 0x3f80);
     dt_tensor_release(t);
     assert_int_equal(dt_tensor_full(0, NULL, DT_DTYPE_BF16, cpu, 1.0 + 0x1p-8, &t), DT_OK);
     assert_int_equal(*(uint16_t *)dt_tensor_data(t), 0x3f80); /* exact tie: even */
     dt_tensor_release(t);
     /* f16 midpoint between 1 and 1 + 2^-10 is 1 + 2^-11 */
-    assert_int_equal(dt_tensor_full(0, NULL, DT_DTYPE_F16, cpu, -(1.0 + 0x1p-11 + 0x1p-40), &t), DT_OK);
+    assert_int_equal(dt_tensor_full(0, NULL, DT_DTYPE_F16, cpu, -(1.0 + 0x1p-11 + 0x1p-40), &t),
+                     DT_OK);
     assert_int_equal(*(uint16_t *)dt_tensor_data(t), 0xbc01);
     dt_tensor_release(t);
     /* an f64 tensor converted elementwise agrees */
@@ -223,9 +225,12 @@ static void test_f64_no_double_rounding(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sizes_names),    cmocka_unit_test(test_parse),
-        cmocka_unit_test(test_f16_exhaustive), cmocka_unit_test(test_bf16_exhaustive),
-        cmocka_unit_test(test_f16_ties),       cmocka_unit_test(test_bf16_ties),
+        cmocka_unit_test(test_sizes_names),
+        cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_f16_exhaustive),
+        cmocka_unit_test(test_bf16_exhaustive),
+        cmocka_unit_test(test_f16_ties),
+        cmocka_unit_test(test_bf16_ties),
         cmocka_unit_test(test_f64_no_double_rounding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

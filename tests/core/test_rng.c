@@ -196,9 +196,9 @@ int main(int argc, char **argv)
     if (argc == 4 && strcmp(argv[1], "--dump") == 0)
         return dump(strtoull(argv[2], NULL, 0), strtoll(argv[3], NULL, 0));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_philox_kat),          cmocka_unit_test(test_documented_formula),
-        cmocka_unit_test(test_shard_equals_slice),  cmocka_unit_test(test_strided_destination),
-        cmocka_unit_test(test_statistics),          cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_philox_kat),         cmocka_unit_test(test_documented_formula),
+        cmocka_unit_test(test_shard_equals_slice), cmocka_unit_test(test_strided_destination),
+        cmocka_unit_test(test_statistics),         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -346,9 +346,12 @@ static void test_mem_category(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_create_query), cmocka_unit_test(test_retain_release),
-        cmocka_unit_test(test_views),        cmocka_unit_test(test_copies),
-        cmocka_unit_test(test_tiled_transpose_copy), cmocka_unit_test(test_mem_category),
+        cmocka_unit_test(test_create_query),
+        cmocka_unit_test(test_retain_release),
+        cmocka_unit_test(test_views),
+        cmocka_unit_test(test_copies),
+        cmocka_unit_test(test_tiled_transpose_copy),
+        cmocka_unit_test(test_mem_category),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

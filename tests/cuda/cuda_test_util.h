@@ -21,11 +21,11 @@
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/kernel_ops.h"
 
-#define CU_OK(call)                                                                    \
-    do {                                                                               \
-        dt_status cu_s_ = (call);                                                      \
-        if (cu_s_ != DT_OK)                                                            \
-            fail_msg("%s -> %s: %s", #call, dt_status_str(cu_s_), dt_last_error());    \
+#define CU_OK(call)                                                                                \
+    do {                                                                                           \
+        dt_status cu_s_ = (call);                                                                  \
+        if (cu_s_ != DT_OK)                                                                        \
+            fail_msg("%s -> %s: %s", #call, dt_status_str(cu_s_), dt_last_error());                \
     } while (0)
 
 static const dt_device cu_gpu0 = {DT_DEVICE_CUDA, 0};
@@ -149,8 +149,8 @@ static inline void cu_expect_close(const char *what, cu_pair p, double atol, dou
     assert_int_equal(dt_tensor_numel(g), n);
     for (int64_t i = 0; i < n; i++) {
         double w = dt_tensor_item_at(p.c, i), v = dt_tensor_item_at(g, i);
-        bool ok = (isnan(w) && isnan(v)) || (isinf(w) && v == w) ||
-                  fabs(v - w) <= atol + rtol * fabs(w);
+        bool ok =
+            (isnan(w) && isnan(v)) || (isinf(w) && v == w) || fabs(v - w) <= atol + rtol * fabs(w);
         if (!ok)
             fail_msg("%s: element %lld is %.9g on cuda, %.9g on cpu", what, (long long)i, v, w);
     }

@@ -15,10 +15,10 @@
 
 static bool have_gpu;
 
-#define NEED_GPU()                                                                     \
-    do {                                                                               \
-        if (!have_gpu)                                                                 \
-            skip();                                                                    \
+#define NEED_GPU()                                                                                 \
+    do {                                                                                           \
+        if (!have_gpu)                                                                             \
+            skip();                                                                                \
     } while (0)
 
 static int group_setup(void **state)
@@ -38,13 +38,26 @@ static void test_table_complete(void **state)
     const dt_kernel_ops *k = cu_gpu();
     assert_ptr_equal(k, &dt__kernels_cuda);
     assert_string_equal(k->name, "cuda");
-    const void *entries[] = {
-        (void *)k->supports, (void *)k->fill, (void *)k->copy, (void *)k->gemm,
-        (void *)k->binary, (void *)k->unary, (void *)k->unary_backward, (void *)k->softmax,
-        (void *)k->softmax_backward, (void *)k->layer_norm, (void *)k->layer_norm_backward,
-        (void *)k->embedding, (void *)k->embedding_backward, (void *)k->cross_entropy,
-        (void *)k->cross_entropy_backward, (void *)k->reduce, (void *)k->masked_fill,
-        (void *)k->sgd_step, (void *)k->adamw_step, (void *)k->sum_squares};
+    const void *entries[] = {(void *)k->supports,
+                             (void *)k->fill,
+                             (void *)k->copy,
+                             (void *)k->gemm,
+                             (void *)k->binary,
+                             (void *)k->unary,
+                             (void *)k->unary_backward,
+                             (void *)k->softmax,
+                             (void *)k->softmax_backward,
+                             (void *)k->layer_norm,
+                             (void *)k->layer_norm_backward,
+                             (void *)k->embedding,
+                             (void *)k->embedding_backward,
+                             (void *)k->cross_entropy,
+                             (void *)k->cross_entropy_backward,
+                             (void *)k->reduce,
+                             (void *)k->masked_fill,
+                             (void *)k->sgd_step,
+                             (void *)k->adamw_step,
+                             (void *)k->sum_squares};
     for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
         assert_non_null(entries[i]);
     for (int op = 0; op < DT_KOP_COUNT; op++)
@@ -237,8 +250,8 @@ static void test_binary_unary(void **state)
 
 /* ------------------------------------------------------------ gemm */
 
-static void gemm_case(int64_t B, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
-                      bool bcast_b, float alpha, float beta)
+static void gemm_case(int64_t B, int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool bcast_b,
+                      float alpha, float beta)
 {
     int64_t as[3] = {B, ta ? K : M, ta ? M : K};
     int64_t bs[3] = {bcast_b ? 1 : B, tb ? N : K, tb ? K : N};
@@ -294,7 +307,8 @@ static void test_softmax(void **state)
         for (int mode = 0; mode < 4; mode++) {
             bool causal = mode & 1, lg = mode & 2;
             cu_pair x = cu_rand(3, shapes[k], -3, 3, 20 + (uint64_t)k);
-            cu_pair y = cu_empty(3, shapes[k], DT_DTYPE_F32), gx = cu_empty(3, shapes[k], DT_DTYPE_F32);
+            cu_pair y = cu_empty(3, shapes[k], DT_DTYPE_F32),
+                    gx = cu_empty(3, shapes[k], DT_DTYPE_F32);
             cu_pair gy = cu_rand(3, shapes[k], -1, 1, 30 + (uint64_t)k);
             CU_OK(cu_cpu()->softmax(x.c, 0.125f, causal, lg, y.c));
             CU_OK(cu_gpu()->softmax(x.g, 0.125f, causal, lg, y.g));
@@ -417,7 +431,7 @@ static void test_reduce(void **state)
     int64_t s[3] = {5, 6, 7}, big[2] = {3, 5000}, rows[2] = {300, 64};
     cu_pair x = cu_rand(3, s, -5, 5, 70), xb = cu_rand(2, big, -5, 5, 71);
     cu_pair xr = cu_rand(2, rows, -5, 5, 72); /* many rows of 64: one warp each */
-    cu_pair xt = cu_transpose(x, 0, 2);      /* strided [7, 6, 5] */
+    cu_pair xt = cu_transpose(x, 0, 2);       /* strided [7, 6, 5] */
     const cu_pair *ins[4] = {&x, &xt, &xb, &xr};
     for (int k = 0; k < 4; k++) {
         int nd = dt_tensor_ndim(ins[k]->c);
@@ -431,8 +445,10 @@ static void test_reduce(void **state)
             for (int kind = DT_REDUCE_KIND_SUM; kind <= DT_REDUCE_KIND_MAX; kind++) {
                 cu_pair o = cu_empty(on, os, DT_DTYPE_F32), am = cu_empty(on, os, DT_DTYPE_I64);
                 bool mx = kind == DT_REDUCE_KIND_MAX;
-                CU_OK(cu_cpu()->reduce((dt_reduce_kind)kind, ins[k]->c, dim, o.c, mx ? am.c : NULL));
-                CU_OK(cu_gpu()->reduce((dt_reduce_kind)kind, ins[k]->g, dim, o.g, mx ? am.g : NULL));
+                CU_OK(
+                    cu_cpu()->reduce((dt_reduce_kind)kind, ins[k]->c, dim, o.c, mx ? am.c : NULL));
+                CU_OK(
+                    cu_gpu()->reduce((dt_reduce_kind)kind, ins[k]->g, dim, o.g, mx ? am.g : NULL));
                 cu_expect_close("reduce", o, 1e-3, 1e-5);
                 if (mx)
                     cu_expect_close("argmax", am, 0, 0);

@@ -23,11 +23,11 @@
 #include "dtensor.h"
 #include "kernels/cuda/kernels_cuda.h"
 
-#define NC_OK(call)                                                                    \
-    do {                                                                               \
-        dt_status nc_s_ = (call);                                                      \
-        if (nc_s_ != DT_OK)                                                            \
-            fail_msg("%s -> %s: %s", #call, dt_status_str(nc_s_), dt_last_error());    \
+#define NC_OK(call)                                                                                \
+    do {                                                                                           \
+        dt_status nc_s_ = (call);                                                                  \
+        if (nc_s_ != DT_OK)                                                                        \
+            fail_msg("%s -> %s: %s", #call, dt_status_str(nc_s_), dt_last_error());                \
     } while (0)
 
 static dt_runtime *rt;
@@ -65,10 +65,10 @@ static int group_teardown(void **state)
     return 0;
 }
 
-#define NEED_WORLD()                                                                   \
-    do {                                                                               \
-        if (world == NULL)                                                             \
-            skip();                                                                    \
+#define NEED_WORLD()                                                                               \
+    do {                                                                                           \
+        if (world == NULL)                                                                         \
+            skip();                                                                                \
     } while (0)
 
 /* Device buffer of n floats holding host[0..n) (NULL: zeros). */
@@ -89,8 +89,7 @@ static void expect(const float *d, const float *want, size_t n, const char *what
     float *h = malloc((n > 0 ? n : 1) * sizeof(float));
     assert_non_null(h);
     if (n > 0)
-        assert_int_equal(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost),
-                         cudaSuccess);
+        assert_int_equal(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
     for (size_t i = 0; i < n; i++)
         if (h[i] != want[i])
             fail_msg("%s (rank %d of %d): element %zu is %g, expected %g", what, me, np, i,
@@ -118,7 +117,7 @@ static void test_allreduce(void **state)
                 float acc = val(0, i);
                 for (int r = 1; r < np; r++) {
                     float v = val(r, i);
-                    acc = ops[o] == DT_REDUCE_OP_SUM ? acc + v
+                    acc = ops[o] == DT_REDUCE_OP_SUM   ? acc + v
                           : ops[o] == DT_REDUCE_OP_MAX ? (v > acc ? v : acc)
                                                        : (v < acc ? v : acc);
                 }
@@ -142,7 +141,8 @@ static void test_allgatherv_reduce_scatterv(void **state)
         counts[r] = (size_t)(r % 3 == 1 ? 0 : 5 + 3 * r); /* uneven, some empty */
         total += counts[r];
     }
-    float *mine = malloc((counts[me] + 1) * sizeof(float)), *want = malloc((total + 1) * sizeof(float));
+    float *mine = malloc((counts[me] + 1) * sizeof(float)),
+          *want = malloc((total + 1) * sizeof(float));
     for (size_t i = 0; i < counts[me]; i++)
         mine[i] = val(me, i);
     size_t off = 0;
@@ -292,7 +292,8 @@ static void test_host_buffers(void **state)
     for (int i = 0; i < 3; i++)
         assert_true(v[i] == want[i]);
     /* uneven all-gather with a gap the collective must leave alone */
-    size_t *counts = malloc(sizeof(size_t) * (size_t)np), *displs = malloc(sizeof(size_t) * (size_t)np);
+    size_t *counts = malloc(sizeof(size_t) * (size_t)np),
+           *displs = malloc(sizeof(size_t) * (size_t)np);
     size_t extent = 0;
     for (int r = 0; r < np; r++) {
         counts[r] = (size_t)r + 1;

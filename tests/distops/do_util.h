@@ -21,11 +21,11 @@
 
 #include "dtensor.h"
 
-#define DO_OK(call)                                                                    \
-    do {                                                                               \
-        dt_status do_s_ = (call);                                                      \
-        if (do_s_ != DT_OK)                                                            \
-            fail_msg("%s -> %s: %s", #call, dt_status_str(do_s_), dt_last_error());    \
+#define DO_OK(call)                                                                                \
+    do {                                                                                           \
+        dt_status do_s_ = (call);                                                                  \
+        if (do_s_ != DT_OK)                                                                        \
+            fail_msg("%s -> %s: %s", #call, dt_status_str(do_s_), dt_last_error());                \
     } while (0)
 
 #define DO_MAX_IN 6
@@ -52,7 +52,10 @@ static inline int do_teardown(void **state)
     return 0;
 }
 
-static inline int do_world(void) { return dt_runtime_size(do_rt); }
+static inline int do_world(void)
+{
+    return dt_runtime_size(do_rt);
+}
 
 /* A 1-d mesh over the world. */
 static inline dt_mesh *do_mesh1(void)
@@ -159,11 +162,11 @@ typedef dt_status (*do_op_fn)(dt_tensor *const *xs, bool dist, void *ctx, dt_ten
 
 typedef struct do_case {
     const char *name;
-    int n;                                  /* float inputs */
+    int n; /* float inputs */
     int ndim[DO_MAX_IN];
     int64_t shape[DO_MAX_IN][DT_MAX_DIMS];
     dt_placement pl[DO_MAX_IN][DT_MESH_MAX_DIMS];
-    bool no_grad[DO_MAX_IN];                /* inputs that do not require grad */
+    bool no_grad[DO_MAX_IN]; /* inputs that do not require grad */
     do_op_fn op;
     void *ctx;
     /* expected output placements (n_out_pl = 0: not checked) */
@@ -205,8 +208,8 @@ static inline void do_run(dt_mesh *mesh, const do_case *c, uint64_t seed)
                 char a[32], b[32];
                 dt_placement_format(got, a, sizeof(a));
                 dt_placement_format(want, b, sizeof(b));
-                fail_msg("%s: output placement on mesh dim %d is %s, expected %s", c->name, k,
-                         a, b);
+                fail_msg("%s: output placement on mesh dim %d is %s, expected %s", c->name, k, a,
+                         b);
             }
         }
     }
@@ -256,7 +259,7 @@ static inline void do_run(dt_mesh *mesh, const do_case *c, uint64_t seed)
 
 /* Placement shorthands. */
 #define S(d) dt_shard(d)
-#define R dt_replicate()
-#define P dt_partial(DT_REDUCE_OP_SUM)
+#define R    dt_replicate()
+#define P    dt_partial(DT_REDUCE_OP_SUM)
 
 #endif

@@ -6,10 +6,14 @@ static dt_status op_binary(dt_tensor *const *xs, bool dist, void *ctx, dt_tensor
 {
     (void)dist;
     switch (*(const int *)ctx) {
-    case 0: return dt_add(xs[0], xs[1], out);
-    case 1: return dt_sub(xs[0], xs[1], out);
-    case 2: return dt_mul(xs[0], xs[1], out);
-    default: return dt_div(xs[0], xs[1], out);
+    case 0:
+        return dt_add(xs[0], xs[1], out);
+    case 1:
+        return dt_sub(xs[0], xs[1], out);
+    case 2:
+        return dt_mul(xs[0], xs[1], out);
+    default:
+        return dt_div(xs[0], xs[1], out);
     }
 }
 
@@ -32,10 +36,14 @@ static dt_status op_unary(dt_tensor *const *xs, bool dist, void *ctx, dt_tensor 
 {
     (void)dist;
     switch (*(const int *)ctx) {
-    case 0: return dt_scale(xs[0], -2.5, out);
-    case 1: return dt_add_scalar(xs[0], 0.75, out);
-    case 2: return dt_gelu_tanh(xs[0], out);
-    default: return dt_relu(xs[0], out);
+    case 0:
+        return dt_scale(xs[0], -2.5, out);
+    case 1:
+        return dt_add_scalar(xs[0], 0.75, out);
+    case 2:
+        return dt_gelu_tanh(xs[0], out);
+    default:
+        return dt_relu(xs[0], out);
     }
 }
 
@@ -49,8 +57,8 @@ typedef struct bin_case {
 static void run_binary_cases(dt_mesh *m, const bin_case *bc, int n)
 {
     for (int i = 0; i < n; i++) {
-        do_case c = {.name = "binary", .n = 2, .op = op_binary, .ctx = (void *)&bc[i].op,
-                     .n_out_pl = 1};
+        do_case c = {
+            .name = "binary", .n = 2, .op = op_binary, .ctx = (void *)&bc[i].op, .n_out_pl = 1};
         c.ndim[0] = bc[i].na, c.ndim[1] = bc[i].nb;
         memcpy(c.shape[0], bc[i].sa, sizeof(bc[i].sa));
         memcpy(c.shape[1], bc[i].sb, sizeof(bc[i].sb));
@@ -102,8 +110,8 @@ static void test_div(void **state)
     dt_mesh *m = do_mesh1();
     const dt_placement pls[][2] = {{P, R}, {S(0), R}, {R, S(1)}, {P, S(0)}};
     for (int i = 0; i < 4; i++) {
-        do_case c = {.name = "div", .n = 2, .ndim = {2, 2}, .shape = {{5, 6}, {5, 6}},
-                     .op = op_div_safe};
+        do_case c = {
+            .name = "div", .n = 2, .ndim = {2, 2}, .shape = {{5, 6}, {5, 6}}, .op = op_div_safe};
         c.pl[0][0] = pls[i][0], c.pl[1][0] = pls[i][1];
         do_run(m, &c, 300 + (uint64_t)i);
     }
@@ -125,8 +133,13 @@ static void test_unary(void **state)
         {2, S(0), S(0)}, {0, R, R},
     };
     for (int i = 0; i < (int)(sizeof(cases) / sizeof(cases[0])); i++) {
-        do_case c = {.name = "unary", .n = 1, .ndim = {2}, .shape = {{5, 7}},
-                     .op = op_unary, .ctx = (void *)&cases[i].op, .n_out_pl = 1};
+        do_case c = {.name = "unary",
+                     .n = 1,
+                     .ndim = {2},
+                     .shape = {{5, 7}},
+                     .op = op_unary,
+                     .ctx = (void *)&cases[i].op,
+                     .n_out_pl = 1};
         c.pl[0][0] = cases[i].in;
         c.out_pl[0] = cases[i].out;
         do_run(m, &c, 500 + (uint64_t)i);
@@ -140,13 +153,25 @@ static void test_binary_2d(void **state)
     (void)state;
     dt_mesh *m = do_mesh_2x2();
     int op = 2;
-    do_case c = {.name = "binary 2x2", .n = 2, .ndim = {2, 1}, .shape = {{6, 5}, {5}},
-                 .pl = {{S(0), P}, {R, R}}, .op = op_binary, .ctx = &op, .n_out_pl = 2,
+    do_case c = {.name = "binary 2x2",
+                 .n = 2,
+                 .ndim = {2, 1},
+                 .shape = {{6, 5}, {5}},
+                 .pl = {{S(0), P}, {R, R}},
+                 .op = op_binary,
+                 .ctx = &op,
+                 .n_out_pl = 2,
                  .out_pl = {S(0), P}};
     do_run(m, &c, 700);
     op = 0;
-    do_case c2 = {.name = "add 2x2", .n = 2, .ndim = {2, 2}, .shape = {{6, 5}, {6, 5}},
-                  .pl = {{S(0), S(1)}, {R, S(1)}}, .op = op_binary, .ctx = &op, .n_out_pl = 2,
+    do_case c2 = {.name = "add 2x2",
+                  .n = 2,
+                  .ndim = {2, 2},
+                  .shape = {{6, 5}, {6, 5}},
+                  .pl = {{S(0), S(1)}, {R, S(1)}},
+                  .op = op_binary,
+                  .ctx = &op,
+                  .n_out_pl = 2,
                   .out_pl = {S(0), S(1)}};
     do_run(m, &c2, 701);
     dt_mesh_release(m);

@@ -22,26 +22,50 @@ static void test_embedding(void **state)
     int64_t is[2] = {3, 5};
     emb_ctx ctx = {.ids = do_ids(2, is, 10, 11)};
     /* vocabulary-parallel: 10 rows over 3 and 4 ranks is uneven */
-    do_case c = {.name = "vocab-parallel embedding", .n = 1, .ndim = {2}, .shape = {{10, 6}},
-                 .pl = {{S(0)}}, .op = op_embedding, .ctx = &ctx, .n_out_pl = 1,
+    do_case c = {.name = "vocab-parallel embedding",
+                 .n = 1,
+                 .ndim = {2},
+                 .shape = {{10, 6}},
+                 .pl = {{S(0)}},
+                 .op = op_embedding,
+                 .ctx = &ctx,
+                 .n_out_pl = 1,
                  .out_pl = {P}};
     do_run(m, &c, 10000);
     /* dim-sharded table */
-    do_case c2 = {.name = "dim-sharded embedding", .n = 1, .ndim = {2}, .shape = {{10, 6}},
-                  .pl = {{S(1)}}, .op = op_embedding, .ctx = &ctx, .n_out_pl = 1,
+    do_case c2 = {.name = "dim-sharded embedding",
+                  .n = 1,
+                  .ndim = {2},
+                  .shape = {{10, 6}},
+                  .pl = {{S(1)}},
+                  .op = op_embedding,
+                  .ctx = &ctx,
+                  .n_out_pl = 1,
                   .out_pl = {S(2)}};
     do_run(m, &c2, 10001);
     /* replicated table, ids sharded on the batch: rows pass through */
     dt_placement s0 = dt_shard(0);
     DO_OK(dt_distribute(ctx.ids, m, 1, &s0, &ctx.ids_dist));
-    do_case c3 = {.name = "batch-sharded ids", .n = 1, .ndim = {2}, .shape = {{10, 6}},
-                  .pl = {{R}}, .op = op_embedding, .ctx = &ctx, .n_out_pl = 1,
+    do_case c3 = {.name = "batch-sharded ids",
+                  .n = 1,
+                  .ndim = {2},
+                  .shape = {{10, 6}},
+                  .pl = {{R}},
+                  .op = op_embedding,
+                  .ctx = &ctx,
+                  .n_out_pl = 1,
                   .out_pl = {S(0)}};
     do_run(m, &c3, 10002);
     /* vocabulary-parallel with sharded ids: ids gathered */
-    do_case c4 = {.name = "vocab-parallel, sharded ids", .n = 1, .ndim = {2},
-                  .shape = {{10, 6}}, .pl = {{S(0)}}, .op = op_embedding, .ctx = &ctx,
-                  .n_out_pl = 1, .out_pl = {P}};
+    do_case c4 = {.name = "vocab-parallel, sharded ids",
+                  .n = 1,
+                  .ndim = {2},
+                  .shape = {{10, 6}},
+                  .pl = {{S(0)}},
+                  .op = op_embedding,
+                  .ctx = &ctx,
+                  .n_out_pl = 1,
+                  .out_pl = {P}};
     do_run(m, &c4, 10003);
     dt_tensor_release(ctx.ids_dist);
     /* an id outside the whole vocabulary is an error on every rank, not a zero row */
@@ -60,8 +84,8 @@ static void test_embedding(void **state)
 static dt_status op_ce(dt_tensor *const *xs, bool dist, void *ctx, dt_tensor **out)
 {
     emb_ctx *c = ctx;
-    return dt_cross_entropy(xs[0], dist && c->ids_dist != NULL ? c->ids_dist : c->ids,
-                            c->ignore, out);
+    return dt_cross_entropy(xs[0], dist && c->ids_dist != NULL ? c->ids_dist : c->ids, c->ignore,
+                            out);
 }
 
 static void test_parallel_cross_entropy(void **state)
@@ -74,8 +98,13 @@ static void test_parallel_cross_entropy(void **state)
     /* classes sharded: Replicate loss; rows sharded: Partial (global mean) */
     const dt_placement pl[][2] = {{S(1), R}, {S(0), P}, {P, R}, {R, R}};
     for (int i = 0; i < 4; i++) {
-        do_case c = {.name = "cross entropy", .n = 1, .ndim = {2}, .shape = {{6, 11}},
-                     .op = op_ce, .ctx = &ctx, .n_out_pl = 1};
+        do_case c = {.name = "cross entropy",
+                     .n = 1,
+                     .ndim = {2},
+                     .shape = {{6, 11}},
+                     .op = op_ce,
+                     .ctx = &ctx,
+                     .n_out_pl = 1};
         c.pl[0][0] = pl[i][0], c.out_pl[0] = pl[i][1];
         do_run(m, &c, 11000 + (uint64_t)i);
     }
@@ -84,24 +113,43 @@ static void test_parallel_cross_entropy(void **state)
     ctx.ids = do_ids(2, ts2, 11, 22);
     dt_placement r = dt_replicate();
     DO_OK(dt_distribute(ctx.ids, m, 1, &r, &ctx.ids_dist));
-    do_case c = {.name = "cross entropy 3-d", .n = 1, .ndim = {3}, .shape = {{2, 3, 11}},
-                 .pl = {{S(2)}}, .op = op_ce, .ctx = &ctx, .n_out_pl = 1, .out_pl = {R}};
+    do_case c = {.name = "cross entropy 3-d",
+                 .n = 1,
+                 .ndim = {3},
+                 .shape = {{2, 3, 11}},
+                 .pl = {{S(2)}},
+                 .op = op_ce,
+                 .ctx = &ctx,
+                 .n_out_pl = 1,
+                 .out_pl = {R}};
     do_run(m, &c, 11010);
     /* rows sharded with local targets (sliced to match); 2 rows over up to 4 ranks:
      * empty shards count nothing */
     dt_tensor_release(ctx.ids_dist);
     ctx.ids_dist = NULL;
-    do_case c2 = {.name = "cross entropy row shards", .n = 1, .ndim = {3},
-                  .shape = {{2, 3, 11}}, .pl = {{S(0)}}, .op = op_ce, .ctx = &ctx,
-                  .n_out_pl = 1, .out_pl = {P}};
+    do_case c2 = {.name = "cross entropy row shards",
+                  .n = 1,
+                  .ndim = {3},
+                  .shape = {{2, 3, 11}},
+                  .pl = {{S(0)}},
+                  .op = op_ce,
+                  .ctx = &ctx,
+                  .n_out_pl = 1,
+                  .out_pl = {P}};
     do_run(m, &c2, 11011);
     if (do_world() == 4) { /* dp x tp: rows over dp, classes over tp */
         dt_mesh *m2 = NULL;
         int shape[2] = {2, 2};
         DO_OK(dt_mesh_create(do_rt, 2, shape, NULL, &m2));
-        do_case c3 = {.name = "cross entropy dp x tp", .n = 1, .ndim = {3},
-                      .shape = {{2, 3, 11}}, .pl = {{S(0), S(2)}}, .op = op_ce, .ctx = &ctx,
-                      .n_out_pl = 2, .out_pl = {P, R}};
+        do_case c3 = {.name = "cross entropy dp x tp",
+                      .n = 1,
+                      .ndim = {3},
+                      .shape = {{2, 3, 11}},
+                      .pl = {{S(0), S(2)}},
+                      .op = op_ce,
+                      .ctx = &ctx,
+                      .n_out_pl = 2,
+                      .out_pl = {P, R}};
         do_run(m2, &c3, 11012);
         dt_mesh_release(m2);
     }
@@ -188,8 +236,14 @@ static void test_fallback(void **state)
         mk[i] = 1;
     const dt_placement pl[] = {S(0), S(1), P, R};
     for (int i = 0; i < 4; i++) {
-        do_case c = {.name = "masked_fill fallback", .n = 1, .ndim = {2}, .shape = {{5, 7}},
-                     .op = op_masked_fill, .ctx = &ctx, .n_out_pl = 1, .out_pl = {R}};
+        do_case c = {.name = "masked_fill fallback",
+                     .n = 1,
+                     .ndim = {2},
+                     .shape = {{5, 7}},
+                     .op = op_masked_fill,
+                     .ctx = &ctx,
+                     .n_out_pl = 1,
+                     .out_pl = {R}};
         c.pl[0][0] = pl[i];
         do_run(m, &c, 13000 + (uint64_t)i);
     }

@@ -29,26 +29,30 @@ static void test_matmul_rules(void **state)
         bool ta, tb;
         dt_placement pa, pb, po;
     } cases[] = {
-        {2, 2, {7, 6}, {6, 5}, false, false, S(0), R, S(0)},       /* rows of a */
-        {2, 2, {7, 6}, {6, 5}, false, false, R, S(1), S(1)},       /* columns of b */
-        {2, 2, {7, 6}, {6, 5}, false, false, S(1), S(0), P},       /* contraction */
-        {2, 2, {7, 6}, {6, 5}, false, false, P, R, P},             /* Partial x R */
+        {2, 2, {7, 6}, {6, 5}, false, false, S(0), R, S(0)}, /* rows of a */
+        {2, 2, {7, 6}, {6, 5}, false, false, R, S(1), S(1)}, /* columns of b */
+        {2, 2, {7, 6}, {6, 5}, false, false, S(1), S(0), P}, /* contraction */
+        {2, 2, {7, 6}, {6, 5}, false, false, P, R, P},       /* Partial x R */
         {2, 2, {7, 6}, {6, 5}, false, false, R, P, P},
-        {2, 2, {7, 6}, {6, 5}, false, false, S(0), S(1), S(0)},    /* b gathered */
-        {2, 2, {7, 6}, {6, 5}, false, false, R, S(0), P},          /* a sliced on K */
-        {2, 2, {6, 7}, {5, 6}, true, true, S(1), S(0), S(0)},      /* transposed views */
-        {3, 2, {3, 7, 6}, {6, 5}, false, false, S(0), R, S(0)},    /* batch of a, b broadcast */
+        {2, 2, {7, 6}, {6, 5}, false, false, S(0), S(1), S(0)}, /* b gathered */
+        {2, 2, {7, 6}, {6, 5}, false, false, R, S(0), P},       /* a sliced on K */
+        {2, 2, {6, 7}, {5, 6}, true, true, S(1), S(0), S(0)},   /* transposed views */
+        {3, 2, {3, 7, 6}, {6, 5}, false, false, S(0), R, S(0)}, /* batch of a, b broadcast */
         {3, 3, {3, 7, 6}, {3, 6, 5}, false, false, S(0), S(0), S(0)},
-        {3, 3, {3, 7, 6}, {3, 6, 5}, false, false, R, S(0), S(0)}, /* a follows b's batch */
+        {3, 3, {3, 7, 6}, {3, 6, 5}, false, false, R, S(0), S(0)},   /* a follows b's batch */
         {3, 3, {4, 7, 6}, {4, 5, 6}, false, true, S(0), S(0), S(0)}, /* q @ k^T shape */
-        {3, 3, {3, 7, 6}, {1, 6, 5}, false, false, S(0), R, S(0)}, /* b broadcasts batch */
+        {3, 3, {3, 7, 6}, {1, 6, 5}, false, false, S(0), R, S(0)},   /* b broadcasts batch */
     };
     for (int i = 0; i < (int)(sizeof(cases) / sizeof(cases[0])); i++) {
         mm_ctx ctx = {cases[i].ta, cases[i].tb};
         char name[48];
         snprintf(name, sizeof(name), "matmul case %d", i);
-        do_case c = {.name = name, .n = 2, .ndim = {cases[i].na, cases[i].nb}, .op = op_matmul,
-                     .ctx = &ctx, .n_out_pl = 1};
+        do_case c = {.name = name,
+                     .n = 2,
+                     .ndim = {cases[i].na, cases[i].nb},
+                     .op = op_matmul,
+                     .ctx = &ctx,
+                     .n_out_pl = 1};
         memcpy(c.shape[0], cases[i].sa, sizeof(cases[i].sa));
         memcpy(c.shape[1], cases[i].sb, sizeof(cases[i].sb));
         c.pl[0][0] = cases[i].pa, c.pl[1][0] = cases[i].pb, c.out_pl[0] = cases[i].po;
@@ -65,26 +69,30 @@ static void test_linear_rules(void **state)
         bool bias;
         dt_placement px, pw, pb, po;
     } cases[] = {
-        {true, R, S(0), S(0), S(2)},   /* colwise, sharded bias */
-        {true, R, S(0), R, S(2)},      /* colwise, Replicate bias sliced */
+        {true, R, S(0), S(0), S(2)}, /* colwise, sharded bias */
+        {true, R, S(0), R, S(2)},    /* colwise, Replicate bias sliced */
         {false, R, S(0), R, S(2)},
-        {true, S(2), S(1), R, P},      /* rowwise: Replicate bias added once */
+        {true, S(2), S(1), R, P}, /* rowwise: Replicate bias added once */
         {false, S(2), S(1), R, P},
-        {true, S(0), R, R, S(0)},      /* batch shard */
+        {true, S(0), R, R, S(0)}, /* batch shard */
         {true, S(1), R, R, S(1)},
-        {true, P, R, R, P},            /* Partial input, bias once */
-        {true, R, S(1), R, P},         /* x sliced to match */
-        {true, S(2), R, R, P},         /* w sliced to match */
+        {true, P, R, R, P},             /* Partial input, bias once */
+        {true, R, S(1), R, P},          /* x sliced to match */
+        {true, S(2), R, R, P},          /* w sliced to match */
         {true, S(1), S(0), S(0), S(2)}, /* sequence shard into colwise: gathered */
-        {true, P, S(1), R, P},         /* Partial reduce-scattered into rowwise */
-        {true, R, P, R, R},            /* Partial weight reduced */
+        {true, P, S(1), R, P},          /* Partial reduce-scattered into rowwise */
+        {true, R, P, R, R},             /* Partial weight reduced */
     };
     for (int i = 0; i < (int)(sizeof(cases) / sizeof(cases[0])); i++) {
         char name[48];
         snprintf(name, sizeof(name), "linear case %d", i);
         bool bias = cases[i].bias;
-        do_case c = {.name = name, .n = bias ? 3 : 2, .ndim = {3, 2, 1},
-                     .shape = {{2, 5, 9}, {7, 9}, {7}}, .op = op_linear, .ctx = &bias,
+        do_case c = {.name = name,
+                     .n = bias ? 3 : 2,
+                     .ndim = {3, 2, 1},
+                     .shape = {{2, 5, 9}, {7, 9}, {7}},
+                     .op = op_linear,
+                     .ctx = &bias,
                      .n_out_pl = 1};
         c.pl[0][0] = cases[i].px, c.pl[1][0] = cases[i].pw, c.pl[2][0] = cases[i].pb;
         c.out_pl[0] = cases[i].po;
@@ -129,10 +137,15 @@ static void test_megatron_mlp(void **state)
     dt_mesh *m = do_mesh1();
     mlp_ctx ctx = {.mesh = m};
     /* ffn 10: uneven over 3 and 4 ranks */
-    do_case c = {.name = "mlp", .n = 5, .ndim = {3, 2, 1, 2, 1},
+    do_case c = {.name = "mlp",
+                 .n = 5,
+                 .ndim = {3, 2, 1, 2, 1},
                  .shape = {{2, 3, 8}, {10, 8}, {10}, {8, 10}, {8}},
-                 .pl = {{R}, {S(0)}, {S(0)}, {S(1)}, {R}}, .op = op_mlp, .ctx = &ctx,
-                 .n_out_pl = 1, .out_pl = {P}};
+                 .pl = {{R}, {S(0)}, {S(0)}, {S(1)}, {R}},
+                 .op = op_mlp,
+                 .ctx = &ctx,
+                 .n_out_pl = 1,
+                 .out_pl = {P}};
     do_run(m, &c, 3000);
     /* the forward of the block itself communicates nothing: the output stays Partial */
     assert_int_equal(ctx.comms, 0);
@@ -146,10 +159,15 @@ static void test_megatron_mlp_2d(void **state)
     (void)state;
     dt_mesh *m = do_mesh_2x2();
     mlp_ctx ctx = {.mesh = m};
-    do_case c = {.name = "mlp dp x tp", .n = 5, .ndim = {3, 2, 1, 2, 1},
+    do_case c = {.name = "mlp dp x tp",
+                 .n = 5,
+                 .ndim = {3, 2, 1, 2, 1},
                  .shape = {{4, 3, 8}, {10, 8}, {10}, {8, 10}, {8}},
-                 .pl = {{S(0), R}, {R, S(0)}, {R, S(0)}, {R, S(1)}, {R, R}}, .op = op_mlp,
-                 .ctx = &ctx, .n_out_pl = 2, .out_pl = {S(0), P}};
+                 .pl = {{S(0), R}, {R, S(0)}, {R, S(0)}, {R, S(1)}, {R, R}},
+                 .op = op_mlp,
+                 .ctx = &ctx,
+                 .n_out_pl = 2,
+                 .out_pl = {S(0), P}};
     do_run(m, &c, 3100);
     assert_int_equal(ctx.comms, 0);
     dt_mesh_release(m);
@@ -172,11 +190,16 @@ static dt_status op_sp_block(dt_tensor *const *xs, bool dist, void *ctx, dt_tens
     if (dist)
         dt_mesh_coll_stats_reset(c->mesh);
     s = dt_layer_norm(xs[0], xs[1], xs[2], 1e-5, &h);
-    if (s == DT_OK) s = dt_linear(h, xs[3], xs[4], &u);
-    if (s == DT_OK) s = dt_gelu_tanh(u, &g);
-    if (s == DT_OK) s = dt_linear(g, xs[5], NULL, &v);
-    if (s == DT_OK && dist) s = dt_redistribute(v, 1, &s1, &vs);
-    if (s == DT_OK) s = dt_add(xs[0], dist ? vs : v, out);
+    if (s == DT_OK)
+        s = dt_linear(h, xs[3], xs[4], &u);
+    if (s == DT_OK)
+        s = dt_gelu_tanh(u, &g);
+    if (s == DT_OK)
+        s = dt_linear(g, xs[5], NULL, &v);
+    if (s == DT_OK && dist)
+        s = dt_redistribute(v, 1, &s1, &vs);
+    if (s == DT_OK)
+        s = dt_add(xs[0], dist ? vs : v, out);
     if (s == DT_OK && dist) {
         dt_coll_stats st;
         dt_mesh_coll_stats(c->mesh, &st);
@@ -195,10 +218,15 @@ static void test_sequence_parallel_block(void **state)
     (void)state;
     dt_mesh *m = do_mesh1();
     sp_ctx ctx = {.mesh = m};
-    do_case c = {.name = "sequence parallel block", .n = 6, .ndim = {3, 1, 1, 2, 1, 2},
+    do_case c = {.name = "sequence parallel block",
+                 .n = 6,
+                 .ndim = {3, 1, 1, 2, 1, 2},
                  .shape = {{2, 7, 8}, {8}, {8}, {10, 8}, {10}, {8, 10}},
-                 .pl = {{S(1)}, {R}, {R}, {S(0)}, {S(0)}, {S(1)}}, .op = op_sp_block,
-                 .ctx = &ctx, .n_out_pl = 1, .out_pl = {S(1)}};
+                 .pl = {{S(1)}, {R}, {R}, {S(0)}, {S(0)}, {S(1)}},
+                 .op = op_sp_block,
+                 .ctx = &ctx,
+                 .n_out_pl = 1,
+                 .out_pl = {S(1)}};
     do_run(m, &c, 3300);
     int w1 = do_world() > 1;
     assert_int_equal(ctx.gathers, w1);
@@ -239,10 +267,14 @@ static dt_status op_qkv(dt_tensor *const *xs, bool dist, void *ctx, dt_tensor **
     (void)dist, (void)ctx;
     dt_tensor *q = NULL, *k = NULL, *v = NULL, *qk = NULL;
     dt_status s = dt_linear(xs[0], xs[1], NULL, &q);
-    if (s == DT_OK) s = dt_linear(xs[0], xs[2], NULL, &k);
-    if (s == DT_OK) s = dt_linear(xs[0], xs[3], NULL, &v);
-    if (s == DT_OK) s = dt_mul(q, k, &qk);
-    if (s == DT_OK) s = dt_add(qk, v, out);
+    if (s == DT_OK)
+        s = dt_linear(xs[0], xs[2], NULL, &k);
+    if (s == DT_OK)
+        s = dt_linear(xs[0], xs[3], NULL, &v);
+    if (s == DT_OK)
+        s = dt_mul(q, k, &qk);
+    if (s == DT_OK)
+        s = dt_add(qk, v, out);
     dt_tensor_release(q);
     dt_tensor_release(k);
     dt_tensor_release(v);
@@ -258,11 +290,16 @@ static dt_status op_mixed(dt_tensor *const *xs, bool dist, void *ctx, dt_tensor 
     (void)dist, (void)ctx;
     dt_tensor *h = NULL, *y = NULL, *sy = NULL, *g = NULL, *sg = NULL;
     dt_status s = dt_scale(xs[0], 1.5, &h);
-    if (s == DT_OK) s = dt_linear(h, xs[1], NULL, &y);
-    if (s == DT_OK) s = dt_sum(y, -1, false, &sy);   /* [2, 3] Partial */
-    if (s == DT_OK) s = dt_gelu_tanh(h, &g);
-    if (s == DT_OK) s = dt_sum(g, -1, false, &sg);   /* [2, 3] Replicate */
-    if (s == DT_OK) s = dt_mul(sy, sg, out);         /* Partial x Replicate */
+    if (s == DT_OK)
+        s = dt_linear(h, xs[1], NULL, &y);
+    if (s == DT_OK)
+        s = dt_sum(y, -1, false, &sy); /* [2, 3] Partial */
+    if (s == DT_OK)
+        s = dt_gelu_tanh(h, &g);
+    if (s == DT_OK)
+        s = dt_sum(g, -1, false, &sg); /* [2, 3] Replicate */
+    if (s == DT_OK)
+        s = dt_mul(sy, sg, out); /* Partial x Replicate */
     dt_tensor *all[] = {h, y, sy, g, sg};
     for (int i = 0; i < 5; i++)
         dt_tensor_release(all[i]);
@@ -273,14 +310,23 @@ static void test_partial_grads_reduced_once(void **state)
 {
     (void)state;
     dt_mesh *m = do_mesh1();
-    do_case c = {.name = "qkv", .n = 4, .ndim = {3, 2, 2, 2},
+    do_case c = {.name = "qkv",
+                 .n = 4,
+                 .ndim = {3, 2, 2, 2},
                  .shape = {{2, 3, 8}, {6, 8}, {6, 8}, {6, 8}},
-                 .pl = {{R}, {S(0)}, {S(0)}, {S(0)}}, .op = op_qkv, .n_out_pl = 1,
+                 .pl = {{R}, {S(0)}, {S(0)}, {S(0)}},
+                 .op = op_qkv,
+                 .n_out_pl = 1,
                  .out_pl = {S(2)}};
     do_run(m, &c, 3200);
-    do_case c2 = {.name = "mixed pending and local", .n = 2, .ndim = {3, 2},
-                  .shape = {{2, 3, 8}, {6, 8}}, .pl = {{R}, {S(0)}}, .op = op_mixed,
-                  .n_out_pl = 1, .out_pl = {P}};
+    do_case c2 = {.name = "mixed pending and local",
+                  .n = 2,
+                  .ndim = {3, 2},
+                  .shape = {{2, 3, 8}, {6, 8}},
+                  .pl = {{R}, {S(0)}},
+                  .op = op_mixed,
+                  .n_out_pl = 1,
+                  .out_pl = {P}};
     do_run(m, &c2, 3201);
     /* count the collectives of backward alone */
     int64_t sx[3] = {2, 3, 8}, sw[2] = {6, 8};

@@ -13,13 +13,20 @@ static dt_status op_red(dt_tensor *const *xs, bool dist, void *ctx, dt_tensor **
     (void)dist;
     const red_ctx *c = ctx;
     switch (c->kind) {
-    case 0: return dt_sum(xs[0], c->dim, c->keepdim, out);
-    case 1: return dt_mean(xs[0], c->dim, c->keepdim, out);
-    case 2: return dt_max(xs[0], c->dim, c->keepdim, out);
-    case 3: return dt_sum_all(xs[0], out);
-    case 4: return dt_softmax(xs[0], c->dim, out);
-    case 5: return dt_log_softmax(xs[0], c->dim, out);
-    default: return dt_causal_softmax(xs[0], 0.5, out);
+    case 0:
+        return dt_sum(xs[0], c->dim, c->keepdim, out);
+    case 1:
+        return dt_mean(xs[0], c->dim, c->keepdim, out);
+    case 2:
+        return dt_max(xs[0], c->dim, c->keepdim, out);
+    case 3:
+        return dt_sum_all(xs[0], out);
+    case 4:
+        return dt_softmax(xs[0], c->dim, out);
+    case 5:
+        return dt_log_softmax(xs[0], c->dim, out);
+    default:
+        return dt_causal_softmax(xs[0], 0.5, out);
     }
 }
 
@@ -36,8 +43,13 @@ static void run_red_cases(dt_mesh *m, const char *what, int64_t d0, int64_t d1, 
     for (int i = 0; i < n; i++) {
         char name[48];
         snprintf(name, sizeof(name), "%s case %d", what, i);
-        do_case c = {.name = name, .n = 1, .ndim = {3}, .shape = {{d0, d1, d2}}, .op = op_red,
-                     .ctx = (void *)&cases[i].c, .n_out_pl = 1};
+        do_case c = {.name = name,
+                     .n = 1,
+                     .ndim = {3},
+                     .shape = {{d0, d1, d2}},
+                     .op = op_red,
+                     .ctx = (void *)&cases[i].c,
+                     .n_out_pl = 1};
         c.pl[0][0] = cases[i].in, c.out_pl[0] = cases[i].out;
         do_run(m, &c, seed + (uint64_t)i);
     }
@@ -48,22 +60,21 @@ static void test_reductions(void **state)
     (void)state;
     dt_mesh *m = do_mesh1();
     const red_case cases[] = {
-        {{0, 1, false}, S(1), P},     /* sum over the sharded dim -> Partial */
+        {{0, 1, false}, S(1), P}, /* sum over the sharded dim -> Partial */
         {{0, 1, true}, S(1), P},
-        {{1, 1, false}, S(1), P},     /* mean over an uneven sharded dim: global divisor */
-        {{0, 0, false}, S(1), S(0)},  /* other dim: shard renumbered */
+        {{1, 1, false}, S(1), P},    /* mean over an uneven sharded dim: global divisor */
+        {{0, 0, false}, S(1), S(0)}, /* other dim: shard renumbered */
         {{1, 2, true}, S(1), S(1)},
-        {{0, 1, false}, P, P},        /* linear in a Partial */
+        {{0, 1, false}, P, P}, /* linear in a Partial */
         {{1, 0, false}, P, P},
-        {{2, 1, false}, S(1), R},     /* max over a sharded dim: gathered */
+        {{2, 1, false}, S(1), R}, /* max over a sharded dim: gathered */
         {{2, 2, false}, S(0), S(0)},
         {{2, 0, false}, P, R},
-        {{3, 0, false}, S(2), P},     /* sum_all */
+        {{3, 0, false}, S(2), P}, /* sum_all */
         {{3, 0, false}, P, P},
         {{3, 0, false}, R, R},
     };
-    run_red_cases(m, "reduce", 3, 7, 5, cases, (int)(sizeof(cases) / sizeof(cases[0])),
-                  4000);
+    run_red_cases(m, "reduce", 3, 7, 5, cases, (int)(sizeof(cases) / sizeof(cases[0])), 4000);
     dt_mesh_release(m);
 }
 
@@ -74,16 +85,15 @@ static void test_softmax(void **state)
     const red_case cases[] = {
         {{4, -1, false}, S(0), S(0)}, /* over an unsharded dim: stays sharded */
         {{4, 1, false}, S(2), S(2)},
-        {{4, -1, false}, S(2), R},    /* over the sharded dim: gathered first */
-        {{4, -1, false}, P, R},       /* non-linear on a Partial: reduced first */
+        {{4, -1, false}, S(2), R}, /* over the sharded dim: gathered first */
+        {{4, -1, false}, P, R},    /* non-linear on a Partial: reduced first */
         {{5, -1, false}, S(1), S(1)},
         {{5, 1, false}, S(1), R},
         {{6, -1, false}, S(0), S(0)}, /* causal over [.., Tq, Tk]: batch shard passes */
         {{6, -1, false}, S(1), R},    /* query dim sharded: gathered */
         {{6, -1, false}, S(2), R},
     };
-    run_red_cases(m, "softmax", 5, 6, 6, cases, (int)(sizeof(cases) / sizeof(cases[0])),
-                  5000);
+    run_red_cases(m, "softmax", 5, 6, 6, cases, (int)(sizeof(cases) / sizeof(cases[0])), 5000);
     dt_mesh_release(m);
 }
 
@@ -100,18 +110,21 @@ static void test_layer_norm(void **state)
     const struct {
         dt_placement x, w, b, out;
     } cases[] = {
-        {S(1), R, R, S(1)},    /* sequence parallel: rows sharded, params' grads all-reduced */
-        {S(0), R, R, S(0)},
-        {S(2), R, R, R},       /* normalised dim sharded: gathered */
-        {P, R, R, R},          /* Partial: reduced */
-        {R, S(0), S(0), R},    /* sharded params: gathered */
+        {S(1), R, R, S(1)}, /* sequence parallel: rows sharded, params' grads all-reduced */
+        {S(0), R, R, S(0)},    {S(2), R, R, R}, /* normalised dim sharded: gathered */
+        {P, R, R, R},                           /* Partial: reduced */
+        {R, S(0), S(0), R},                     /* sharded params: gathered */
         {S(1), S(0), R, S(1)},
     };
     for (int i = 0; i < (int)(sizeof(cases) / sizeof(cases[0])); i++) {
         char name[48];
         snprintf(name, sizeof(name), "layer_norm case %d", i);
-        do_case c = {.name = name, .n = 3, .ndim = {3, 1, 1}, .shape = {{2, 7, 9}, {9}, {9}},
-                     .op = op_ln, .n_out_pl = 1};
+        do_case c = {.name = name,
+                     .n = 3,
+                     .ndim = {3, 1, 1},
+                     .shape = {{2, 7, 9}, {9}, {9}},
+                     .op = op_ln,
+                     .n_out_pl = 1};
         c.pl[0][0] = cases[i].x, c.pl[1][0] = cases[i].w, c.pl[2][0] = cases[i].b;
         c.out_pl[0] = cases[i].out;
         do_run(m, &c, 6000 + (uint64_t)i);

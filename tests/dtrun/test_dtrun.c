@@ -351,10 +351,10 @@ static void test_multinode(void **state)
     snprintf(master, sizeof(master), "127.0.0.1:%d", free_port());
     const char *env[] = {"DT_JOB_TOKEN", "shared-secret", NULL};
     run a, b;
-    const char *a0[] = {"-n", "2", "--nnodes", "2", "--node-rank", "0", "--master", master,
-                        "--tag-output", probe, "env", NULL};
-    const char *a1[] = {"-n", "2", "--nnodes", "2", "--node-rank", "1", "--master", master,
-                        "--tag-output", probe, "env", NULL};
+    const char *a0[] = {"-n",       "2",    "--nnodes",     "2",   "--node-rank", "0",
+                        "--master", master, "--tag-output", probe, "env",         NULL};
+    const char *a1[] = {"-n",       "2",    "--nnodes",     "2",   "--node-rank", "1",
+                        "--master", master, "--tag-output", probe, "env",         NULL};
     run_start(&a, a0, env);
     run_start(&b, a1, env);
     run_finish(&a, 20);
@@ -371,10 +371,10 @@ static void test_multinode(void **state)
 
     /* and a real program meets across both through the store */
     snprintf(master, sizeof(master), "127.0.0.1:%d", free_port());
-    const char *s0[] = {"-n", "2", "--nnodes", "2", "--node-rank", "0", "--master", master,
-                        store_ranks, "env", NULL};
-    const char *s1[] = {"-n", "2", "--nnodes", "2", "--node-rank", "1", "--master", master,
-                        store_ranks, "env", NULL};
+    const char *s0[] = {"-n",       "2",    "--nnodes",  "2",   "--node-rank", "0",
+                        "--master", master, store_ranks, "env", NULL};
+    const char *s1[] = {"-n",       "2",    "--nnodes",  "2",   "--node-rank", "1",
+                        "--master", master, store_ranks, "env", NULL};
     run_start(&a, s0, env);
     run_start(&b, s1, env);
     run_finish(&a, 40);
@@ -395,14 +395,10 @@ int main(int argc, char **argv)
     probe = argv[2];
     store_ranks = argv[3];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_env_per_rank),
-        cmocka_unit_test(test_tag_output_lines_whole),
-        cmocka_unit_test(test_rank_exit_code),
-        cmocka_unit_test(test_rank_killed_tears_down),
-        cmocka_unit_test(test_sigint_forwarded),
-        cmocka_unit_test(test_dtrun_killed_ranks_follow),
-        cmocka_unit_test(test_bad_arguments),
-        cmocka_unit_test(test_multinode),
+        cmocka_unit_test(test_env_per_rank),     cmocka_unit_test(test_tag_output_lines_whole),
+        cmocka_unit_test(test_rank_exit_code),   cmocka_unit_test(test_rank_killed_tears_down),
+        cmocka_unit_test(test_sigint_forwarded), cmocka_unit_test(test_dtrun_killed_ranks_follow),
+        cmocka_unit_test(test_bad_arguments),    cmocka_unit_test(test_multinode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -74,6 +74,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_kernel_selected),
         cmocka_unit_test(test_gemm_after_selection),
     };
-    return cmocka_run_group_tests_name(expect_preloaded ? "blas_preloaded" : "blas_dlopen",
-                                       tests, NULL, NULL);
+    return cmocka_run_group_tests_name(expect_preloaded ? "blas_preloaded" : "blas_dlopen", tests,
+                                       NULL, NULL);
 }

@@ -10,10 +10,14 @@
 static double bin_ref(dt_binary_op op, double x, double y)
 {
     switch (op) {
-    case DT_BINARY_ADD: return x + y;
-    case DT_BINARY_SUB: return x - y;
-    case DT_BINARY_MUL: return x * y;
-    case DT_BINARY_DIV: return x / y;
+    case DT_BINARY_ADD:
+        return x + y;
+    case DT_BINARY_SUB:
+        return x - y;
+    case DT_BINARY_MUL:
+        return x * y;
+    case DT_BINARY_DIV:
+        return x / y;
     }
     return 0;
 }
@@ -106,16 +110,24 @@ static void test_binary_strided(void **state)
 static double un_ref(dt_unary_op op, double x, double alpha)
 {
     switch (op) {
-    case DT_UNARY_SCALE: return alpha * x;
-    case DT_UNARY_ADD_SCALAR: return x + alpha;
+    case DT_UNARY_SCALE:
+        return alpha * x;
+    case DT_UNARY_ADD_SCALAR:
+        return x + alpha;
     case DT_UNARY_GELU_TANH:
         return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-    case DT_UNARY_RELU: return x > 0 ? x : 0;
-    case DT_UNARY_EXP: return exp(x);
-    case DT_UNARY_LOG: return log(x);
-    case DT_UNARY_NEG: return -x;
-    case DT_UNARY_SQRT: return sqrt(x);
-    case DT_UNARY_SQUARE: return x * x;
+    case DT_UNARY_RELU:
+        return x > 0 ? x : 0;
+    case DT_UNARY_EXP:
+        return exp(x);
+    case DT_UNARY_LOG:
+        return log(x);
+    case DT_UNARY_NEG:
+        return -x;
+    case DT_UNARY_SQRT:
+        return sqrt(x);
+    case DT_UNARY_SQUARE:
+        return x * x;
     }
     return 0;
 }
@@ -193,7 +205,7 @@ static void test_fill_copy(void **state)
     (void)state;
     int64_t s[2] = {5, 6};
     const dt_dtype types[] = {DT_DTYPE_F32, DT_DTYPE_F64, DT_DTYPE_BF16, DT_DTYPE_F16,
-                              DT_DTYPE_I32, DT_DTYPE_I64, DT_DTYPE_U16, DT_DTYPE_U8};
+                              DT_DTYPE_I32, DT_DTYPE_I64, DT_DTYPE_U16,  DT_DTYPE_U8};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         assert_true(ku_cpu()->supports(DT_KOP_FILL, types[i]));
         dt_tensor *t = ku_empty(2, s, types[i]), *v = NULL;
@@ -263,7 +275,8 @@ static void test_bad_inputs(void **state)
     const dt_kernel_ops *k = ku_cpu();
     int64_t s[2] = {4, 6}, t[2] = {6, 4};
     dt_tensor *x = ku_rand(2, s, -1, 1), *y = ku_empty(2, s, DT_DTYPE_F32);
-    dt_tensor *i32 = ku_empty(2, s, DT_DTYPE_I32), *xt = NULL, *wrong = ku_empty(2, t, DT_DTYPE_F32);
+    dt_tensor *i32 = ku_empty(2, s, DT_DTYPE_I32), *xt = NULL,
+              *wrong = ku_empty(2, t, DT_DTYPE_F32);
     assert_int_equal(dt_tensor_transpose(wrong, 0, 1, &xt), DT_OK); /* [4, 6], not contiguous */
     assert_int_equal(k->binary(DT_BINARY_ADD, x, i32, y), DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "dtype i32"));
@@ -296,9 +309,12 @@ static void test_bad_inputs(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_binary_broadcast), cmocka_unit_test(test_binary_strided),
-        cmocka_unit_test(test_unary),            cmocka_unit_test(test_unary_backward),
-        cmocka_unit_test(test_fill_copy),        cmocka_unit_test(test_masked_fill),
+        cmocka_unit_test(test_binary_broadcast),
+        cmocka_unit_test(test_binary_strided),
+        cmocka_unit_test(test_unary),
+        cmocka_unit_test(test_unary_backward),
+        cmocka_unit_test(test_fill_copy),
+        cmocka_unit_test(test_masked_fill),
         cmocka_unit_test(test_bad_inputs),
     };
     return cmocka_run_group_tests_name("kernels_elementwise", tests, NULL, NULL);

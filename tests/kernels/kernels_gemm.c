@@ -45,7 +45,8 @@ static double *gemm_ref(const dt_tensor *a, const dt_tensor *b, bool ta, bool tb
             for (int64_t n = 0; n < N; n++) {
                 double s = 0.0;
                 for (int64_t k = 0; k < K; k++)
-                    s += (ta ? pa[k * M + m] : pa[m * K + k]) * (tb ? pb[n * K + k] : pb[k * N + n]);
+                    s +=
+                        (ta ? pa[k * M + m] : pa[m * K + k]) * (tb ? pb[n * K + k] : pb[k * N + n]);
                 double *c = vc + bi * M * N + m * N + n;
                 *c = alpha * s + beta * *c;
             }
@@ -55,8 +56,8 @@ static double *gemm_ref(const dt_tensor *a, const dt_tensor *b, bool ta, bool tb
     return vc;
 }
 
-static void check_gemm(const char *what, dt_tensor *a, dt_tensor *b, bool ta, bool tb,
-                       float alpha, float beta, int cn, const int64_t *cshape)
+static void check_gemm(const char *what, dt_tensor *a, dt_tensor *b, bool ta, bool tb, float alpha,
+                       float beta, int cn, const int64_t *cshape)
 {
     dt_tensor *c = ku_rand(cn, cshape, -1, 1);
     double *want = gemm_ref(a, b, ta, tb, alpha, beta, c);
@@ -257,14 +258,13 @@ static void test_child_core_in_use(void **state)
     dt_runtime_info info;
     assert_int_equal(dt_runtime_info_get(&info), DT_OK);
     if (strcasecmp(info.blas_kernel, child_core) != 0)
-        fail_msg("forced OPENBLAS_CORETYPE=%s but OpenBLAS uses %s", child_core,
-                 info.blas_kernel);
+        fail_msg("forced OPENBLAS_CORETYPE=%s but OpenBLAS uses %s", child_core, info.blas_kernel);
 }
 
 int main(int argc, char **argv)
 {
     const struct CMUnitTest gemm_tests[] = {
-        cmocka_unit_test(test_gemm_2d_transposes), cmocka_unit_test(test_gemm_large),
+        cmocka_unit_test(test_gemm_2d_transposes),     cmocka_unit_test(test_gemm_large),
         cmocka_unit_test(test_gemm_batched_broadcast), cmocka_unit_test(test_gemm_strided),
         cmocka_unit_test(test_gemm_degenerate),
     };

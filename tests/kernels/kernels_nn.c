@@ -33,8 +33,7 @@ static void softmax_ref(const double *x, int64_t n, int64_t valid, double scale,
     }
 }
 
-static void check_softmax(int64_t B, int64_t tq, int64_t tk, bool causal, bool logsm,
-                          float scale)
+static void check_softmax(int64_t B, int64_t tq, int64_t tk, bool causal, bool logsm, float scale)
 {
     int64_t s[3] = {B, tq, tk};
     dt_tensor *x = ku_rand(3, s, -4, 4), *y = ku_empty(3, s, DT_DTYPE_F32);
@@ -86,10 +85,10 @@ static void test_softmax(void **state)
     for (int lg = 0; lg < 2; lg++) {
         check_softmax(3, 5, 37, false, lg, 1.0f);
         check_softmax(2, 7, 7, true, lg, 0.35f);
-        check_softmax(2, 4, 9, true, lg, 1.0f);  /* Tq < Tk: a KV cache */
-        check_softmax(1, 6, 3, true, lg, 1.0f);  /* Tq > Tk: leading rows fully masked */
+        check_softmax(2, 4, 9, true, lg, 1.0f); /* Tq < Tk: a KV cache */
+        check_softmax(1, 6, 3, true, lg, 1.0f); /* Tq > Tk: leading rows fully masked */
         check_softmax(2, 3, 100, false, lg, -0.5f);
-        check_softmax(0, 3, 4, true, lg, 1.0f);  /* empty */
+        check_softmax(0, 3, 4, true, lg, 1.0f); /* empty */
     }
 }
 
@@ -116,16 +115,19 @@ static void check_layer_norm(int64_t rows, int64_t n, bool affine)
 {
     int64_t s[2] = {rows, n}, ps[1] = {n}, rs[1] = {rows};
     dt_tensor *x = ku_rand(2, s, -3, 5), *gy = ku_rand(2, s, -1, 1);
-    dt_tensor *w = affine ? ku_rand(1, ps, 0.5, 1.5) : NULL, *b = affine ? ku_rand(1, ps, -1, 1) : NULL;
+    dt_tensor *w = affine ? ku_rand(1, ps, 0.5, 1.5) : NULL,
+              *b = affine ? ku_rand(1, ps, -1, 1) : NULL;
     dt_tensor *y = ku_empty(2, s, DT_DTYPE_F32), *gx = ku_empty(2, s, DT_DTYPE_F32);
     dt_tensor *mean = ku_empty(1, rs, DT_DTYPE_F32), *rstd = ku_empty(1, rs, DT_DTYPE_F32);
-    dt_tensor *gw = affine ? ku_rand(1, ps, -1, 1) : NULL, *gb = affine ? ku_rand(1, ps, -1, 1) : NULL;
+    dt_tensor *gw = affine ? ku_rand(1, ps, -1, 1) : NULL,
+              *gb = affine ? ku_rand(1, ps, -1, 1) : NULL;
     double *vx = ku_values(x), *vg = ku_values(gy);
     double *vw = affine ? ku_values(w) : NULL, *vb = affine ? ku_values(b) : NULL;
     double *gw0 = affine ? ku_values(gw) : NULL, *gb0 = affine ? ku_values(gb) : NULL;
     double *wy = calloc((size_t)(rows * n + 1), sizeof(double));
     double *wgx = calloc((size_t)(rows * n + 1), sizeof(double));
-    double *wm = calloc((size_t)rows + 1, sizeof(double)), *wr = calloc((size_t)rows + 1, sizeof(double));
+    double *wm = calloc((size_t)rows + 1, sizeof(double)),
+           *wr = calloc((size_t)rows + 1, sizeof(double));
     const double eps = 1e-5;
     for (int64_t r = 0; r < rows; r++) {
         const double *xr = vx + r * n, *gr = vg + r * n;
@@ -162,8 +164,16 @@ static void check_layer_norm(int64_t rows, int64_t n, bool affine)
         ku_expect_close("layer_norm gw (accumulated)", gw, gw0, 1e-4, 1e-4);
         ku_expect_close("layer_norm gb (accumulated)", gb, gb0, 1e-4, 1e-4);
     }
-    free(vx); free(vg); free(vw); free(vb); free(gw0); free(gb0);
-    free(wy); free(wgx); free(wm); free(wr);
+    free(vx);
+    free(vg);
+    free(vw);
+    free(vb);
+    free(gw0);
+    free(gb0);
+    free(wy);
+    free(wgx);
+    free(wm);
+    free(wr);
     dt_tensor *objs[] = {x, gy, w, b, y, gx, mean, rstd, gw, gb};
     for (size_t i = 0; i < 10; i++)
         dt_tensor_release(objs[i]);
@@ -183,7 +193,8 @@ static void test_embedding(void **state)
     (void)state;
     /* this rank holds vocabulary rows [10, 16) of a 20-token vocabulary */
     int64_t ws[2] = {6, 5}, ids_v[7] = {10, 3, 15, 12, 19, 12, 0}, os[2] = {7, 5};
-    dt_tensor *w = ku_rand(2, ws, -1, 1), *ids = ku_ids(7, ids_v), *out = ku_empty(2, os, DT_DTYPE_F32);
+    dt_tensor *w = ku_rand(2, ws, -1, 1), *ids = ku_ids(7, ids_v),
+              *out = ku_empty(2, os, DT_DTYPE_F32);
     double *vw = ku_values(w), want[35], gwant[30];
     for (int i = 0; i < 7; i++)
         for (int j = 0; j < 5; j++) {
@@ -230,8 +241,8 @@ static void test_cross_entropy(void **state)
         we[i] = m + log(s);
         wl[i] = tv[i] == ign ? 0 : we[i] - vl[i * C + tv[i]];
         for (int64_t j = 0; j < C; j++)
-            wg[i * C + j] = tv[i] == ign ? 0
-                            : vgl[i] * (exp(vl[i * C + j] - we[i]) - (j == tv[i] ? 1 : 0));
+            wg[i * C + j] =
+                tv[i] == ign ? 0 : vgl[i] * (exp(vl[i * C + j] - we[i]) - (j == tv[i] ? 1 : 0));
     }
     assert_int_equal(ku_cpu()->cross_entropy(logits, t, ign, loss, lse), DT_OK);
     ku_expect_close("ce loss", loss, wl, 1e-5, 1e-5);

@@ -73,8 +73,8 @@ static inline void ku_expect_close(const char *what, const dt_tensor *got, const
     int64_t n = dt_tensor_numel(got);
     for (int64_t i = 0; i < n; i++) {
         double g = dt_tensor_item_at(got, i), w = want[i];
-        bool ok = (isnan(w) && isnan(g)) || (isinf(w) && g == w) ||
-                  fabs(g - w) <= atol + rtol * fabs(w);
+        bool ok =
+            (isnan(w) && isnan(g)) || (isinf(w) && g == w) || fabs(g - w) <= atol + rtol * fabs(w);
         if (!ok)
             fail_msg("%s: element %lld is %.9g, expected %.9g", what, (long long)i, g, w);
     }

@@ -9,11 +9,11 @@
 
 #include "dtensor.h"
 
-#define MT_OK(call)                                                                    \
-    do {                                                                               \
-        dt_status mt_s_ = (call);                                                      \
-        if (mt_s_ != DT_OK)                                                            \
-            fail_msg("%s -> %s: %s", #call, dt_status_str(mt_s_), dt_last_error());    \
+#define MT_OK(call)                                                                                \
+    do {                                                                                           \
+        dt_status mt_s_ = (call);                                                                  \
+        if (mt_s_ != DT_OK)                                                                        \
+            fail_msg("%s -> %s: %s", #call, dt_status_str(mt_s_), dt_last_error());                \
     } while (0)
 
 static dt_runtime *rt;

@@ -33,7 +33,9 @@ static void test_coords_row_major(void **state)
     }
     assert_int_equal(dt_mesh_rank_to_coord(m, 6, c), DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "rank 6"));
-    c[0] = 0; c[1] = 1; c[2] = 0;
+    c[0] = 0;
+    c[1] = 1;
+    c[2] = 0;
     int rr;
     assert_int_equal(dt_mesh_coord_to_rank(m, c, &rr), DT_ERR_INVALID_ARG);
     assert_int_equal(dt_mesh_dim_size(m, -1), 3);

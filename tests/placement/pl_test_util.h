@@ -16,11 +16,11 @@
 
 #include "dtensor.h"
 
-#define PT_OK(call)                                                                    \
-    do {                                                                               \
-        dt_status pt_s_ = (call);                                                      \
-        if (pt_s_ != DT_OK)                                                            \
-            fail_msg("%s -> %s: %s", #call, dt_status_str(pt_s_), dt_last_error());    \
+#define PT_OK(call)                                                                                \
+    do {                                                                                           \
+        dt_status pt_s_ = (call);                                                                  \
+        if (pt_s_ != DT_OK)                                                                        \
+            fail_msg("%s -> %s: %s", #call, dt_status_str(pt_s_), dt_last_error());                \
     } while (0)
 
 static dt_runtime *pt_rt;
@@ -52,15 +52,26 @@ static inline int pt_meshes(int w, int shapes[4][3], int *ndims)
     shapes[n][0] = w;
     ndims[n++] = 1;
     if (w == 3) {
-        shapes[n][0] = 1; shapes[n][1] = 3; ndims[n++] = 2;
-        shapes[n][0] = 3; shapes[n][1] = 1; ndims[n++] = 2;
+        shapes[n][0] = 1;
+        shapes[n][1] = 3;
+        ndims[n++] = 2;
+        shapes[n][0] = 3;
+        shapes[n][1] = 1;
+        ndims[n++] = 2;
     }
     if (w == 4) {
-        shapes[n][0] = 2; shapes[n][1] = 2; ndims[n++] = 2;
-        shapes[n][0] = 2; shapes[n][1] = 1; shapes[n][2] = 2; ndims[n++] = 3;
+        shapes[n][0] = 2;
+        shapes[n][1] = 2;
+        ndims[n++] = 2;
+        shapes[n][0] = 2;
+        shapes[n][1] = 1;
+        shapes[n][2] = 2;
+        ndims[n++] = 3;
     }
     if (w == 2) {
-        shapes[n][0] = 1; shapes[n][1] = 2; ndims[n++] = 2;
+        shapes[n][0] = 1;
+        shapes[n][1] = 2;
+        ndims[n++] = 2;
     }
     return n;
 }

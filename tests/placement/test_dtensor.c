@@ -413,9 +413,12 @@ static void test_backward_pending_partial(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_from_local),      cmocka_unit_test(test_from_local_grad),
-        cmocka_unit_test(test_distribute_from), cmocka_unit_test(test_bad_specs),
-        cmocka_unit_test(test_explain_and_counters), cmocka_unit_test(test_sliced_mesh),
+        cmocka_unit_test(test_from_local),
+        cmocka_unit_test(test_from_local_grad),
+        cmocka_unit_test(test_distribute_from),
+        cmocka_unit_test(test_bad_specs),
+        cmocka_unit_test(test_explain_and_counters),
+        cmocka_unit_test(test_sliced_mesh),
         cmocka_unit_test(test_strided_and_chain),
         cmocka_unit_test(test_backward_pending_partial),
     };

@@ -22,8 +22,8 @@
 /* ------------------------------------------------------------ table */
 
 typedef struct plan_case {
-    const char *mesh;  /* "2x2" */
-    int rank;          /* the rank whose plan is printed */
+    const char *mesh; /* "2x2" */
+    int rank;         /* the rank whose plan is printed */
     int ndim;
     int64_t shape[3];
     const char *src, *dst;
@@ -52,9 +52,23 @@ static const plan_case cases[] = {
     {"2x2", 0, 2, {8, 4}, "S(0),S(1)", "S(0),S(0)", "S(0)S(1) -> S(0)S(0)", -1},
     {"2x2", 0, 2, {8, 4}, "S(1),S(0)", "S(0),S(1)", "S(1)S(0) -> S(1)R -> S(0)R -> S(0)S(1)", -1},
     /* no shards in the source: left to right, two reduce-scatters */
-    {"2x2", 0, 2, {8, 4}, "P(sum),P(sum)", "S(0),S(0)", "P(sum)P(sum) -> S(0)P(sum) -> S(0)S(0)", -1},
+    {"2x2",
+     0,
+     2,
+     {8, 4},
+     "P(sum),P(sum)",
+     "S(0),S(0)",
+     "P(sum)P(sum) -> S(0)P(sum) -> S(0)S(0)",
+     -1},
     {"2x2", 0, 2, {8, 4}, "P(sum),S(0)", "R,S(0)", "P(sum)S(0) -> RS(0)", -1},
-    {"2x1x2", 0, 2, {3, 2}, "S(0),R,S(0)", "R,S(1),R", "S(0)RS(0) -> S(0)RR -> S(0)S(1)R -> RS(1)R", 16},
+    {"2x1x2",
+     0,
+     2,
+     {3, 2},
+     "S(0),R,S(0)",
+     "R,S(1),R",
+     "S(0)RS(0) -> S(0)RR -> S(0)S(1)R -> RS(1)R",
+     16},
 };
 
 static dt_status parse_mesh(const char *txt, int rank, dt_mesh **m)
@@ -234,9 +248,12 @@ static void arr_place(arr *dst, const arr *src, int d, int64_t off)
 static double red(dt_reduce_op op, double a, double b)
 {
     switch (op) {
-    case DT_REDUCE_OP_MAX: return a > b ? a : b;
-    case DT_REDUCE_OP_MIN: return a < b ? a : b;
-    default: return a + b;
+    case DT_REDUCE_OP_MAX:
+        return a > b ? a : b;
+    case DT_REDUCE_OP_MIN:
+        return a < b ? a : b;
+    default:
+        return a + b;
     }
 }
 
@@ -469,9 +486,11 @@ static void run_exhaustive(int mesh_ndim, const int *mshape, int ndim, const int
             snprintf(what, sizeof(what), "%s -> %s", t1, t2);
             for (int r = 0; r < s.nranks; r++) {
                 assert_int_equal(dt_spec_create(s.mesh[r], mesh_ndim, lists[a], ndim, shape,
-                                                DT_DTYPE_F32, &src[r]), DT_OK);
+                                                DT_DTYPE_F32, &src[r]),
+                                 DT_OK);
                 assert_int_equal(dt_spec_create(s.mesh[r], mesh_ndim, lists[b], ndim, shape,
-                                                DT_DTYPE_F32, &dst[r]), DT_OK);
+                                                DT_DTYPE_F32, &dst[r]),
+                                 DT_OK);
                 assert_int_equal(dt__redist_plan(src[r], dst[r], &plans[r]), DT_OK);
                 s.local[r] = distribute_local(&x, src[r]);
             }
@@ -534,9 +553,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_table),    cmocka_unit_test(test_plan_errors),
-        cmocka_unit_test(test_plan_cache),
-        cmocka_unit_test(test_exhaustive_1d), cmocka_unit_test(test_exhaustive_2d),
-        cmocka_unit_test(test_exhaustive_3d),
+        cmocka_unit_test(test_plan_cache),    cmocka_unit_test(test_exhaustive_1d),
+        cmocka_unit_test(test_exhaustive_2d), cmocka_unit_test(test_exhaustive_3d),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

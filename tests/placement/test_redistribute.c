@@ -95,8 +95,8 @@ static void check_pair(dt_mesh *m, dt_tensor *x, dt_tensor *g, const dt_placemen
         got_bytes += st.bytes[k];
     if (dt_coll_stats_total(&st) != want_count || got_bytes != want_bytes)
         fail_msg("%s: %lld collectives / %lld bytes, plan says %lld / %lld", what,
-                 (long long)dt_coll_stats_total(&st), (long long)got_bytes,
-                 (long long)want_count, (long long)want_bytes);
+                 (long long)dt_coll_stats_total(&st), (long long)got_bytes, (long long)want_count,
+                 (long long)want_bytes);
     assert_true(dt_spec_equal(dt_tensor_spec(y), sb));
     if (!pt_has_partial(M, pb)) {
         want = pt_expected_local(x, sb);
@@ -127,8 +127,8 @@ static void check_pair(dt_mesh *m, dt_tensor *x, dt_tensor *g, const dt_placemen
 
 /* check_pair for every (from, to) of lists[0..nl), on a tensor of shape ts with
  * values from seed and an upstream gradient from seed + 1. */
-static void check_all_pairs(dt_mesh *m, const char *mname, int nd, const int64_t *ts,
-                            int seed, dt_placement (*lists)[3], int nl)
+static void check_all_pairs(dt_mesh *m, const char *mname, int nd, const int64_t *ts, int seed,
+                            dt_placement (*lists)[3], int nl)
 {
     dt_tensor *x = pt_tensor(nd, ts, DT_DTYPE_F32, seed);
     dt_tensor *g = pt_tensor(nd, ts, DT_DTYPE_F32, seed + 1);
@@ -151,9 +151,13 @@ static void test_exhaustive(void **state)
         char mname[32];
         dt__mesh_shape_str(nds[i], shapes[i], mname, sizeof(mname));
         PT_OK(dt_mesh_create(pt_rt, nds[i], shapes[i], NULL, &m));
-        dt_placement opts[7] = {dt_replicate(), dt_shard(0), dt_shard(1),
-                                dt_partial(DT_REDUCE_OP_SUM), dt_partial(DT_REDUCE_OP_MAX),
-                                dt_partial(DT_REDUCE_OP_AVG), dt_partial(DT_REDUCE_OP_MIN)};
+        dt_placement opts[7] = {dt_replicate(),
+                                dt_shard(0),
+                                dt_shard(1),
+                                dt_partial(DT_REDUCE_OP_SUM),
+                                dt_partial(DT_REDUCE_OP_MAX),
+                                dt_partial(DT_REDUCE_OP_AVG),
+                                dt_partial(DT_REDUCE_OP_MIN)};
         /* fewer Partial flavours as the mesh grows, to keep the suite quick */
         int nopts = nds[i] <= 2 ? 7 : 5;
         int nl = pt_lists(nds[i], nopts, opts, lists);
@@ -199,8 +203,8 @@ static void test_dtypes(void **state)
     PT_OK(dt_mesh_create(pt_rt, 1, &w, NULL, &m));
     dt_dtype dts[4] = {DT_DTYPE_I64, DT_DTYPE_BF16, DT_DTYPE_F64, DT_DTYPE_U8};
     int64_t shape[2] = {9, 4};
-    const char *pairs[][2] = {{"S(0)", "S(1)"}, {"S(1)", "R"}, {"R", "S(0)"}, {"P(sum)", "S(0)"},
-                              {"P(max)", "R"}};
+    const char *pairs[][2] = {
+        {"S(0)", "S(1)"}, {"S(1)", "R"}, {"R", "S(0)"}, {"P(sum)", "S(0)"}, {"P(max)", "R"}};
     for (int t = 0; t < 4; t++) {
         dt_tensor *x = pt_tensor(2, shape, dts[t], 3);
         for (int p = 0; p < 5; p++) {

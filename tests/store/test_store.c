@@ -24,7 +24,10 @@ static dt_store *make_server(const char *token, double timeout_s)
 {
     dt_store_params p = {.field_mask = DT_STORE_PARAM_FIELD_IS_SERVER | DT_STORE_PARAM_FIELD_PORT |
                                        DT_STORE_PARAM_FIELD_TOKEN | DT_STORE_PARAM_FIELD_TIMEOUT,
-                         .is_server = true, .port = 0, .token = token, .timeout_s = timeout_s};
+                         .is_server = true,
+                         .port = 0,
+                         .token = token,
+                         .timeout_s = timeout_s};
     dt_store *s = NULL;
     assert_int_equal(dt_store_create(&p, &s), DT_OK);
     assert_non_null(s);
@@ -36,7 +39,9 @@ static dt_status make_client(int port, const char *token, double timeout_s, dt_s
 {
     dt_store_params p = {.field_mask = DT_STORE_PARAM_FIELD_HOST | DT_STORE_PARAM_FIELD_PORT |
                                        DT_STORE_PARAM_FIELD_TOKEN | DT_STORE_PARAM_FIELD_TIMEOUT,
-                         .host = "127.0.0.1", .port = port, .token = token,
+                         .host = "127.0.0.1",
+                         .port = port,
+                         .token = token,
                          .timeout_s = timeout_s};
     return dt_store_create(&p, out);
 }

@@ -39,7 +39,10 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof(*f));
     dt_store_params p = {.field_mask = DT_STORE_PARAM_FIELD_IS_SERVER | DT_STORE_PARAM_FIELD_PORT |
                                        DT_STORE_PARAM_FIELD_TOKEN | DT_STORE_PARAM_FIELD_TIMEOUT,
-                         .is_server = true, .port = 0, .token = "s3cret", .timeout_s = 5};
+                         .is_server = true,
+                         .port = 0,
+                         .token = "s3cret",
+                         .timeout_s = 5};
     if (dt_store_create(&p, &f->server) != DT_OK)
         return -1;
     f->port = dt_store_port(f->server);
@@ -142,7 +145,10 @@ static void test_wrong_token(void **state)
     /* the same through the API: a clear error, not a hang */
     dt_store_params p = {.field_mask = DT_STORE_PARAM_FIELD_PORT | DT_STORE_PARAM_FIELD_TOKEN |
                                        DT_STORE_PARAM_FIELD_HOST | DT_STORE_PARAM_FIELD_TIMEOUT,
-                         .host = "127.0.0.1", .port = f->port, .token = "guess", .timeout_s = 3};
+                         .host = "127.0.0.1",
+                         .port = f->port,
+                         .token = "guess",
+                         .timeout_s = 3};
     dt_store *c = NULL;
     assert_int_equal(dt_store_create(&p, &c), DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "token"));
@@ -222,7 +228,7 @@ static void test_half_sent_then_silence(void **state)
     raw_auth(fd, "s3cret");
     uint8_t hdr[4] = {0, 0, 0, 100};
     raw_send(fd, hdr, 4);
-    raw_send(fd, "\x02partial", 8); /* 8 of the promised 100 bytes, then nothing */
+    raw_send(fd, "\x02partial", 8);        /* 8 of the promised 100 bytes, then nothing */
     assert_serving(f, "during_half_sent"); /* served while the other one stalls */
     double t = wait_closed(fd, 5, NULL);
     assert_true(t >= 0);            /* dropped ... */
@@ -249,7 +255,8 @@ static void test_half_sent_then_disconnect(void **state)
     /* and a peer that vanishes while its GET is parked */
     fd = raw_connect(f->port);
     raw_auth(fd, "s3cret");
-    uint8_t get[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 4, 'n', 'e', 'v', 'r'};
+    uint8_t get[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                     0,    0,    0,    4,    'n',  'e',  'v',  'r'};
     send_frame(fd, 3, get, sizeof(get));
     usleep(100000);
     close(fd);
@@ -319,7 +326,9 @@ static int fd_limited_server(int port_pipe)
         return 10;
     dt_store_params p = {.field_mask = DT_STORE_PARAM_FIELD_IS_SERVER | DT_STORE_PARAM_FIELD_PORT |
                                        DT_STORE_PARAM_FIELD_TOKEN,
-                         .is_server = true, .port = 0, .token = "s3cret"};
+                         .is_server = true,
+                         .port = 0,
+                         .token = "s3cret"};
     dt_store *s = NULL;
     if (dt_store_create(&p, &s) != DT_OK)
         return 11;

@@ -42,8 +42,11 @@ static void test_meet_through_store(void **state)
     dt_store_params p = {.field_mask = DT_STORE_PARAM_FIELD_HOST | DT_STORE_PARAM_FIELD_PORT |
                                        DT_STORE_PARAM_FIELD_IS_SERVER | DT_STORE_PARAM_FIELD_TOKEN |
                                        DT_STORE_PARAM_FIELD_TIMEOUT,
-                         .host = e.master_addr, .port = e.master_port, .is_server = e.rank == 0,
-                         .token = e.token, .timeout_s = 30};
+                         .host = e.master_addr,
+                         .port = e.master_port,
+                         .is_server = e.rank == 0,
+                         .token = e.token,
+                         .timeout_s = 30};
     dt_store *s = NULL;
     st = dt_store_create(&p, &s);
     if (st != DT_OK)

@@ -172,8 +172,10 @@ int main(int argc, char **argv)
         /* Every node must agree on the token, so it cannot be made up here. */
         const char *t = getenv("DT_JOB_TOKEN");
         if (t == NULL || t[0] == '\0' || strlen(t) >= sizeof(token)) {
-            fprintf(stderr, "dtrun: --nnodes %d: export the same DT_JOB_TOKEN (1..127 chars) "
-                            "on every node\n", o.nnodes);
+            fprintf(stderr,
+                    "dtrun: --nnodes %d: export the same DT_JOB_TOKEN (1..127 chars) "
+                    "on every node\n",
+                    o.nnodes);
             return 2;
         }
         snprintf(token, sizeof(token), "%s", t);

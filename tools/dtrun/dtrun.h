@@ -19,10 +19,10 @@
 
 /* One output stream (stdout or stderr) of one rank, read from a pipe. */
 typedef struct dtrun_stream {
-    int fd;        /* read end of the pipe; -1 once at EOF */
-    int out_fd;    /* where tagged lines go: 1 or 2 */
-    int rank;      /* global rank, for the "[rank] " prefix */
-    char *buf;     /* bytes of the current, not yet complete line */
+    int fd;     /* read end of the pipe; -1 once at EOF */
+    int out_fd; /* where tagged lines go: 1 or 2 */
+    int rank;   /* global rank, for the "[rank] " prefix */
+    char *buf;  /* bytes of the current, not yet complete line */
     size_t len, cap;
 } dtrun_stream;
 
@@ -38,17 +38,17 @@ typedef struct dtrun_opts {
 } dtrun_opts;
 
 typedef struct dtrun_rank {
-    pid_t pid;     /* 0 once reaped */
-    int status;    /* waitpid status, valid once reaped */
+    pid_t pid;  /* 0 once reaped */
+    int status; /* waitpid status, valid once reaped */
     dtrun_stream out, err;
 } dtrun_rank;
 
 typedef struct dtrun_state {
-    int live;            /* ranks not yet reaped */
-    int fail_code;       /* dtrun's exit code once something failed; 0 = nothing yet */
+    int live;      /* ranks not yet reaped */
+    int fail_code; /* dtrun's exit code once something failed; 0 = nothing yet */
     bool tearing_down;
-    double kill_at;      /* when to SIGKILL the survivors; 0 = not scheduled */
-    int got_signal;      /* SIGINT/SIGTERM/SIGHUP/SIGQUIT received by dtrun (forwarded) */
+    double kill_at; /* when to SIGKILL the survivors; 0 = not scheduled */
+    int got_signal; /* SIGINT/SIGTERM/SIGHUP/SIGQUIT received by dtrun (forwarded) */
 } dtrun_state;
 
 /* Parse the command line; 0, or the exit code for a usage error (2). */

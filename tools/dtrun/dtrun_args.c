@@ -8,17 +8,18 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: dtrun -n N [--nnodes M --node-rank R --master HOST:PORT] [--tag-output]\n"
-            "             [--grace SECONDS] PROGRAM [ARGS...]\n"
-            "  -n, --nproc-per-node N  ranks on this node\n"
-            "  --nnodes M              nodes in the job (default 1); rank = node_rank * N + local\n"
-            "  --node-rank R           this node's index, 0..M-1 (default 0)\n"
-            "  --master HOST:PORT      rank 0's store address (required when M > 1; node 0 binds it);\n"
-            "                          default 127.0.0.1 and a free port\n"
-            "  --tag-output            prefix every output line with \"[rank] \"\n"
-            "  --grace SECONDS         SIGTERM-to-SIGKILL delay when tearing down (default 2)\n"
-            "Multi-node jobs need the same DT_JOB_TOKEN exported on every node.\n");
+    fprintf(
+        f,
+        "usage: dtrun -n N [--nnodes M --node-rank R --master HOST:PORT] [--tag-output]\n"
+        "             [--grace SECONDS] PROGRAM [ARGS...]\n"
+        "  -n, --nproc-per-node N  ranks on this node\n"
+        "  --nnodes M              nodes in the job (default 1); rank = node_rank * N + local\n"
+        "  --node-rank R           this node's index, 0..M-1 (default 0)\n"
+        "  --master HOST:PORT      rank 0's store address (required when M > 1; node 0 binds it);\n"
+        "                          default 127.0.0.1 and a free port\n"
+        "  --tag-output            prefix every output line with \"[rank] \"\n"
+        "  --grace SECONDS         SIGTERM-to-SIGKILL delay when tearing down (default 2)\n"
+        "Multi-node jobs need the same DT_JOB_TOKEN exported on every node.\n");
 }
 
 static bool parse_int(const char *s, int lo, int hi, int *out)

@@ -13,7 +13,6 @@
 #include "core/error.h"
 #include "dtensor/store.h"
 
-
 /* The serving rank's destroy waits at most this long for the other clients to go. */
 #define DT_STORE_LINGER_MAX_S 30.0
 
@@ -68,10 +67,13 @@ static dt_status reply_error(dt_store *s, uint8_t status, const uint8_t *p, size
     case DT_STORE_REPLY_AUTH_FAILED:
         return DT_ERR(DT_ERR_INVALID_ARG,
                       "%s: the store at %s:%d refused our job token (DT_JOB_TOKEN differs from "
-                      "the serving rank's)", what, s->host, s->port);
+                      "the serving rank's)",
+                      what, s->host, s->port);
     case DT_STORE_REPLY_NOT_INTEGER:
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: key '%s' does not hold an integer (or it would "
-                      "overflow)", what, key);
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "%s: key '%s' does not hold an integer (or it would "
+                      "overflow)",
+                      what, key);
     case DT_STORE_REPLY_TIMEOUT:
         return DT_ERR(DT_ERR_TIMEOUT, "%s: timed out waiting for key '%.*s' in the store at %s:%d",
                       what, (int)n, (const char *)p, s->host, s->port);
@@ -86,9 +88,8 @@ static dt_status authenticate(dt_store *s, const char *token)
     uint8_t op = DT_STORE_OP_AUTH, status, *p = NULL;
     size_t n;
     DT_CHECK(rpc(s, &op, 1, token, strlen(token), 0, "dt_store_create", &status, &p, &n));
-    dt_status st = status == DT_STORE_REPLY_OK
-                       ? DT_OK
-                       : reply_error(s, status, p, n, "dt_store_create", "");
+    dt_status st =
+        status == DT_STORE_REPLY_OK ? DT_OK : reply_error(s, status, p, n, "dt_store_create", "");
     free(p);
     return st;
 }
@@ -124,18 +125,20 @@ dt_status dt_store_create(const dt_store_params *params, dt_store **out)
         char *end;
         long v = strtol(env_port, &end, 10);
         if (end == env_port || *end != '\0' || v < 1 || v > 65535)
-            return DT_ERR(DT_ERR_INVALID_ARG, "dt_store_create: MASTER_PORT='%s' is not a port "
-                          "(1..65535)", env_port);
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "dt_store_create: MASTER_PORT='%s' is not a port "
+                          "(1..65535)",
+                          env_port);
         env_port_v = (int)v;
     }
     int port = DT_PARAM_VALUE(params, port, DT_STORE_PARAM_FIELD_PORT, env_port_v);
     bool is_server = DT_PARAM_VALUE(params, is_server, DT_STORE_PARAM_FIELD_IS_SERVER, false);
-    const char *token = DT_PARAM_VALUE(params, token, DT_STORE_PARAM_FIELD_TOKEN,
-                                       dt__config_str("DT_JOB_TOKEN"));
+    const char *token =
+        DT_PARAM_VALUE(params, token, DT_STORE_PARAM_FIELD_TOKEN, dt__config_str("DT_JOB_TOKEN"));
     double timeout_s = DT_PARAM_VALUE(params, timeout_s, DT_STORE_PARAM_FIELD_TIMEOUT,
                                       dt__config_double("DT_TIMEOUT_S"));
-    const char *bind = DT_PARAM_VALUE(params, bind, DT_STORE_PARAM_FIELD_BIND,
-                                      dt__config_str("DT_STORE_BIND"));
+    const char *bind =
+        DT_PARAM_VALUE(params, bind, DT_STORE_PARAM_FIELD_BIND, dt__config_str("DT_STORE_BIND"));
     if (token == NULL)
         token = "";
     if (bind == NULL)
@@ -179,8 +182,8 @@ void dt_store_destroy(dt_store *store)
     if (store->fd >= 0)
         close(store->fd);
     /* Ranks may still be finishing their last request: serve until they hang up. */
-    double linger = store->timeout_s < DT_STORE_LINGER_MAX_S ? store->timeout_s
-                                                             : DT_STORE_LINGER_MAX_S;
+    double linger =
+        store->timeout_s < DT_STORE_LINGER_MAX_S ? store->timeout_s : DT_STORE_LINGER_MAX_S;
     dt__store_server_stop(store->server, linger);
     free(store);
 }
@@ -218,8 +221,10 @@ dt_status dt_store_set(dt_store *store, const char *key, const void *value, size
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_store_set: value is NULL with len %zu", len);
     size_t klen = strlen(key);
     if (len > DT_STORE_FRAME_MAX - 16 - klen)
-        return DT_ERR(DT_ERR_INVALID_ARG, "dt_store_set: value of %zu bytes for key '%s' exceeds "
-                      "the store's limit", len, key);
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_store_set: value of %zu bytes for key '%s' exceeds "
+                      "the store's limit",
+                      len, key);
     uint8_t *msg = malloc(5 + klen + len);
     if (msg == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "dt_store_set: no memory for %zu bytes", len);
@@ -247,8 +252,8 @@ dt_status dt_store_get(dt_store *store, const char *key, void **value, size_t *l
     size_t n;
     dt__be64_put(pre, (uint64_t)(int64_t)(store->timeout_s * 1000.0));
     size_t off = pack_key(hdr, DT_STORE_OP_GET, pre, 8, strlen(key));
-    DT_CHECK(rpc(store, hdr, off, key, strlen(key), store->timeout_s, "dt_store_get", &status, &p,
-                 &n));
+    DT_CHECK(
+        rpc(store, hdr, off, key, strlen(key), store->timeout_s, "dt_store_get", &status, &p, &n));
     if (status != DT_STORE_REPLY_OK) {
         dt_status st = reply_error(store, status, p, n, "dt_store_get", key);
         free(p);
@@ -323,8 +328,8 @@ dt_status dt_store_delete_prefix(dt_store *store, const char *prefix, int64_t *d
     uint8_t hdr[8], status, *p = NULL;
     size_t n;
     size_t off = pack_key(hdr, DT_STORE_OP_DELPFX, NULL, 0, strlen(prefix));
-    DT_CHECK(rpc(store, hdr, off, prefix, strlen(prefix), 0, "dt_store_delete_prefix", &status,
-                 &p, &n));
+    DT_CHECK(
+        rpc(store, hdr, off, prefix, strlen(prefix), 0, "dt_store_delete_prefix", &status, &p, &n));
     dt_status st = DT_OK;
     if (status != DT_STORE_REPLY_OK || n != 8)
         st = reply_error(store, status, p, n, "dt_store_delete_prefix", prefix);
@@ -357,8 +362,10 @@ dt_status dt_store_allgather(dt_store *store, const char *prefix, int rank, int 
         DT_CHECK_GOTO(dt_store_get(store, key, &v, &n), st, out_free_key);
         if (n != len) {
             free(v);
-            st = DT_ERR(DT_ERR_FORMAT, "dt_store_allgather: rank %d published %zu bytes under "
-                        "'%s', expected %zu", r, n, prefix, len);
+            st = DT_ERR(DT_ERR_FORMAT,
+                        "dt_store_allgather: rank %d published %zu bytes under "
+                        "'%s', expected %zu",
+                        r, n, prefix, len);
             goto out_free_key;
         }
         if (len > 0)

@@ -60,8 +60,8 @@ static int try_connect(const struct addrinfo *a, double deadline, int *fd_out)
 
 dt_status dt__store_connect(const char *host, int port, double deadline, int *fd_out)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
     char ps[16];
     snprintf(ps, sizeof(ps), "%d", port);
     double backoff = 0.01;
@@ -88,8 +88,8 @@ dt_status dt__store_connect(const char *host, int port, double deadline, int *fd
         nanosleep(&ts, NULL);
         backoff = backoff * 2 > 0.5 ? 0.5 : backoff * 2;
     }
-    return DT_ERR(DT_ERR_TIMEOUT, "dt_store_create: cannot connect to the store at %s:%d: %s",
-                  host, port, err ? strerror(err) : "timed out");
+    return DT_ERR(DT_ERR_TIMEOUT, "dt_store_create: cannot connect to the store at %s:%d: %s", host,
+                  port, err ? strerror(err) : "timed out");
 }
 
 /* Send the iovecs in as few syscalls as the socket allows (one, usually). */

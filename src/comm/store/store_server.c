@@ -56,8 +56,8 @@ void dt__store_client_drop(dt_store_server *s, dt_store_conn *c, const char *why
 static void client_flush(dt_store_server *s, dt_store_conn *c)
 {
     while (c->fd >= 0 && c->out_off < c->out_len) {
-        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n =
+            send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -219,8 +219,9 @@ static int check_deadlines(dt_store_server *s)
         if (partial) {
             double at = c->last_rx + s->stall_s;
             if (now >= at) {
-                dt__store_client_drop(s, c, c->authed ? "stalled in the middle of a message"
-                                                      : "did not authenticate in time");
+                dt__store_client_drop(s, c,
+                                      c->authed ? "stalled in the middle of a message"
+                                                : "did not authenticate in time");
                 continue;
             }
             next = (next < 0 || at < next) ? at : next;
@@ -296,8 +297,8 @@ static void *server_main(void *arg)
         size_t n = s->nconns; /* connections accepted below are polled next round */
         for (size_t i = 0; i < n; i++) {
             dt_store_conn *c = &s->conns[i];
-            pfd[i + 2] = (struct pollfd){.fd = c->fd,
-                                         .events = POLLIN | (c->out_len ? POLLOUT : 0)};
+            pfd[i + 2] =
+                (struct pollfd){.fd = c->fd, .events = POLLIN | (c->out_len ? POLLOUT : 0)};
         }
         int r = poll(pfd, (nfds_t)(n + 2), timeout);
         if (r < 0 && errno != EINTR) {
@@ -327,7 +328,8 @@ static void *server_main(void *arg)
 
 static dt_status listen_on(const char *bind_addr, int port, int *fd_out, int *port_out)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     char ps[16];
@@ -353,8 +355,8 @@ static dt_status listen_on(const char *bind_addr, int port, int *fd_out, int *po
     }
     freeaddrinfo(res);
     if (fd < 0)
-        return DT_ERR(DT_ERR_SYSTEM, "dt_store_create: cannot listen on %s:%d: %s", bind_addr,
-                      port, strerror(err));
+        return DT_ERR(DT_ERR_SYSTEM, "dt_store_create: cannot listen on %s:%d: %s", bind_addr, port,
+                      strerror(err));
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     getsockname(fd, (struct sockaddr *)&ss, &sl);
@@ -364,8 +366,8 @@ static dt_status listen_on(const char *bind_addr, int port, int *fd_out, int *po
     return DT_OK;
 }
 
-dt_status dt__store_server_start(const char *bind_addr, int port, const char *token,
-                                 double stall_s, dt_store_server **out)
+dt_status dt__store_server_start(const char *bind_addr, int port, const char *token, double stall_s,
+                                 dt_store_server **out)
 {
     dt_status st;
     dt_store_server *s = calloc(1, sizeof(*s));

@@ -23,8 +23,8 @@ typedef struct dt_store_conn {
     size_t in_len, in_need;
     uint8_t *out; /* queued replies */
     size_t out_len, out_off, out_cap;
-    bool parked;          /* a GET/WAIT waits for keys */
-    uint8_t *park_body;   /* that request, kept to re-check and answer it */
+    bool parked;        /* a GET/WAIT waits for keys */
+    uint8_t *park_body; /* that request, kept to re-check and answer it */
     size_t park_len;
     double park_deadline; /* 0 = wait forever */
 } dt_store_conn;
@@ -40,8 +40,8 @@ struct dt_store_server {
     size_t nconns, cap_conns;
     size_t ndropped;
     double accept_paused_until; /* out of fds: stop polling the listener till then */
-    bool lingering;      /* stopping once every client has disconnected */
-    double linger_until; /* ... or at this time */
+    bool lingering;             /* stopping once every client has disconnected */
+    double linger_until;        /* ... or at this time */
 };
 
 /* Close and forget a misbehaving client, logging why (the store keeps serving). */

@@ -215,8 +215,8 @@ void dt__store_dispatch(dt_store_server *s, dt_store_conn *c, uint8_t *body, siz
             c->authed = true;
             dt__store_reply(s, c, DT_STORE_REPLY_OK, NULL, 0, NULL, 0);
         } else {
-            const char *why = body[0] == DT_STORE_OP_AUTH ? "wrong job token"
-                                                           : "first message is not AUTH";
+            const char *why =
+                body[0] == DT_STORE_OP_AUTH ? "wrong job token" : "first message is not AUTH";
             dt__store_reply(s, c, DT_STORE_REPLY_AUTH_FAILED, why, strlen(why), NULL, 0);
             dt__store_client_drop(s, c, why);
         }

@@ -14,9 +14,9 @@
 /* CBLAS enum values (cblas.h), so this header does not need cblas.h. */
 enum { DT_CBLAS_ROW_MAJOR = 101, DT_CBLAS_NO_TRANS = 111, DT_CBLAS_TRANS = 112 };
 
-typedef void (*dt__sgemm_fn)(int order, int trans_a, int trans_b, int m, int n, int k,
-                             float alpha, const float *a, int lda, const float *b, int ldb,
-                             float beta, float *c, int ldc);
+typedef void (*dt__sgemm_fn)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                             const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                             int ldc);
 
 typedef struct dt__blas {
     dt__sgemm_fn sgemm;
@@ -24,10 +24,10 @@ typedef struct dt__blas {
     int (*get_num_threads)(void);
     char *(*get_corename)(void);
     char *(*get_config)(void);
-    char library[64];   /* "OpenBLAS (libopenblas.so.0)" */
-    char version[64];   /* "0.3.21" */
-    char wanted[32];    /* the core auto-selection asked for ("" when it did not) */
-    const char *how;    /* "auto-selected", "OPENBLAS_CORETYPE", "library default" */
+    char library[64]; /* "OpenBLAS (libopenblas.so.0)" */
+    char version[64]; /* "0.3.21" */
+    char wanted[32];  /* the core auto-selection asked for ("" when it did not) */
+    const char *how;  /* "auto-selected", "OPENBLAS_CORETYPE", "library default" */
 } dt__blas;
 
 /*

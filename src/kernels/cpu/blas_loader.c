@@ -148,8 +148,8 @@ static void load_once(void)
     snprintf(blas.library, sizeof(blas.library), "OpenBLAS (%s)", name);
     snprintf(blas.wanted, sizeof(blas.wanted), "%s", wanted != NULL ? wanted : "");
     parse_version(blas.get_config());
-    blas.how = user != NULL ? "OPENBLAS_CORETYPE" : (wanted != NULL ? "auto-selected"
-                                                                    : "library default");
+    blas.how =
+        user != NULL ? "OPENBLAS_CORETYPE" : (wanted != NULL ? "auto-selected" : "library default");
     if (preloaded && wanted != NULL &&
         dt__blas_core_level(blas.get_corename()) < dt__blas_core_level(wanted)) {
         if (reselect_core(h, wanted) != DT_OK)

@@ -9,8 +9,7 @@
 #include <cpuid.h>
 
 typedef struct cpu_flags {
-    bool sse42, avx, avx2, fma, avx512f, avx512bw, avx512vl, avx512dq, avx512cd, os_avx,
-        os_avx512;
+    bool sse42, avx, avx2, fma, avx512f, avx512bw, avx512vl, avx512dq, avx512cd, os_avx, os_avx512;
 } cpu_flags;
 
 static unsigned long long xgetbv0(void)
@@ -53,7 +52,10 @@ static cpu_flags cpu_detect(void)
 void dt__cpu_features_str(char *buf, size_t len)
 {
     cpu_flags f = cpu_detect();
-    struct { bool on; const char *name; } list[] = {
+    struct {
+        bool on;
+        const char *name;
+    } list[] = {
         {f.sse42, "sse4.2"},      {f.avx, "avx"},           {f.avx2, "avx2"},
         {f.fma, "fma"},           {f.avx512f, "avx512f"},   {f.avx512bw, "avx512bw"},
         {f.avx512vl, "avx512vl"}, {f.avx512dq, "avx512dq"}, {f.avx512cd, "avx512cd"},
@@ -108,14 +110,19 @@ const char *dt__blas_core_for_level(int level)
 int dt__blas_core_level(const char *corename)
 {
     /* OpenBLAS 0.3.x x86_64 DYNAMIC_ARCH core names, by the widest ISA they use */
-    static const struct { const char *name; int level; } map[] = {
-        {"prescott", 0},    {"katmai", 0},      {"coppermine", 0},  {"northwood", 0},
-        {"banias", 0},      {"atom", 0},        {"athlon", 0},      {"opteron", 0},
-        {"opteron_sse3", 0}, {"core2", 0},      {"penryn", 1},      {"dunnington", 1},
-        {"nehalem", 1},     {"barcelona", 1},   {"nano", 1},        {"bobcat", 1},
-        {"sandybridge", 2}, {"bulldozer", 2},   {"piledriver", 2},  {"steamroller", 2},
-        {"haswell", 3},     {"zen", 3},         {"excavator", 3},   {"skylakex", 4},
-        {"cooperlake", 4},  {"sapphirerapids", 4},
+    static const struct {
+        const char *name;
+        int level;
+    } map[] = {
+        {"prescott", 0},   {"katmai", 0},         {"coppermine", 0},
+        {"northwood", 0},  {"banias", 0},         {"atom", 0},
+        {"athlon", 0},     {"opteron", 0},        {"opteron_sse3", 0},
+        {"core2", 0},      {"penryn", 1},         {"dunnington", 1},
+        {"nehalem", 1},    {"barcelona", 1},      {"nano", 1},
+        {"bobcat", 1},     {"sandybridge", 2},    {"bulldozer", 2},
+        {"piledriver", 2}, {"steamroller", 2},    {"haswell", 3},
+        {"zen", 3},        {"excavator", 3},      {"skylakex", 4},
+        {"cooperlake", 4}, {"sapphirerapids", 4},
     };
     if (corename == NULL)
         return -1;

@@ -56,8 +56,8 @@ bool dt__nditer_next(dt__nditer *it);
  * aligned on the right, missing and size-1 dims get stride 0. Errors name
  * the mismatching dim.
  */
-dt_status dt__cpu_broadcast_strides(const char *fn, const char *what, const dt_tensor *t,
-                                    int ndim, const int64_t *shape, int64_t *strides);
+dt_status dt__cpu_broadcast_strides(const char *fn, const char *what, const dt_tensor *t, int ndim,
+                                    const int64_t *shape, int64_t *strides);
 
 /* Checks, DT_ERR_INVALID_ARG naming fn, what and the bad value: a CPU tensor
  * with local storage; */
@@ -65,8 +65,7 @@ dt_status dt__cpu_check_local(const char *fn, const char *what, const dt_tensor 
 /* ... and of dtype @p dtype. */
 dt_status dt__cpu_check(const char *fn, const char *what, const dt_tensor *t, dt_dtype dtype);
 /* Same, and contiguous (outputs). */
-dt_status dt__cpu_check_out(const char *fn, const char *what, const dt_tensor *t,
-                            dt_dtype dtype);
+dt_status dt__cpu_check_out(const char *fn, const char *what, const dt_tensor *t, dt_dtype dtype);
 /* Same shape as @p ref (ndim and sizes). */
 dt_status dt__cpu_check_same_shape(const char *fn, const char *what, const dt_tensor *t,
                                    const dt_tensor *ref);
@@ -155,24 +154,22 @@ dt_status dt__cpu_fill(dt_tensor *out, double value);
 dt_status dt__cpu_copy(dt_tensor *dst, const dt_tensor *src);
 dt_status dt__cpu_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
                        float alpha, float beta, dt_tensor *c);
-dt_status dt__cpu_binary(dt_binary_op op, const dt_tensor *a, const dt_tensor *b,
-                         dt_tensor *out);
+dt_status dt__cpu_binary(dt_binary_op op, const dt_tensor *a, const dt_tensor *b, dt_tensor *out);
 dt_status dt__cpu_unary(dt_unary_op op, const dt_tensor *x, float alpha, dt_tensor *out);
 dt_status dt__cpu_unary_backward(dt_unary_op op, const dt_tensor *x, const dt_tensor *gy,
                                  dt_tensor *gx);
 dt_status dt__cpu_softmax(const dt_tensor *x, float scale, bool causal, bool log, dt_tensor *y);
-dt_status dt__cpu_softmax_backward(const dt_tensor *y, const dt_tensor *gy, float scale,
-                                   bool log, dt_tensor *gx);
-dt_status dt__cpu_layer_norm(const dt_tensor *x, const dt_tensor *w, const dt_tensor *b,
-                             float eps, dt_tensor *y, dt_tensor *mean, dt_tensor *rstd);
-dt_status dt__cpu_layer_norm_backward(const dt_tensor *x, const dt_tensor *w,
-                                      const dt_tensor *mean, const dt_tensor *rstd,
-                                      const dt_tensor *gy, dt_tensor *gx, dt_tensor *gw,
-                                      dt_tensor *gb);
+dt_status dt__cpu_softmax_backward(const dt_tensor *y, const dt_tensor *gy, float scale, bool log,
+                                   dt_tensor *gx);
+dt_status dt__cpu_layer_norm(const dt_tensor *x, const dt_tensor *w, const dt_tensor *b, float eps,
+                             dt_tensor *y, dt_tensor *mean, dt_tensor *rstd);
+dt_status dt__cpu_layer_norm_backward(const dt_tensor *x, const dt_tensor *w, const dt_tensor *mean,
+                                      const dt_tensor *rstd, const dt_tensor *gy, dt_tensor *gx,
+                                      dt_tensor *gw, dt_tensor *gb);
 dt_status dt__cpu_embedding(const dt_tensor *weight, const dt_tensor *ids, int64_t vocab_start,
                             dt_tensor *out);
-dt_status dt__cpu_embedding_backward(const dt_tensor *ids, const dt_tensor *gy,
-                                     int64_t vocab_start, dt_tensor *gweight);
+dt_status dt__cpu_embedding_backward(const dt_tensor *ids, const dt_tensor *gy, int64_t vocab_start,
+                                     dt_tensor *gweight);
 dt_status dt__cpu_cross_entropy(const dt_tensor *logits, const dt_tensor *targets,
                                 int64_t ignore_index, dt_tensor *loss, dt_tensor *lse);
 dt_status dt__cpu_cross_entropy_backward(const dt_tensor *logits, const dt_tensor *targets,
@@ -184,9 +181,8 @@ dt_status dt__cpu_masked_fill(const dt_tensor *x, const dt_tensor *mask, float v
                               dt_tensor *out);
 dt_status dt__cpu_sgd_step(dt_tensor *p, const dt_tensor *g, dt_tensor *momentum_buf, float lr,
                            float momentum, float weight_decay);
-dt_status dt__cpu_adamw_step(dt_tensor *p, const dt_tensor *g, dt_tensor *m, dt_tensor *v,
-                             float lr, float beta1, float beta2, float eps, float weight_decay,
-                             int64_t step);
+dt_status dt__cpu_adamw_step(dt_tensor *p, const dt_tensor *g, dt_tensor *m, dt_tensor *v, float lr,
+                             float beta1, float beta2, float eps, float weight_decay, int64_t step);
 dt_status dt__cpu_sum_squares(const dt_tensor *x, double *out);
 
 #endif

@@ -44,8 +44,8 @@ static dt_status ce_shapes(const char *fn, const dt_tensor *logits, const dt_ten
     *rows = logits->shape[0];
     *classes = logits->shape[1];
     if (targets == NULL || dt_tensor_numel(targets) != *rows)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: targets have %lld elements, expected N = %lld",
-                      fn, targets ? (long long)dt_tensor_numel(targets) : -1LL, (long long)*rows);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: targets have %lld elements, expected N = %lld", fn,
+                      targets ? (long long)dt_tensor_numel(targets) : -1LL, (long long)*rows);
     return dt__cpu_load_ids(fn, targets, tv);
 }
 
@@ -76,8 +76,7 @@ dt_status dt__cpu_cross_entropy(const dt_tensor *logits, const dt_tensor *target
         goto out_free_targets;
     }
     for (int64_t i = 0; i < rows; i++)
-        DT_CHECK_GOTO(ce_check_target(fn, i, tv[i], classes, ignore_index), s,
-                      out_free_targets);
+        DT_CHECK_GOTO(ce_check_target(fn, i, tv[i], classes, ignore_index), s, out_free_targets);
     DT_CHECK_GOTO(dt__cpu_contig(logits, &tl, &ld), s, out_free_targets);
     for (int64_t i = 0; i < rows; i++) {
         const float *x = (const float *)ld + i * classes;
@@ -118,8 +117,8 @@ dt_status dt__cpu_cross_entropy_backward(const dt_tensor *logits, const dt_tenso
     dt_tensor *tl = NULL, *te = NULL, *tg = NULL;
     const void *ld = NULL, *ed = NULL, *gd = NULL;
     if (dt_tensor_numel(lse) != rows || dt_tensor_numel(gloss) != rows) {
-        s = DT_ERR(DT_ERR_INVALID_ARG, "%s: lse/gloss have %lld/%lld elements, expected %lld",
-                   fn, (long long)dt_tensor_numel(lse), (long long)dt_tensor_numel(gloss),
+        s = DT_ERR(DT_ERR_INVALID_ARG, "%s: lse/gloss have %lld/%lld elements, expected %lld", fn,
+                   (long long)dt_tensor_numel(lse), (long long)dt_tensor_numel(gloss),
                    (long long)rows);
         goto out_release;
     }

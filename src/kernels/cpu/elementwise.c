@@ -14,15 +14,32 @@
 static void store_as(void *base, dt_dtype dtype, int64_t i, double v)
 {
     switch (dtype) {
-    case DT_DTYPE_F32: ((float *)base)[i] = (float)v; break;
-    case DT_DTYPE_F64: ((double *)base)[i] = v; break;
-    case DT_DTYPE_F16: ((uint16_t *)base)[i] = dt_f32_to_f16((float)v); break;
-    case DT_DTYPE_BF16: ((uint16_t *)base)[i] = dt_f32_to_bf16((float)v); break;
-    case DT_DTYPE_I32: ((int32_t *)base)[i] = (int32_t)v; break;
-    case DT_DTYPE_I64: ((int64_t *)base)[i] = (int64_t)v; break;
-    case DT_DTYPE_U16: ((uint16_t *)base)[i] = (uint16_t)v; break;
-    case DT_DTYPE_U8: ((uint8_t *)base)[i] = (uint8_t)v; break;
-    default: break;
+    case DT_DTYPE_F32:
+        ((float *)base)[i] = (float)v;
+        break;
+    case DT_DTYPE_F64:
+        ((double *)base)[i] = v;
+        break;
+    case DT_DTYPE_F16:
+        ((uint16_t *)base)[i] = dt_f32_to_f16((float)v);
+        break;
+    case DT_DTYPE_BF16:
+        ((uint16_t *)base)[i] = dt_f32_to_bf16((float)v);
+        break;
+    case DT_DTYPE_I32:
+        ((int32_t *)base)[i] = (int32_t)v;
+        break;
+    case DT_DTYPE_I64:
+        ((int64_t *)base)[i] = (int64_t)v;
+        break;
+    case DT_DTYPE_U16:
+        ((uint16_t *)base)[i] = (uint16_t)v;
+        break;
+    case DT_DTYPE_U8:
+        ((uint8_t *)base)[i] = (uint8_t)v;
+        break;
+    default:
+        break;
     }
 }
 
@@ -73,17 +90,22 @@ dt_status dt__cpu_copy(dt_tensor *dst, const dt_tensor *src)
 static inline __attribute__((always_inline)) float bin_apply(dt_binary_op op, float x, float y)
 {
     switch (op) {
-    case DT_BINARY_ADD: return x + y;
-    case DT_BINARY_SUB: return x - y;
-    case DT_BINARY_MUL: return x * y;
-    case DT_BINARY_DIV: return x / y;
+    case DT_BINARY_ADD:
+        return x + y;
+    case DT_BINARY_SUB:
+        return x - y;
+    case DT_BINARY_MUL:
+        return x * y;
+    case DT_BINARY_DIV:
+        return x / y;
     }
     return 0.0f;
 }
 
-static inline __attribute__((always_inline)) void
-bin_run(dt_binary_op op, int64_t n, const float *restrict a, int64_t sa,
-        const float *restrict b, int64_t sb, float *restrict o)
+static inline __attribute__((always_inline)) void bin_run(dt_binary_op op, int64_t n,
+                                                          const float *restrict a, int64_t sa,
+                                                          const float *restrict b, int64_t sb,
+                                                          float *restrict o)
 {
     if (sa == 1 && sb == 1) {
         for (int64_t i = 0; i < n; i++)
@@ -107,15 +129,22 @@ static void bin_dispatch(dt_binary_op op, int64_t n, const float *a, int64_t sa,
                          int64_t sb, float *o)
 {
     switch (op) {
-    case DT_BINARY_ADD: bin_run(DT_BINARY_ADD, n, a, sa, b, sb, o); break;
-    case DT_BINARY_SUB: bin_run(DT_BINARY_SUB, n, a, sa, b, sb, o); break;
-    case DT_BINARY_MUL: bin_run(DT_BINARY_MUL, n, a, sa, b, sb, o); break;
-    case DT_BINARY_DIV: bin_run(DT_BINARY_DIV, n, a, sa, b, sb, o); break;
+    case DT_BINARY_ADD:
+        bin_run(DT_BINARY_ADD, n, a, sa, b, sb, o);
+        break;
+    case DT_BINARY_SUB:
+        bin_run(DT_BINARY_SUB, n, a, sa, b, sb, o);
+        break;
+    case DT_BINARY_MUL:
+        bin_run(DT_BINARY_MUL, n, a, sa, b, sb, o);
+        break;
+    case DT_BINARY_DIV:
+        bin_run(DT_BINARY_DIV, n, a, sa, b, sb, o);
+        break;
     }
 }
 
-dt_status dt__cpu_binary(dt_binary_op op, const dt_tensor *a, const dt_tensor *b,
-                         dt_tensor *out)
+dt_status dt__cpu_binary(dt_binary_op op, const dt_tensor *a, const dt_tensor *b, dt_tensor *out)
 {
     const char *fn = "dt_kernel_binary";
     if ((unsigned)op > DT_BINARY_DIV)

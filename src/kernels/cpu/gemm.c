@@ -13,18 +13,16 @@
 
 typedef struct gemm_mat {
     const float *data;
-    int64_t rows, cols; /* as stored (before any transpose) */
-    int64_t ld;         /* row stride */
+    int64_t rows, cols;            /* as stored (before any transpose) */
+    int64_t ld;                    /* row stride */
     int64_t bstrides[DT_MAX_DIMS]; /* broadcast to c's batch dims */
 } gemm_mat;
 
-static dt_status gemm_prepare(const char *what, const dt_tensor *t, const dt_tensor *c,
-                              gemm_mat *m)
+static dt_status gemm_prepare(const char *what, const dt_tensor *t, const dt_tensor *c, gemm_mat *m)
 {
     DT_CHECK(dt__cpu_check(FN, what, t, DT_DTYPE_F32));
     if (t->ndim < 2)
-        return DT_ERR(DT_ERR_INVALID_ARG, FN ": %s has %d dims, needs at least 2", what,
-                      t->ndim);
+        return DT_ERR(DT_ERR_INVALID_ARG, FN ": %s has %d dims, needs at least 2", what, t->ndim);
     m->rows = t->shape[t->ndim - 2];
     m->cols = t->shape[t->ndim - 1];
     m->ld = t->strides[t->ndim - 2];
@@ -34,8 +32,8 @@ static dt_status gemm_prepare(const char *what, const dt_tensor *t, const dt_ten
     if (m->rows <= 1)
         m->ld = m->cols > 1 ? m->cols : 1; /* row stride is irrelevant for one row */
     if (m->ld < m->cols)
-        return DT_ERR(DT_ERR_INVALID_ARG, FN ": %s has row stride %lld < row length %lld",
-                      what, (long long)m->ld, (long long)m->cols);
+        return DT_ERR(DT_ERR_INVALID_ARG, FN ": %s has row stride %lld < row length %lld", what,
+                      (long long)m->ld, (long long)m->cols);
     if (m->ld > INT_MAX || m->rows > INT_MAX || m->cols > INT_MAX)
         return DT_ERR(DT_ERR_UNSUPPORTED, FN ": %s dims %lld x %lld (ld %lld) exceed int", what,
                       (long long)m->rows, (long long)m->cols, (long long)m->ld);
@@ -72,7 +70,7 @@ static void scale_c(float *restrict c, int64_t n, float beta)
 }
 
 dt_status dt__cpu_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
-                          float alpha, float beta, dt_tensor *c)
+                       float alpha, float beta, dt_tensor *c)
 {
     DT_CHECK(dt__cpu_check_out(FN, "c", c, DT_DTYPE_F32));
     if (c->ndim < 2)
@@ -85,9 +83,8 @@ dt_status dt__cpu_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, boo
     int64_t bk = trans_b ? mb.cols : mb.rows, bn = trans_b ? mb.rows : mb.cols;
     if (am != M || bn != N || ak != bk)
         return DT_ERR(DT_ERR_INVALID_ARG,
-                      FN ": op(a) is %lld x %lld, op(b) %lld x %lld, c %lld x %lld",
-                      (long long)am, (long long)ak, (long long)bk, (long long)bn,
-                      (long long)M, (long long)N);
+                      FN ": op(a) is %lld x %lld, op(b) %lld x %lld, c %lld x %lld", (long long)am,
+                      (long long)ak, (long long)bk, (long long)bn, (long long)M, (long long)N);
     int64_t batches = dt__shape_numel(c->ndim - 2, c->shape);
     float *cd = dt__f32(c);
     if (batches == 0 || M == 0 || N == 0)
@@ -103,8 +100,8 @@ dt_status dt__cpu_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, boo
     int nb = c->ndim - 2;
     if (batches > 1 && !trans_a && batch_is_shared(&mb, nb) && batch_folds(&ma, c) &&
         batches * M <= INT_MAX) {
-        blas->sgemm(DT_CBLAS_ROW_MAJOR, ta, tb, (int)(batches * M), (int)N, (int)ak, alpha,
-                    ma.data, (int)ma.ld, mb.data, (int)mb.ld, beta, cd, (int)N);
+        blas->sgemm(DT_CBLAS_ROW_MAJOR, ta, tb, (int)(batches * M), (int)N, (int)ak, alpha, ma.data,
+                    (int)ma.ld, mb.data, (int)mb.ld, beta, cd, (int)N);
         return DT_OK;
     }
     int64_t idx[DT_MAX_DIMS] = {0};

@@ -67,14 +67,14 @@ static dt_status ln_stat(const char *fn, const char *what, const dt_tensor *t, i
         return DT_OK;
     DT_CHECK(dt__cpu_check_out(fn, what, t, DT_DTYPE_F32));
     if (dt_tensor_numel(t) != rows)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s has %lld elements, expected %lld rows", fn,
-                      what, (long long)dt_tensor_numel(t), (long long)rows);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s has %lld elements, expected %lld rows", fn, what,
+                      (long long)dt_tensor_numel(t), (long long)rows);
     *out = dt__f32(t);
     return DT_OK;
 }
 
-dt_status dt__cpu_layer_norm(const dt_tensor *x, const dt_tensor *w, const dt_tensor *b,
-                             float eps, dt_tensor *y, dt_tensor *mean, dt_tensor *rstd)
+dt_status dt__cpu_layer_norm(const dt_tensor *x, const dt_tensor *w, const dt_tensor *b, float eps,
+                             dt_tensor *y, dt_tensor *mean, dt_tensor *rstd)
 {
     const char *fn = "dt_kernel_layer_norm";
     DT_CHECK(dt__cpu_check_out(fn, "y", y, DT_DTYPE_F32));
@@ -160,10 +160,9 @@ static void ln_bwd_row(const float *x, const float *gy, const float *w, int64_t 
         ln_bwd_impl(x, gy, w, false, n, mean, rstd, gx, gw, gb);
 }
 
-dt_status dt__cpu_layer_norm_backward(const dt_tensor *x, const dt_tensor *w,
-                                      const dt_tensor *mean, const dt_tensor *rstd,
-                                      const dt_tensor *gy, dt_tensor *gx, dt_tensor *gw,
-                                      dt_tensor *gb)
+dt_status dt__cpu_layer_norm_backward(const dt_tensor *x, const dt_tensor *w, const dt_tensor *mean,
+                                      const dt_tensor *rstd, const dt_tensor *gy, dt_tensor *gx,
+                                      dt_tensor *gw, dt_tensor *gb)
 {
     const char *fn = "dt_kernel_layer_norm_backward";
     DT_CHECK(dt__cpu_check_out(fn, "gx", gx, DT_DTYPE_F32));
@@ -197,8 +196,7 @@ dt_status dt__cpu_layer_norm_backward(const dt_tensor *x, const dt_tensor *w,
     DT_CHECK_GOTO(dt__cpu_contig(rstd, &tr, &rd), s, out_release);
     for (int64_t r = 0; r < rows; r++)
         ln_bwd_row((const float *)xd + r * n, (const float *)gd + r * n, pw, n,
-                   ((const float *)md)[r], ((const float *)rd)[r], dt__f32(gx) + r * n, pgw,
-                   pgb);
+                   ((const float *)md)[r], ((const float *)rd)[r], dt__f32(gx) + r * n, pgw, pgb);
 out_release:
     dt_tensor_release(tr);
     dt_tensor_release(tm);

@@ -45,8 +45,8 @@ dt_status dt__cpu_masked_fill(const dt_tensor *x, const dt_tensor *mask, float v
     const float *px = dt__f32(x);
     const uint8_t *pm = (const uint8_t *)mask->storage->data + mask->offset;
     do {
-        mf_run(it.inner_n, px + it.off[1], it.inner_stride[1], pm + it.off[2],
-               it.inner_stride[2], value, o + it.off[0]);
+        mf_run(it.inner_n, px + it.off[1], it.inner_stride[1], pm + it.off[2], it.inner_stride[2],
+               value, o + it.off[0]);
     } while (dt__nditer_next(&it));
     return DT_OK;
 }

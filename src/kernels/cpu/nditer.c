@@ -58,12 +58,12 @@ bool dt__nditer_next(dt__nditer *it)
     return false;
 }
 
-dt_status dt__cpu_broadcast_strides(const char *fn, const char *what, const dt_tensor *t,
-                                    int ndim, const int64_t *shape, int64_t *strides)
+dt_status dt__cpu_broadcast_strides(const char *fn, const char *what, const dt_tensor *t, int ndim,
+                                    const int64_t *shape, int64_t *strides)
 {
     if (t->ndim > ndim)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s has %d dims, more than the output's %d", fn,
-                      what, t->ndim, ndim);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s has %d dims, more than the output's %d", fn, what,
+                      t->ndim, ndim);
     int lead = ndim - t->ndim;
     for (int d = 0; d < ndim; d++) {
         if (d < lead) {
@@ -104,8 +104,7 @@ dt_status dt__cpu_check(const char *fn, const char *what, const dt_tensor *t, dt
     return DT_OK;
 }
 
-dt_status dt__cpu_check_out(const char *fn, const char *what, const dt_tensor *t,
-                            dt_dtype dtype)
+dt_status dt__cpu_check_out(const char *fn, const char *what, const dt_tensor *t, dt_dtype dtype)
 {
     DT_CHECK(dt__cpu_check(fn, what, t, dtype));
     if (!dt_tensor_is_contiguous(t))

@@ -50,9 +50,9 @@ dt_status dt__cpu_sgd_step(dt_tensor *p, const dt_tensor *g, dt_tensor *momentum
 }
 
 DT_CPU_CLONES
-static void adamw_run(int64_t n, float *restrict pp, const float *restrict pg,
-                      float *restrict pm, float *restrict pv, float beta1, float beta2, float eps,
-                      float step_size, float bc2_sqrt, float decay)
+static void adamw_run(int64_t n, float *restrict pp, const float *restrict pg, float *restrict pm,
+                      float *restrict pv, float beta1, float beta2, float eps, float step_size,
+                      float bc2_sqrt, float decay)
 {
     for (int64_t i = 0; i < n; i++) {
         pp[i] *= decay;
@@ -63,9 +63,8 @@ static void adamw_run(int64_t n, float *restrict pp, const float *restrict pg,
     }
 }
 
-dt_status dt__cpu_adamw_step(dt_tensor *p, const dt_tensor *g, dt_tensor *m, dt_tensor *v,
-                             float lr, float beta1, float beta2, float eps, float weight_decay,
-                             int64_t step)
+dt_status dt__cpu_adamw_step(dt_tensor *p, const dt_tensor *g, dt_tensor *m, dt_tensor *v, float lr,
+                             float beta1, float beta2, float eps, float weight_decay, int64_t step)
 {
     const char *fn = "dt_kernel_adamw_step";
     if (step < 1)

@@ -10,8 +10,8 @@
 #pragma GCC optimize("no-trapping-math")
 #include "kernels/cpu/cpu_internal.h"
 
-static void reduce_rows(dt_reduce_kind kind, const float *x, int64_t outer, int64_t n,
-                        float *o, int64_t *am)
+static void reduce_rows(dt_reduce_kind kind, const float *x, int64_t outer, int64_t n, float *o,
+                        int64_t *am)
 {
     for (int64_t r = 0; r < outer; r++) {
         const float *row = x + r * n;

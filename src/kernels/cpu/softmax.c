@@ -10,8 +10,7 @@
 #include "kernels/cpu/cpu_internal.h"
 
 DT_CPU_CLONES
-static void softmax_row(const float *x, int64_t n, int64_t valid, float scale, bool log,
-                        float *y)
+static void softmax_row(const float *x, int64_t n, int64_t valid, float scale, bool log, float *y)
 {
     if (valid == 0) {
         for (int64_t j = 0; j < n; j++)
@@ -134,8 +133,8 @@ static void softmax_bwd_row(const float *restrict y, const float *restrict gy, i
     }
 }
 
-dt_status dt__cpu_softmax_backward(const dt_tensor *y, const dt_tensor *gy, float scale,
-                                   bool log, dt_tensor *gx)
+dt_status dt__cpu_softmax_backward(const dt_tensor *y, const dt_tensor *gy, float scale, bool log,
+                                   dt_tensor *gx)
 {
     const char *fn = "dt_kernel_softmax_backward";
     DT_CHECK(dt__cpu_check_out(fn, "gx", gx, DT_DTYPE_F32));

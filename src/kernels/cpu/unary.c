@@ -11,22 +11,31 @@
 static inline __attribute__((always_inline)) float un_apply(dt_unary_op op, float x, float alpha)
 {
     switch (op) {
-    case DT_UNARY_SCALE: return alpha * x;
-    case DT_UNARY_ADD_SCALAR: return x + alpha;
-    case DT_UNARY_GELU_TANH: return dt__gelu_tanh(x);
-    case DT_UNARY_RELU: return x > 0.0f ? x : 0.0f;
-    case DT_UNARY_EXP: return dt__expf(x);
-    case DT_UNARY_LOG: return logf(x);
-    case DT_UNARY_NEG: return -x;
-    case DT_UNARY_SQRT: return sqrtf(x);
-    case DT_UNARY_SQUARE: return x * x;
+    case DT_UNARY_SCALE:
+        return alpha * x;
+    case DT_UNARY_ADD_SCALAR:
+        return x + alpha;
+    case DT_UNARY_GELU_TANH:
+        return dt__gelu_tanh(x);
+    case DT_UNARY_RELU:
+        return x > 0.0f ? x : 0.0f;
+    case DT_UNARY_EXP:
+        return dt__expf(x);
+    case DT_UNARY_LOG:
+        return logf(x);
+    case DT_UNARY_NEG:
+        return -x;
+    case DT_UNARY_SQRT:
+        return sqrtf(x);
+    case DT_UNARY_SQUARE:
+        return x * x;
     }
     return 0.0f;
 }
 
-static inline __attribute__((always_inline)) void
-un_run(dt_unary_op op, int64_t n, const float *restrict x, int64_t sx, float alpha,
-       float *restrict o)
+static inline __attribute__((always_inline)) void un_run(dt_unary_op op, int64_t n,
+                                                         const float *restrict x, int64_t sx,
+                                                         float alpha, float *restrict o)
 {
     if (sx == 1) {
         for (int64_t i = 0; i < n; i++)
@@ -42,15 +51,33 @@ static void un_dispatch(dt_unary_op op, int64_t n, const float *x, int64_t sx, f
                         float *o)
 {
     switch (op) {
-    case DT_UNARY_SCALE: un_run(DT_UNARY_SCALE, n, x, sx, alpha, o); break;
-    case DT_UNARY_ADD_SCALAR: un_run(DT_UNARY_ADD_SCALAR, n, x, sx, alpha, o); break;
-    case DT_UNARY_GELU_TANH: un_run(DT_UNARY_GELU_TANH, n, x, sx, alpha, o); break;
-    case DT_UNARY_RELU: un_run(DT_UNARY_RELU, n, x, sx, alpha, o); break;
-    case DT_UNARY_EXP: un_run(DT_UNARY_EXP, n, x, sx, alpha, o); break;
-    case DT_UNARY_LOG: un_run(DT_UNARY_LOG, n, x, sx, alpha, o); break;
-    case DT_UNARY_NEG: un_run(DT_UNARY_NEG, n, x, sx, alpha, o); break;
-    case DT_UNARY_SQRT: un_run(DT_UNARY_SQRT, n, x, sx, alpha, o); break;
-    case DT_UNARY_SQUARE: un_run(DT_UNARY_SQUARE, n, x, sx, alpha, o); break;
+    case DT_UNARY_SCALE:
+        un_run(DT_UNARY_SCALE, n, x, sx, alpha, o);
+        break;
+    case DT_UNARY_ADD_SCALAR:
+        un_run(DT_UNARY_ADD_SCALAR, n, x, sx, alpha, o);
+        break;
+    case DT_UNARY_GELU_TANH:
+        un_run(DT_UNARY_GELU_TANH, n, x, sx, alpha, o);
+        break;
+    case DT_UNARY_RELU:
+        un_run(DT_UNARY_RELU, n, x, sx, alpha, o);
+        break;
+    case DT_UNARY_EXP:
+        un_run(DT_UNARY_EXP, n, x, sx, alpha, o);
+        break;
+    case DT_UNARY_LOG:
+        un_run(DT_UNARY_LOG, n, x, sx, alpha, o);
+        break;
+    case DT_UNARY_NEG:
+        un_run(DT_UNARY_NEG, n, x, sx, alpha, o);
+        break;
+    case DT_UNARY_SQRT:
+        un_run(DT_UNARY_SQRT, n, x, sx, alpha, o);
+        break;
+    case DT_UNARY_SQUARE:
+        un_run(DT_UNARY_SQUARE, n, x, sx, alpha, o);
+        break;
     }
 }
 

@@ -145,7 +145,8 @@ static int64_t cuda_cached_bytes(int index)
     cudaMemPool_t pool;
     uint64_t reserved = 0, used = 0;
     if (cudaDeviceGetDefaultMemPool(&pool, index) != cudaSuccess ||
-        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved) != cudaSuccess ||
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved) !=
+            cudaSuccess ||
         cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used) != cudaSuccess)
         return 0;
     return reserved > used ? (int64_t)(reserved - used) : 0;

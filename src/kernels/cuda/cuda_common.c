@@ -23,13 +23,12 @@ dt_status dt__cuda_check(const char *fn, const char *what, const dt_tensor *t, d
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s is on device type %d, not cuda", fn, what,
                       (int)t->device.type);
     if (dtype != DT_DTYPE_COUNT && t->dtype != dtype)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: %s has dtype %s, the CUDA kernel takes %s", fn,
-                      what, dt_dtype_name(t->dtype), dt_dtype_name(dtype));
+        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: %s has dtype %s, the CUDA kernel takes %s", fn, what,
+                      dt_dtype_name(t->dtype), dt_dtype_name(dtype));
     return DT_OK;
 }
 
-dt_status dt__cuda_check_out(const char *fn, const char *what, const dt_tensor *t,
-                             dt_dtype dtype)
+dt_status dt__cuda_check_out(const char *fn, const char *what, const dt_tensor *t, dt_dtype dtype)
 {
     DT_CHECK(dt__cuda_check(fn, what, t, dtype));
     if (!dt__cuda_is_contiguous(t))
@@ -217,8 +216,8 @@ dt_status dt__cuda_contig(const char *fn, const dt_tensor *t, const void **data,
     memcpy(it.st[1], t->strides, sizeof(int64_t) * (size_t)t->ndim);
     iter_collapse(&it);
     dt_status s = DT_OK;
-    cudaError_t e = dt_cu_copy(buf, (int)t->dtype, dt__cuda_ptr(t), (int)t->dtype, &it,
-                               DT_CUDA_STREAM);
+    cudaError_t e =
+        dt_cu_copy(buf, (int)t->dtype, dt__cuda_ptr(t), (int)t->dtype, &it, DT_CUDA_STREAM);
     if (e != cudaSuccess) {
         s = dt__cuda_error(e, fn, "contiguous copy", __FILE__, __LINE__);
         goto err_free;
@@ -230,4 +229,3 @@ err_free:
     dt__cuda_scratch_free(buf);
     return s;
 }
-

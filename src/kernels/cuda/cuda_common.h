@@ -24,28 +24,27 @@
 dt_status dt__cuda_error(cudaError_t e, const char *fn, const char *what, const char *file,
                          int line);
 
-#define DT_CUDA_CHECK(call, fn)                                                      \
-    do {                                                                             \
-        cudaError_t dt_cu_e_ = (call);                                               \
-        if (dt_cu_e_ != cudaSuccess)                                                 \
-            return dt__cuda_error(dt_cu_e_, (fn), #call, __FILE__, __LINE__);        \
+#define DT_CUDA_CHECK(call, fn)                                                                    \
+    do {                                                                                           \
+        cudaError_t dt_cu_e_ = (call);                                                             \
+        if (dt_cu_e_ != cudaSuccess)                                                               \
+            return dt__cuda_error(dt_cu_e_, (fn), #call, __FILE__, __LINE__);                      \
     } while (0)
 
-#define DT_CUDA_CHECK_GOTO(call, fn, status, label)                                  \
-    do {                                                                             \
-        cudaError_t dt_cu_e_ = (call);                                               \
-        if (dt_cu_e_ != cudaSuccess) {                                               \
-            (status) = dt__cuda_error(dt_cu_e_, (fn), #call, __FILE__, __LINE__);    \
-            goto label;                                                              \
-        }                                                                            \
+#define DT_CUDA_CHECK_GOTO(call, fn, status, label)                                                \
+    do {                                                                                           \
+        cudaError_t dt_cu_e_ = (call);                                                             \
+        if (dt_cu_e_ != cudaSuccess) {                                                             \
+            (status) = dt__cuda_error(dt_cu_e_, (fn), #call, __FILE__, __LINE__);                  \
+            goto label;                                                                            \
+        }                                                                                          \
     } while (0)
 
 /* @p t is a local CUDA tensor with storage and (unless @p dtype is
  * DT_DTYPE_COUNT) of @p dtype; names fn, what and the bad value. */
 dt_status dt__cuda_check(const char *fn, const char *what, const dt_tensor *t, dt_dtype dtype);
 /* Same, and contiguous (outputs). */
-dt_status dt__cuda_check_out(const char *fn, const char *what, const dt_tensor *t,
-                             dt_dtype dtype);
+dt_status dt__cuda_check_out(const char *fn, const char *what, const dt_tensor *t, dt_dtype dtype);
 /* @p t is one of the integer dtypes ids/targets/masks may have. */
 dt_status dt__cuda_check_int(const char *fn, const char *what, const dt_tensor *t);
 /* Same shape as @p ref (ndim and sizes). */

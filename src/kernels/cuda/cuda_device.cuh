@@ -15,7 +15,8 @@
 #include "dtensor/core.h"
 #include "kernels/cuda/cuda_launch.h"
 
-namespace dtcu {
+namespace dtcu
+{
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 65535; /* grid-stride loops cover the rest */
@@ -58,15 +59,24 @@ __device__ __forceinline__ void iter_offsets(const dt_cu_iter &it, int64_t i, in
 __device__ __forceinline__ double load_as_double(const void *p, int dtype, int64_t i)
 {
     switch (dtype) {
-    case DT_DTYPE_F32: return (double)((const float *)p)[i];
-    case DT_DTYPE_F64: return ((const double *)p)[i];
-    case DT_DTYPE_F16: return (double)__half2float(((const __half *)p)[i]);
-    case DT_DTYPE_BF16: return (double)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    case DT_DTYPE_I32: return (double)((const int32_t *)p)[i];
-    case DT_DTYPE_I64: return (double)((const int64_t *)p)[i];
-    case DT_DTYPE_U16: return (double)((const uint16_t *)p)[i];
-    case DT_DTYPE_U8: return (double)((const uint8_t *)p)[i];
-    default: return 0.0;
+    case DT_DTYPE_F32:
+        return (double)((const float *)p)[i];
+    case DT_DTYPE_F64:
+        return ((const double *)p)[i];
+    case DT_DTYPE_F16:
+        return (double)__half2float(((const __half *)p)[i]);
+    case DT_DTYPE_BF16:
+        return (double)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    case DT_DTYPE_I32:
+        return (double)((const int32_t *)p)[i];
+    case DT_DTYPE_I64:
+        return (double)((const int64_t *)p)[i];
+    case DT_DTYPE_U16:
+        return (double)((const uint16_t *)p)[i];
+    case DT_DTYPE_U8:
+        return (double)((const uint8_t *)p)[i];
+    default:
+        return 0.0;
     }
 }
 
@@ -79,11 +89,16 @@ __device__ __forceinline__ bool dtype_is_int(int dtype)
 __device__ __forceinline__ int64_t load_as_int(const void *p, int dtype, int64_t i)
 {
     switch (dtype) {
-    case DT_DTYPE_I32: return ((const int32_t *)p)[i];
-    case DT_DTYPE_I64: return ((const int64_t *)p)[i];
-    case DT_DTYPE_U16: return ((const uint16_t *)p)[i];
-    case DT_DTYPE_U8: return ((const uint8_t *)p)[i];
-    default: return (int64_t)load_as_double(p, dtype, i);
+    case DT_DTYPE_I32:
+        return ((const int32_t *)p)[i];
+    case DT_DTYPE_I64:
+        return ((const int64_t *)p)[i];
+    case DT_DTYPE_U16:
+        return ((const uint16_t *)p)[i];
+    case DT_DTYPE_U8:
+        return ((const uint8_t *)p)[i];
+    default:
+        return (int64_t)load_as_double(p, dtype, i);
     }
 }
 
@@ -96,11 +111,20 @@ __device__ __forceinline__ int64_t clamp_i64(int64_t v, int64_t lo, int64_t hi)
 __device__ __forceinline__ void store_int(void *p, int dtype, int64_t i, int64_t v)
 {
     switch (dtype) {
-    case DT_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)clamp_i64(v, INT32_MIN, INT32_MAX); break;
-    case DT_DTYPE_I64: ((int64_t *)p)[i] = v; break;
-    case DT_DTYPE_U16: ((uint16_t *)p)[i] = (uint16_t)clamp_i64(v, 0, UINT16_MAX); break;
-    case DT_DTYPE_U8: ((uint8_t *)p)[i] = (uint8_t)clamp_i64(v, 0, UINT8_MAX); break;
-    default: break;
+    case DT_DTYPE_I32:
+        ((int32_t *)p)[i] = (int32_t)clamp_i64(v, INT32_MIN, INT32_MAX);
+        break;
+    case DT_DTYPE_I64:
+        ((int64_t *)p)[i] = v;
+        break;
+    case DT_DTYPE_U16:
+        ((uint16_t *)p)[i] = (uint16_t)clamp_i64(v, 0, UINT16_MAX);
+        break;
+    case DT_DTYPE_U8:
+        ((uint8_t *)p)[i] = (uint8_t)clamp_i64(v, 0, UINT8_MAX);
+        break;
+    default:
+        break;
     }
 }
 
@@ -135,23 +159,43 @@ __device__ __forceinline__ float f64_to_f32_odd(double v)
 __device__ __forceinline__ void store_double(void *p, int dtype, int64_t i, double v)
 {
     switch (dtype) {
-    case DT_DTYPE_F32: ((float *)p)[i] = (float)v; break;
-    case DT_DTYPE_F64: ((double *)p)[i] = v; break;
-    case DT_DTYPE_F16: ((__half *)p)[i] = __float2half_rn(f64_to_f32_odd(v)); break;
+    case DT_DTYPE_F32:
+        ((float *)p)[i] = (float)v;
+        break;
+    case DT_DTYPE_F64:
+        ((double *)p)[i] = v;
+        break;
+    case DT_DTYPE_F16:
+        ((__half *)p)[i] = __float2half_rn(f64_to_f32_odd(v));
+        break;
     case DT_DTYPE_BF16:
         ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(f64_to_f32_odd(v));
         break;
-    default: store_int(p, dtype, i, double_to_int_sat(v)); break;
+    default:
+        store_int(p, dtype, i, double_to_int_sat(v));
+        break;
     }
 }
 
 template <typename T> struct SumOp {
-    __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
-    static __device__ __forceinline__ T identity() { return T(0); }
+    __device__ __forceinline__ T operator()(T a, T b) const
+    {
+        return a + b;
+    }
+    static __device__ __forceinline__ T identity()
+    {
+        return T(0);
+    }
 };
 struct MaxOp {
-    __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
-    static __device__ __forceinline__ float identity() { return -INFINITY; }
+    __device__ __forceinline__ float operator()(float a, float b) const
+    {
+        return fmaxf(a, b);
+    }
+    static __device__ __forceinline__ float identity()
+    {
+        return -INFINITY;
+    }
 };
 
 template <typename T, typename Op> __device__ __forceinline__ T warp_reduce(T v, Op op)

@@ -36,7 +36,7 @@ enum {
 enum { DT_CU_RED_SUM, DT_CU_RED_MEAN, DT_CU_RED_MAX };
 
 #define DT_CU_MAX_DIMS 8
-#define DT_CU_MAX_OPS 3
+#define DT_CU_MAX_OPS  3
 
 /*
  * Up to DT_CU_MAX_OPS operands walked over one shape (row-major flat index),
@@ -60,8 +60,8 @@ cudaError_t dt_cu_fill(void *out, int dtype, const dt_cu_iter *it, double value,
 cudaError_t dt_cu_copy(void *dst, int dst_dtype, const void *src, int src_dtype,
                        const dt_cu_iter *it, cudaStream_t stream);
 /* op 0 = out, 1 = a, 2 = b; op is a dt_binary_op */
-cudaError_t dt_cu_binary(int op, float *out, const float *a, const float *b,
-                         const dt_cu_iter *it, cudaStream_t stream);
+cudaError_t dt_cu_binary(int op, float *out, const float *a, const float *b, const dt_cu_iter *it,
+                         cudaStream_t stream);
 /* op 0 = out, 1 = x; op is a dt_unary_op */
 cudaError_t dt_cu_unary(int op, float *out, const float *x, float alpha, const dt_cu_iter *it,
                         cudaStream_t stream);
@@ -79,22 +79,21 @@ cudaError_t dt_cu_softmax(const float *x, float *y, int64_t rows, int64_t cols, 
 cudaError_t dt_cu_softmax_backward(const float *y, const float *gy, float *gx, int64_t rows,
                                    int64_t cols, float scale, int log, cudaStream_t stream);
 /* w, b, mean, rstd may be NULL */
-cudaError_t dt_cu_layer_norm(const float *x, const float *w, const float *b, float eps,
-                             float *y, float *mean, float *rstd, int64_t rows, int64_t cols,
+cudaError_t dt_cu_layer_norm(const float *x, const float *w, const float *b, float eps, float *y,
+                             float *mean, float *rstd, int64_t rows, int64_t cols,
                              cudaStream_t stream);
 /* w, gx, gw, gb may be NULL; gw/gb accumulate */
 cudaError_t dt_cu_layer_norm_backward(const float *x, const float *w, const float *mean,
                                       const float *rstd, const float *gy, float *gx, float *gw,
-                                      float *gb, int64_t rows, int64_t cols,
-                                      cudaStream_t stream);
+                                      float *gb, int64_t rows, int64_t cols, cudaStream_t stream);
 /* ids contiguous (n of ids_dtype); weight rows with row stride w_ld; out [n, dim] */
 cudaError_t dt_cu_embedding(const float *w, int64_t w_rows, int64_t w_ld, int64_t dim,
                             const void *ids, int ids_dtype, int64_t n, int64_t vocab_start,
                             float *out, cudaStream_t stream);
 /* gw [w_rows, dim] contiguous += gy [n, dim] */
-cudaError_t dt_cu_embedding_backward(const void *ids, int ids_dtype, int64_t n,
-                                     const float *gy, int64_t dim, int64_t vocab_start,
-                                     float *gw, int64_t w_rows, cudaStream_t stream);
+cudaError_t dt_cu_embedding_backward(const void *ids, int ids_dtype, int64_t n, const float *gy,
+                                     int64_t dim, int64_t vocab_start, float *gw, int64_t w_rows,
+                                     cudaStream_t stream);
 /*
  * loss [rows] (may be NULL), lse [rows] (may be NULL). A target outside
  * [0, cols) that is not ignore_index sets *bad (device int) to 1 + its row
@@ -105,15 +104,13 @@ cudaError_t dt_cu_cross_entropy(const float *logits, int64_t rows, int64_t cols,
                                 float *loss, float *lse, int *bad, cudaStream_t stream);
 /* *bad (device, preset to UINT64_MAX) becomes the first row whose target is
  * outside [0, cols) and not ignore_index. */
-cudaError_t dt_cu_check_targets(const void *targets, int targets_dtype, int64_t rows,
-                                int64_t cols, int64_t ignore_index, unsigned long long *bad,
-                                cudaStream_t stream);
+cudaError_t dt_cu_check_targets(const void *targets, int targets_dtype, int64_t rows, int64_t cols,
+                                int64_t ignore_index, unsigned long long *bad, cudaStream_t stream);
 /* lse may be NULL (recomputed); gloss element r at gloss[r * gloss_stride] */
 cudaError_t dt_cu_cross_entropy_backward(const float *logits, int64_t rows, int64_t cols,
                                          const void *targets, int targets_dtype,
-                                         int64_t ignore_index, const float *lse,
-                                         const float *gloss, int64_t gloss_stride,
-                                         float *glogits, cudaStream_t stream);
+                                         int64_t ignore_index, const float *lse, const float *gloss,
+                                         int64_t gloss_stride, float *glogits, cudaStream_t stream);
 
 /* ---------------------------------------------------------------- reductions */
 /*
@@ -136,8 +133,8 @@ cudaError_t dt_cu_sgd_step(float *p, const float *g, float *buf, int64_t n, floa
                            float momentum, float weight_decay, cudaStream_t stream);
 /* bc1 = 1 - beta1^step, bc2 = 1 - beta2^step */
 cudaError_t dt_cu_adamw_step(float *p, const float *g, float *m, float *v, int64_t n, float lr,
-                             float beta1, float beta2, float eps, float weight_decay,
-                             float bc1, float bc2, cudaStream_t stream);
+                             float beta1, float beta2, float eps, float weight_decay, float bc1,
+                             float bc2, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,8 @@
 
 using namespace dtcu;
 
-namespace {
+namespace
+{
 
 __global__ void fill_kernel(void *out, int dtype, dt_cu_iter it, double value, int64_t ivalue,
                             bool as_int)
@@ -47,10 +48,14 @@ __global__ void copy_f32_kernel(float *dst, const float *src, dt_cu_iter it)
 __device__ __forceinline__ float binary_apply(int op, float a, float b)
 {
     switch (op) {
-    case DT_CU_BIN_ADD: return a + b;
-    case DT_CU_BIN_SUB: return a - b;
-    case DT_CU_BIN_MUL: return a * b;
-    default: return a / b;
+    case DT_CU_BIN_ADD:
+        return a + b;
+    case DT_CU_BIN_SUB:
+        return a - b;
+    case DT_CU_BIN_MUL:
+        return a * b;
+    default:
+        return a / b;
     }
 }
 
@@ -81,15 +86,24 @@ __device__ __forceinline__ float gelu_tanh_grad(float x)
 __device__ __forceinline__ float unary_apply(int op, float x, float alpha)
 {
     switch (op) {
-    case DT_CU_UN_SCALE: return alpha * x;
-    case DT_CU_UN_ADD_SCALAR: return x + alpha;
-    case DT_CU_UN_GELU_TANH: return gelu_tanh(x);
-    case DT_CU_UN_RELU: return x > 0.0f ? x : 0.0f;
-    case DT_CU_UN_EXP: return expf(x);
-    case DT_CU_UN_LOG: return logf(x);
-    case DT_CU_UN_NEG: return -x;
-    case DT_CU_UN_SQRT: return sqrtf(x);
-    default: return x * x; /* DT_CU_UN_SQUARE */
+    case DT_CU_UN_SCALE:
+        return alpha * x;
+    case DT_CU_UN_ADD_SCALAR:
+        return x + alpha;
+    case DT_CU_UN_GELU_TANH:
+        return gelu_tanh(x);
+    case DT_CU_UN_RELU:
+        return x > 0.0f ? x : 0.0f;
+    case DT_CU_UN_EXP:
+        return expf(x);
+    case DT_CU_UN_LOG:
+        return logf(x);
+    case DT_CU_UN_NEG:
+        return -x;
+    case DT_CU_UN_SQRT:
+        return sqrtf(x);
+    default:
+        return x * x; /* DT_CU_UN_SQUARE */
     }
 }
 
@@ -152,8 +166,8 @@ extern "C" cudaError_t dt_cu_copy(void *dst, int ddt, const void *src, int sdt,
     if (it->numel == 0)
         return cudaSuccess;
     if (ddt == DT_DTYPE_F32 && sdt == DT_DTYPE_F32)
-        copy_f32_kernel<<<grid_for(it->numel), kThreads, 0, stream>>>(
-            (float *)dst, (const float *)src, *it);
+        copy_f32_kernel<<<grid_for(it->numel), kThreads, 0, stream>>>((float *)dst,
+                                                                      (const float *)src, *it);
     else
         copy_kernel<<<grid_for(it->numel), kThreads, 0, stream>>>(dst, ddt, src, sdt, *it);
     return cudaGetLastError();

@@ -35,14 +35,13 @@ dt_status dt__cuda_copy(dt_tensor *dst, const dt_tensor *src)
     const dt_tensor *ins[1] = {src};
     const char *names[1] = {"src"};
     DT_CHECK(dt__cuda_iter_init(fn, &it, dst, 1, ins, names));
-    DT_CUDA_CHECK(dt_cu_copy(dt__cuda_ptr(dst), (int)dst->dtype, dt__cuda_ptr(src),
-                             (int)src->dtype, &it, DT_CUDA_STREAM),
+    DT_CUDA_CHECK(dt_cu_copy(dt__cuda_ptr(dst), (int)dst->dtype, dt__cuda_ptr(src), (int)src->dtype,
+                             &it, DT_CUDA_STREAM),
                   fn);
     return DT_OK;
 }
 
-dt_status dt__cuda_binary(dt_binary_op op, const dt_tensor *a, const dt_tensor *b,
-                          dt_tensor *out)
+dt_status dt__cuda_binary(dt_binary_op op, const dt_tensor *a, const dt_tensor *b, dt_tensor *out)
 {
     const char *fn = "dt_kernel_binary";
     if ((unsigned)op > DT_BINARY_DIV)
@@ -95,8 +94,8 @@ dt_status dt__cuda_unary_backward(dt_unary_op op, const dt_tensor *x, const dt_t
     const dt_tensor *ins[2] = {x, gy};
     const char *names[2] = {"x", "gy"};
     DT_CHECK(dt__cuda_iter_init(fn, &it, gx, 2, ins, names));
-    DT_CUDA_CHECK(dt_cu_unary_backward((int)op, dt__cuda_ptr(gx), dt__cuda_ptr(x),
-                                       dt__cuda_ptr(gy), &it, DT_CUDA_STREAM),
+    DT_CUDA_CHECK(dt_cu_unary_backward((int)op, dt__cuda_ptr(gx), dt__cuda_ptr(x), dt__cuda_ptr(gy),
+                                       &it, DT_CUDA_STREAM),
                   fn);
     return DT_OK;
 }

@@ -164,8 +164,8 @@ dt_status dt__cuda_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, bo
     DT_CHECK(dt__cuda_check(fn, "a", a, DT_DTYPE_F32));
     DT_CHECK(dt__cuda_check(fn, "b", b, DT_DTYPE_F32));
     if (a->ndim < 2 || b->ndim < 2 || c->ndim < 2)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: a, b, c need 2+ dims (have %d, %d, %d)", fn,
-                      a->ndim, b->ndim, c->ndim);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: a, b, c need 2+ dims (have %d, %d, %d)", fn, a->ndim,
+                      b->ndim, c->ndim);
     int64_t M = c->shape[c->ndim - 2], N = c->shape[c->ndim - 1];
     int64_t ar = a->shape[a->ndim - 2], ac = a->shape[a->ndim - 1];
     int64_t br = b->shape[b->ndim - 2], bc = b->shape[b->ndim - 1];
@@ -189,8 +189,9 @@ dt_status dt__cuda_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, bo
     int64_t lda = row_ld(a, ac), ldb = row_ld(b, bc);
     if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || batch > INT32_MAX || lda > INT32_MAX ||
         ldb > INT32_MAX)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: sizes beyond cuBLAS's 32-bit int (M %lld N %lld K %lld)",
-                      fn, (long long)M, (long long)N, (long long)K);
+        return DT_ERR(DT_ERR_UNSUPPORTED,
+                      "%s: sizes beyond cuBLAS's 32-bit int (M %lld N %lld K %lld)", fn,
+                      (long long)M, (long long)N, (long long)K);
     /* column-major: C^T [N, M] = op(B)^T [N, K] * op(A)^T [K, M] */
     cublasOperation_t opb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t opa = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -199,15 +200,15 @@ dt_status dt__cuda_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, bo
     cublasHandle_t h = NULL;
     DT_CHECK_GOTO(blas_handle(fn, c->device.index, &h), s, out_unlock);
     if (ga.uniform && gb.uniform) {
-        cublasStatus_t st = cublasSgemmStridedBatched(
-            h, opb, opa, (int)N, (int)M, (int)K, &alpha, dt__cuda_ptr(b), (int)ldb, gb.stride,
-            dt__cuda_ptr(a), (int)lda, ga.stride, &beta, dt__cuda_ptr(c), (int)N, M * N,
-            (int)batch);
+        cublasStatus_t st =
+            cublasSgemmStridedBatched(h, opb, opa, (int)N, (int)M, (int)K, &alpha, dt__cuda_ptr(b),
+                                      (int)ldb, gb.stride, dt__cuda_ptr(a), (int)lda, ga.stride,
+                                      &beta, dt__cuda_ptr(c), (int)N, M * N, (int)batch);
         if (st != CUBLAS_STATUS_SUCCESS)
             s = blas_error(st, fn, "cublasSgemmStridedBatched");
     } else {
-        s = gemm_pointer_array(fn, h, opb, opa, (int)N, (int)M, (int)K, alpha, beta, &ga,
-                               (int)lda, &gb, (int)ldb, c, (int)batch);
+        s = gemm_pointer_array(fn, h, opb, opa, (int)N, (int)M, (int)K, alpha, beta, &ga, (int)lda,
+                               &gb, (int)ldb, c, (int)batch);
     }
 out_unlock:
     pthread_mutex_unlock(&blas_lock);

@@ -10,16 +10,23 @@
 #include "kernels/cuda/kernels_cuda.h"
 
 /* The .cu files take the enum values as ints (cuda_launch.h mirrors them). */
-_Static_assert((int)DT_BINARY_ADD == (int)DT_CU_BIN_ADD && (int)DT_BINARY_SUB == (int)DT_CU_BIN_SUB &&
-                   (int)DT_BINARY_MUL == (int)DT_CU_BIN_MUL && (int)DT_BINARY_DIV == (int)DT_CU_BIN_DIV,
+_Static_assert((int)DT_BINARY_ADD == (int)DT_CU_BIN_ADD &&
+                   (int)DT_BINARY_SUB == (int)DT_CU_BIN_SUB &&
+                   (int)DT_BINARY_MUL == (int)DT_CU_BIN_MUL &&
+                   (int)DT_BINARY_DIV == (int)DT_CU_BIN_DIV,
                "dt_binary_op mirror");
-_Static_assert((int)DT_UNARY_SCALE == (int)DT_CU_UN_SCALE && (int)DT_UNARY_ADD_SCALAR == (int)DT_CU_UN_ADD_SCALAR &&
-                   (int)DT_UNARY_GELU_TANH == (int)DT_CU_UN_GELU_TANH && (int)DT_UNARY_RELU == (int)DT_CU_UN_RELU &&
-                   (int)DT_UNARY_EXP == (int)DT_CU_UN_EXP && (int)DT_UNARY_LOG == (int)DT_CU_UN_LOG &&
-                   (int)DT_UNARY_NEG == (int)DT_CU_UN_NEG && (int)DT_UNARY_SQRT == (int)DT_CU_UN_SQRT &&
+_Static_assert((int)DT_UNARY_SCALE == (int)DT_CU_UN_SCALE &&
+                   (int)DT_UNARY_ADD_SCALAR == (int)DT_CU_UN_ADD_SCALAR &&
+                   (int)DT_UNARY_GELU_TANH == (int)DT_CU_UN_GELU_TANH &&
+                   (int)DT_UNARY_RELU == (int)DT_CU_UN_RELU &&
+                   (int)DT_UNARY_EXP == (int)DT_CU_UN_EXP &&
+                   (int)DT_UNARY_LOG == (int)DT_CU_UN_LOG &&
+                   (int)DT_UNARY_NEG == (int)DT_CU_UN_NEG &&
+                   (int)DT_UNARY_SQRT == (int)DT_CU_UN_SQRT &&
                    (int)DT_UNARY_SQUARE == (int)DT_CU_UN_SQUARE,
                "dt_unary_op mirror");
-_Static_assert((int)DT_REDUCE_KIND_SUM == (int)DT_CU_RED_SUM && (int)DT_REDUCE_KIND_MEAN == (int)DT_CU_RED_MEAN &&
+_Static_assert((int)DT_REDUCE_KIND_SUM == (int)DT_CU_RED_SUM &&
+                   (int)DT_REDUCE_KIND_MEAN == (int)DT_CU_RED_MEAN &&
                    (int)DT_REDUCE_KIND_MAX == (int)DT_CU_RED_MAX,
                "dt_reduce_kind mirror");
 

@@ -29,19 +29,17 @@ dt_status dt__cuda_fill(dt_tensor *out, double value);
 dt_status dt__cuda_copy(dt_tensor *dst, const dt_tensor *src);
 dt_status dt__cuda_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
                         float alpha, float beta, dt_tensor *c);
-dt_status dt__cuda_binary(dt_binary_op op, const dt_tensor *a, const dt_tensor *b,
-                          dt_tensor *out);
+dt_status dt__cuda_binary(dt_binary_op op, const dt_tensor *a, const dt_tensor *b, dt_tensor *out);
 dt_status dt__cuda_unary(dt_unary_op op, const dt_tensor *x, float alpha, dt_tensor *out);
 dt_status dt__cuda_unary_backward(dt_unary_op op, const dt_tensor *x, const dt_tensor *gy,
                                   dt_tensor *gx);
 dt_status dt__cuda_masked_fill(const dt_tensor *x, const dt_tensor *mask, float value,
                                dt_tensor *out);
-dt_status dt__cuda_softmax(const dt_tensor *x, float scale, bool causal, bool log,
-                           dt_tensor *y);
-dt_status dt__cuda_softmax_backward(const dt_tensor *y, const dt_tensor *gy, float scale,
-                                    bool log, dt_tensor *gx);
-dt_status dt__cuda_layer_norm(const dt_tensor *x, const dt_tensor *w, const dt_tensor *b,
-                              float eps, dt_tensor *y, dt_tensor *mean, dt_tensor *rstd);
+dt_status dt__cuda_softmax(const dt_tensor *x, float scale, bool causal, bool log, dt_tensor *y);
+dt_status dt__cuda_softmax_backward(const dt_tensor *y, const dt_tensor *gy, float scale, bool log,
+                                    dt_tensor *gx);
+dt_status dt__cuda_layer_norm(const dt_tensor *x, const dt_tensor *w, const dt_tensor *b, float eps,
+                              dt_tensor *y, dt_tensor *mean, dt_tensor *rstd);
 dt_status dt__cuda_layer_norm_backward(const dt_tensor *x, const dt_tensor *w,
                                        const dt_tensor *mean, const dt_tensor *rstd,
                                        const dt_tensor *gy, dt_tensor *gx, dt_tensor *gw,
@@ -57,8 +55,8 @@ dt_status dt__cuda_cross_entropy_backward(const dt_tensor *logits, const dt_tens
                                           const dt_tensor *gloss, dt_tensor *glogits);
 dt_status dt__cuda_reduce(dt_reduce_kind kind, const dt_tensor *x, int dim, dt_tensor *out,
                           dt_tensor *argmax);
-dt_status dt__cuda_sgd_step(dt_tensor *p, const dt_tensor *g, dt_tensor *momentum_buf,
-                            float lr, float momentum, float weight_decay);
+dt_status dt__cuda_sgd_step(dt_tensor *p, const dt_tensor *g, dt_tensor *momentum_buf, float lr,
+                            float momentum, float weight_decay);
 dt_status dt__cuda_adamw_step(dt_tensor *p, const dt_tensor *g, dt_tensor *m, dt_tensor *v,
                               float lr, float beta1, float beta2, float eps, float weight_decay,
                               int64_t step);

@@ -3,7 +3,8 @@
 
 using namespace dtcu;
 
-namespace {
+namespace
+{
 
 __global__ void embedding_kernel(const float *w, int64_t w_rows, int64_t w_ld, int64_t dim,
                                  const void *ids, int idt, int64_t n, int64_t vocab_start,
@@ -123,9 +124,8 @@ extern "C" cudaError_t dt_cu_embedding(const float *w, int64_t w_rows, int64_t w
 }
 
 extern "C" cudaError_t dt_cu_embedding_backward(const void *ids, int ids_dtype, int64_t n,
-                                                const float *gy, int64_t dim,
-                                                int64_t vocab_start, float *gw, int64_t w_rows,
-                                                cudaStream_t stream)
+                                                const float *gy, int64_t dim, int64_t vocab_start,
+                                                float *gw, int64_t w_rows, cudaStream_t stream)
 {
     if (n == 0 || dim == 0)
         return cudaSuccess;
@@ -136,8 +136,8 @@ extern "C" cudaError_t dt_cu_embedding_backward(const void *ids, int ids_dtype, 
 
 extern "C" cudaError_t dt_cu_cross_entropy(const float *logits, int64_t rows, int64_t cols,
                                            const void *targets, int targets_dtype,
-                                           int64_t ignore_index, float *loss, float *lse,
-                                           int *bad, cudaStream_t stream)
+                                           int64_t ignore_index, float *loss, float *lse, int *bad,
+                                           cudaStream_t stream)
 {
     if (rows == 0)
         return cudaSuccess;
@@ -157,12 +157,11 @@ extern "C" cudaError_t dt_cu_check_targets(const void *targets, int targets_dtyp
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dt_cu_cross_entropy_backward(const float *logits, int64_t rows,
-                                                    int64_t cols, const void *targets,
-                                                    int targets_dtype, int64_t ignore_index,
-                                                    const float *lse, const float *gloss,
-                                                    int64_t gloss_stride, float *glogits,
-                                                    cudaStream_t stream)
+extern "C" cudaError_t dt_cu_cross_entropy_backward(const float *logits, int64_t rows, int64_t cols,
+                                                    const void *targets, int targets_dtype,
+                                                    int64_t ignore_index, const float *lse,
+                                                    const float *gloss, int64_t gloss_stride,
+                                                    float *glogits, cudaStream_t stream)
 {
     if (rows == 0 || cols == 0)
         return cudaSuccess;

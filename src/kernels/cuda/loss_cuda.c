@@ -28,14 +28,14 @@ static dt_status ce_check_targets(const char *fn, const void *targets, dt_dtype 
     unsigned long long *bad = NULL, host_bad = ~0ull;
     dt_status s = DT_OK;
     DT_CHECK(dt__cuda_scratch(fn, sizeof(*bad), (void **)&bad));
-    DT_CUDA_CHECK_GOTO(cudaMemcpyAsync(bad, &host_bad, sizeof(host_bad), cudaMemcpyHostToDevice,
-                                       DT_CUDA_STREAM),
-                       fn, s, out_free);
-    DT_CUDA_CHECK_GOTO(dt_cu_check_targets(targets, (int)tdt, rows, classes, ignore_index, bad,
-                                           DT_CUDA_STREAM),
-                       fn, s, out_free);
-    DT_CUDA_CHECK_GOTO(cudaMemcpy(&host_bad, bad, sizeof(host_bad), cudaMemcpyDeviceToHost), fn,
-                       s, out_free);
+    DT_CUDA_CHECK_GOTO(
+        cudaMemcpyAsync(bad, &host_bad, sizeof(host_bad), cudaMemcpyHostToDevice, DT_CUDA_STREAM),
+        fn, s, out_free);
+    DT_CUDA_CHECK_GOTO(
+        dt_cu_check_targets(targets, (int)tdt, rows, classes, ignore_index, bad, DT_CUDA_STREAM),
+        fn, s, out_free);
+    DT_CUDA_CHECK_GOTO(cudaMemcpy(&host_bad, bad, sizeof(host_bad), cudaMemcpyDeviceToHost), fn, s,
+                       out_free);
     if (host_bad != ~0ull) {
         int64_t row = (int64_t)host_bad, t = 0;
         size_t esz = dt_dtype_size(tdt);
@@ -72,9 +72,9 @@ dt_status dt__cuda_cross_entropy(const dt_tensor *logits, const dt_tensor *targe
     DT_CHECK_GOTO(ce_check_targets(fn, td, targets->dtype, rows, classes, ignore_index), s,
                   out_free);
     DT_CHECK_GOTO(dt__cuda_contig(fn, logits, &ld, &tl), s, out_free);
-    DT_CUDA_CHECK_GOTO(dt_cu_cross_entropy(ld, rows, classes, td, (int)targets->dtype,
-                                           ignore_index, dt__cuda_ptr(loss), dt__cuda_ptr(lse),
-                                           NULL, DT_CUDA_STREAM),
+    DT_CUDA_CHECK_GOTO(dt_cu_cross_entropy(ld, rows, classes, td, (int)targets->dtype, ignore_index,
+                                           dt__cuda_ptr(loss), dt__cuda_ptr(lse), NULL,
+                                           DT_CUDA_STREAM),
                        fn, s, out_free);
 out_free:
     dt__cuda_scratch_free(tl);
@@ -111,8 +111,8 @@ dt_status dt__cuda_cross_entropy_backward(const dt_tensor *logits, const dt_tens
         DT_CHECK_GOTO(dt__cuda_contig(fn, lse, &ed, &te), s, out_free);
     DT_CHECK_GOTO(dt__cuda_contig(fn, gloss, &gd, &tg), s, out_free);
     DT_CUDA_CHECK_GOTO(dt_cu_cross_entropy_backward(ld, rows, classes, td, (int)targets->dtype,
-                                                    ignore_index, ed, gd, 1,
-                                                    dt__cuda_ptr(glogits), DT_CUDA_STREAM),
+                                                    ignore_index, ed, gd, 1, dt__cuda_ptr(glogits),
+                                                    DT_CUDA_STREAM),
                        fn, s, out_free);
 out_free:
     dt__cuda_scratch_free(tg);

@@ -19,15 +19,15 @@ dt_status dt__cuda_softmax(const dt_tensor *x, float scale, bool causal, bool lo
     const void *xd = NULL;
     void *tmp = NULL;
     DT_CHECK(dt__cuda_contig(fn, x, &xd, &tmp));
-    cudaError_t e = dt_cu_softmax(xd, dt__cuda_ptr(y), numel / n, n, tq, scale, causal, log,
-                                  DT_CUDA_STREAM);
+    cudaError_t e =
+        dt_cu_softmax(xd, dt__cuda_ptr(y), numel / n, n, tq, scale, causal, log, DT_CUDA_STREAM);
     dt__cuda_scratch_free(tmp);
     DT_CUDA_CHECK(e, fn);
     return DT_OK;
 }
 
-dt_status dt__cuda_softmax_backward(const dt_tensor *y, const dt_tensor *gy, float scale,
-                                    bool log, dt_tensor *gx)
+dt_status dt__cuda_softmax_backward(const dt_tensor *y, const dt_tensor *gy, float scale, bool log,
+                                    dt_tensor *gx)
 {
     const char *fn = "dt_kernel_softmax_backward";
     DT_CHECK(dt__cuda_check_out(fn, "gx", gx, DT_DTYPE_F32));
@@ -46,9 +46,9 @@ dt_status dt__cuda_softmax_backward(const dt_tensor *y, const dt_tensor *gy, flo
     dt_status s = DT_OK;
     DT_CHECK(dt__cuda_contig(fn, y, &yd, &ty));
     DT_CHECK_GOTO(dt__cuda_contig(fn, gy, &gd, &tg), s, out_free);
-    DT_CUDA_CHECK_GOTO(dt_cu_softmax_backward(yd, gd, dt__cuda_ptr(gx), numel / n, n, scale, log,
-                                              DT_CUDA_STREAM),
-                       fn, s, out_free);
+    DT_CUDA_CHECK_GOTO(
+        dt_cu_softmax_backward(yd, gd, dt__cuda_ptr(gx), numel / n, n, scale, log, DT_CUDA_STREAM),
+        fn, s, out_free);
 out_free:
     dt__cuda_scratch_free(tg);
     dt__cuda_scratch_free(ty);
@@ -77,8 +77,8 @@ static dt_status optional_out(const char *fn, const char *what, const dt_tensor 
     return dt__cuda_check_numel(fn, what, o, n);
 }
 
-dt_status dt__cuda_layer_norm(const dt_tensor *x, const dt_tensor *w, const dt_tensor *b,
-                              float eps, dt_tensor *y, dt_tensor *mean, dt_tensor *rstd)
+dt_status dt__cuda_layer_norm(const dt_tensor *x, const dt_tensor *w, const dt_tensor *b, float eps,
+                              dt_tensor *y, dt_tensor *mean, dt_tensor *rstd)
 {
     const char *fn = "dt_kernel_layer_norm";
     DT_CHECK(dt__cuda_check_out(fn, "y", y, DT_DTYPE_F32));
@@ -101,8 +101,7 @@ dt_status dt__cuda_layer_norm(const dt_tensor *x, const dt_tensor *w, const dt_t
     DT_CHECK_GOTO(dt__cuda_contig(fn, x, &xd, &tx), s, out_free);
     DT_CUDA_CHECK_GOTO(dt_cu_layer_norm(xd, wd, bd, eps, dt__cuda_ptr(y),
                                         mean ? dt__cuda_ptr(mean) : NULL,
-                                        rstd ? dt__cuda_ptr(rstd) : NULL, rows, n,
-                                        DT_CUDA_STREAM),
+                                        rstd ? dt__cuda_ptr(rstd) : NULL, rows, n, DT_CUDA_STREAM),
                        fn, s, out_free);
 out_free:
     dt__cuda_scratch_free(tx);
@@ -141,8 +140,7 @@ dt_status dt__cuda_layer_norm_backward(const dt_tensor *x, const dt_tensor *w,
     DT_CHECK_GOTO(optional_vec(fn, "rstd", rstd, rows, &rd, &tr), s, out_free);
     DT_CHECK_GOTO(dt__cuda_contig(fn, x, &xd, &tx), s, out_free);
     DT_CHECK_GOTO(dt__cuda_contig(fn, gy, &gd, &tg), s, out_free);
-    DT_CUDA_CHECK_GOTO(dt_cu_layer_norm_backward(xd, wd, md, rd, gd,
-                                                 gx ? dt__cuda_ptr(gx) : NULL,
+    DT_CUDA_CHECK_GOTO(dt_cu_layer_norm_backward(xd, wd, md, rd, gd, gx ? dt__cuda_ptr(gx) : NULL,
                                                  gw ? dt__cuda_ptr(gw) : NULL,
                                                  gb ? dt__cuda_ptr(gb) : NULL, rows, n,
                                                  DT_CUDA_STREAM),
@@ -197,8 +195,7 @@ dt_status dt__cuda_embedding_backward(const dt_tensor *ids, const dt_tensor *gy,
     DT_CHECK(dt__cuda_check(fn, "gy", gy, DT_DTYPE_F32));
     DT_CHECK(dt__cuda_check_int(fn, "ids", ids));
     if (gweight->ndim != 2)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: gweight has %d dims, expected 2", fn,
-                      gweight->ndim);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: gweight has %d dims, expected 2", fn, gweight->ndim);
     int64_t rows = gweight->shape[0], dim = gweight->shape[1];
     int64_t n = dt__shape_numel(ids->ndim, ids->shape);
     DT_CHECK(dt__cuda_check_numel(fn, "gy", gy, n * dim));

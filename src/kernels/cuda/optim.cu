@@ -3,7 +3,8 @@
 
 using namespace dtcu;
 
-namespace {
+namespace
+{
 
 /* d = g + wd * p; buf = momentum * buf + d (when momentum != 0); p -= lr * buf|d */
 __global__ void sgd_kernel(float *p, const float *g, float *buf, int64_t n, float lr,

@@ -3,7 +3,8 @@
 
 using namespace dtcu;
 
-namespace {
+namespace
+{
 
 /* Max with the first index among equal values; NaN wins (propagates, as in torch.max). */
 __device__ __forceinline__ bool better(float v, int64_t i, float best, int64_t bi)
@@ -16,8 +17,8 @@ __device__ __forceinline__ bool better(float v, int64_t i, float best, int64_t b
 }
 
 /* One thread per output; `o` walks the output positions over x's other dims. */
-__global__ void reduce_thread_kernel(int kind, const float *x, dt_cu_iter o, int64_t R,
-                                     int64_t rs, float *out, int64_t *am)
+__global__ void reduce_thread_kernel(int kind, const float *x, dt_cu_iter o, int64_t R, int64_t rs,
+                                     float *out, int64_t *am)
 {
     for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < o.numel;
          q += (int64_t)gridDim.x * blockDim.x) {
@@ -56,8 +57,8 @@ __device__ __forceinline__ void max_merge(float &best, int64_t &bi, float ov, in
 }
 
 /* One warp per output: many outputs each reducing a contiguous run (rs == 1). */
-__global__ void reduce_warp_kernel(int kind, const float *x, dt_cu_iter o, int64_t R,
-                                   float *out, int64_t *am)
+__global__ void reduce_warp_kernel(int kind, const float *x, dt_cu_iter o, int64_t R, float *out,
+                                   int64_t *am)
 {
     int lane = threadIdx.x & 31;
     int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
@@ -200,13 +201,13 @@ extern "C" cudaError_t dt_cu_reduce(int kind, const float *x, int ndim, const in
         return cudaSuccess;
     if (R >= 1024 && o.numel <= 4096)
         reduce_block_kernel<<<row_blocks(o.numel), kThreads, 0, stream>>>(kind, x, o, R, rs, out,
-                                                                         argmax);
+                                                                          argmax);
     else if (rs == 1 && R >= 32)
         reduce_warp_kernel<<<grid_for(o.numel * 32), kThreads, 0, stream>>>(kind, x, o, R, out,
-                                                                           argmax);
+                                                                            argmax);
     else
         reduce_thread_kernel<<<grid_for(o.numel), kThreads, 0, stream>>>(kind, x, o, R, rs, out,
-                                                                        argmax);
+                                                                         argmax);
     return cudaGetLastError();
 }
 

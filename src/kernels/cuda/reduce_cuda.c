@@ -72,8 +72,8 @@ static dt_status optim_check(const char *fn, const char *what, const dt_tensor *
     return dt__cuda_check_numel(fn, what, t, dt__shape_numel(p->ndim, p->shape));
 }
 
-dt_status dt__cuda_sgd_step(dt_tensor *p, const dt_tensor *g, dt_tensor *momentum_buf,
-                            float lr, float momentum, float weight_decay)
+dt_status dt__cuda_sgd_step(dt_tensor *p, const dt_tensor *g, dt_tensor *momentum_buf, float lr,
+                            float momentum, float weight_decay)
 {
     const char *fn = "dt_kernel_sgd_step";
     DT_CHECK(dt__cuda_check_out(fn, "p", p, DT_DTYPE_F32));

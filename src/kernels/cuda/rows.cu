@@ -7,7 +7,8 @@
 
 using namespace dtcu;
 
-namespace {
+namespace
+{
 
 /* Keys j < limit are visible to row r (causal: query r % tq of tq, keys cols). */
 __device__ __forceinline__ int64_t visible_keys(int64_t r, int64_t cols, int64_t tq, int causal)
@@ -143,9 +144,9 @@ __global__ void layer_norm_backward_x_kernel(const float *x, const float *w, con
  * (32, 8): 32 columns, 8 row lanes; partial sums of a block are added with
  * atomics (grid.y blocks share a column).
  */
-__global__ void layer_norm_backward_wb_kernel(const float *x, const float *mean,
-                                              const float *rstd, const float *gy, float *gw,
-                                              float *gb, int64_t rows, int64_t cols)
+__global__ void layer_norm_backward_wb_kernel(const float *x, const float *mean, const float *rstd,
+                                              const float *gy, float *gw, float *gb, int64_t rows,
+                                              int64_t cols)
 {
     __shared__ float sw[8][33], sb[8][33];
     int64_t c = blockIdx.x * 32 + threadIdx.x;
@@ -192,14 +193,14 @@ extern "C" cudaError_t dt_cu_softmax_backward(const float *y, const float *gy, f
 {
     if (rows == 0 || cols == 0)
         return cudaSuccess;
-    softmax_backward_kernel<<<row_blocks(rows), row_threads(cols), 0, stream>>>(
-        y, gy, gx, rows, cols, scale, log);
+    softmax_backward_kernel<<<row_blocks(rows), row_threads(cols), 0, stream>>>(y, gy, gx, rows,
+                                                                                cols, scale, log);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dt_cu_layer_norm(const float *x, const float *w, const float *b,
-                                        float eps, float *y, float *mean, float *rstd,
-                                        int64_t rows, int64_t cols, cudaStream_t stream)
+extern "C" cudaError_t dt_cu_layer_norm(const float *x, const float *w, const float *b, float eps,
+                                        float *y, float *mean, float *rstd, int64_t rows,
+                                        int64_t cols, cudaStream_t stream)
 {
     if (rows == 0 || cols == 0)
         return cudaSuccess;
@@ -208,10 +209,9 @@ extern "C" cudaError_t dt_cu_layer_norm(const float *x, const float *w, const fl
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dt_cu_layer_norm_backward(const float *x, const float *w,
-                                                 const float *mean, const float *rstd,
-                                                 const float *gy, float *gx, float *gw,
-                                                 float *gb, int64_t rows, int64_t cols,
+extern "C" cudaError_t dt_cu_layer_norm_backward(const float *x, const float *w, const float *mean,
+                                                 const float *rstd, const float *gy, float *gx,
+                                                 float *gw, float *gb, int64_t rows, int64_t cols,
                                                  cudaStream_t stream)
 {
     if (rows == 0 || cols == 0)
@@ -226,8 +226,8 @@ extern "C" cudaError_t dt_cu_layer_norm_backward(const float *x, const float *w,
     if (gw != nullptr || gb != nullptr) {
         int64_t ychunks = (rows + 63) / 64; /* >= 64 rows per block row */
         dim3 grid((unsigned)((cols + 31) / 32), (unsigned)(ychunks < 32 ? ychunks : 32));
-        layer_norm_backward_wb_kernel<<<grid, dim3(32, 8), 0, stream>>>(x, mean, rstd, gy, gw,
-                                                                       gb, rows, cols);
+        layer_norm_backward_wb_kernel<<<grid, dim3(32, 8), 0, stream>>>(x, mean, rstd, gy, gw, gb,
+                                                                        rows, cols);
     }
     return cudaGetLastError();
 }

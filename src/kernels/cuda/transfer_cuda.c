@@ -57,15 +57,15 @@ static dt_status device_unpack(const char *fn, dt_tensor *dst, const void *packe
         it.st[0][d] = dst->strides[d];
     }
     dt__contiguous_strides(dst->ndim, dst->shape, it.st[1]);
-    DT_CUDA_CHECK(dt_cu_copy(dt__cuda_ptr(dst), (int)dst->dtype, packed, (int)src_dtype, &it,
-                             DT_CUDA_STREAM),
-                  fn);
+    DT_CUDA_CHECK(
+        dt_cu_copy(dt__cuda_ptr(dst), (int)dst->dtype, packed, (int)src_dtype, &it, DT_CUDA_STREAM),
+        fn);
     return DT_OK;
 }
 
 /* A packed device buffer of dtype out_dtype holding src (device, any layout). */
-static dt_status device_pack(const char *fn, const dt_tensor *src, dt_dtype out_dtype,
-                             int64_t n, void **packed)
+static dt_status device_pack(const char *fn, const dt_tensor *src, dt_dtype out_dtype, int64_t n,
+                             void **packed)
 {
     void *buf = NULL;
     DT_CHECK(dt__cuda_scratch(fn, (size_t)n * dt_dtype_size(out_dtype), &buf));
@@ -79,8 +79,8 @@ static dt_status device_pack(const char *fn, const dt_tensor *src, dt_dtype out_
         it.st[1][d] = src->strides[d];
     }
     dt__contiguous_strides(src->ndim, src->shape, it.st[0]);
-    cudaError_t e = dt_cu_copy(buf, (int)out_dtype, dt__cuda_ptr(src), (int)src->dtype, &it,
-                               DT_CUDA_STREAM);
+    cudaError_t e =
+        dt_cu_copy(buf, (int)out_dtype, dt__cuda_ptr(src), (int)src->dtype, &it, DT_CUDA_STREAM);
     if (e != cudaSuccess) {
         dt__cuda_scratch_free(buf);
         return dt__cuda_error(e, fn, "dt_cu_copy (pack)", __FILE__, __LINE__);
@@ -92,8 +92,8 @@ static dt_status device_pack(const char *fn, const dt_tensor *src, dt_dtype out_
 static dt_status host_to_device(const char *fn, dt_tensor *dst, const dt_tensor *src, int64_t n)
 {
     size_t sbytes = (size_t)n * dt_dtype_size(src->dtype);
-    const char *sdata = (const char *)src->storage->data +
-                        src->offset * (int64_t)dt_dtype_size(src->dtype);
+    const char *sdata =
+        (const char *)src->storage->data + src->offset * (int64_t)dt_dtype_size(src->dtype);
     DT_CHECK(dt__cuda_use_device(fn, dst));
     if (src->dtype == dst->dtype && host_contiguous(src) && dt__cuda_is_contiguous(dst)) {
         DT_CUDA_CHECK(cudaMemcpy(dt__cuda_ptr(dst), sdata, sbytes, cudaMemcpyHostToDevice), fn);
@@ -104,9 +104,9 @@ static dt_status host_to_device(const char *fn, dt_tensor *dst, const dt_tensor 
     if (!host_contiguous(src))
         DT_CHECK(host_gather(fn, src, n, &hbuf));
     DT_CHECK_GOTO(dt__cuda_scratch(fn, sbytes, &dbuf), s, out_free_host);
-    DT_CUDA_CHECK_GOTO(cudaMemcpy(dbuf, hbuf != NULL ? hbuf : sdata, sbytes,
-                                  cudaMemcpyHostToDevice),
-                       fn, s, out_free_dev);
+    DT_CUDA_CHECK_GOTO(
+        cudaMemcpy(dbuf, hbuf != NULL ? hbuf : sdata, sbytes, cudaMemcpyHostToDevice), fn, s,
+        out_free_dev);
     s = device_unpack(fn, dst, dbuf, src->dtype);
     if (s == DT_OK) /* synchronous like the plain path: the caller may reuse src */
         DT_CUDA_CHECK_GOTO(cudaStreamSynchronize(DT_CUDA_STREAM), fn, s, out_free_dev);
@@ -136,9 +136,9 @@ static dt_status device_to_host(const char *fn, dt_tensor *dst, const dt_tensor 
             goto out_free_dev;
         }
     }
-    DT_CUDA_CHECK_GOTO(cudaMemcpy(hbuf != NULL ? hbuf : ddata, dbuf, dbytes,
-                                  cudaMemcpyDeviceToHost),
-                       fn, s, out_free_host);
+    DT_CUDA_CHECK_GOTO(
+        cudaMemcpy(hbuf != NULL ? hbuf : ddata, dbuf, dbytes, cudaMemcpyDeviceToHost), fn, s,
+        out_free_host);
     if (hbuf != NULL)
         host_scatter(dst, n, hbuf);
 out_free_host:
@@ -149,8 +149,7 @@ out_free_dev:
 }
 
 /* GPU -> GPU on different devices: through the host when not a plain peer copy. */
-static dt_status device_to_device(const char *fn, dt_tensor *dst, const dt_tensor *src,
-                                  int64_t n)
+static dt_status device_to_device(const char *fn, dt_tensor *dst, const dt_tensor *src, int64_t n)
 {
     if (src->dtype == dst->dtype && dt__cuda_is_contiguous(src) && dt__cuda_is_contiguous(dst)) {
         DT_CUDA_CHECK(cudaMemcpyPeer(dt__cuda_ptr(dst), dst->device.index, dt__cuda_ptr(src),
