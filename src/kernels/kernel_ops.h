@@ -147,6 +147,16 @@ typedef struct dt_kernel_ops {
 dt_status dt__kernel_reduce_args(const char *fn, dt_reduce_kind kind, const dt_tensor *x, int dim,
                                  int *dim_out);
 
+/*
+ * The geometry of an embedding entry: @p table (named tname) is [rows, dim] and
+ * @p rows_t (named rname) holds numel(ids) x dim elements; DT_ERR_INVALID_ARG
+ * naming the bad value. The tensors must already be checked non-NULL.
+ */
+dt_status dt__kernel_embedding_dims(const char *fn, const char *tname, const dt_tensor *table,
+                                    const dt_tensor *ids, const char *rname,
+                                    const dt_tensor *rows_t, int64_t *rows, int64_t *dim,
+                                    int64_t *n);
+
 /* The table for @p device (NULL when that device type is not built in). */
 const dt_kernel_ops *dt__kernels_for(dt_device device);
 

@@ -41,6 +41,24 @@ dt_status dt__kernel_reduce_args(const char *fn, dt_reduce_kind kind, const dt_t
     return DT_OK;
 }
 
+dt_status dt__kernel_embedding_dims(const char *fn, const char *tname, const dt_tensor *table,
+                                    const dt_tensor *ids, const char *rname,
+                                    const dt_tensor *rows_t, int64_t *rows, int64_t *dim,
+                                    int64_t *n)
+{
+    if (table->ndim != 2)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s has %d dims, expected 2", fn, tname, table->ndim);
+    int64_t d = table->shape[1], k = dt__shape_numel(ids->ndim, ids->shape);
+    int64_t have = dt__shape_numel(rows_t->ndim, rows_t->shape);
+    if (have != k * d)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s has %lld elements, expected %lld ids x %lld", fn,
+                      rname, (long long)have, (long long)k, (long long)d);
+    *rows = table->shape[0];
+    *dim = d;
+    *n = k;
+    return DT_OK;
+}
+
 static atomic_int threads_override; /* 0: from the environment */
 
 /* Cores this process may run on (affinity mask, so taskset/cgroups count). */

@@ -13,13 +13,9 @@ dt_status dt__cpu_embedding(const dt_tensor *weight, const dt_tensor *ids, int64
     const char *fn = "dt_kernel_embedding";
     DT_CHECK(dt__cpu_check_out(fn, "out", out, DT_DTYPE_F32));
     DT_CHECK(dt__cpu_check(fn, "weight", weight, DT_DTYPE_F32));
-    if (weight->ndim != 2)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: weight has %d dims, expected 2", fn, weight->ndim);
-    int64_t rows = weight->shape[0], dim = weight->shape[1];
-    int64_t n = dt_tensor_numel(ids);
-    if (dt_tensor_numel(out) != n * dim)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: out has %lld elements, expected %lld ids x %lld", fn,
-                      (long long)dt_tensor_numel(out), (long long)n, (long long)dim);
+    DT_CHECK(dt__cpu_check_local(fn, "ids", ids));
+    int64_t rows, dim, n;
+    DT_CHECK(dt__kernel_embedding_dims(fn, "weight", weight, ids, "out", out, &rows, &dim, &n));
     int64_t *v = NULL;
     DT_CHECK(dt__cpu_load_ids(fn, ids, &v));
     const float *w = dt__f32(weight);
@@ -47,13 +43,9 @@ dt_status dt__cpu_embedding_backward(const dt_tensor *ids, const dt_tensor *gy, 
     const char *fn = "dt_kernel_embedding_backward";
     DT_CHECK(dt__cpu_check_out(fn, "gweight", gweight, DT_DTYPE_F32));
     DT_CHECK(dt__cpu_check(fn, "gy", gy, DT_DTYPE_F32));
-    if (gweight->ndim != 2)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: gweight has %d dims, expected 2", fn, gweight->ndim);
-    int64_t rows = gweight->shape[0], dim = gweight->shape[1];
-    int64_t n = dt_tensor_numel(ids);
-    if (dt_tensor_numel(gy) != n * dim)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: gy has %lld elements, expected %lld ids x %lld", fn,
-                      (long long)dt_tensor_numel(gy), (long long)n, (long long)dim);
+    DT_CHECK(dt__cpu_check_local(fn, "ids", ids));
+    int64_t rows, dim, n;
+    DT_CHECK(dt__kernel_embedding_dims(fn, "gweight", gweight, ids, "gy", gy, &rows, &dim, &n));
     int64_t *v = NULL;
     dt_tensor *tg = NULL;
     const void *gd = NULL;

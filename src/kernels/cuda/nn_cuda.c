@@ -161,11 +161,8 @@ dt_status dt__cuda_embedding(const dt_tensor *weight, const dt_tensor *ids, int6
     DT_CHECK(dt__cuda_check_out(fn, "out", out, DT_DTYPE_F32));
     DT_CHECK(dt__cuda_check(fn, "weight", weight, DT_DTYPE_F32));
     DT_CHECK(dt__cuda_check_int(fn, "ids", ids));
-    if (weight->ndim != 2)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: weight has %d dims, expected 2", fn, weight->ndim);
-    int64_t rows = weight->shape[0], dim = weight->shape[1];
-    int64_t n = dt__shape_numel(ids->ndim, ids->shape);
-    DT_CHECK(dt__cuda_check_numel(fn, "out", out, n * dim));
+    int64_t rows, dim, n;
+    DT_CHECK(dt__kernel_embedding_dims(fn, "weight", weight, ids, "out", out, &rows, &dim, &n));
     if (n == 0 || dim == 0)
         return DT_OK;
     DT_CHECK(dt__cuda_use_device(fn, out));
@@ -194,11 +191,8 @@ dt_status dt__cuda_embedding_backward(const dt_tensor *ids, const dt_tensor *gy,
     DT_CHECK(dt__cuda_check_out(fn, "gweight", gweight, DT_DTYPE_F32));
     DT_CHECK(dt__cuda_check(fn, "gy", gy, DT_DTYPE_F32));
     DT_CHECK(dt__cuda_check_int(fn, "ids", ids));
-    if (gweight->ndim != 2)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: gweight has %d dims, expected 2", fn, gweight->ndim);
-    int64_t rows = gweight->shape[0], dim = gweight->shape[1];
-    int64_t n = dt__shape_numel(ids->ndim, ids->shape);
-    DT_CHECK(dt__cuda_check_numel(fn, "gy", gy, n * dim));
+    int64_t rows, dim, n;
+    DT_CHECK(dt__kernel_embedding_dims(fn, "gweight", gweight, ids, "gy", gy, &rows, &dim, &n));
     if (n == 0 || dim == 0)
         return DT_OK;
     DT_CHECK(dt__cuda_use_device(fn, gweight));
