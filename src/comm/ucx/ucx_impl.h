@@ -49,8 +49,23 @@ typedef struct dt_ucx_info {
 
 /* Fill @p out for this process. */
 void dt__ucx_info_self(dt_ucx_info *out);
-/* Automatic spin: no busy-polling while the host has more runnable threads
- * than cores (rate-limited read of /proc/loadavg). */
+/*
+ * Automatic spin (DT_SPIN_US = -1): before sleeping on the event fd a wait
+ *   1. polls plainly for an adaptive budget between DT_UCX_SPIN_MIN_US and
+ *      DT_UCX_SPIN_MAX_US (none when there are more local ranks than cores:
+ *      the peer we wait for may need this very core). A wake-up sooner than
+ *      the maximum doubles the budget (the peer answers quickly: polling
+ *      catches it at the lowest latency), a longer one halves it (the peer
+ *      is computing: polling would only take CPU from it or other work);
+ *   2. while the host is contended (more local ranks than cores, or
+ *      /proc/loadavg shows more runnable threads than cores), polls for
+ *      DT_UCX_SPIN_YIELD_US more with sched_yield after every poll, handing
+ *      the core to whoever is runnable and polling only when it would idle.
+ * DT_SPIN_US >= 0: plain polling for that long, no yielding, no adapting.
+ */
+#define DT_UCX_SPIN_MAX_US   200
+#define DT_UCX_SPIN_MIN_US   5
+#define DT_UCX_SPIN_YIELD_US 50
 void dt__ucx_update_spin(dt_ucx_shared *sh);
 /* Mark local peers whose process is gone as dead (rate-limited). */
 void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force);
@@ -63,9 +78,12 @@ struct dt_ucx_shared {
     int world_rank, world_size;
     dt_ucx_peer *peers; /* world_size entries */
     uint32_t next_id;   /* lowest comm id not used by this process yet */
-    double spin_s;      /* busy-poll time before sleeping (adapted, <= spin_max_s) */
+    double spin_s;      /* plain polling before sleeping (adapted, <= spin_max_s) */
     double spin_max_s;  /* DT_SPIN_US or the automatic choice */
-    bool spin_auto;     /* DT_SPIN_US = -1: spin only while cores are free */
+    double spin_min_s;  /* the budget never shrinks below this */
+    double yield_s;     /* then polling with sched_yield (contended host) */
+    bool spin_auto;     /* DT_SPIN_US = -1: see above */
+    bool oversubscribed; /* more local ranks than cores */
     int cores;
     double last_load;   /* when /proc/loadavg was last read */
     int orphans;        /* requests the core gave up on that UCX still owns */

@@ -72,26 +72,23 @@ void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force)
     }
 }
 
+/* Contention is re-read at most every 0.5 s. */
 void dt__ucx_update_spin(dt_ucx_shared *sh)
 {
     if (!sh->spin_auto)
         return;
     double now = dt__now();
-    if (now - sh->last_load < 0.5)
+    if (sh->last_load > 0 && now - sh->last_load < 0.5)
         return;
     sh->last_load = now;
+    bool busy = sh->oversubscribed;
     FILE *f = fopen("/proc/loadavg", "r");
-    if (f == NULL)
-        return;
-    double l1, l5, l15;
-    int running = 0, total = 0;
-    int n = fscanf(f, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total);
-    fclose(f);
-    if (n != 5)
-        return;
-    /* "running" counts us; our peers spinning count too, sleeping ones do not */
-    bool busy = running > sh->cores;
-    sh->spin_max_s = busy ? 0.0 : 2000e-6;
-    if (sh->spin_s > sh->spin_max_s)
-        sh->spin_s = sh->spin_max_s;
+    if (f != NULL) {
+        double l1, l5, l15;
+        int running = 0, total = 0;
+        if (fscanf(f, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) == 5)
+            busy = busy || running > sh->cores; /* counts us and our polling peers too */
+        fclose(f);
+    }
+    sh->yield_s = busy ? DT_UCX_SPIN_YIELD_US * 1e-6 : 0.0;
 }

@@ -1,13 +1,15 @@
 /*
  * UCX point-to-point for the generic algorithms: tagged non-blocking send and
  * receive, request testing, cancellation, and progress that spins briefly
- * (DT_SPIN_US) and then sleeps on the worker's event fd, so oversubscribed
- * ranks give their core away instead of burning it.
+ * (DT_SPIN_US, or the automatic policy in ucx_impl.h: yielding the core
+ * while it is contended) and then sleeps on the worker's event fd, so
+ * oversubscribed ranks give their core away instead of burning it.
  */
 #include "comm/ucx/ucx_impl.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -254,15 +256,18 @@ dt_status dt__ucx_progress(dt_comm *c, double wait_s)
     dt__ucx_check_liveness(sh, false);
     if (wait_s <= 0)
         return DT_OK;
-    /* Spin first. The budget adapts between 0 and spin_max_s: a sleep that
-     * ends sooner than spin_max_s means spinning would have caught the event
-     * (grow), a longer one means the peer is busy elsewhere and our polling
-     * would only steal its core (shrink). */
+    /* Poll, then poll yielding the core, then sleep (policy: ucx_impl.h). */
     dt__ucx_update_spin(sh);
     double t0 = dt__now();
-    while (dt__now() - t0 < sh->spin_s)
+    for (double t = 0; t < sh->spin_s; t = dt__now() - t0)
         if (ucp_worker_progress(sh->worker) != 0)
             return DT_OK;
+    double t1 = dt__now();
+    for (double t = 0; t < sh->yield_s; t = dt__now() - t1) {
+        if (ucp_worker_progress(sh->worker) != 0)
+            return DT_OK;
+        sched_yield();
+    }
     ucs_status_t us = ucp_worker_arm(sh->worker);
     if (us == UCS_ERR_BUSY)
         return DT_OK; /* events arrived meanwhile: the caller progresses again */
@@ -278,11 +283,15 @@ dt_status dt__ucx_progress(dt_comm *c, double wait_s)
         return DT_ERR(DT_ERR_SYSTEM, "ucx: poll on the worker event fd failed: %s",
                       strerror(errno));
     double waited = dt__now() - t0;
+    if (!sh->spin_auto)
+        return DT_OK;
     if (rc > 0 && waited < sh->spin_max_s) {
         double grown = 2 * (sh->spin_s > waited ? sh->spin_s : waited);
         sh->spin_s = grown < sh->spin_max_s ? grown : sh->spin_max_s;
     } else {
         sh->spin_s /= 2;
+        if (sh->spin_s < sh->spin_min_s)
+            sh->spin_s = sh->spin_min_s;
     }
     return DT_OK;
 }

@@ -207,30 +207,32 @@ out_release_addr:
 }
 
 /*
- * How long a wait busy-polls before sleeping: DT_SPIN_US, or automatically a
- * long spin (lowest latency) when every local rank has a core of its own and
- * none when they share cores (a spinning rank would steal its peer's time);
- * dt__ucx_update_spin then also stops spinning while other work fills the
- * cores.
+ * How long a wait busy-polls before sleeping: DT_SPIN_US (plain polling,
+ * fixed), or the automatic policy of dt__ucx_update_spin (ucx_impl.h).
  */
 static void pick_spin(dt_ucx_shared *sh)
 {
+    int local = 0;
+    for (int i = 0; i < sh->world_size; i++)
+        local += sh->peers[i].local ? 1 : 0;
+    cpu_set_t set;
+    int cores = (sched_getaffinity(0, sizeof(set), &set) == 0) ? CPU_COUNT(&set)
+                                                               : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    sh->cores = cores;
+    sh->oversubscribed = local > cores;
     int64_t us = dt__config_int("DT_SPIN_US");
-    if (us < 0) {
-        int local = 0;
-        for (int i = 0; i < sh->world_size; i++)
-            local += sh->peers[i].local ? 1 : 0;
-        cpu_set_t set;
-        int cores = (sched_getaffinity(0, sizeof(set), &set) == 0) ? CPU_COUNT(&set)
-                                                                   : (int)sysconf(_SC_NPROCESSORS_ONLN);
-        us = (local <= cores) ? 2000 : 0;
-        sh->spin_auto = (local <= cores);
-        sh->cores = cores;
-        DT_LOG_DEBUG("comm", "ucx: %d local ranks on %d cores: spin up to %lld us before "
-                     "sleeping", local, cores, (long long)us);
+    if (us >= 0) {
+        sh->spin_max_s = sh->spin_min_s = sh->spin_s = (double)us * 1e-6;
+        return;
     }
-    sh->spin_max_s = (double)us * 1e-6;
+    sh->spin_auto = true;
+    sh->spin_max_s = sh->oversubscribed ? 0.0 : DT_UCX_SPIN_MAX_US * 1e-6;
+    sh->spin_min_s = sh->oversubscribed ? 0.0 : DT_UCX_SPIN_MIN_US * 1e-6;
     sh->spin_s = sh->spin_max_s;
+    dt__ucx_update_spin(sh);
+    DT_LOG_DEBUG("comm", "ucx: %d local ranks on %d cores: poll up to %.0f us, then %.0f us "
+                 "yielding, before sleeping", local, cores, sh->spin_max_s * 1e6,
+                 sh->yield_s * 1e6);
 }
 
 static dt_status comm_wrap(dt_ucx_shared *sh, int n, int *members, int rank, uint32_t id,
