@@ -50,35 +50,23 @@ DT_CPU_CLONES
 static void un_dispatch(dt_unary_op op, int64_t n, const float *x, int64_t sx, float alpha,
                         float *o)
 {
+/* one case per op: each loop is compiled with its op constant, so it vectorises */
+#define UN_CASE(OP)                                                                                \
+    case OP:                                                                                       \
+        un_run(OP, n, x, sx, alpha, o);                                                            \
+        break
     switch (op) {
-    case DT_UNARY_SCALE:
-        un_run(DT_UNARY_SCALE, n, x, sx, alpha, o);
-        break;
-    case DT_UNARY_ADD_SCALAR:
-        un_run(DT_UNARY_ADD_SCALAR, n, x, sx, alpha, o);
-        break;
-    case DT_UNARY_GELU_TANH:
-        un_run(DT_UNARY_GELU_TANH, n, x, sx, alpha, o);
-        break;
-    case DT_UNARY_RELU:
-        un_run(DT_UNARY_RELU, n, x, sx, alpha, o);
-        break;
-    case DT_UNARY_EXP:
-        un_run(DT_UNARY_EXP, n, x, sx, alpha, o);
-        break;
-    case DT_UNARY_LOG:
-        un_run(DT_UNARY_LOG, n, x, sx, alpha, o);
-        break;
-    case DT_UNARY_NEG:
-        un_run(DT_UNARY_NEG, n, x, sx, alpha, o);
-        break;
-    case DT_UNARY_SQRT:
-        un_run(DT_UNARY_SQRT, n, x, sx, alpha, o);
-        break;
-    case DT_UNARY_SQUARE:
-        un_run(DT_UNARY_SQUARE, n, x, sx, alpha, o);
-        break;
+        UN_CASE(DT_UNARY_SCALE);
+        UN_CASE(DT_UNARY_ADD_SCALAR);
+        UN_CASE(DT_UNARY_GELU_TANH);
+        UN_CASE(DT_UNARY_RELU);
+        UN_CASE(DT_UNARY_EXP);
+        UN_CASE(DT_UNARY_LOG);
+        UN_CASE(DT_UNARY_NEG);
+        UN_CASE(DT_UNARY_SQRT);
+        UN_CASE(DT_UNARY_SQUARE);
     }
+#undef UN_CASE
 }
 
 dt_status dt__cpu_unary(dt_unary_op op, const dt_tensor *x, float alpha, dt_tensor *out)
