@@ -6,19 +6,11 @@
 set -u
 train=$1 dtrun=$2 work=$3
 mkdir -p "$work"
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/../common/train_gpt_lib.sh" # fail, losses, same, expect_error
 args=(--steps 3 --batch 4 --seq 32 --optim adamw)
 
-losses() { grep '^step' | awk '{print $4}'; }
 single=$("$train" "${args[@]}" | losses)
 [ "$(echo "$single" | wc -l)" = 3 ] || fail "single-rank run printed no losses"
-
-same() { # $1 name, $2 losses
-    paste <(echo "$single") <(echo "$2") | awk -v n="$1" '
-        { d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1 || $2 == "") { print n ": loss " $2 " vs " $1; bad = 1 } }
-        END { exit bad }' || fail "$1 differs from the single-rank run"
-    echo "ok: $1 losses equal the single-rank run"
-}
 
 for st in ddp zero1 zero2 zero3; do
     same "dp=2,tp=2 $st" "$("$dtrun" -n 4 "$train" "${args[@]}" --mesh dp=2,tp=2 --data-parallel $st | losses)"

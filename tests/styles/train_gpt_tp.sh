@@ -6,19 +6,11 @@
 set -u
 train=$1 dtrun=$2 work=$3 plans=$4
 mkdir -p "$work"
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/../common/train_gpt_lib.sh" # fail, losses, same, expect_error
 args=(--steps 3 --batch 4 --seq 32 --optim adamw)
 
-losses() { grep '^step' | awk '{print $4}'; }
 single=$("$train" "${args[@]}" | losses)
 [ "$(echo "$single" | wc -l)" = 3 ] || fail "single-rank run printed no losses"
-
-same() { # $1 name, $2 losses
-    paste <(echo "$single") <(echo "$2") | awk -v n="$1" '
-        { d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1 || $2 == "") { print n ": loss " $2 " vs " $1; bad = 1 } }
-        END { exit bad }' || fail "$1 differs from the single-rank run"
-    echo "ok: $1 losses equal the single-rank run"
-}
 
 same "tp=2" "$("$dtrun" -n 2 "$train" "${args[@]}" --mesh tp=2 | losses)"
 same "tp=2 +sp" "$("$dtrun" -n 2 "$train" "${args[@]}" --mesh dp=1,tp=2 --sequence-parallel | losses)"
@@ -51,13 +43,6 @@ echo "$explained" | grep -q "weight   S(1)     global \[64, 256\]      local \[6
     fail "--explain-plan: no shard line for w2.weight"
 echo "ok: --explain-plan"
 
-expect_error() { # $1 text wanted on stderr, rest: command
-    local want=$1; shift
-    local err
-    err=$("$@" 2>&1 >/dev/null) && fail "'$*' succeeded"
-    echo "$err" | grep -q -- "$want" || fail "'$*' did not say '$want': $err"
-    echo "ok: $* -> $want"
-}
 expect_error "only tensor" "$dtrun" -n 2 "$train" --steps 1 --mesh xp=2,tp=1
 expect_error "no 'tp' dim" "$train" --steps 1 --mesh mp=1
 expect_error "but the world has 2" "$dtrun" -n 2 "$train" --steps 1 --mesh tp=3
