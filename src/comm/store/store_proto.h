@@ -74,42 +74,36 @@ typedef struct dt_store_rd {
     int bad; /* set once a read ran past the end */
 } dt_store_rd;
 
+/* The next @p n bytes (advancing past them), or NULL and r->bad when fewer are left. */
+static inline const uint8_t *dt__store_rd_take(dt_store_rd *r, size_t n)
+{
+    if (r->bad || r->left < n) {
+        r->bad = 1;
+        return NULL;
+    }
+    const uint8_t *p = r->p;
+    r->p += n;
+    r->left -= n;
+    return p;
+}
+
 static inline uint64_t dt__store_rd_u64(dt_store_rd *r)
 {
-    if (r->left < 8) {
-        r->bad = 1;
-        return 0;
-    }
-    uint64_t v = dt__be64_get(r->p);
-    r->p += 8;
-    r->left -= 8;
-    return v;
+    const uint8_t *p = dt__store_rd_take(r, 8);
+    return p != NULL ? dt__be64_get(p) : 0;
 }
 
 static inline uint32_t dt__store_rd_u32(dt_store_rd *r)
 {
-    if (r->left < 4) {
-        r->bad = 1;
-        return 0;
-    }
-    uint32_t v = dt__be32_get(r->p);
-    r->p += 4;
-    r->left -= 4;
-    return v;
+    const uint8_t *p = dt__store_rd_take(r, 4);
+    return p != NULL ? dt__be32_get(p) : 0;
 }
 
 /* A length-prefixed string: pointer into the frame (not NUL-terminated). */
 static inline const uint8_t *dt__store_rd_str(dt_store_rd *r, uint32_t *len)
 {
     *len = dt__store_rd_u32(r);
-    if (r->bad || r->left < *len) {
-        r->bad = 1;
-        return NULL;
-    }
-    const uint8_t *s = r->p;
-    r->p += *len;
-    r->left -= *len;
-    return s;
+    return dt__store_rd_take(r, *len);
 }
 
 #endif
