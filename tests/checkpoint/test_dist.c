@@ -6,33 +6,8 @@
  * the exact weights, and a writer failure is reported on every rank.
  */
 #include "ck_gpt_util.h"
+#include "common/multirank.h"
 
-static dt_runtime *rt;
-
-static int setup(void **state)
-{
-    (void)state;
-    dt_status st = dt_init(NULL, &rt);
-    if (st != DT_OK) {
-        fprintf(stderr, "dt_init: %s: %s\n", dt_status_str(st), dt_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (rt != NULL)
-        dt_comm_barrier(dt_runtime_world(rt), NULL);
-    dt_runtime_destroy(rt);
-    return 0;
-}
-
-static void barrier(void)
-{
-    CK_OK(dt_comm_barrier(dt_runtime_world(rt), NULL));
-}
 
 /* Replace every parameter of @p m by a distributed one on @p mesh: parameter
  * i gets placement (i + shift) % 3 of Shard(0), Shard(-1), Replicate on mesh
@@ -57,7 +32,7 @@ static void shard_model(dt_module *m, dt_mesh *mesh, int shift)
 
 static void run_on_mesh(int nd, const int *shape, const char *tag)
 {
-    int w = dt_runtime_size(rt), r = dt_runtime_rank(rt);
+    int w = dt_runtime_size(mr_rt), r = dt_runtime_rank(mr_rt);
     char dir[128], ref[200], dist[200];
     snprintf(dir, sizeof(dir), "ck_dist_np%d_%s", w, tag);
     snprintf(ref, sizeof(ref), "%s/ref.safetensors", dir);
@@ -69,15 +44,15 @@ static void run_on_mesh(int nd, const int *shape, const char *tag)
         assert_int_equal(system(cmd), 0);
     }
     dt_mesh *mesh = NULL;
-    CK_OK(dt_mesh_create(rt, nd, shape, NULL, &mesh));
+    CK_OK(dt_mesh_create(mr_rt, nd, shape, NULL, &mesh));
     dt_module *full = ck_gpt("tiny", 7), *a = ck_gpt("tiny", 7), *b = ck_gpt("tiny", 99);
     if (r == 0)
         CK_OK(dt_save_full(full, ref)); /* local parameters: not collective */
     shard_model(a, mesh, 0);
     shard_model(b, mesh, 1);
-    barrier();
+    mr_barrier();
     CK_OK(dt_save_full(a, dist));
-    barrier();
+    mr_barrier();
     if (r == 0) {
         size_t la = 0, lb = 0;
         unsigned char *x = ck_read_all(ref, &la), *y = ck_read_all(dist, &lb);
@@ -109,12 +84,12 @@ static void run_on_mesh(int nd, const int *shape, const char *tag)
         assert_non_null(strstr(dt_last_error(), "cannot create"));
     else
         assert_non_null(strstr(dt_last_error(), "failed on another rank"));
-    barrier();
+    mr_barrier();
     dt_module_destroy(full);
     dt_module_destroy(a);
     dt_module_destroy(b);
     dt_mesh_release(mesh);
-    barrier();
+    mr_barrier();
     if (r == 0)
         ck_rmdir(dir);
 }
@@ -122,14 +97,14 @@ static void run_on_mesh(int nd, const int *shape, const char *tag)
 static void test_mesh_1d(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(rt);
+    int w = dt_runtime_size(mr_rt);
     run_on_mesh(1, &w, "1d");
 }
 
 static void test_mesh_2d(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(rt), shape[2] = {1, w};
+    int w = dt_runtime_size(mr_rt), shape[2] = {1, w};
     if (w == 4) {
         shape[0] = 2;
         shape[1] = 2;
@@ -143,5 +118,5 @@ int main(void)
         cmocka_unit_test(test_mesh_1d),
         cmocka_unit_test(test_mesh_2d),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, mr_setup, mr_teardown);
 }

@@ -11,55 +11,41 @@
 #include <math.h>
 
 #include "ck_gpt_util.h"
+#include "common/multirank.h"
 
 #define SEQ 16
 #define BATCH 4
 #define STEPS 6
 #define SAVE_AT 3
 
-static dt_runtime *rt;
 static dt_token_data *data;
 static dt_gpt_config cfg;
 static dt_mesh *m22, *m4, *m41;
 
 static int setup(void **state)
 {
-    (void)state;
-    if (dt_init(NULL, &rt) != DT_OK) {
-        fprintf(stderr, "dt_init: %s\n", dt_last_error());
+    if (mr_setup(state) != 0)
         return -1;
-    }
-    uint16_t t[4096];
-    for (int i = 0; i < 4096; i++) /* a learnable sequence: the loss must fall */
-        t[i] = (uint16_t)((3 * i + i / 5) % 50);
-    if (dt_token_data_from_buffer(t, 4096, &data) != DT_OK ||
-        dt_gpt_config_preset("tiny", &cfg) != DT_OK)
+    data = mr_learnable_tokens();
+    if (data == NULL || dt_gpt_config_preset("tiny", &cfg) != DT_OK)
         return -1;
     cfg.max_seq_len = SEQ;
     const char *dptp[2] = {"dp", "tp"}, *tp[1] = {"tp"};
     int s22[2] = {2, 2}, s4[1] = {4}, s41[2] = {4, 1};
-    if (dt_mesh_create(rt, 2, s22, dptp, &m22) != DT_OK || dt_mesh_create(rt, 1, s4, tp, &m4) != DT_OK ||
-        dt_mesh_create(rt, 2, s41, dptp, &m41) != DT_OK)
+    if (dt_mesh_create(mr_rt, 2, s22, dptp, &m22) != DT_OK ||
+        dt_mesh_create(mr_rt, 1, s4, tp, &m4) != DT_OK ||
+        dt_mesh_create(mr_rt, 2, s41, dptp, &m41) != DT_OK)
         return -1;
     return 0;
 }
 
 static int teardown(void **state)
 {
-    (void)state;
     dt_mesh_release(m22);
     dt_mesh_release(m4);
     dt_mesh_release(m41);
     dt_token_data_close(data);
-    if (rt != NULL)
-        dt_comm_barrier(dt_runtime_world(rt), NULL);
-    dt_runtime_destroy(rt);
-    return 0;
-}
-
-static void barrier(void)
-{
-    CK_OK(dt_comm_barrier(dt_runtime_world(rt), NULL));
+    return mr_teardown(state);
 }
 
 typedef enum { OPT_SGD, OPT_SGD_PLAIN, OPT_ADAMW } opt_kind;
@@ -202,9 +188,9 @@ static void resume_case(int stage, opt_kind ok)
     char dir[64], what[96];
     const char *on = ok == OPT_ADAMW ? "adamw" : ok == OPT_SGD ? "sgd-momentum" : "sgd";
     snprintf(dir, sizeof(dir), "ck_resume_%s_%s", dt_dp_stage_name((dt_dp_stage)stage), on);
-    if (dt_runtime_rank(rt) == 0)
+    if (dt_runtime_rank(mr_rt) == 0)
         ck_rmdir(dir);
-    barrier();
+    mr_barrier();
     run src = run_make(m22, stage, ok, 11);
     double want[STEPS] = {0};
     run_train(&src, 0, SAVE_AT, want);
@@ -239,7 +225,7 @@ static void resume_case(int stage, opt_kind ok)
     resume_check(&one, dir, saved, n_saved, want, what);
     run_free(&one);
     ck_release_all(saved, n_saved);
-    barrier();
+    mr_barrier();
 }
 
 static void test_resume_ddp_sgd(void **state)
@@ -286,8 +272,8 @@ static void test_resume_errors(void **state)
 {
     (void)state;
     char dir[64], bare[64];
-    snprintf(dir, sizeof(dir), "ck_resume_err_%d", dt_runtime_rank(rt));
-    snprintf(bare, sizeof(bare), "ck_resume_bare_%d", dt_runtime_rank(rt));
+    snprintf(dir, sizeof(dir), "ck_resume_err_%d", dt_runtime_rank(mr_rt));
+    snprintf(bare, sizeof(bare), "ck_resume_bare_%d", dt_runtime_rank(mr_rt));
     ck_rmdir(dir);
     ck_rmdir(bare);
     run a = run_make(NULL, -1, OPT_ADAMW, 5);
@@ -325,7 +311,7 @@ static void test_resume_errors(void **state)
     run_free(&p);
     ck_rmdir(dir);
     ck_rmdir(bare);
-    barrier();
+    mr_barrier();
 }
 
 int main(void)

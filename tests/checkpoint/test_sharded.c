@@ -8,33 +8,8 @@
 #include <dirent.h>
 
 #include "ck_gpt_util.h"
+#include "common/multirank.h"
 
-static dt_runtime *rt;
-
-static int setup(void **state)
-{
-    (void)state;
-    dt_status st = dt_init(NULL, &rt);
-    if (st != DT_OK) {
-        fprintf(stderr, "dt_init: %s: %s\n", dt_status_str(st), dt_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (rt != NULL)
-        dt_comm_barrier(dt_runtime_world(rt), NULL);
-    dt_runtime_destroy(rt);
-    return 0;
-}
-
-static void barrier(void)
-{
-    CK_OK(dt_comm_barrier(dt_runtime_world(rt), NULL));
-}
 
 /* Parameter i: Shard(0), Shard(-1) or Replicate by (i + shift) % 3 on the
  * last mesh dim; on a 2-d mesh the first dim replicates (data parallel) or,
@@ -60,21 +35,21 @@ static int rank_files(const char *dir)
 static void test_reshard(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(rt), r = dt_runtime_rank(rt);
+    int w = dt_runtime_size(mr_rt), r = dt_runtime_rank(mr_rt);
     char dir[64];
     snprintf(dir, sizeof(dir), "ck_sharded_np%d", w);
     if (r == 0)
         ck_rmdir(dir);
-    barrier();
+    mr_barrier();
     int s1[1] = {w}, s2a[2] = {1, w}, s2b[2] = {w, 1};
     if (w == 4) {
         s2a[0] = 2;
         s2a[1] = 2;
     }
     dt_mesh *m1 = NULL, *m2a = NULL, *m2b = NULL;
-    CK_OK(dt_mesh_create(rt, 1, s1, NULL, &m1));
-    CK_OK(dt_mesh_create(rt, 2, s2a, NULL, &m2a));
-    CK_OK(dt_mesh_create(rt, 2, s2b, NULL, &m2b));
+    CK_OK(dt_mesh_create(mr_rt, 1, s1, NULL, &m1));
+    CK_OK(dt_mesh_create(mr_rt, 2, s2a, NULL, &m2a));
+    CK_OK(dt_mesh_create(mr_rt, 2, s2b, NULL, &m2b));
     dt_mesh *meshes[3] = {m1, m2a, m2b};
     dt_module *ref = ck_gpt("tiny", 7);
     for (int src = 0; src < 3; src++) {
@@ -83,7 +58,7 @@ static void test_reshard(void **state)
         int shift = 0;
         ck_shard_model(a, meshes[src], place, &shift);
         CK_OK(dt_checkpoint_save(a, NULL, dir));
-        barrier();
+        mr_barrier();
         /* load into every mesh with other placements, and into a local model */
         for (int dst = 0; dst < 3; dst++) {
             dt_module *b = ck_gpt("tiny", 100 + dst);
@@ -100,20 +75,20 @@ static void test_reshard(void **state)
         ck_assert_same_weights(local, ref, "to one rank");
         dt_module_destroy(local);
         dt_module_destroy(a);
-        barrier();
+        mr_barrier();
         /* a second save replaces the first: older rank files are gone */
         if (r == 0)
             assert_true(rank_files(dir) <= w);
     }
     /* local -> sharded: a one-rank save loads on every mesh */
-    barrier();
+    mr_barrier();
     if (r == 0) {
         dt_module *l = ck_gpt("tiny", 7);
         CK_OK(dt_checkpoint_save(l, NULL, dir)); /* local parameters: not collective */
         assert_int_equal(rank_files(dir), 1);
         dt_module_destroy(l);
     }
-    barrier();
+    mr_barrier();
     dt_module *b = ck_gpt("tiny", 9);
     int sh = 2;
     ck_shard_model(b, m2a, place, &sh);
@@ -136,7 +111,7 @@ static void test_reshard(void **state)
     dt_mesh_release(m1);
     dt_mesh_release(m2a);
     dt_mesh_release(m2b);
-    barrier();
+    mr_barrier();
     if (r == 0)
         ck_rmdir(dir);
 }
@@ -146,5 +121,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reshard),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, mr_setup, mr_teardown);
 }

@@ -14,21 +14,15 @@
 #define BATCH 4
 #define SEQ   16
 
-static dt_runtime *rt;
 static dt_token_data *data;
 static dt_gpt_config cfg;
 
 static int setup(void **state)
 {
-    (void)state;
-    if (dt_init(NULL, &rt) != DT_OK)
+    if (mr_setup(state) != 0)
         return -1;
-    uint16_t *t = malloc(sizeof(uint16_t) * 4096);
-    for (int i = 0; i < 4096; i++)
-        t[i] = (uint16_t)((3 * i + i / 5) % 50);
-    dt_status s = dt_token_data_from_buffer(t, 4096, &data);
-    free(t);
-    if (s != DT_OK || dt_gpt_config_preset("tiny", &cfg) != DT_OK)
+    data = mr_learnable_tokens();
+    if (data == NULL || dt_gpt_config_preset("tiny", &cfg) != DT_OK)
         return -1;
     cfg.max_seq_len = SEQ;
     return 0;
@@ -36,30 +30,17 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    (void)state;
     dt_token_data_close(data);
-    if (rt != NULL)
-        dt_comm_barrier(dt_runtime_world(rt), NULL);
-    dt_runtime_destroy(rt);
-    return 0;
+    return mr_teardown(state);
 }
 
 /* rank 0's pid, the same on every rank: unique file names per run */
 static long getpid_of_rank0(void)
 {
     long pid = (long)getpid();
-    if (dt_comm_broadcast(dt_runtime_world(rt), &pid, 1, DT_DTYPE_I64, 0, NULL) != DT_OK)
+    if (dt_comm_broadcast(dt_runtime_world(mr_rt), &pid, 1, DT_DTYPE_I64, 0, NULL) != DT_OK)
         fail_msg("broadcast: %s", dt_last_error());
     return pid;
-}
-
-static dt_mesh *dp_mesh(void)
-{
-    int w = dt_runtime_size(rt);
-    const char *names[1] = {"dp"};
-    dt_mesh *m = NULL;
-    DP_OK(dt_mesh_create(rt, 1, &w, names, &m));
-    return m;
 }
 
 /* This rank's share of a global batch of @p b rows (dp rank r takes [r*B/R, (r+1)*B/R)):
@@ -81,16 +62,16 @@ static double share(dt_mesh *mesh, int64_t b)
 static void test_errors(void **state)
 {
     (void)state;
-    dt_mesh *mesh = dp_mesh(), *virt = NULL;
+    dt_mesh *mesh = mr_world_mesh("dp"), *virt = NULL;
     dt_module *m = NULL;
     DP_OK(dt_gpt_create(&cfg, 1234, &m));
-    dt_tensor *w = dp_param_at(m, "output.weight");
+    dt_tensor *w = mr_param_at(m, "output.weight");
     FAILS(dt_fully_shard(m, mesh, "data", NULL), DT_ERR_NOT_FOUND, "data");
     dt_fsdp_params bad = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE, .stage = (dt_dp_stage)7};
     FAILS(dt_fully_shard(m, mesh, "dp", &bad), DT_ERR_INVALID_ARG, "stage 7");
     dt_fsdp_params units = {.field_mask = DT_FSDP_PARAM_FIELD_UNITS, .units = "layers.*,blocks.*"};
     FAILS(dt_fully_shard(m, mesh, "dp", &units), DT_ERR_INVALID_ARG, "blocks.*");
-    assert_ptr_equal(dp_param_at(m, "output.weight"), w); /* unchanged */
+    assert_ptr_equal(mr_param_at(m, "output.weight"), w); /* unchanged */
     assert_false(dt_tensor_is_distributed(w));
     int one = 2;
     const char *names[1] = {"dp"};
@@ -122,12 +103,12 @@ static void test_errors(void **state)
 static void test_shards_full_tensor(void **state)
 {
     (void)state;
-    dt_mesh *mesh = dp_mesh();
+    dt_mesh *mesh = mr_world_mesh("dp");
     dt_module *m = NULL, *ref = NULL;
     DP_OK(dt_gpt_create(&cfg, 1234, &m));
     DP_OK(dt_gpt_create(&cfg, 1234, &ref));
     DP_OK(dt_fully_shard(m, mesh, "dp", NULL));
-    dt_tensor *w = dp_param_at(m, "layers.0.feed_forward.w1.weight");
+    dt_tensor *w = mr_param_at(m, "layers.0.feed_forward.w1.weight");
     assert_true(dt_tensor_is_distributed(w));
     assert_true(dt_placement_is_shard(dt_tensor_placements(w)[0], 0));
     int64_t len = 0, off = 0;
@@ -136,9 +117,7 @@ static void test_shards_full_tensor(void **state)
     /* 1/dp of the bytes, up to the rounding up of torch.chunk (64 over 3: 22) */
     assert_true((double)dt_module_param_bytes_local(m) * dt_mesh_size(mesh) <=
                 1.05 * (double)dt_module_param_numel(m) * 4);
-    dp_cmp c = {.ref = ref};
-    DP_OK(dt_module_foreach_param(m, dp_cmp_param, &c));
-    assert_true(c.diff2 == 0.0);
+    assert_true(mr_compare_weights(m, ref, 0.0).diff2 == 0.0);
     dt_module_destroy(m);
     dt_module_destroy(ref);
     dt_mesh_release(mesh);
@@ -148,7 +127,7 @@ static void test_shards_full_tensor(void **state)
 static void test_save_load_full(void **state)
 {
     (void)state;
-    dt_mesh *mesh = dp_mesh();
+    dt_mesh *mesh = mr_world_mesh("dp");
     dt_module *m = NULL, *ref = NULL, *other = NULL;
     char a[64], b[64];
     snprintf(a, sizeof(a), "/tmp/dp_api_%d_single.safetensors", (int)getpid_of_rank0());
@@ -159,7 +138,7 @@ static void test_save_load_full(void **state)
     if (dt_mesh_rank(mesh) == 0)
         DP_OK(dt_save_full(ref, a));
     DP_OK(dt_save_full(m, b));
-    DP_OK(dt_comm_barrier(dt_runtime_world(rt), NULL));
+    DP_OK(dt_comm_barrier(dt_runtime_world(mr_rt), NULL));
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
     assert_non_null(fa);
     assert_non_null(fb);
@@ -173,12 +152,10 @@ static void test_save_load_full(void **state)
     DP_OK(dt_gpt_create(&cfg, 99, &other)); /* other weights, then the file's */
     DP_OK(dt_fully_shard(other, mesh, "dp", NULL));
     DP_OK(dt_load_full(other, a));
-    dp_cmp c = {.ref = ref};
-    DP_OK(dt_module_foreach_param(other, dp_cmp_param, &c));
-    assert_true(c.diff2 == 0.0);
+    assert_true(mr_compare_weights(other, ref, 0.0).diff2 == 0.0);
     print_message("zero3 dt_save_full: %ld bytes identical to single-rank; dt_load_full exact\n",
                   n);
-    DP_OK(dt_comm_barrier(dt_runtime_world(rt), NULL));
+    DP_OK(dt_comm_barrier(dt_runtime_world(mr_rt), NULL));
     if (dt_mesh_rank(mesh) == 0)
         remove(a), remove(b);
     dt_module_destroy(m), dt_module_destroy(ref), dt_module_destroy(other);
@@ -206,8 +183,8 @@ static double fwd_bwd(dt_module *m, dt_mesh *mesh, int64_t step, double clip)
 
 static double grad_diff(dt_module *m, dt_module *ref, const char *fqn)
 {
-    dt_tensor *p = dp_param_at(m, fqn), *g = dt_tensor_grad(p), *full = NULL, *gd = NULL;
-    dt_tensor *rg = dt_tensor_grad(dp_param_at(ref, fqn));
+    dt_tensor *p = mr_param_at(m, fqn), *g = dt_tensor_grad(p), *full = NULL, *gd = NULL;
+    dt_tensor *rg = dt_tensor_grad(mr_param_at(ref, fqn));
     assert_non_null(g);
     assert_non_null(rg);
     if (dt_tensor_is_distributed(p)) {
@@ -229,7 +206,7 @@ static double grad_diff(dt_module *m, dt_module *ref, const char *fqn)
 
 static void check_accumulate_clip(dt_dp_stage stage)
 {
-    dt_mesh *mesh = dp_mesh();
+    dt_mesh *mesh = mr_world_mesh("dp");
     dt_module *m = NULL, *ref = NULL;
     DP_OK(dt_gpt_create(&cfg, 1234, &m));
     DP_OK(dt_gpt_create(&cfg, 1234, &ref));
@@ -260,7 +237,7 @@ static void check_accumulate_clip(dt_dp_stage stage)
     assert_true(grad_diff(m, ref, "layers.1.feed_forward.w2.weight") < 1e-5);
     assert_true(grad_diff(m, ref, "tok_embeddings.weight") < 1e-5);
     dt_optim_zero_grad(opt);
-    assert_null(dt_tensor_grad(dp_param_at(m, "output.weight")));
+    assert_null(dt_tensor_grad(mr_param_at(m, "output.weight")));
     dt_optim_destroy(opt);
     dt_module_destroy(m);
     dt_module_destroy(ref);
@@ -291,7 +268,7 @@ static void test_accumulate_clip_zero3(void **state)
 /* ZeRO-1/3 AdamW state placed like the shards: full states equal single-rank's */
 static void check_state(dt_dp_stage stage)
 {
-    dt_mesh *mesh = dp_mesh();
+    dt_mesh *mesh = mr_world_mesh("dp");
     dt_module *m = NULL, *ref = NULL;
     dt_optim *o = NULL, *ro = NULL;
     DP_OK(dt_gpt_create(&cfg, 1234, &m));
@@ -352,7 +329,7 @@ static const dt_module_ops only_a_ops = {.type_name = "OnlyA", .forward = only_a
 
 static void check_unused(dt_dp_stage stage)
 {
-    dt_mesh *mesh = dp_mesh();
+    dt_mesh *mesh = mr_world_mesh("dp");
     dt_module *m = NULL, *a = NULL, *b = NULL;
     DP_OK(dt_module_create(&only_a_ops, NULL, &m));
     DP_OK(dt_linear_create(8, 4, true, &a));
@@ -443,7 +420,7 @@ static void small_steps(dt_module *m, dt_optim *o, int64_t lo, int64_t hi)
 
 static void check_empty_shards(dt_dp_stage stage)
 {
-    dt_mesh *mesh = dp_mesh();
+    dt_mesh *mesh = mr_world_mesh("dp");
     int R = dt_mesh_size(mesh), r = dt_mesh_rank(mesh);
     dt_module *ref = small_net(), *m = small_net();
     dt_optim *ro = NULL, *o = NULL;
@@ -456,13 +433,11 @@ static void check_empty_shards(dt_dp_stage stage)
     DP_OK(dt_fully_shard(m, mesh, "dp", &fp));
     DP_OK(dt_optim_sgd_create(m, &sp, &o));
     if (R == 2) /* rank 1 holds no row of 0.weight */
-        assert_int_equal(dt_tensor_dim(dt_to_local(dp_param_at(m, "0.weight")), 0), 1 - r);
+        assert_int_equal(dt_tensor_dim(dt_to_local(mr_param_at(m, "0.weight")), 0), 1 - r);
     small_steps(m, o, r * 4 / R, (r + 1) * 4 / R);
-    dp_cmp c = {.ref = ref};
-    DP_OK(dt_module_foreach_param(m, dp_cmp_param, &c));
-    print_message("%s empty shards: weights rel %.3g\n", dt_dp_stage_name(stage),
-                  sqrt(c.diff2 / c.norm2));
-    assert_true(sqrt(c.diff2 / c.norm2) < 1e-6);
+    mr_cmp c = mr_compare_weights(m, ref, 0.0);
+    print_message("%s empty shards: weights rel %.3g\n", dt_dp_stage_name(stage), c.rel);
+    assert_true(c.rel < 1e-6);
     dt_optim_destroy(o), dt_optim_destroy(ro);
     dt_module_destroy(m), dt_module_destroy(ref);
     dt_mesh_release(mesh);
@@ -492,8 +467,8 @@ static void test_units_no_prefetch(void **state)
     dt_module *ref = NULL, *m = NULL;
     dp_run r0 = {.stage = -1};
     DP_OK(dt_gpt_create(&cfg, 1234, &ref));
-    dp_train(ref, &r0, DP_ADAMW, data, 3, BATCH, SEQ, rl);
-    int w = dt_runtime_size(rt), shape[2] = {w, 1}, r = dt_runtime_rank(rt);
+    dp_train(ref, &r0, MR_ADAMW, data, 3, BATCH, SEQ, rl);
+    int w = dt_runtime_size(mr_rt), shape[2] = {w, 1}, r = dt_runtime_rank(mr_rt);
     const char *names[2] = {"dp", "tp"};
     dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_UNITS | DT_FSDP_PARAM_FIELD_PREFETCH |
                                        DT_FSDP_PARAM_FIELD_GRAD_SCALE,
@@ -501,10 +476,10 @@ static void test_units_no_prefetch(void **state)
                          .prefetch = false,
                          .grad_scale = (double)((r + 1) * BATCH / w - r * BATCH / w) / BATCH};
     dp_run run = {.stage = DT_DP_ZERO3, .fsdp = &fp};
-    DP_OK(dt_mesh_create(rt, 2, shape, names, &run.mesh));
+    DP_OK(dt_mesh_create(mr_rt, 2, shape, names, &run.mesh));
     DP_OK(dt_gpt_create(&cfg, 1234, &m));
     dp_parallelize(m, &run);
-    dp_train(m, &run, DP_ADAMW, data, 3, BATCH, SEQ, l);
+    dp_train(m, &run, MR_ADAMW, data, 3, BATCH, SEQ, l);
     for (int s = 0; s < 3; s++)
         assert_true(fabs(l[s] - rl[s]) <= 1e-5 * rl[s]);
     dt_module_destroy(m);

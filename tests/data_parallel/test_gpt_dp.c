@@ -17,7 +17,6 @@
 #define SEQ     16
 #define REL_TOL 1e-5
 
-static dt_runtime *rt;
 static dt_token_data *data;
 static dt_gpt_config cfg;
 static dt_module *ref[2];
@@ -26,17 +25,10 @@ static double ref_loss[2][STEPS];
 
 static int setup(void **state)
 {
-    (void)state;
-    if (dt_init(NULL, &rt) != DT_OK) {
-        fprintf(stderr, "dt_init: %s\n", dt_last_error());
+    if (mr_setup(state) != 0)
         return -1;
-    }
-    uint16_t *t = malloc(sizeof(uint16_t) * 4096);
-    for (int i = 0; i < 4096; i++) /* a learnable sequence: the loss must fall */
-        t[i] = (uint16_t)((3 * i + i / 5) % 50);
-    dt_status s = dt_token_data_from_buffer(t, 4096, &data);
-    free(t);
-    if (s != DT_OK || dt_gpt_config_preset("tiny", &cfg) != DT_OK)
+    data = mr_learnable_tokens();
+    if (data == NULL || dt_gpt_config_preset("tiny", &cfg) != DT_OK)
         return -1;
     cfg.max_seq_len = SEQ;
     return 0;
@@ -44,27 +36,23 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    (void)state;
     for (int i = 0; i < 2; i++)
         dt_module_destroy(ref[i]);
     dt_token_data_close(data);
-    if (rt != NULL)
-        dt_comm_barrier(dt_runtime_world(rt), NULL);
-    dt_runtime_destroy(rt);
-    return 0;
+    return mr_teardown(state);
 }
 
 static dt_mesh *dp_tp_mesh(void)
 {
-    int w = dt_runtime_size(rt);
+    int w = dt_runtime_size(mr_rt);
     int shape[2] = {w == 4 ? 2 : w, w == 4 ? 2 : 1};
     const char *names[2] = {"dp", "tp"};
     dt_mesh *m = NULL;
-    DP_OK(dt_mesh_create(rt, 2, shape, names, &m));
+    DP_OK(dt_mesh_create(mr_rt, 2, shape, names, &m));
     return m;
 }
 
-static dt_module *reference(dp_optim which, int64_t batch, double clip, double *loss)
+static dt_module *reference(mr_optim which, int64_t batch, double clip, double *loss)
 {
     dt_module *m = NULL;
     dp_run run = {.stage = -1, .clip = clip};
@@ -73,7 +61,7 @@ static dt_module *reference(dp_optim which, int64_t batch, double clip, double *
     return m;
 }
 
-static void run_case(dt_dp_stage stage, dp_optim which, int64_t batch, double clip)
+static void run_case(dt_dp_stage stage, mr_optim which, int64_t batch, double clip)
 {
     double rl_uneven[STEPS], *rl = ref_loss[which];
     dt_module *r = NULL;
@@ -104,25 +92,13 @@ static void run_case(dt_dp_stage stage, dp_optim which, int64_t batch, double cl
     DP_OK(dt_gpt_create(&cfg, 1234, &m));
     dp_parallelize(m, &run);
     dp_train(m, &run, which, data, STEPS, batch, SEQ, loss);
-    for (int s = 0; s < STEPS; s++) {
-        double rel = fabs(loss[s] - rl[s]) / fabs(rl[s]);
-        if (rel > REL_TOL)
-            fail_msg("%s step %d: loss %.9g, single rank %.9g (rel %.3g)", dt_dp_stage_name(stage),
-                     s, loss[s], rl[s], rel);
-    }
-    assert_true(rl[STEPS - 1] < rl[0]); /* it learns */
-    dp_cmp c = {.ref = r};
-    DP_OK(dt_module_foreach_param(m, dp_cmp_param, &c));
-    double model_rel = sqrt(c.diff2 / c.norm2);
-    print_message(
-        "dp=%d tp=%d %s %s B=%d clip %g: final loss %.6f (single %.6f); weights rel %.3g, "
-        "worst parameter %.3g (%s)\n",
-        R, dt_mesh_dim_size(mesh, 1), dt_dp_stage_name(stage), which == DP_SGD ? "sgd" : "adamw",
-        (int)batch, clip, loss[STEPS - 1], rl[STEPS - 1], model_rel, c.worst, c.worst_fqn);
-    if (model_rel > REL_TOL)
-        fail_msg("weights differ from the single-rank run: rel %.3g", model_rel);
-    if (c.worst > (which == DP_SGD ? REL_TOL : 10 * REL_TOL))
-        fail_msg("weights differ from the single-rank run: %s rel %.3g", c.worst_fqn, c.worst);
+    mr_cmp c = mr_compare_weights(m, r, 0.0);
+    char what[64];
+    snprintf(what, sizeof(what), "dp=%d tp=%d %s %s B=%d clip %g", R, dt_mesh_dim_size(mesh, 1),
+             dt_dp_stage_name(stage), which == MR_SGD ? "sgd" : "adamw", (int)batch, clip);
+    print_message("%s: final loss %.6f (single %.6f); weights rel %.3g, worst parameter %.3g (%s)\n",
+                  what, loss[STEPS - 1], rl[STEPS - 1], c.rel, c.worst, c.worst_fqn);
+    mr_expect_same_run(what, loss, rl, STEPS, &c, REL_TOL, which == MR_SGD ? REL_TOL : 10 * REL_TOL);
     dt_module_destroy(m);
     dt_mesh_release(mesh);
     if (r != ref[which])
@@ -135,26 +111,26 @@ static void run_case(dt_dp_stage stage, dp_optim which, int64_t batch, double cl
         (void)state;                                                                               \
         run_case(stage, opt, batch, clip);                                                         \
     }
-CASE(test_ddp_sgd, DT_DP_DDP, DP_SGD, BATCH, 0.0)
-CASE(test_ddp_adamw, DT_DP_DDP, DP_ADAMW, BATCH, 0.0)
-CASE(test_zero1_sgd, DT_DP_ZERO1, DP_SGD, BATCH, 0.0)
-CASE(test_zero1_adamw, DT_DP_ZERO1, DP_ADAMW, BATCH, 0.0)
-CASE(test_zero2_sgd, DT_DP_ZERO2, DP_SGD, BATCH, 0.0)
-CASE(test_zero2_adamw, DT_DP_ZERO2, DP_ADAMW, BATCH, 0.0)
-CASE(test_zero3_sgd, DT_DP_ZERO3, DP_SGD, BATCH, 0.0)
-CASE(test_zero3_adamw, DT_DP_ZERO3, DP_ADAMW, BATCH, 0.0)
-CASE(test_zero3_uneven_batch, DT_DP_ZERO3, DP_SGD, 5, 0.0)
-CASE(test_ddp_uneven_batch, DT_DP_DDP, DP_SGD, 5, 0.0)
+CASE(test_ddp_sgd, DT_DP_DDP, MR_SGD, BATCH, 0.0)
+CASE(test_ddp_adamw, DT_DP_DDP, MR_ADAMW, BATCH, 0.0)
+CASE(test_zero1_sgd, DT_DP_ZERO1, MR_SGD, BATCH, 0.0)
+CASE(test_zero1_adamw, DT_DP_ZERO1, MR_ADAMW, BATCH, 0.0)
+CASE(test_zero2_sgd, DT_DP_ZERO2, MR_SGD, BATCH, 0.0)
+CASE(test_zero2_adamw, DT_DP_ZERO2, MR_ADAMW, BATCH, 0.0)
+CASE(test_zero3_sgd, DT_DP_ZERO3, MR_SGD, BATCH, 0.0)
+CASE(test_zero3_adamw, DT_DP_ZERO3, MR_ADAMW, BATCH, 0.0)
+CASE(test_zero3_uneven_batch, DT_DP_ZERO3, MR_SGD, 5, 0.0)
+CASE(test_ddp_uneven_batch, DT_DP_DDP, MR_SGD, 5, 0.0)
 /* clipping by the global norm over shards (dp x tp): 0.5 clips every step here */
-CASE(test_zero3_clip, DT_DP_ZERO3, DP_ADAMW, BATCH, 0.5)
-CASE(test_ddp_clip, DT_DP_DDP, DP_SGD, BATCH, 0.5)
+CASE(test_zero3_clip, DT_DP_ZERO3, MR_ADAMW, BATCH, 0.5)
+CASE(test_ddp_clip, DT_DP_DDP, MR_SGD, BATCH, 0.5)
 
 /* DDP with 16 KiB buckets: many all-reduces posted while backward goes on */
 static void test_ddp_small_buckets(void **state)
 {
     (void)state;
     bucket_bytes = 16 << 10;
-    run_case(DT_DP_DDP, DP_ADAMW, BATCH, 0.0);
+    run_case(DT_DP_DDP, MR_ADAMW, BATCH, 0.0);
     bucket_bytes = 0;
 }
 

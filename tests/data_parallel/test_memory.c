@@ -13,21 +13,15 @@
 #define BATCH 4
 #define SEQ   16
 
-static dt_runtime *rt;
 static dt_token_data *data;
 static dt_gpt_config cfg;
 
 static int setup(void **state)
 {
-    (void)state;
-    if (dt_init(NULL, &rt) != DT_OK)
+    if (mr_setup(state) != 0)
         return -1;
-    uint16_t *t = malloc(sizeof(uint16_t) * 4096);
-    for (int i = 0; i < 4096; i++)
-        t[i] = (uint16_t)((3 * i + i / 5) % 50);
-    dt_status s = dt_token_data_from_buffer(t, 4096, &data);
-    free(t);
-    if (s != DT_OK || dt_gpt_config_preset("tiny", &cfg) != DT_OK)
+    data = mr_learnable_tokens();
+    if (data == NULL || dt_gpt_config_preset("tiny", &cfg) != DT_OK)
         return -1;
     cfg.max_seq_len = SEQ;
     return 0;
@@ -35,12 +29,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    (void)state;
     dt_token_data_close(data);
-    if (rt != NULL)
-        dt_comm_barrier(dt_runtime_world(rt), NULL);
-    dt_runtime_destroy(rt);
-    return 0;
+    return mr_teardown(state);
 }
 
 static int64_t pgo(const dt_memory_stats *s)
@@ -54,7 +44,7 @@ static dt_mesh *mesh22(void)
     int shape[2] = {2, 2};
     const char *names[2] = {"dp", "tp"};
     dt_mesh *m = NULL;
-    DP_OK(dt_mesh_create(rt, 2, shape, names, &m));
+    DP_OK(dt_mesh_create(mr_rt, 2, shape, names, &m));
     return m;
 }
 
@@ -71,7 +61,7 @@ static dt_memory_stats train(int stage, bool prefetch, int64_t *base_pgo)
     DP_OK(dt_gpt_create(&cfg, 1234, &m));
     dp_parallelize(m, &run);
     dt_memory_reset_peak(dt_device_cpu()); /* the full model existed before sharding */
-    dp_train(m, &run, DP_ADAMW, data, STEPS, BATCH, SEQ, loss);
+    dp_train(m, &run, MR_ADAMW, data, STEPS, BATCH, SEQ, loss);
     dt_module_destroy(m);
     dt_mesh_release(run.mesh);
     return run.end;
@@ -132,8 +122,8 @@ static void test_zero_memory(void **state)
     assert_true((double)z1.current[DT_MEM_OPTIMIZER] * 2 <=
                 1.01 * (double)ddp.current[DT_MEM_OPTIMIZER]);
     dt_memory_stats rows[4];
-    DP_OK(dt_memory_report(dt_runtime_world(rt), "after the last ZeRO-1 run", stdout, rows));
-    assert_true(rows[dt_runtime_rank(rt)].total_current >= 0);
+    DP_OK(dt_memory_report(dt_runtime_world(mr_rt), "after the last ZeRO-1 run", stdout, rows));
+    assert_true(rows[dt_runtime_rank(mr_rt)].total_current >= 0);
 }
 
 int main(void)

@@ -5,29 +5,9 @@
  * Every rank builds the full reference model too and compares the gathered
  * shards with it after clipping and a few optimizer steps.
  */
+#include "common/multirank.h"
 #include "nn_test_util.h"
 
-static dt_runtime *rt;
-
-static int setup(void **state)
-{
-    (void)state;
-    dt_status s = dt_init(NULL, &rt);
-    if (s != DT_OK) {
-        fprintf(stderr, "dt_init: %s: %s\n", dt_status_str(s), dt_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (rt != NULL)
-        dt_comm_barrier(dt_runtime_world(rt), NULL);
-    dt_runtime_destroy(rt);
-    return 0;
-}
 
 /* Linear(5 -> 7) then Linear(7 -> 3): 4 parameters, odd sizes for uneven shards. */
 static dt_module *make_model(uint64_t rng)
@@ -109,7 +89,7 @@ static void expect_same_weights(dt_module *ref, dt_module *dist, const char *wha
 static void run_layout(const layout *lay, bool adamw)
 {
     dt_mesh *mesh = NULL;
-    NN_OK(dt_mesh_create(rt, lay->ndim, lay->shape, NULL, &mesh));
+    NN_OK(dt_mesh_create(mr_rt, lay->ndim, lay->shape, NULL, &mesh));
     dt_module *ref = make_model(11), *dist = make_model(11);
     shard_model(dist, mesh, lay);
     dt_optim *oref = NULL, *odist = NULL;
@@ -153,7 +133,7 @@ static void run_layout(const layout *lay, bool adamw)
 static void test_sharded_training_matches_full(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(rt);
+    int w = dt_runtime_size(mr_rt);
     layout one = {.ndim = 1,
                   .shape = {w, 0},
                   .pl = {{dt_shard(0)}, {dt_shard(0)}, {dt_shard(1)}, {dt_replicate()}}};
@@ -175,9 +155,9 @@ static void test_sharded_training_matches_full(void **state)
 static void test_partial_parameter_refused(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(rt);
+    int w = dt_runtime_size(mr_rt);
     dt_mesh *mesh = NULL;
-    NN_OK(dt_mesh_create(rt, 1, &w, NULL, &mesh));
+    NN_OK(dt_mesh_create(mr_rt, 1, &w, NULL, &mesh));
     layout lay = {
         .ndim = 1,
         .shape = {w, 0},
@@ -201,5 +181,5 @@ int main(void)
         cmocka_unit_test(test_sharded_training_matches_full),
         cmocka_unit_test(test_partial_parameter_refused),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, mr_setup, mr_teardown);
 }

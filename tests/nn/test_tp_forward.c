@@ -7,29 +7,9 @@
  * the single-rank model's. Uneven shards on 3 ranks: vocab 64 -> 22, 22, 20,
  * ffn 80 -> 27, 27, 26; 12 heads split 6/4/3 per rank on 2/3/4 ranks.
  */
+#include "common/multirank.h"
 #include "nn_test_util.h"
 
-static dt_runtime *rt;
-
-static int setup(void **state)
-{
-    (void)state;
-    dt_status s = dt_init(NULL, &rt);
-    if (s != DT_OK) {
-        fprintf(stderr, "dt_init: %s: %s\n", dt_status_str(s), dt_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (rt != NULL)
-        dt_comm_barrier(dt_runtime_world(rt), NULL);
-    dt_runtime_destroy(rt);
-    return 0;
-}
 
 static void shard(dt_module *root, dt_mesh *mesh, const char *fqn, const char *name,
                   dt_placement pl)
@@ -70,9 +50,9 @@ static void apply_default_plan(dt_module *gpt, dt_mesh *mesh, int64_t n_layers)
 static void test_sharded_gpt_forward(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(rt);
+    int w = dt_runtime_size(mr_rt);
     dt_mesh *mesh = NULL;
-    NN_OK(dt_mesh_create(rt, 1, &w, NULL, &mesh));
+    NN_OK(dt_mesh_create(mr_rt, 1, &w, NULL, &mesh));
     dt_gpt_config cfg = {.vocab_size = 64,
                          .max_seq_len = 16,
                          .dim = 48,
@@ -147,5 +127,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sharded_gpt_forward),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, mr_setup, mr_teardown);
 }

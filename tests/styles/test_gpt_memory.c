@@ -12,22 +12,6 @@
 #define SEQ   16
 #define VOCAB 4096
 
-static dt_runtime *rt;
-
-static int setup(void **state)
-{
-    (void)state;
-    return dt_init(NULL, &rt) == DT_OK ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (rt != NULL)
-        dt_comm_barrier(dt_runtime_world(rt), NULL);
-    dt_runtime_destroy(rt);
-    return 0;
-}
 
 static dt_gpt_config config(void)
 {
@@ -90,7 +74,7 @@ static dt_status sum_sharded(const char *fqn, dt_module *o, const char *n, dt_te
 static void test_memory_tp4(void **state)
 {
     (void)state;
-    if (dt_runtime_size(rt) != 4)
+    if (dt_runtime_size(mr_rt) != 4)
         skip();
     dt_gpt_config cfg = config();
     dt_token_data *data = st_tokens(4096, 50);
@@ -111,7 +95,7 @@ static void test_memory_tp4(void **state)
     const char *names[1] = {"tp"};
     dt_mesh *mesh = NULL;
     dt_plan *plan = NULL;
-    ST_OK(dt_mesh_create(rt, 1, &w, names, &mesh));
+    ST_OK(dt_mesh_create(mr_rt, 1, &w, names, &mesh));
     ST_OK(dt_gpt_create(&cfg, 5, &m));
     ST_OK(dt_plan_gpt_default(false, &plan));
     ST_OK(dt_parallelize_module(m, mesh, plan, "tp"));
@@ -149,5 +133,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory_tp4),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, mr_setup, mr_teardown);
 }

@@ -8,27 +8,21 @@
  */
 #include "st_util.h"
 
-static dt_runtime *rt;
 static dt_mesh *mesh;
 
 static int setup(void **state)
 {
-    (void)state;
-    if (dt_init(NULL, &rt) != DT_OK)
+    if (mr_setup(state) != 0)
         return -1;
-    int w = dt_runtime_size(rt);
+    int w = dt_runtime_size(mr_rt);
     const char *names[1] = {"tp"};
-    return dt_mesh_create(rt, 1, &w, names, &mesh) == DT_OK ? 0 : -1;
+    return dt_mesh_create(mr_rt, 1, &w, names, &mesh) == DT_OK ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
-    (void)state;
     dt_mesh_release(mesh);
-    if (rt != NULL)
-        dt_comm_barrier(dt_runtime_world(rt), NULL);
-    dt_runtime_destroy(rt);
-    return 0;
+    return mr_teardown(state);
 }
 
 static dt_status init_one(const char *fqn, dt_module *o, const char *name, dt_tensor *p, void *u)
@@ -125,7 +119,7 @@ static void test_torchshard_linears(void **state)
     assert_close("x.grad", dt_tensor_grad(x), dt_tensor_grad(xr));
     /* a row-parallel layer handed the full input instead of its shard: named, no hang */
     dt_tensor *bad = NULL, *wide = input(5, 7, 8);
-    if (dt_runtime_size(rt) > 1)
+    if (dt_runtime_size(mr_rt) > 1)
         ST_FAILS(dt_module_call(row, wide, &bad), DT_ERR_INVALID_ARG, "[5, 7]");
     dt_tensor_release(wide);
     const char *names[2] = {"weight", "bias"};
@@ -228,8 +222,8 @@ static void test_embedding_and_pairwise(void **state)
     ST_OK(dt_backward(lr, NULL));
     const char *fq[4] = {"w1.weight", "w1.bias", "w2.weight", "w2.bias"};
     for (int i = 0; i < 4; i++) {
-        dt_tensor *g = full_grad(st_param(ffn, fq[i]));
-        assert_close(fq[i], g, dt_tensor_grad(st_param(fr, fq[i])));
+        dt_tensor *g = full_grad(mr_param_at(ffn, fq[i]));
+        assert_close(fq[i], g, dt_tensor_grad(mr_param_at(fr, fq[i])));
         dt_tensor_release(g);
     }
     dt_tensor *g = full_grad(dt_module_param(emb, "weight"));

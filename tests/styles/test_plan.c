@@ -197,7 +197,7 @@ static void test_validation_leaves_model_untouched(void **state)
 
 static void assert_placed(dt_module *m, const char *fqn, dt_placement pl, int64_t d0, int64_t d1)
 {
-    dt_tensor *t = st_param(m, fqn);
+    dt_tensor *t = mr_param_at(m, fqn);
     assert_non_null(t);
     if (!dt_tensor_is_distributed(t))
         fail_msg("%s is not distributed", fqn);
@@ -237,13 +237,13 @@ static void test_parallelize_placements(void **state)
     assert_placed(m, "layers.0.feed_forward.w1.weight", dt_shard(0), 84, 48);
     assert_placed(m, "layers.0.feed_forward.w2.weight", dt_shard(1), 48, 84);
     assert_placed(m, "output.weight", dt_shard(0), 84, 48);
-    assert_false(dt_tensor_is_distributed(st_param(m, "pos_embeddings.weight")));
-    assert_false(dt_tensor_is_distributed(st_param(m, "layers.0.ffn_norm.weight")));
+    assert_false(dt_tensor_is_distributed(mr_param_at(m, "pos_embeddings.weight")));
+    assert_false(dt_tensor_is_distributed(mr_param_at(m, "layers.0.ffn_norm.weight")));
     /* each shard is the slice of the full parameter (values kept) */
-    dt_tensor *full = st_param(ref, "layers.0.feed_forward.w2.weight"), *sl = NULL, *c = NULL;
+    dt_tensor *full = mr_param_at(ref, "layers.0.feed_forward.w2.weight"), *sl = NULL, *c = NULL;
     ST_OK(dt_tensor_narrow(full, 1, 172, 84, &sl));
     ST_OK(dt_tensor_clone(sl, &c));
-    assert_true(dt_tensor_equal(c, dt_to_local(st_param(m, "layers.0.feed_forward.w2.weight"))));
+    assert_true(dt_tensor_equal(c, dt_to_local(mr_param_at(m, "layers.0.feed_forward.w2.weight"))));
     dt_tensor_release(c);
     dt_tensor_release(sl);
     /* parallelizing twice is refused by name */

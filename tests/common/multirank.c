@@ -1,0 +1,187 @@
+/* Scaffolding of the multi-rank tests: see multirank.h. */
+#include "common/multirank.h"
+
+dt_runtime *mr_rt;
+
+int mr_setup(void **state)
+{
+    (void)state;
+    dt_status s = dt_init(NULL, &mr_rt);
+    if (s != DT_OK) {
+        fprintf(stderr, "dt_init: %s: %s\n", dt_status_str(s), dt_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+int mr_teardown(void **state)
+{
+    (void)state;
+    if (mr_rt != NULL)
+        dt_comm_barrier(dt_runtime_world(mr_rt), NULL);
+    dt_runtime_destroy(mr_rt);
+    mr_rt = NULL;
+    return 0;
+}
+
+void mr_barrier(void)
+{
+    MR_OK(dt_comm_barrier(dt_runtime_world(mr_rt), NULL));
+}
+
+dt_token_data *mr_learnable_tokens(void)
+{
+    enum { N = 4096 };
+    uint16_t t[N];
+    for (int i = 0; i < N; i++)
+        t[i] = (uint16_t)((3 * i + i / 5) % 50);
+    dt_token_data *d = NULL;
+    return dt_token_data_from_buffer(t, N, &d) == DT_OK ? d : NULL;
+}
+
+dt_mesh *mr_world_mesh(const char *dim)
+{
+    int w = dt_runtime_size(mr_rt);
+    const char *names[1] = {dim};
+    dt_mesh *m = NULL;
+    MR_OK(dt_mesh_create(mr_rt, 1, &w, names, &m));
+    return m;
+}
+
+dt_tensor *mr_param_at(dt_module *root, const char *fqn)
+{
+    char mod[256];
+    const char *dot = strrchr(fqn, '.');
+    snprintf(mod, sizeof(mod), "%.*s", dot != NULL ? (int)(dot - fqn) : 0, fqn);
+    dt_module *m = NULL;
+    MR_OK(dt_module_find(root, mod, &m));
+    return dt_module_param(m, dot != NULL ? dot + 1 : fqn);
+}
+
+static double loss_value(dt_tensor *loss)
+{
+    double v = 0.0;
+    MR_OK(dt_tensor_item(dt_tensor_is_distributed(loss) ? dt_to_local(loss) : loss, &v));
+    return v;
+}
+
+static dt_optim *make_optim(dt_module *model, mr_optim which)
+{
+    dt_optim *opt = NULL;
+    if (which == MR_SGD) {
+        dt_sgd_params p = {.field_mask = DT_SGD_PARAM_FIELD_LR, .lr = 0.5};
+        MR_OK(dt_optim_sgd_create(model, &p, &opt));
+    } else {
+        dt_adamw_params p = {.field_mask = DT_ADAMW_PARAM_FIELD_LR, .lr = 3e-3};
+        MR_OK(dt_optim_adamw_create(model, &p, &opt));
+    }
+    return opt;
+}
+
+void mr_train(dt_module *model, mr_optim which, dt_comm *dp, double clip,
+              const dt_token_data *data, int steps, int64_t batch, int64_t seq, double *losses,
+              dt_memory_stats *end)
+{
+    int R = dp != NULL ? dt_comm_size(dp) : 1, r = dp != NULL ? dt_comm_rank(dp) : 0;
+    int64_t lo = r * batch / R, hi = (r + 1) * batch / R;
+    dt_optim *opt = make_optim(model, which);
+    for (int s = 0; s < steps; s++) {
+        dt_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
+        dt_optim_zero_grad(opt);
+        MR_OK(dt_token_data_batch(data, s, batch, seq, lo, hi, &x, &y));
+        MR_OK(dt_module_call(model, x, &logits));
+        MR_OK(dt_nn_cross_entropy(logits, y, &loss));
+        dt_tensor_release(logits);
+        double l = loss_value(loss) * (double)(hi - lo) / (double)batch;
+        if (dp != NULL)
+            MR_OK(dt_comm_allreduce(dp, &l, &l, 1, DT_DTYPE_F64, DT_REDUCE_OP_SUM, NULL));
+        losses[s] = l;
+        MR_OK(dt_backward(loss, NULL));
+        if (clip > 0.0)
+            MR_OK(dt_clip_grad_norm(model, clip, NULL));
+        MR_OK(dt_optim_step(opt));
+        dt_tensor_release(loss);
+        dt_tensor_release(x);
+        dt_tensor_release(y);
+    }
+    if (end != NULL)
+        MR_OK(dt_memory_stats_get(dt_device_cpu(), end));
+    dt_optim_destroy(opt);
+}
+
+typedef struct cmp_ctx {
+    dt_module *ref;
+    double noise_bound;
+    mr_cmp out;
+} cmp_ctx;
+
+static bool zero_grad_param(const char *fqn)
+{
+    size_t n = strlen(fqn), k = strlen("attention.wk.bias");
+    return n >= k && strcmp(fqn + n - k, "attention.wk.bias") == 0;
+}
+
+static dt_status cmp_param(const char *fqn, dt_module *owner, const char *name, dt_tensor *p,
+                           void *user)
+{
+    (void)owner, (void)name;
+    cmp_ctx *c = user;
+    dt_tensor *full = NULL;
+    if (dt_tensor_is_distributed(p))
+        MR_OK(dt_full_tensor(p, &full));
+    else
+        full = dt_tensor_retain(p);
+    dt_tensor *r = mr_param_at(c->ref, fqn);
+    assert_int_equal(dt_tensor_numel(full), dt_tensor_numel(r));
+    assert_int_equal(dt_tensor_ndim(full), dt_tensor_ndim(r));
+    const float *a = dt_tensor_data(full), *b = dt_tensor_data(r);
+    double diff = 0.0, norm = 0.0, maxabs = 0.0;
+    for (int64_t i = 0; i < dt_tensor_numel(r); i++) {
+        double d = (double)a[i] - (double)b[i];
+        diff += d * d;
+        norm += (double)b[i] * (double)b[i];
+        maxabs = fmax(maxabs, fabs((double)b[i]));
+    }
+    double rel = norm > 0.0 ? sqrt(diff / norm) : sqrt(diff);
+    c->out.diff2 += diff;
+    c->out.norm2 += norm;
+    if (zero_grad_param(fqn)) {
+        if (c->noise_bound > 0.0 && maxabs > c->noise_bound)
+            fail_msg("%s (zero true gradient) moved to %g, beyond noise %g", fqn, maxabs,
+                     c->noise_bound);
+        rel = 0.0;
+    }
+    if (rel > c->out.worst) {
+        c->out.worst = rel;
+        snprintf(c->out.worst_fqn, sizeof(c->out.worst_fqn), "%s", fqn);
+    }
+    dt_tensor_release(full);
+    return DT_OK;
+}
+
+mr_cmp mr_compare_weights(dt_module *m, dt_module *ref, double noise_bound)
+{
+    cmp_ctx c = {.ref = ref, .noise_bound = noise_bound};
+    MR_OK(dt_module_foreach_param(m, cmp_param, &c));
+    c.out.rel = sqrt(c.out.diff2 / c.out.norm2);
+    return c.out;
+}
+
+void mr_expect_same_run(const char *what, const double *loss, const double *ref_loss, int steps,
+                        const mr_cmp *c, double tol, double param_tol)
+{
+    for (int s = 0; s < steps; s++) {
+        double rel = fabs(loss[s] - ref_loss[s]) / fabs(ref_loss[s]);
+        if (rel > tol)
+            fail_msg("%s step %d: loss %.9g, single rank %.9g (rel %.3g)", what, s, loss[s],
+                     ref_loss[s], rel);
+    }
+    if (!(ref_loss[steps - 1] < ref_loss[0]))
+        fail_msg("%s: the single-rank run does not learn (loss %.9g -> %.9g)", what, ref_loss[0],
+                 ref_loss[steps - 1]);
+    if (c->rel > tol)
+        fail_msg("%s: weights differ from the single-rank run: rel %.3g", what, c->rel);
+    if (c->worst > param_tol)
+        fail_msg("%s: weights differ from the single-rank run: %s rel %.3g", what, c->worst_fqn,
+                 c->worst);
+}
