@@ -10,7 +10,6 @@
 #include "ck_gpt_util.h"
 #include "common/multirank.h"
 
-
 /* Parameter i: Shard(0), Shard(-1) or Replicate by (i + shift) % 3 on the
  * last mesh dim; on a 2-d mesh the first dim replicates (data parallel) or,
  * for every 4th parameter, also shards dim 0 (nested). */

@@ -8,7 +8,6 @@
 #include "common/multirank.h"
 #include "nn_test_util.h"
 
-
 /* Linear(5 -> 7) then Linear(7 -> 3): 4 parameters, odd sizes for uneven shards. */
 static dt_module *make_model(uint64_t rng)
 {

@@ -10,7 +10,6 @@
 #include "common/multirank.h"
 #include "nn_test_util.h"
 
-
 static void shard(dt_module *root, dt_mesh *mesh, const char *fqn, const char *name,
                   dt_placement pl)
 {

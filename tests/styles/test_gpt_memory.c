@@ -12,7 +12,6 @@
 #define SEQ   16
 #define VOCAB 4096
 
-
 static dt_gpt_config config(void)
 {
     dt_gpt_config c;
