@@ -24,12 +24,8 @@ static dt_mesh *m22, *m4, *m41;
 
 static int setup(void **state)
 {
-    if (mr_setup(state) != 0)
+    if (mr_setup_gpt(state, SEQ, &data, &cfg) != 0)
         return -1;
-    data = mr_learnable_tokens();
-    if (data == NULL || dt_gpt_config_preset("tiny", &cfg) != DT_OK)
-        return -1;
-    cfg.max_seq_len = SEQ;
     const char *dptp[2] = {"dp", "tp"}, *tp[1] = {"tp"};
     int s22[2] = {2, 2}, s4[1] = {4}, s41[2] = {4, 1};
     if (dt_mesh_create(mr_rt, 2, s22, dptp, &m22) != DT_OK ||

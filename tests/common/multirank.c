@@ -24,6 +24,17 @@ int mr_teardown(void **state)
     return 0;
 }
 
+int mr_setup_gpt(void **state, int64_t seq, dt_token_data **data, dt_gpt_config *cfg)
+{
+    if (mr_setup(state) != 0)
+        return -1;
+    *data = mr_learnable_tokens();
+    if (*data == NULL || dt_gpt_config_preset("tiny", cfg) != DT_OK)
+        return -1;
+    cfg->max_seq_len = seq;
+    return 0;
+}
+
 void mr_barrier(void)
 {
     MR_OK(dt_comm_barrier(dt_runtime_world(mr_rt), NULL));

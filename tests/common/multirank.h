@@ -38,6 +38,10 @@ int mr_setup(void **state);
 /* cmocka group teardown: a world barrier (so no rank leaves early), then
  * dt_runtime_destroy. */
 int mr_teardown(void **state);
+/* mr_setup, then @p data = mr_learnable_tokens() and @p cfg = the "tiny" GPT
+ * preset with max_seq_len @p seq: the group setup of the GPT training tests
+ * (-1 on failure; the caller's teardown closes @p data). */
+int mr_setup_gpt(void **state, int64_t seq, dt_token_data **data, dt_gpt_config *cfg);
 /* A world barrier; fails the test on error. */
 void mr_barrier(void);
 

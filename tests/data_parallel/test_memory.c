@@ -18,13 +18,7 @@ static dt_gpt_config cfg;
 
 static int setup(void **state)
 {
-    if (mr_setup(state) != 0)
-        return -1;
-    data = mr_learnable_tokens();
-    if (data == NULL || dt_gpt_config_preset("tiny", &cfg) != DT_OK)
-        return -1;
-    cfg.max_seq_len = SEQ;
-    return 0;
+    return mr_setup_gpt(state, SEQ, &data, &cfg);
 }
 
 static int teardown(void **state)
