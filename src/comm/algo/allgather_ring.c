@@ -2,7 +2,8 @@
  * Ring all-gather (equal and per-rank counts): in step k every rank forwards
  * to its right neighbour the block it received in step k-1 (its own first),
  * so after p-1 steps everyone holds every block. Blocks go straight into the
- * output buffer; there is no local work to overlap.
+ * output buffer. The first step sends from the input, so copying this rank's
+ * own block into the output overlaps it (its round is posted `early`).
  */
 #include "comm/comm_impl.h"
 
@@ -20,8 +21,9 @@ dt_status dt__algo_allgatherv_ring(dt_comm *c, const void *send, void *recv,
     dt__sched_copy(s, out + displs[r] * esz, send, counts[r] * esz);
     for (int k = 0; k < p - 1; k++) {
         int sb = dt__mod(r - k, p), rb = dt__mod(r - k - 1, p);
-        dt__sched_round(s, false);
-        dt__sched_send(s, out + displs[sb] * esz, counts[sb] * esz, right);
+        dt__sched_round(s, k == 0);
+        const char *src = (k == 0) ? (const char *)send : out + displs[sb] * esz;
+        dt__sched_send(s, src, counts[sb] * esz, right);
         dt__sched_recv(s, out + displs[rb] * esz, counts[rb] * esz, left);
     }
     return s->status;
