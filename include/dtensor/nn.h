@@ -123,12 +123,15 @@ DT_API dt_tensor *dt_module_param_at(const dt_module *m, int i);
 
 /* ---------------------------------------------------------------- tree queries */
 
+/** The type name of @p m ("Linear", "GPT", ...; "(null)" for NULL). Static storage. */
 DT_API const char *dt_module_type_name(const dt_module *m);
 /** Local name in the parent ("" for a root). Borrowed. */
 DT_API const char *dt_module_name(const dt_module *m);
+/** The module @p m is registered under, or NULL for a root. Borrowed. */
 DT_API dt_module *dt_module_parent(const dt_module *m);
 /** The type's private data given to dt_module_create. Borrowed. */
 DT_API void *dt_module_impl(const dt_module *m);
+/** Number of direct children of @p m (0 for NULL). */
 DT_API int dt_module_num_children(const dt_module *m);
 /** Child @p i in registration order, or NULL. Borrowed. */
 DT_API dt_module *dt_module_child_at(const dt_module *m, int i);
@@ -383,6 +386,8 @@ DT_API void dt_optim_destroy(dt_optim *o);
 DT_API dt_status dt_optim_step(dt_optim *o);
 /** Drop every parameter's gradient (PyTorch zero_grad(set_to_none=True)). */
 DT_API void dt_optim_zero_grad(dt_optim *o);
+/** The learning rate (0 for NULL); set_lr replaces it for the next steps
+ * (schedules), unchecked, and ignores NULL. Not collective. */
 DT_API double dt_optim_lr(const dt_optim *o);
 DT_API void dt_optim_set_lr(dt_optim *o, double lr);
 /** Steps taken so far. */
@@ -445,7 +450,9 @@ typedef struct dt_token_data dt_token_data;
 DT_API dt_status dt_token_data_open(const char *path, dt_token_data **out);
 /** Wrap a copy of @p n tokens already in memory. */
 DT_API dt_status dt_token_data_from_buffer(const uint16_t *tokens, int64_t n, dt_token_data **out);
+/** Free the tokens. NULL-safe. */
 DT_API void dt_token_data_close(dt_token_data *d);
+/** Number of tokens (0 for NULL). */
 DT_API int64_t dt_token_data_size(const dt_token_data *d);
 /** Largest token id + 1 (0 for no tokens). */
 DT_API int64_t dt_token_data_vocab(const dt_token_data *d);

@@ -63,6 +63,7 @@ typedef struct dt_layout {
     dt_placement placement;
 } dt_layout;
 
+/** The layout with placement @p p; the "none" layout. Values, nothing to free. */
 DT_API dt_layout dt_layout_of(dt_placement p);
 DT_API dt_layout dt_layout_none(void);
 
@@ -128,9 +129,12 @@ DT_API dt_status dt_style_rowwise(dt_style **out);
 DT_API dt_status dt_style_sequence(dt_style **out);
 DT_API dt_status dt_style_pairwise(dt_style **out);
 
+/** Reference counting (not thread-safe): retain returns @p s; release frees
+ * it with the last reference. Both accept NULL. */
 DT_API dt_style *dt_style_retain(dt_style *s);
 DT_API void dt_style_release(dt_style *s);
 
+/** The kind of @p s (DT_STYLE_KIND_COUNT for NULL). */
 DT_API dt_style_kind dt_style_get_kind(const dt_style *s);
 /** "colwise", "rowwise", "sequence", "prepare_input", "prepare_output", "pairwise". */
 DT_API const char *dt_style_kind_name(dt_style_kind k);
@@ -153,8 +157,9 @@ DT_API dt_status dt_style_check(const dt_style *s, dt_module *m, const char *fqn
 
 typedef struct dt_plan dt_plan;
 
-/** An empty plan. Caller destroys. */
+/** An empty plan. Caller destroys. Errors: DT_ERR_NO_MEMORY. */
 DT_API dt_status dt_plan_create(dt_plan **out);
+/** Free @p p and release its styles. NULL-safe. */
 DT_API void dt_plan_destroy(dt_plan *p);
 
 /**
@@ -167,6 +172,7 @@ DT_API void dt_plan_destroy(dt_plan *p);
  */
 DT_API dt_status dt_plan_add(dt_plan *p, const char *fqn_pattern, dt_style *style);
 
+/** Number of entries (0 for NULL). */
 DT_API int dt_plan_size(const dt_plan *p);
 /** Entry @p i: pattern and style, borrowed; NULL out of range. */
 DT_API const char *dt_plan_pattern_at(const dt_plan *p, int i);
