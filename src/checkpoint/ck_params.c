@@ -67,7 +67,8 @@ void dt__ck_params_free(dt_ck_params *l)
     l->n = l->cap = 0;
 }
 
-dt_status dt__ck_agree(dt_mesh *mesh, dt_status mine, dt_status *all)
+/* Collective over @p mesh: *all = the lowest status any rank passed. */
+static dt_status ck_agree(dt_mesh *mesh, dt_status mine, dt_status *all)
 {
     int32_t v = (int32_t)mine;
     for (int d = 0; d < dt_mesh_ndim(mesh); d++)
@@ -85,8 +86,12 @@ dt_status dt__ck_agree_max(dt_mesh *mesh, int64_t *v)
     return DT_OK;
 }
 
-dt_status dt__ck_settle(const char *fn, dt_status mine, dt_status all, const char *what)
+dt_status dt__ck_agree_step(const char *fn, dt_mesh *mesh, dt_status mine, const char *what)
 {
+    if (mesh == NULL)
+        return mine;
+    dt_status all = DT_OK;
+    DT_CHECK(ck_agree(mesh, mine, &all));
     if (mine != DT_OK)
         return mine;
     if (all != DT_OK)

@@ -32,12 +32,14 @@ void dt__ck_params_free(dt_ck_params *l);
  * (naming @p fn) otherwise. */
 dt_status dt__ck_params_add_optim(const char *fn, dt_ck_params *l, dt_optim *o);
 
-/* Collective over @p mesh: *all = the lowest status any rank passed. */
-dt_status dt__ck_agree(dt_mesh *mesh, dt_status mine, dt_status *all);
 /* Collective over @p mesh: every rank gets the largest @p v. */
 dt_status dt__ck_agree_max(dt_mesh *mesh, int64_t *v);
-/* On a rank whose own part went well, record who failed (@p all). */
-dt_status dt__ck_settle(const char *fn, dt_status mine, dt_status all, const char *what);
+/*
+ * One step every rank of @p mesh agrees on (collective; NULL mesh: returns
+ * @p mine): a failure anywhere fails everyone. A rank whose own part (@p mine)
+ * went well records that @p what failed on another rank, naming @p fn.
+ */
+dt_status dt__ck_agree_step(const char *fn, dt_mesh *mesh, dt_status mine, const char *what);
 /* DT_ERR_UNSUPPORTED naming the FQN when @p t has a Partial placement. */
 dt_status dt__ck_check_not_partial(const char *fn, const dt_ck_param *p);
 

@@ -15,8 +15,10 @@
 typedef dt_ck_param fs_param;
 typedef dt_ck_params fs_list;
 
+#define FS_WRITING "writing the file (on mesh rank 0)"
+
 /* Gather every parameter in file order; @p w (rank 0 only) writes them. */
-static dt_status fs_stream(const char *fn, fs_list *l, dt_safetensors_writer *w, const int *order,
+static dt_status fs_stream(fs_list *l, dt_safetensors_writer *w, const int *order,
                            dt_status *write_st)
 {
     for (int k = 0; k < l->n; k++) {
@@ -30,7 +32,6 @@ static dt_status fs_stream(const char *fn, fs_list *l, dt_safetensors_writer *w,
             *write_st = dt_safetensors_writer_write(w, full);
         dt_tensor_release(full);
     }
-    (void)fn;
     return DT_OK;
 }
 
@@ -44,7 +45,7 @@ dt_status dt_save_full(dt_module *root, const char *path)
     dt_safetensors_entry *e = NULL;
     int *order = NULL;
     dt_safetensors_writer *w = NULL;
-    dt_status st = DT_OK, wst = DT_OK, all = DT_OK;
+    dt_status st = DT_OK, wst = DT_OK;
     DT_CHECK_GOTO(dt__ck_params_collect(fn, root, &l), st, out);
     mesh = l.mesh;
     e = calloc((size_t)l.n, sizeof(*e));
@@ -61,18 +62,9 @@ dt_status dt_save_full(dt_module *root, const char *path)
     static const char *const meta[2] = {"format", "pt"};
     if (writer)
         wst = dt_safetensors_writer_create(path, l.n, e, 1, meta, &w);
-    if (mesh != NULL) {
-        /* a writer that cannot start stops everyone before any gather */
-        DT_CHECK_GOTO(dt__ck_agree(mesh, wst, &all), st, out);
-        if (all != DT_OK) {
-            st = dt__ck_settle(fn, wst, all, "writing the file (on mesh rank 0)");
-            goto out;
-        }
-    } else if (wst != DT_OK) {
-        st = wst;
-        goto out;
-    }
-    DT_CHECK_GOTO(fs_stream(fn, &l, w, order, &wst), st, out);
+    /* a writer that cannot start stops everyone before any gather */
+    DT_CHECK_GOTO(dt__ck_agree_step(fn, mesh, wst, FS_WRITING), st, out);
+    DT_CHECK_GOTO(fs_stream(&l, w, order, &wst), st, out);
     if (w != NULL) {
         dt_safetensors_writer *tmp = w;
         w = NULL;
@@ -81,12 +73,7 @@ dt_status dt_save_full(dt_module *root, const char *path)
         else
             dt_safetensors_writer_abort(tmp);
     }
-    if (mesh != NULL) {
-        DT_CHECK_GOTO(dt__ck_agree(mesh, wst, &all), st, out);
-        st = dt__ck_settle(fn, wst, all, "writing the file (on mesh rank 0)");
-    } else {
-        st = wst;
-    }
+    st = dt__ck_agree_step(fn, mesh, wst, FS_WRITING);
 out:
     dt_safetensors_writer_abort(w);
     free(order);

@@ -213,11 +213,7 @@ static dt_status ss_mkdir(const char *dir)
 /* One step of the save everyone agrees on: a failure anywhere stops all. */
 static dt_status ss_step(const ss_ctx *c, dt_status mine, const char *what)
 {
-    if (c->mesh == NULL)
-        return mine;
-    dt_status all = DT_OK;
-    DT_CHECK(dt__ck_agree(c->mesh, mine, &all));
-    return dt__ck_settle("dt_checkpoint_save", mine, all, what);
+    return dt__ck_agree_step("dt_checkpoint_save", c->mesh, mine, what);
 }
 
 static bool ss_in_world_slice(dt_mesh *mesh)
