@@ -3,7 +3,6 @@
  * (The writer side builds the JSON in sharded_save.c.)
  */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,12 +37,10 @@ void dt__ck_index_free(dt_ck_index *x)
 
 static bool ix_uint(const cJSON *v, int64_t *out)
 {
-    if (!cJSON_IsNumber(v))
+    uint64_t u = 0;
+    if (!dt__st_json_uint(v, &u))
         return false;
-    double d = v->valuedouble;
-    if (!isfinite(d) || d < 0 || d > DT_ST_MAX_INT || d != floor(d))
-        return false;
-    *out = (int64_t)d;
+    *out = (int64_t)u;
     return true;
 }
 

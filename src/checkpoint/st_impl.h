@@ -30,6 +30,10 @@ const dt_st_dtype *dt__st_dtype_by_name(const char *name);
 /* The table entry for our @p dtype (always found for a valid dtype). */
 const dt_st_dtype *dt__st_dtype_of(dt_dtype dtype);
 
+/* A JSON number that is an integer in [0, 2^53] into @p out; false otherwise. */
+struct cJSON;
+bool dt__st_json_uint(const struct cJSON *v, uint64_t *out);
+
 /* True when @p s[0..len) is valid UTF-8 (no overlongs, surrogates or
  * code points past U+10FFFF); *bad_at receives the first bad byte's offset. */
 bool dt__st_utf8_valid(const unsigned char *s, size_t len, size_t *bad_at);

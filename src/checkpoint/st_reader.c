@@ -119,8 +119,7 @@ err_close:
 
 /* ------------------------------------------------------------ parsing */
 
-/* A JSON number that must be an integer in [0, 2^53]. */
-static bool st_json_uint(const cJSON *v, uint64_t *out)
+bool dt__st_json_uint(const cJSON *v, uint64_t *out)
 {
     if (!cJSON_IsNumber(v))
         return false;
@@ -198,7 +197,7 @@ static dt_status st_parse_tensor(dt_safetensors *f, const cJSON *o, dt_st_tensor
     bool overflow = false, zero = false;
     for (int d = 0; d < ndim; d++) {
         uint64_t v;
-        if (!st_json_uint(cJSON_GetArrayItem(sh, d), &v))
+        if (!dt__st_json_uint(cJSON_GetArrayItem(sh, d), &v))
             return FMT(f, "%s: tensor '%.64s': shape[%d] is not a non-negative integer", f->path, nm, d);
         t->shape[d] = (int64_t)v;
         zero = zero || v == 0;
@@ -215,8 +214,8 @@ static dt_status st_parse_tensor(dt_safetensors *f, const cJSON *o, dt_st_tensor
     if (numel > (uint64_t)INT64_MAX / t->dt->size)
         return FMT(f, "%s: tensor '%.64s': shape's byte count overflows", f->path, nm);
     if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 ||
-        !st_json_uint(cJSON_GetArrayItem(off, 0), &t->begin) ||
-        !st_json_uint(cJSON_GetArrayItem(off, 1), &t->end))
+        !dt__st_json_uint(cJSON_GetArrayItem(off, 0), &t->begin) ||
+        !dt__st_json_uint(cJSON_GetArrayItem(off, 1), &t->end))
         return FMT(f, "%s: tensor '%.64s': data_offsets is not [begin, end] of non-negative integers",
                    f->path, nm);
     if (t->end < t->begin)
