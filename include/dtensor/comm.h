@@ -18,13 +18,14 @@
  * Waiting spins for DT_SPIN_US, then sleeps on the transport's event fd, so
  * oversubscribed ranks do not burn the cores their peers need.
  *
- * Algorithms (generic, on the backend's point-to-point): all-reduce uses
+ * Algorithms (generic, on the backend's point-to-point): all-reduce uses a
+ * one-round direct exchange on 3-8 ranks when (ranks - 1) x message <= 16 KiB,
  * recursive doubling up to 64 KiB (or fewer elements than ranks) and a
  * pipelined ring above; all-gather / reduce-scatter a ring; all-to-all a
  * pairwise exchange; broadcast a binomial tree up to 256 KiB, a pipelined
  * chain above; barrier a dissemination pattern. DT_ALGO forces a choice,
  * e.g. DT_ALGO=allreduce:ring,broadcast:binomial (allreduce: ring |
- * recursive_doubling; broadcast: binomial | pipeline; allgather,
+ * recursive_doubling | direct; broadcast: binomial | pipeline; allgather,
  * reduce_scatter: ring; alltoall: pairwise); DT_RING_SEGMENT_KB sets the
  * ring's pipeline segment. An unknown name fails with DT_ERR_INVALID_ARG.
  *

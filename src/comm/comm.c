@@ -15,6 +15,10 @@
 
 /* Messages up to this many bytes use latency-optimal algorithms. */
 #define DT_SMALL_ALLREDUCE_BYTES (64 * 1024)
+/* All-reduces whose direct exchange moves at most this much per rank, on
+ * more than 2 and at most DT_DIRECT_MAX_RANKS ranks, go in one round. */
+#define DT_DIRECT_ALLREDUCE_BYTES (16 * 1024)
+#define DT_DIRECT_MAX_RANKS 8
 #define DT_SMALL_BROADCAST_BYTES (256 * 1024)
 
 int dt_comm_rank(const dt_comm *comm)
@@ -148,11 +152,16 @@ dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t 
     }
     char name[32];
     const char *algo = forced_algo("allreduce", name, sizeof(name));
+    if (algo == NULL && comm->size > 2 && comm->size <= DT_DIRECT_MAX_RANKS &&
+        bytes * (size_t)(comm->size - 1) <= DT_DIRECT_ALLREDUCE_BYTES)
+        algo = "direct";
     if (algo == NULL)
         algo = (bytes <= DT_SMALL_ALLREDUCE_BYTES || count < (size_t)comm->size)
                    ? "recursive_doubling" : "ring";
     dt_status st;
-    if (strcmp(algo, "ring") == 0)
+    if (strcmp(algo, "direct") == 0)
+        st = dt__algo_allreduce_direct(comm, send, recv, count, &s);
+    else if (strcmp(algo, "ring") == 0)
         st = dt__algo_allreduce_ring(comm, send, recv, count, &s);
     else if (strcmp(algo, "recursive_doubling") == 0 || strcmp(algo, "rd") == 0)
         st = dt__algo_allreduce_recursive_doubling(comm, send, recv, count, &s);
