@@ -19,8 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "dtensor.h"
 
 #define TRY(call)                                                                                  \
@@ -44,13 +44,6 @@ typedef struct hc_args {
     double lr;
     uint64_t seed;
 } hc_args;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int parse(int argc, char **argv, hc_args *a)
 {
@@ -177,9 +170,9 @@ int main(int argc, char **argv)
                a.batch);
     double total = 0.0, loss = 0.0;
     for (int64_t s = 0; s < a.steps; s++) {
-        double t0 = now_s();
+        double t0 = dt__clock_now();
         TRY(step(&a, head, mesh, opt, s, &loss));
-        double dt = now_s() - t0;
+        double dt = dt__clock_now() - t0;
         if (s > 0 || a.steps == 1)
             total += dt;
         if (rank == 0)

@@ -7,16 +7,17 @@
  *   dtrun -n 4 train_gpt --mesh dp=2,tp=2 --steps 100 --save-checkpoint ck --every 50
  *   dtrun -n 4 train_gpt --mesh tp=4 --steps 200 --resume ck   (continues at step 100)
  *
- * Single process for now: the parallel options (--mesh, --sequence-parallel,
- * --data-parallel) arrive with the parallel styles; they only change the
- * placements of the model's parameters, not this loop.
+ * The parallel options (--mesh, --sequence-parallel, --plan, --data-parallel)
+ * only change the placements of the model's parameters (parallel.c,
+ * data_parallel.c), not this loop.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
+#include "core/error.h"
 #include "dtensor.h"
 
 #include "args.h"
@@ -36,13 +37,6 @@
             goto out;                                                                              \
         }                                                                                          \
     } while (0)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static dt_status make_optimizer(const train_args *a, dt_module *model, dt_optim **out)
 {
@@ -92,6 +86,50 @@ static dt_status train_step(const train_args *a, const train_parallel *par, dt_m
     return s;
 }
 
+/* The GPT config of the preset with the size options applied, and the
+ * sequence length; 0, or -1 with the reason on stderr. */
+static int configure(const train_args *a, dt_gpt_config *cfg, int64_t *seq)
+{
+    dt_status s = dt_gpt_config_preset(a->config, cfg);
+    if (s != DT_OK) {
+        fprintf(stderr, "train_gpt: %s: %s\n", dt_status_str(s), dt_last_error());
+        return -1;
+    }
+    cfg->dim = a->dim > 0 ? a->dim : cfg->dim; /* e.g. --dim 48 --n-heads 6 for tp=3 */
+    cfg->n_heads = a->n_heads > 0 ? a->n_heads : cfg->n_heads;
+    cfg->n_layers = a->n_layers > 0 ? a->n_layers : cfg->n_layers;
+    cfg->ffn_dim = a->ffn_dim > 0 ? a->ffn_dim : cfg->ffn_dim;
+    *seq = a->seq > 0 ? a->seq : cfg->max_seq_len;
+    if (*seq > cfg->max_seq_len) {
+        fprintf(stderr, "train_gpt: --seq %" PRId64 " exceeds max_seq_len %" PRId64 " of '%s'\n",
+                *seq, cfg->max_seq_len, a->config);
+        return -1;
+    }
+    return 0;
+}
+
+/* Steps [first, a->steps): one line per step, checkpoints as asked, then tokens/s. */
+static dt_status train_loop(const train_args *a, const train_parallel *par, dt_module *model,
+                            dt_optim *opt, const dt_token_data *data, int64_t first, int64_t seq)
+{
+    double t0 = dt__clock_now();
+    for (int64_t s = first; s < a->steps; s++) {
+        double loss = 0.0, norm = 0.0, ts = dt__clock_now();
+        DT_CHECK(train_step(a, par, model, opt, data, s, seq, &loss, &norm));
+        printf("step %4" PRId64 "  loss %.6f", s, loss);
+        if (a->clip_grad > 0.0)
+            printf("  grad_norm %.4f", norm);
+        printf("  (%.1f ms)\n", 1e3 * (dt__clock_now() - ts));
+        fflush(stdout);
+        DT_CHECK(train_ck_after_step(par, a->save_checkpoint, a->every, s, a->steps, model, opt));
+    }
+    double elapsed = dt__clock_now() - t0;
+    if (a->steps > first)
+        printf("%.0f tokens/s (%" PRId64 " steps in %.2f s)\n",
+               (double)((a->steps - first) * a->batch * seq) / elapsed, a->steps - first, elapsed);
+    return DT_OK;
+}
+
 int main(int argc, char **argv)
 {
     train_args a;
@@ -108,18 +146,10 @@ int main(int argc, char **argv)
     dt_token_data *data = NULL;
     train_parallel par = {.tp = 1};
     dt_gpt_config cfg;
+    int64_t seq = 0;
     TRY(train_parallel_init(&par));
-    TRY(dt_gpt_config_preset(a.config, &cfg));
-    cfg.dim = a.dim > 0 ? a.dim : cfg.dim; /* e.g. --dim 48 --n-heads 6 for tp=3 */
-    cfg.n_heads = a.n_heads > 0 ? a.n_heads : cfg.n_heads;
-    cfg.n_layers = a.n_layers > 0 ? a.n_layers : cfg.n_layers;
-    cfg.ffn_dim = a.ffn_dim > 0 ? a.ffn_dim : cfg.ffn_dim;
-    int64_t seq = a.seq > 0 ? a.seq : cfg.max_seq_len;
-    if (seq > cfg.max_seq_len) {
-        fprintf(stderr, "train_gpt: --seq %" PRId64 " exceeds max_seq_len %" PRId64 " of '%s'\n",
-                seq, cfg.max_seq_len, a.config);
+    if (configure(&a, &cfg, &seq) != 0)
         goto out;
-    }
     TRY(dt_token_data_open(a.data, &data));
     if (dt_token_data_vocab(data) > cfg.vocab_size) {
         fprintf(stderr, "train_gpt: %s holds token id %" PRId64 ", beyond vocab_size %" PRId64 "\n",
@@ -146,21 +176,7 @@ int main(int argc, char **argv)
            dt_token_data_size(data), a.batch, seq, a.optim, dt_optim_lr(opt));
     fflush(stdout);
 
-    double t0 = now_s();
-    for (int64_t s = first; s < a.steps; s++) {
-        double loss = 0.0, norm = 0.0, ts = now_s();
-        TRY(train_step(&a, &par, model, opt, data, s, seq, &loss, &norm));
-        printf("step %4" PRId64 "  loss %.6f", s, loss);
-        if (a.clip_grad > 0.0)
-            printf("  grad_norm %.4f", norm);
-        printf("  (%.1f ms)\n", 1e3 * (now_s() - ts));
-        fflush(stdout);
-        TRY(train_ck_after_step(&par, a.save_checkpoint, a.every, s, a.steps, model, opt));
-    }
-    double elapsed = now_s() - t0;
-    if (a.steps > first)
-        printf("%.0f tokens/s (%" PRId64 " steps in %.2f s)\n",
-               (double)((a.steps - first) * a.batch * seq) / elapsed, a.steps - first, elapsed);
+    TRY(train_loop(&a, &par, model, opt, data, first, seq));
     if (a.save != NULL) {
         TRY(dt_save_full(model, a.save));
         printf("saved %s\n", a.save);
