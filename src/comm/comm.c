@@ -130,6 +130,16 @@ static void sched_for(dt__sched *s, const dt_comm *comm, dt_dtype dtype, dt_redu
         s->divisor = comm->size;
 }
 
+/* Whether every rank's block is empty: then there is nothing to move and the
+ * collective completes locally (as in MPI; it is no synchronisation point). */
+static bool all_empty(const size_t *counts, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (counts[i] != 0)
+            return false;
+    return true;
+}
+
 /* ------------------------------------------------------------ all-reduce */
 
 dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t count,
@@ -146,7 +156,7 @@ dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t 
     dt__sched s;
     sched_for(&s, comm, dtype, op);
     size_t bytes = count * dt_dtype_size(dtype);
-    if (comm->size == 1) {
+    if (comm->size == 1 || count == 0) {
         dt__sched_copy(&s, recv, send, bytes);
         return run(comm, fn, &s, work);
     }
@@ -204,6 +214,8 @@ static dt_status allgatherv_impl(const char *fn, dt_comm *comm, const void *send
         return unknown_algo("allgather", algo);
     dt__sched s;
     sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
+    if (all_empty(counts, comm->size))
+        return run(comm, fn, &s, work);
     dt_status st = dt__algo_allgatherv_ring(comm, send, recv, counts, displs, &s);
     if (st != DT_OK) {
         dt__sched_free(&s);
@@ -264,7 +276,7 @@ static dt_status reduce_scatterv_impl(const char *fn, dt_comm *comm, const void 
         return comm->ops->reduce_scatterv(comm, send, recv, counts, dtype, op, work);
     dt__sched s;
     sched_for(&s, comm, dtype, op);
-    if (comm->size == 1) {
+    if (comm->size == 1 || all_empty(counts, comm->size)) {
         dt__sched_copy(&s, recv, send, counts[0] * dt_dtype_size(dtype));
         return run(comm, fn, &s, work);
     }
