@@ -164,6 +164,53 @@ static int plan_only(const args *a, const dt_placement *pf, int nf, const dt_pla
     return 0;
 }
 
+/* The full tensor @p a->name (default: the first) of @p a->in; @p a's shape
+ * and dtype follow it and @p name gets its name. */
+static dt_tensor *load_input(args *a, char *name, size_t name_len)
+{
+    dt_safetensors *f = NULL;
+    dt_safetensors_info info;
+    dt_tensor *x = NULL;
+    int i = 0;
+    CHECK(dt_safetensors_open(a->in, &f));
+    if (a->name != NULL)
+        CHECK(dt_safetensors_find(f, a->name, &i));
+    CHECK(dt_safetensors_info_at(f, i, &info));
+    snprintf(name, name_len, "%s", info.name);
+    CHECK(dt_safetensors_load(f, name, &x));
+    dt_safetensors_close(f);
+    a->ndim = dt_tensor_ndim(x);
+    memcpy(a->shape, dt_tensor_shape(x), sizeof(int64_t) * (size_t)a->ndim);
+    a->dtype = dt_tensor_dtype(x);
+    return x;
+}
+
+/* x[i] = i (as the dtype holds it) in @p a's shape, the same on every rank. */
+static dt_tensor *make_arange(const args *a)
+{
+    int64_t numel = 1;
+    for (int i = 0; i < a->ndim; i++)
+        numel *= a->shape[i];
+    dt_tensor *idx = NULL, *flat = NULL, *x = NULL;
+    CHECK(dt_tensor_arange(numel, DT_DTYPE_F64, &idx));
+    CHECK(dt_tensor_to_dtype(idx, a->dtype, &flat));
+    CHECK(dt_tensor_reshape(flat, a->ndim, a->shape, &x));
+    dt_tensor_release(flat);
+    dt_tensor_release(idx);
+    return x;
+}
+
+/* The collectives this rank ran on @p m since the last reset. */
+static void print_coll_stats(dt_mesh *m, int rank)
+{
+    dt_coll_stats st;
+    dt_mesh_coll_stats(m, &st);
+    for (int k = 0; k < DT_COLL_KIND_COUNT; k++)
+        if (st.count[k] > 0)
+            printf("rank %d ran %lld %s (%lld bytes received)\n", rank, (long long)st.count[k],
+                   dt_coll_kind_name((dt_coll_kind)k), (long long)st.bytes[k]);
+}
+
 int main(int argc, char **argv)
 {
     args a = parse(argc, argv);
@@ -171,23 +218,10 @@ int main(int argc, char **argv)
     int nf = 0, nt = 0;
     CHECK(dt_placements_parse(a.from, DT_MESH_MAX_DIMS, pf, &nf));
     CHECK(dt_placements_parse(a.to, DT_MESH_MAX_DIMS, pt, &nt));
-    dt_tensor *x = NULL, *idx = NULL, *flat = NULL, *d = NULL, *y = NULL, *full = NULL;
+    dt_tensor *x = NULL, *d = NULL, *y = NULL, *full = NULL;
     char name[256] = "x";
-    if (a.in != NULL) { /* the full tensor from the file; shape and dtype follow it */
-        dt_safetensors *f = NULL;
-        dt_safetensors_info info;
-        int i = 0;
-        CHECK(dt_safetensors_open(a.in, &f));
-        if (a.name != NULL)
-            CHECK(dt_safetensors_find(f, a.name, &i));
-        CHECK(dt_safetensors_info_at(f, i, &info));
-        snprintf(name, sizeof(name), "%s", info.name);
-        CHECK(dt_safetensors_load(f, name, &x));
-        dt_safetensors_close(f);
-        a.ndim = dt_tensor_ndim(x);
-        memcpy(a.shape, dt_tensor_shape(x), sizeof(int64_t) * (size_t)a.ndim);
-        a.dtype = dt_tensor_dtype(x);
-    }
+    if (a.in != NULL)
+        x = load_input(&a, name, sizeof(name));
     dt_runtime *rt = NULL;
     CHECK(dt_init(NULL, &rt));
     int rank = dt_runtime_rank(rt), size = 1;
@@ -204,14 +238,8 @@ int main(int argc, char **argv)
     if (rank == 0)
         dt_mesh_print(m, stdout);
 
-    if (x == NULL) { /* x[i] = i (as the dtype holds it), the same on every rank */
-        int64_t numel = 1;
-        for (int i = 0; i < a.ndim; i++)
-            numel *= a.shape[i];
-        CHECK(dt_tensor_arange(numel, DT_DTYPE_F64, &idx));
-        CHECK(dt_tensor_to_dtype(idx, a.dtype, &flat));
-        CHECK(dt_tensor_reshape(flat, a.ndim, a.shape, &x));
-    }
+    if (x == NULL)
+        x = make_arange(&a);
 
     CHECK(dt_distribute(x, m, nf, pf, &d));
     print_shard("from", dt_tensor_spec(d), rank);
@@ -223,13 +251,8 @@ int main(int argc, char **argv)
         printf("plan of rank %d: %s", rank, buf);
     dt_mesh_coll_stats_reset(m);
     CHECK(dt_redistribute_to(d, dst, &y));
-    dt_coll_stats st;
-    dt_mesh_coll_stats(m, &st);
     print_shard("to", dt_tensor_spec(y), rank);
-    for (int k = 0; k < DT_COLL_KIND_COUNT; k++)
-        if (st.count[k] > 0)
-            printf("rank %d ran %lld %s (%lld bytes received)\n", rank, (long long)st.count[k],
-                   dt_coll_kind_name((dt_coll_kind)k), (long long)st.bytes[k]);
+    print_coll_stats(m, rank);
     CHECK(dt_full_tensor(y, &full));
     bool ok = dt_tensor_equal(full, x);
     printf("rank %d full_tensor(redistribute(distribute(x))) == x: %s\n", rank,
@@ -245,8 +268,6 @@ int main(int argc, char **argv)
     dt_tensor_release(y);
     dt_tensor_release(d);
     dt_tensor_release(x);
-    dt_tensor_release(flat);
-    dt_tensor_release(idx);
     dt_mesh_release(m);
     dt_runtime_destroy(rt);
     return ok ? 0 : 1;
