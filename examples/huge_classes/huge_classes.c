@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/error.h"
 #include "dtensor.h"
 
 #define TRY(call)                                                                                  \
@@ -133,6 +134,23 @@ static dt_status step(const hc_args *a, dt_module *head, dt_mesh *mesh, dt_optim
     return st;
 }
 
+/*
+ * The head holds only this rank's classes: a Linear H -> N_local whose weight
+ * is the S(0) shard of the full [N, H] weight (torch.chunk rows), initialised
+ * by global index through a distributed view of it (@p wview), so any tp gives
+ * the same full weight and no rank ever allocates the full one (a parallel
+ * linear built full and then sharded would, for a moment).
+ */
+static dt_status make_head(const hc_args *a, dt_mesh *mesh, dt_module **head, dt_tensor **wview)
+{
+    int64_t n_local = 0, off = 0, wshape[2] = {a->classes, a->hidden};
+    dt_shard_chunk(a->classes, dt_mesh_size(mesh), dt_mesh_rank(mesh), &n_local, &off);
+    DT_CHECK(dt_linear_create(a->hidden, n_local, false, head));
+    dt_placement s0 = dt_shard(0);
+    DT_CHECK(dt_from_local(dt_module_param(*head, "weight"), mesh, 1, &s0, wshape, wview));
+    return dt_param_init(*wview, "weight", a->seed, 0.02, 0.0);
+}
+
 int main(int argc, char **argv)
 {
     hc_args a;
@@ -148,19 +166,7 @@ int main(int argc, char **argv)
     int tp = dt_runtime_size(rt), rank = dt_runtime_rank(rt);
     const char *names[1] = {"tp"};
     TRY(dt_mesh_create(rt, 1, &tp, names, &mesh));
-    /*
-     * The head holds only this rank's classes: a Linear H -> N_local whose
-     * weight is the S(0) shard of the full [N, H] weight (torch.chunk rows),
-     * initialised by global index through a distributed view of it, so any tp
-     * gives the same full weight and no rank ever allocates the full one (a
-     * parallel linear built full and then sharded would, for a moment).
-     */
-    int64_t n_local = 0, off = 0, wshape[2] = {a.classes, a.hidden};
-    dt_shard_chunk(a.classes, tp, rank, &n_local, &off);
-    TRY(dt_linear_create(a.hidden, n_local, false, &head));
-    dt_placement s0 = dt_shard(0);
-    TRY(dt_from_local(dt_module_param(head, "weight"), mesh, 1, &s0, wshape, &wview));
-    TRY(dt_param_init(wview, "weight", a.seed, 0.02, 0.0));
+    TRY(make_head(&a, mesh, &head, &wview));
     dt_sgd_params sp = {.field_mask = DT_SGD_PARAM_FIELD_LR, .lr = a.lr};
     TRY(dt_optim_sgd_create(head, &sp, &opt));
     if (rank == 0)
