@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/tensor_impl.h"
 #include "styles/style_kind.h"
 
 typedef struct explain_ctx {
@@ -19,17 +20,6 @@ typedef struct explain_ctx {
     FILE *f;
     int64_t bytes, full_bytes;
 } explain_ctx;
-
-static void shape_text(int nd, const int64_t *s, char *buf, size_t len)
-{
-    int pos = snprintf(buf, len, "[");
-    for (int i = 0; i < nd; i++) {
-        size_t at = (size_t)pos < len ? (size_t)pos : len;
-        pos += snprintf(buf + at, len - at, "%s%" PRId64, i ? ", " : "", s[i]);
-    }
-    size_t at = (size_t)pos < len ? (size_t)pos : len;
-    snprintf(buf + at, len - at, "]");
-}
 
 /* The placement the plan gives (owner, name), if any. */
 static const dt_style_param_plan *planned(const explain_ctx *c, dt_module *owner, const char *name)
@@ -69,8 +59,8 @@ static dt_status explain_param(explain_ctx *c, dt_module *m, int i)
         full *= g[d];
     }
     size_t es = dt_dtype_size(dt_tensor_dtype(t));
-    shape_text(nd, g, gs, sizeof(gs));
-    shape_text(nd, local, ls, sizeof(ls));
+    dt__shape_str(nd, g, gs, sizeof(gs));
+    dt__shape_str(nd, local, ls, sizeof(ls));
     fprintf(c->f, "    %-8s %-8s global %-14s local %-14s %10" PRId64 " bytes\n", name, pl, gs, ls,
             numel * (int64_t)es);
     c->bytes += numel * (int64_t)es;
