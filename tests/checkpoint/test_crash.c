@@ -94,6 +94,18 @@ static int sweep(const char *dir, const char *real)
     return n;
 }
 
+/* SIGKILL the saving child @p pid after 1..40 ms and reap it: it must have
+ * been killed, not have failed. */
+static void kill_soon(pid_t pid)
+{
+    struct timespec ts = {0, (long)(1 + rand() % 40) * 1000000L};
+    nanosleep(&ts, NULL);
+    kill(pid, SIGKILL);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+}
+
 static void test_sigkill_during_save(void **state)
 {
     (void)state;
@@ -115,12 +127,7 @@ static void test_sigkill_during_save(void **state)
                     _exit(3);
             }
         }
-        struct timespec ts = {0, (long)(1 + rand() % 40) * 1000000L};
-        nanosleep(&ts, NULL);
-        kill(pid, SIGKILL);
-        int status = 0;
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        assert_true(WIFSIGNALED(status)); /* killed, not failed */
+        kill_soon(pid);
         mid_write += sweep(dir, "m.safetensors") > 0;
         dt_module *back = make_model();
         fill(back, -1);
@@ -163,12 +170,7 @@ static void test_sigkill_during_sharded_save(void **state)
                     _exit(3);
             }
         }
-        struct timespec ts = {0, (long)(1 + rand() % 40) * 1000000L};
-        nanosleep(&ts, NULL);
-        kill(pid, SIGKILL);
-        int status = 0;
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        assert_true(WIFSIGNALED(status));
+        kill_soon(pid);
         dt_module *back = make_model();
         dt_optim *bo = make_optim(back);
         fill(back, -1);
