@@ -15,13 +15,6 @@ dt_layout dt_layout_none(void)
     return (dt_layout){.present = false};
 }
 
-bool dt__layout_equal(dt_layout a, dt_layout b)
-{
-    if (a.present != b.present)
-        return false;
-    return !a.present || dt_placement_equal(a.placement, b.placement);
-}
-
 int dt__layout_format(dt_layout l, char *buf, size_t len)
 {
     if (!l.present)

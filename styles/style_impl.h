@@ -76,7 +76,6 @@ dt_status dt__hook_pre(dt_module *m, int n_in, dt_tensor **inputs, void *user);
 dt_status dt__hook_post(dt_module *m, dt_tensor **output, void *user);
 
 /* Layout helpers (styles/style.c). */
-bool dt__layout_equal(dt_layout a, dt_layout b);
 int dt__layout_format(dt_layout l, char *buf, size_t len);
 dt_status dt__layout_parse(const char *text, dt_layout *out);
 
