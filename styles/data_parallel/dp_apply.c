@@ -163,22 +163,11 @@ static int pick_dim(const dp_param *p)
 
 /* Compute p's pieces and (ZeRO) make its shard: on success p->slot is the
  * distributed shard on the whole mesh and p->gathered allocated. */
-static dt_status shard_param(dp_state *s, dp_param *p)
+/* The dp pieces of dim p->k over @p R ranks (torch.chunk): their lengths,
+ * offsets, element counts and (for k == 0) displacements, and the elements
+ * before / after dim k. */
+static dt_status piece_layout(dp_param *p, int R)
 {
-    int nd = dt_mesh_ndim(s->mesh), R = s->dp_size;
-    dt_placement pl[DT_MESH_MAX_DIMS];
-    p->k = s->stage == DT_DP_DDP ? -1 : pick_dim(p);
-    DT_CHECK(full_placements(s, p, pl)); /* validates the mesh dims for DDP too */
-    if (s->stage == DT_DP_DDP)
-        return DT_OK;
-    dt_tensor *loc = dp__local(p->slot), *piece = NULL, *shard = NULL;
-    const int64_t *gshape = p->tp_spec != NULL ? dt_spec_shape(p->tp_spec) : p->lshape;
-    if (p->k < 0) { /* replicated over dp: the same local tensor on the whole mesh */
-        DT_CHECK(dt_from_local(loc, s->mesh, nd, pl, gshape, &shard));
-        dt_tensor_release(p->slot);
-        p->slot = shard;
-        return DT_OK;
-    }
     p->klen = calloc((size_t)R, sizeof(int64_t));
     p->koff = calloc((size_t)R, sizeof(int64_t));
     p->counts = calloc((size_t)R, sizeof(size_t));
@@ -195,6 +184,26 @@ static dt_status shard_param(dp_state *s, dp_param *p)
         p->counts[r] = (size_t)(p->outer * p->klen[r] * p->inner);
         p->displs[r] = (size_t)(p->outer * p->koff[r] * p->inner); /* used for k == 0 */
     }
+    return DT_OK;
+}
+
+static dt_status shard_param(dp_state *s, dp_param *p)
+{
+    int nd = dt_mesh_ndim(s->mesh);
+    dt_placement pl[DT_MESH_MAX_DIMS];
+    p->k = s->stage == DT_DP_DDP ? -1 : pick_dim(p);
+    DT_CHECK(full_placements(s, p, pl)); /* validates the mesh dims for DDP too */
+    if (s->stage == DT_DP_DDP)
+        return DT_OK;
+    dt_tensor *loc = dp__local(p->slot), *piece = NULL, *shard = NULL;
+    const int64_t *gshape = p->tp_spec != NULL ? dt_spec_shape(p->tp_spec) : p->lshape;
+    if (p->k < 0) { /* replicated over dp: the same local tensor on the whole mesh */
+        DT_CHECK(dt_from_local(loc, s->mesh, nd, pl, gshape, &shard));
+        dt_tensor_release(p->slot);
+        p->slot = shard;
+        return DT_OK;
+    }
+    DT_CHECK(piece_layout(p, s->dp_size));
     int64_t pshape[DT_MAX_DIMS];
     memcpy(pshape, p->lshape, sizeof(pshape));
     pshape[p->k] = p->klen[s->dp_rank];
