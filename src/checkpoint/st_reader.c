@@ -173,6 +173,42 @@ static dt_status st_parse_meta(dt_safetensors *f, const cJSON *meta)
     return st_check_meta_dups(f);
 }
 
+/* Tensor @p nm's "shape" @p sh into t->ndim/t->shape; @p numel gets its
+ * element count, whose bytes (of t->dt) must fit in an int64. */
+static dt_status st_parse_shape(const dt_safetensors *f, const char *nm, const cJSON *sh,
+                                dt_st_tensor *t, uint64_t *numel)
+{
+    if (!cJSON_IsArray(sh))
+        return FMT(f, "%s: tensor '%.64s': shape missing or not an array", f->path, nm);
+    int ndim = cJSON_GetArraySize(sh);
+    if (ndim > DT_MAX_DIMS)
+        return DT_ERR(DT_ERR_UNSUPPORTED, "safetensors %s: tensor '%.64s' has %d dims (at most %d)",
+                      f->path, nm, ndim, DT_MAX_DIMS);
+    t->ndim = ndim;
+    uint64_t n = 1;
+    bool overflow = false, zero = false;
+    for (int d = 0; d < ndim; d++) {
+        uint64_t v;
+        if (!dt__st_json_uint(cJSON_GetArrayItem(sh, d), &v))
+            return FMT(f, "%s: tensor '%.64s': shape[%d] is not a non-negative integer", f->path, nm, d);
+        t->shape[d] = (int64_t)v;
+        zero = zero || v == 0;
+        if (!overflow && v != 0 && n > (uint64_t)INT64_MAX / v)
+            overflow = true;
+        if (!overflow)
+            n *= v;
+    }
+    /* a zero dim makes any product zero; otherwise the product must fit */
+    if (zero)
+        n = 0;
+    else if (overflow)
+        return FMT(f, "%s: tensor '%.64s': shape's element count overflows", f->path, nm);
+    if (n > (uint64_t)INT64_MAX / t->dt->size)
+        return FMT(f, "%s: tensor '%.64s': shape's byte count overflows", f->path, nm);
+    *numel = n;
+    return DT_OK;
+}
+
 static dt_status st_parse_tensor(dt_safetensors *f, const cJSON *o, dt_st_tensor *t)
 {
     const char *nm = o->string;
@@ -186,33 +222,8 @@ static dt_status st_parse_tensor(dt_safetensors *f, const cJSON *o, dt_st_tensor
     t->dt = dt__st_dtype_by_name(dt->valuestring);
     if (t->dt == NULL)
         return FMT(f, "%s: tensor '%.64s': unknown dtype '%.32s'", f->path, nm, dt->valuestring);
-    if (!cJSON_IsArray(sh))
-        return FMT(f, "%s: tensor '%.64s': shape missing or not an array", f->path, nm);
-    int ndim = cJSON_GetArraySize(sh);
-    if (ndim > DT_MAX_DIMS)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "safetensors %s: tensor '%.64s' has %d dims (at most %d)",
-                      f->path, nm, ndim, DT_MAX_DIMS);
-    t->ndim = ndim;
-    uint64_t numel = 1;
-    bool overflow = false, zero = false;
-    for (int d = 0; d < ndim; d++) {
-        uint64_t v;
-        if (!dt__st_json_uint(cJSON_GetArrayItem(sh, d), &v))
-            return FMT(f, "%s: tensor '%.64s': shape[%d] is not a non-negative integer", f->path, nm, d);
-        t->shape[d] = (int64_t)v;
-        zero = zero || v == 0;
-        if (!overflow && v != 0 && numel > (uint64_t)INT64_MAX / v)
-            overflow = true;
-        if (!overflow)
-            numel *= v;
-    }
-    /* a zero dim makes any product zero; otherwise the product must fit */
-    if (zero)
-        numel = 0;
-    else if (overflow)
-        return FMT(f, "%s: tensor '%.64s': shape's element count overflows", f->path, nm);
-    if (numel > (uint64_t)INT64_MAX / t->dt->size)
-        return FMT(f, "%s: tensor '%.64s': shape's byte count overflows", f->path, nm);
+    uint64_t numel = 0;
+    DT_CHECK(st_parse_shape(f, nm, sh, t, &numel));
     if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 ||
         !dt__st_json_uint(cJSON_GetArrayItem(off, 0), &t->begin) ||
         !dt__st_json_uint(cJSON_GetArrayItem(off, 1), &t->end))
