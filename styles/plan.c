@@ -199,20 +199,29 @@ typedef struct staged {
     int n;
 } staged;
 
+/* The first of st[0..i) that also places @p pp, or -1. */
+static int earlier_placer(const staged *st, int i, const dt_style_param_plan *pp)
+{
+    for (int j = 0; j < i; j++)
+        for (int b = 0; b < st[j].n; b++)
+            if (pp->owner == st[j].pp[b].owner && strcmp(pp->name, st[j].pp[b].name) == 0)
+                return j;
+    return -1;
+}
+
 /* Two styles placing the same parameter (a block and one of its layers) is an error. */
 static dt_status check_overlap(const dt__plan_match *ms, const staged *st, int n)
 {
     for (int i = 0; i < n; i++)
-        for (int a = 0; a < st[i].n; a++)
-            for (int j = 0; j < i; j++)
-                for (int b = 0; b < st[j].n; b++)
-                    if (st[i].pp[a].owner == st[j].pp[b].owner &&
-                        strcmp(st[i].pp[a].name, st[j].pp[b].name) == 0)
-                        return DT_ERR(DT_ERR_INVALID_ARG,
-                                      "parallelize: parameter '%s' of '%s' is placed by the "
-                                      "styles of both '%s' and '%s'",
-                                      st[i].pp[a].name, dt_module_name(st[i].pp[a].owner),
-                                      ms[j].fqn, ms[i].fqn);
+        for (int a = 0; a < st[i].n; a++) {
+            const dt_style_param_plan *pp = &st[i].pp[a];
+            int j = earlier_placer(st, i, pp);
+            if (j >= 0)
+                return DT_ERR(DT_ERR_INVALID_ARG,
+                              "parallelize: parameter '%s' of '%s' is placed by the styles of "
+                              "both '%s' and '%s'",
+                              pp->name, dt_module_name(pp->owner), ms[j].fqn, ms[i].fqn);
+        }
     return DT_OK;
 }
 
