@@ -18,14 +18,14 @@
 #define N_HIDDEN  32
 #define N_CLASSES 4
 
-#define CHECK(call)                                                                  \
-    do {                                                                             \
-        dt_status s_ = (call);                                                       \
-        if (s_ != DT_OK) {                                                           \
-            fprintf(stderr, "mlp: %s failed: %s (%s)\n", #call, dt_status_str(s_),  \
-                    dt_last_error());                                                \
-            exit(2);                                                                 \
-        }                                                                            \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        dt_status s_ = (call);                                                                     \
+        if (s_ != DT_OK) {                                                                         \
+            fprintf(stderr, "mlp: %s failed: %s (%s)\n", #call, dt_status_str(s_),                 \
+                    dt_last_error());                                                              \
+            exit(2);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static dt_tensor *param(int ndim, const int64_t *shape, double std, uint64_t seed)
@@ -100,8 +100,8 @@ int main(int argc, char **argv)
     CHECK(dt_tensor_empty(2, xs, DT_DTYPE_F32, dt_device_cpu(), &x));
     CHECK(dt_tensor_fill_normal(x, 0.0, 1.0, 1, NULL, NULL));
     dt_tensor *labels = teacher_labels(x);
-    dt_tensor *p[4] = {param(2, w1s, 0.35, 11), param(1, b1s, 0.0, 12),
-                       param(2, w2s, 0.18, 13), param(1, b2s, 0.0, 14)};
+    dt_tensor *p[4] = {param(2, w1s, 0.35, 11), param(1, b1s, 0.0, 12), param(2, w2s, 0.18, 13),
+                       param(1, b2s, 0.0, 14)};
     double first = 0.0, last = 0.0;
     for (int step = 0; step < steps; step++) {
         dt_tensor *loss = forward(x, p, labels);

@@ -19,13 +19,13 @@
 
 #include "dtensor.h"
 
-#define CHECK(call)                                                                    \
-    do {                                                                               \
-        dt_status s_ = (call);                                                         \
-        if (s_ != DT_OK) {                                                             \
-            fprintf(stderr, "redistribute: %s: %s\n", dt_status_str(s_), dt_last_error()); \
-            exit(2);                                                                   \
-        }                                                                              \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        dt_status s_ = (call);                                                                     \
+        if (s_ != DT_OK) {                                                                         \
+            fprintf(stderr, "redistribute: %s: %s\n", dt_status_str(s_), dt_last_error());         \
+            exit(2);                                                                               \
+        }                                                                                          \
     } while (0)
 
 typedef struct args {
@@ -122,8 +122,7 @@ static void print_shard(const char *when, const dt_spec *s, int rank)
     char pl[64], a[96], b[96];
     int p = 0, q = 0, n = dt_spec_ndim(s);
     CHECK(dt_spec_local_shape(s, NULL, ls, off));
-    dt_placements_format(dt_mesh_ndim(dt_spec_mesh(s)), dt_spec_placements(s), ",", pl,
-                         sizeof(pl));
+    dt_placements_format(dt_mesh_ndim(dt_spec_mesh(s)), dt_spec_placements(s), ",", pl, sizeof(pl));
     for (int d = 0; d < n; d++) {
         p += snprintf(a + p, sizeof(a) - (size_t)p, d ? ", %lld" : "%lld", (long long)ls[d]);
         q += snprintf(b + q, sizeof(b) - (size_t)q, d ? ", %lld" : "%lld", (long long)off[d]);
@@ -255,8 +254,7 @@ int main(int argc, char **argv)
     print_coll_stats(m, rank);
     CHECK(dt_full_tensor(y, &full));
     bool ok = dt_tensor_equal(full, x);
-    printf("rank %d full_tensor(redistribute(distribute(x))) == x: %s\n", rank,
-           ok ? "yes" : "NO");
+    printf("rank %d full_tensor(redistribute(distribute(x))) == x: %s\n", rank, ok ? "yes" : "NO");
     if (a.out != NULL && rank == 0) {
         const char *names[1] = {name};
         CHECK(dt_safetensors_save(a.out, 1, names, &full, 0, NULL));

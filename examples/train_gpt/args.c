@@ -22,7 +22,8 @@ typedef struct opt_row {
 static const opt_row rows[] = {
     {"--config", OPT_STR, FIELD(config), "tiny|small", "model size (shared spec gpt.md)"},
     {"--dim", OPT_INT, FIELD(dim), "D", "override the preset's model width"},
-    {"--n-heads", OPT_INT, FIELD(n_heads), "H", "override the preset's heads (tp must divide them)"},
+    {"--n-heads", OPT_INT, FIELD(n_heads), "H",
+     "override the preset's heads (tp must divide them)"},
     {"--n-layers", OPT_INT, FIELD(n_layers), "L", "override the preset's blocks"},
     {"--ffn-dim", OPT_INT, FIELD(ffn_dim), "F", "override the preset's MLP width"},
     {"--steps", OPT_INT, FIELD(steps), "N", "training steps"},

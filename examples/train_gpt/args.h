@@ -11,25 +11,25 @@
 #include <stdio.h>
 
 typedef struct train_args {
-    const char *config;  /* --config tiny|small */
+    const char *config;                      /* --config tiny|small */
     int64_t dim, n_heads, n_layers, ffn_dim; /* --dim ... (0: the preset's) */
-    int64_t steps;       /* --steps */
-    int64_t batch;       /* --batch: global batch B */
-    int64_t seq;         /* --seq: T (0 = the config's max_seq_len) */
-    double lr;           /* --lr (< 0 = the optimizer's default here) */
-    const char *optim;   /* --optim sgd|adamw */
-    double momentum;     /* --momentum (sgd) */
-    double weight_decay; /* --weight-decay (< 0 = 0.1 for adamw, 0 for sgd) */
-    double clip_grad;    /* --clip-grad NORM (0 = off) */
-    uint64_t seed;       /* --seed */
-    const char *data;    /* --data tokens.bin */
-    const char *init;    /* --init weights.safetensors (NULL: seeded init) */
-    const char *save;    /* --save out.safetensors (NULL: not saved) */
-    bool print_model;    /* --print-model */
-    const char *mesh;    /* --mesh tp=2 (NULL: tp=<world> on several ranks) */
-    bool sequence_parallel; /* --sequence-parallel */
-    const char *plan;       /* --plan FILE (NULL: the spec's default plan) */
-    bool explain_plan;      /* --explain-plan */
+    int64_t steps;                           /* --steps */
+    int64_t batch;                           /* --batch: global batch B */
+    int64_t seq;                             /* --seq: T (0 = the config's max_seq_len) */
+    double lr;                               /* --lr (< 0 = the optimizer's default here) */
+    const char *optim;                       /* --optim sgd|adamw */
+    double momentum;                         /* --momentum (sgd) */
+    double weight_decay;                     /* --weight-decay (< 0 = 0.1 for adamw, 0 for sgd) */
+    double clip_grad;                        /* --clip-grad NORM (0 = off) */
+    uint64_t seed;                           /* --seed */
+    const char *data;                        /* --data tokens.bin */
+    const char *init;                        /* --init weights.safetensors (NULL: seeded init) */
+    const char *save;                        /* --save out.safetensors (NULL: not saved) */
+    bool print_model;                        /* --print-model */
+    const char *mesh;                        /* --mesh tp=2 (NULL: tp=<world> on several ranks) */
+    bool sequence_parallel;                  /* --sequence-parallel */
+    const char *plan;                        /* --plan FILE (NULL: the spec's default plan) */
+    bool explain_plan;                       /* --explain-plan */
     const char *data_parallel; /* --data-parallel ddp|zero1|zero2|zero3 (NULL: zero2 on a dp dim) */
     bool memory_report;        /* --memory-report */
     const char *save_checkpoint; /* --save-checkpoint DIR (sharded; NULL: none) */

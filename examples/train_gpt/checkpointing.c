@@ -16,8 +16,8 @@ static dt_status any_distributed(const char *fqn, dt_module *owner, const char *
     return DT_OK;
 }
 
-dt_status train_ck_resume(const train_parallel *p, const char *dir, dt_module *model,
-                          dt_optim *opt, int64_t *first_step)
+dt_status train_ck_resume(const train_parallel *p, const char *dir, dt_module *model, dt_optim *opt,
+                          int64_t *first_step)
 {
     DT_CHECK(dt_checkpoint_load(model, opt, dir)); /* not collective: each rank its own pieces */
     *first_step = dt_optim_step_count(opt);

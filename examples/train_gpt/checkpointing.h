@@ -10,8 +10,8 @@
 #include "parallel.h"
 
 /* Load @p dir into @p model and @p opt (any mesh); *first_step = the steps it had taken. */
-dt_status train_ck_resume(const train_parallel *p, const char *dir, dt_module *model,
-                          dt_optim *opt, int64_t *first_step);
+dt_status train_ck_resume(const train_parallel *p, const char *dir, dt_module *model, dt_optim *opt,
+                          int64_t *first_step);
 
 /*
  * After step @p s (0-based) of @p steps: save to @p dir when @p every > 0 and

@@ -134,8 +134,7 @@ typedef struct dt_safetensors_writer dt_safetensors_writer;
  */
 DT_API dt_status dt_safetensors_writer_create(const char *path, int n,
                                               const dt_safetensors_entry *entries, int n_meta,
-                                              const char *const *meta,
-                                              dt_safetensors_writer **out);
+                                              const char *const *meta, dt_safetensors_writer **out);
 /** Index (into the entries given at creation) of the tensor to write next; -1 when done. */
 DT_API int dt_safetensors_writer_next(const dt_safetensors_writer *w);
 /**

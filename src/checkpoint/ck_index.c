@@ -70,7 +70,8 @@ static char *ix_strdup(const cJSON *v)
     return cJSON_IsString(v) ? strdup(v->valuestring) : NULL;
 }
 
-static dt_status ix_shard(const char *what, const dt_ck_entry *e, int k, const cJSON *o, dt_ck_shard *s)
+static dt_status ix_shard(const char *what, const dt_ck_entry *e, int k, const cJSON *o,
+                          dt_ck_shard *s)
 {
     if (!cJSON_IsObject(o))
         return IFMT("%s: tensor '%.64s' shard %d is not an object", what, e->name, k);
@@ -79,12 +80,13 @@ static dt_status ix_shard(const char *what, const dt_ck_entry *e, int k, const c
         return IFMT("%s: tensor '%.64s' shard %d: file is not a plain file name", what, e->name, k);
     if (!ix_dims(cJSON_GetObjectItemCaseSensitive(o, "offset"), e->ndim, s->offset, NULL) ||
         !ix_dims(cJSON_GetObjectItemCaseSensitive(o, "shape"), e->ndim, s->shape, NULL))
-        return IFMT("%s: tensor '%.64s' shard %d: offset and shape must be %d non-negative integers",
-                    what, e->name, k, e->ndim);
+        return IFMT(
+            "%s: tensor '%.64s' shard %d: offset and shape must be %d non-negative integers", what,
+            e->name, k, e->ndim);
     for (int d = 0; d < e->ndim; d++)
         if (s->offset[d] > e->shape[d] || s->shape[d] > e->shape[d] - s->offset[d])
-            return IFMT("%s: tensor '%.64s' shard %d: dim %d [%lld, +%lld) is outside size %lld", what,
-                        e->name, k, d, (long long)s->offset[d], (long long)s->shape[d],
+            return IFMT("%s: tensor '%.64s' shard %d: dim %d [%lld, +%lld) is outside size %lld",
+                        what, e->name, k, d, (long long)s->offset[d], (long long)s->shape[d],
                         (long long)e->shape[d]);
     s->file = strdup(file->valuestring);
     s->key = ix_strdup(cJSON_GetObjectItemCaseSensitive(o, "key"));
@@ -98,7 +100,8 @@ static bool ix_overlap(const dt_ck_shard *a, const dt_ck_shard *b, int ndim)
     for (int d = 0; d < ndim; d++) {
         if (a->shape[d] == 0 || b->shape[d] == 0)
             return false;
-        if (a->offset[d] + a->shape[d] <= b->offset[d] || b->offset[d] + b->shape[d] <= a->offset[d])
+        if (a->offset[d] + a->shape[d] <= b->offset[d] ||
+            b->offset[d] + b->shape[d] <= a->offset[d])
             return false;
     }
     return true;
@@ -145,7 +148,8 @@ static int ix_sweep_dim(const dt_ck_entry *e, int64_t *tmp)
 static dt_status ix_check_overlaps(const char *what, const dt_ck_entry *e)
 {
     if (e->n_shards < 2 || e->ndim == 0)
-        return e->n_shards < 2 ? DT_OK : IFMT("%s: tensor '%.64s': shards 0 and 1 overlap", what, e->name);
+        return e->n_shards < 2 ? DT_OK
+                               : IFMT("%s: tensor '%.64s': shards 0 and 1 overlap", what, e->name);
     int *order = malloc(sizeof(int) * (size_t)e->n_shards);
     int64_t *tmp = malloc(sizeof(int64_t) * (size_t)e->n_shards);
     dt_status st = DT_OK;
@@ -189,8 +193,8 @@ static dt_status ix_entry(const char *what, const cJSON *o, dt_ck_entry *e)
         return IFMT("%s: tensor '%.64s': dtype missing or not one of dtensor's", what, e->name);
     e->dtype = sd->dtype;
     if (!ix_dims(cJSON_GetObjectItemCaseSensitive(o, "shape"), -1, e->shape, &e->ndim))
-        return IFMT("%s: tensor '%.64s': shape is not up to %d non-negative integers", what, e->name,
-                    DT_MAX_DIMS);
+        return IFMT("%s: tensor '%.64s': shape is not up to %d non-negative integers", what,
+                    e->name, DT_MAX_DIMS);
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(o, "shards");
     if (!cJSON_IsArray(sh))
         return IFMT("%s: tensor '%.64s': shards is not an array", what, e->name);
@@ -199,7 +203,8 @@ static dt_status ix_entry(const char *what, const cJSON *o, dt_ck_entry *e)
     if (e->shards == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "checkpoint index: %d shards", n);
     const cJSON *it = NULL;
-    cJSON_ArrayForEach(it, sh) {
+    cJSON_ArrayForEach(it, sh)
+    {
         dt_status st = ix_shard(what, e, e->n_shards, it, &e->shards[e->n_shards]);
         e->n_shards++; /* counted even on failure so the strings are freed */
         if (st != DT_OK)
@@ -223,7 +228,8 @@ static dt_status ix_root(const char *what, const cJSON *root, dt_ck_index *x)
         !cJSON_IsNumber(ver) || ver->valuedouble != 1)
         return IFMT("%s: not a dtensor-sharded version 1 index", what);
     int64_t ws = 0;
-    if (!ix_uint(cJSON_GetObjectItemCaseSensitive(root, "world_size"), &ws) || ws < 1 || ws > (1 << 24))
+    if (!ix_uint(cJSON_GetObjectItemCaseSensitive(root, "world_size"), &ws) || ws < 1 ||
+        ws > (1 << 24))
         return IFMT("%s: world_size is not a positive integer", what);
     x->world_size = (int)ws;
     x->save_id = ix_strdup(cJSON_GetObjectItemCaseSensitive(root, "save_id"));
@@ -247,7 +253,8 @@ static dt_status ix_root(const char *what, const cJSON *root, dt_ck_index *x)
     if (x->entries == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "checkpoint index: %d tensors", n);
     const cJSON *it = NULL;
-    cJSON_ArrayForEach(it, ts) {
+    cJSON_ArrayForEach(it, ts)
+    {
         dt_status st = ix_entry(what, it, &x->entries[x->n]);
         x->n++;
         if (st != DT_OK)
@@ -295,7 +302,8 @@ dt_status dt__ck_index_read(const char *dir, dt_ck_index **out)
     snprintf(path, sizeof(path), "%s/%s", dir, DT_CK_INDEX_NAME);
     FILE *f = fopen(path, "rb");
     if (f == NULL)
-        return DT_ERR(DT_ERR_SYSTEM, "dt_checkpoint_load: cannot open %s: %s", path, strerror(errno));
+        return DT_ERR(DT_ERR_SYSTEM, "dt_checkpoint_load: cannot open %s: %s", path,
+                      strerror(errno));
     struct stat sb;
     dt_status st = DT_OK;
     char *buf = NULL;

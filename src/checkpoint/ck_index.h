@@ -23,7 +23,7 @@
 #include "dtensor/checkpoint.h"
 
 #define DT_CK_INDEX_NAME "index.json"
-#define DT_CK_INDEX_MAX ((size_t)64 << 20) /* largest index.json we read */
+#define DT_CK_INDEX_MAX  ((size_t)64 << 20) /* largest index.json we read */
 
 typedef struct dt_ck_shard {
     char *file; /* a plain name inside the checkpoint directory */

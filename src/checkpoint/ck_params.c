@@ -46,12 +46,14 @@ dt_status dt__ck_params_collect(const char *fn, dt_module *root, dt_ck_params *l
             l->mesh = pm;
             first = l->p[i].fqn;
         } else if (!dt_mesh_equal(l->mesh, pm)) {
-            return DT_ERR(DT_ERR_INVALID_ARG, "%s: parameters '%s' and '%s' are on different meshes",
-                          fn, first, l->p[i].fqn);
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "%s: parameters '%s' and '%s' are on different meshes", fn, first,
+                          l->p[i].fqn);
         }
     }
     if (l->mesh != NULL && dt_mesh_dim_comm(l->mesh, 0) == NULL)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: parameter '%s' is on a virtual mesh (no comms)", fn, first);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: parameter '%s' is on a virtual mesh (no comms)", fn,
+                      first);
     return DT_OK;
 }
 
@@ -108,8 +110,10 @@ dt_status dt__ck_check_not_partial(const char *fn, const dt_ck_param *p)
     const dt_placement *pl = dt_spec_placements(s);
     for (int k = 0; k < dt_mesh_ndim(dt_spec_mesh(s)); k++)
         if (pl[k].kind == DT_PLACEMENT_PARTIAL)
-            return DT_ERR(DT_ERR_UNSUPPORTED, "%s: parameter '%s' is Partial on mesh dim %d; "
-                          "checkpoints hold Shard or Replicate parameters", fn, p->fqn, k);
+            return DT_ERR(DT_ERR_UNSUPPORTED,
+                          "%s: parameter '%s' is Partial on mesh dim %d; "
+                          "checkpoints hold Shard or Replicate parameters",
+                          fn, p->fqn, k);
     return DT_OK;
 }
 
@@ -137,7 +141,8 @@ dt_status dt__ck_params_add_optim(const char *fn, dt_ck_params *l, dt_optim *o)
     for (int i = 0; i < dt_optim_num_params(o); i++) {
         const char *fqn = dt_optim_param_fqn(o, i);
         if (ck_param_named(l, n_model, fqn) != dt_optim_param_tensor(o, i))
-            return DT_ERR(DT_ERR_INVALID_ARG, "%s: the %s optimizer's parameter '%s' is not the "
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "%s: the %s optimizer's parameter '%s' is not the "
                           "module's (create the optimizer over this module, after parallelizing)",
                           fn, dt_optim_name(o), fqn);
     }
@@ -149,7 +154,8 @@ dt_status dt__ck_params_add_optim(const char *fn, dt_ck_params *l, dt_optim *o)
             DT_CHECK(dt_optim_state_placed(o, i, sn, &placed));
             size_t len = strlen(DT_CK_OPTIM_PREFIX) + strlen(fqn) + strlen(sn) + 2;
             char *name = malloc(len);
-            dt_status st = name != NULL ? DT_OK : DT_ERR(DT_ERR_NO_MEMORY, "%s: state of %s", fn, fqn);
+            dt_status st =
+                name != NULL ? DT_OK : DT_ERR(DT_ERR_NO_MEMORY, "%s: state of %s", fn, fqn);
             if (st == DT_OK) {
                 snprintf(name, len, "%s%s.%s", DT_CK_OPTIM_PREFIX, fqn, sn);
                 st = ck_collect_one(name, NULL, NULL, placed, l);

@@ -55,8 +55,8 @@ dt_status dt_save_full(dt_module *root, const char *path)
         goto out;
     }
     for (int i = 0; i < l.n; i++)
-        e[i] = (dt_safetensors_entry){l.p[i].fqn, dt_tensor_dtype(l.p[i].t), dt_tensor_ndim(l.p[i].t),
-                                      dt_tensor_shape(l.p[i].t)};
+        e[i] = (dt_safetensors_entry){l.p[i].fqn, dt_tensor_dtype(l.p[i].t),
+                                      dt_tensor_ndim(l.p[i].t), dt_tensor_shape(l.p[i].t)};
     dt__st_write_order(l.n, e, order);
     bool writer = mesh == NULL || dt_mesh_rank(mesh) == 0;
     static const char *const meta[2] = {"format", "pt"};
@@ -85,8 +85,8 @@ out:
 /* ------------------------------------------------------------ load */
 
 typedef struct fs_target {
-    int index;           /* in the file */
-    dt_tensor *local;    /* where the box goes */
+    int index;        /* in the file */
+    dt_tensor *local; /* where the box goes */
     int64_t off[DT_MAX_DIMS];
 } fs_target;
 
@@ -95,7 +95,8 @@ static dt_status fs_plan_one(const char *fn, const dt_safetensors *f, const fs_p
 {
     dt_tensor *t = p->t;
     if (dt_safetensors_find(f, p->fqn, &tg->index) != DT_OK)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: parameter '%s' is missing from %s", fn, p->fqn, f->path);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: parameter '%s' is missing from %s", fn, p->fqn,
+                      f->path);
     used[tg->index] = 1;
     const dt_st_tensor *ft = &f->tensors[tg->index];
     bool same = ft->dt->dtype == t->dtype && ft->ndim == t->ndim;
@@ -103,9 +104,10 @@ static dt_status fs_plan_one(const char *fn, const dt_safetensors *f, const fs_p
         same = ft->shape[d] == t->shape[d];
     if (!same) {
         char a[128], b[128];
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: parameter '%s' is %s %s in the model, %s %s in %s", fn,
-                      p->fqn, dt_dtype_name(t->dtype), dt__shape_str(t->ndim, t->shape, a, sizeof(a)),
-                      ft->dt->name, dt__shape_str(ft->ndim, ft->shape, b, sizeof(b)), f->path);
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: parameter '%s' is %s %s in the model, %s %s in %s",
+                      fn, p->fqn, dt_dtype_name(t->dtype),
+                      dt__shape_str(t->ndim, t->shape, a, sizeof(a)), ft->dt->name,
+                      dt__shape_str(ft->ndim, ft->shape, b, sizeof(b)), f->path);
     }
     memset(tg->off, 0, sizeof(tg->off));
     tg->local = t;

@@ -16,10 +16,10 @@
 #include "core/tensor_impl.h"
 
 typedef struct sl_read {
-    int file;                   /* in the open-file cache */
-    int tensor;                 /* in that file */
+    int file;                     /* in the open-file cache */
+    int tensor;                   /* in that file */
     int64_t src_off[DT_MAX_DIMS]; /* box origin inside the stored shard */
-    dt_tensor *dst;             /* view of the parameter's local data */
+    dt_tensor *dst;               /* view of the parameter's local data */
 } sl_read;
 
 typedef struct sl_ctx {
@@ -118,16 +118,17 @@ static dt_status sl_check_stored(sl_ctx *c, const dt_ck_entry *e, const dt_ck_sh
         same = ft->shape[d] == s->shape[d];
     if (!same) {
         char a[128], b[128];
-        return DT_ERR(DT_ERR_FORMAT, "dt_checkpoint_load: %s holds '%s' as %s %s, index.json says %s %s",
-                      f->path, s->key, ft->dt->name, dt__shape_str(ft->ndim, ft->shape, a, sizeof(a)),
+        return DT_ERR(DT_ERR_FORMAT,
+                      "dt_checkpoint_load: %s holds '%s' as %s %s, index.json says %s %s", f->path,
+                      s->key, ft->dt->name, dt__shape_str(ft->ndim, ft->shape, a, sizeof(a)),
                       dt_dtype_name(e->dtype), dt__shape_str(e->ndim, s->shape, b, sizeof(b)));
     }
     return DT_OK;
 }
 
 /* Plan the reads that fill box [off, off + shape) of @p local from @p e's shards. */
-static dt_status sl_plan_param(sl_ctx *c, const dt_ck_entry *e, dt_tensor *local, const int64_t *off,
-                               const int64_t *shape)
+static dt_status sl_plan_param(sl_ctx *c, const dt_ck_entry *e, dt_tensor *local,
+                               const int64_t *off, const int64_t *shape)
 {
     int nd = e->ndim;
     int64_t need = dt__shape_numel(nd, shape), got = 0;
@@ -161,9 +162,10 @@ static dt_status sl_plan_param(sl_ctx *c, const dt_ck_entry *e, dt_tensor *local
     }
     /* shards do not overlap (checked when parsing), so volumes add up */
     if (got != need)
-        return DT_ERR(DT_ERR_FORMAT, "dt_checkpoint_load: the shards of '%s' in %s/index.json cover %lld of "
-                      "the %lld elements this rank needs", e->name, c->dir, (long long)got,
-                      (long long)need);
+        return DT_ERR(DT_ERR_FORMAT,
+                      "dt_checkpoint_load: the shards of '%s' in %s/index.json cover %lld of "
+                      "the %lld elements this rank needs",
+                      e->name, c->dir, (long long)got, (long long)need);
     return DT_OK;
 }
 
@@ -195,8 +197,9 @@ static dt_status sl_plan(sl_ctx *c, const char *fn, dt_ck_params *l, bool with_o
             same = e->shape[d] == dt_tensor_shape(t)[d];
         if (!same) {
             char a[128], b[128];
-            st = DT_ERR(DT_ERR_INVALID_ARG, "%s: parameter '%s' is %s %s in the model, %s %s in the checkpoint",
-                        fn, p->fqn, dt_dtype_name(dt_tensor_dtype(t)),
+            st = DT_ERR(DT_ERR_INVALID_ARG,
+                        "%s: parameter '%s' is %s %s in the model, %s %s in the checkpoint", fn,
+                        p->fqn, dt_dtype_name(dt_tensor_dtype(t)),
                         dt__shape_str(dt_tensor_ndim(t), dt_tensor_shape(t), a, sizeof(a)),
                         dt_dtype_name(e->dtype), dt__shape_str(e->ndim, e->shape, b, sizeof(b)));
             break;
@@ -213,8 +216,9 @@ static dt_status sl_plan(sl_ctx *c, const char *fn, dt_ck_params *l, bool with_o
     }
     for (int i = 0; i < c->ix->n && st == DT_OK; i++)
         if (!used[i] && !sl_may_skip(c, &c->ix->entries[i], with_optim))
-            st = DT_ERR(DT_ERR_INVALID_ARG, "%s: the checkpoint holds '%s', which the model does not have",
-                        fn, c->ix->entries[i].name);
+            st = DT_ERR(DT_ERR_INVALID_ARG,
+                        "%s: the checkpoint holds '%s', which the model does not have", fn,
+                        c->ix->entries[i].name);
     free(used);
     return st;
 }
@@ -223,11 +227,15 @@ static dt_status sl_plan(sl_ctx *c, const char *fn, dt_ck_params *l, bool with_o
 static dt_status sl_check_optim(const sl_ctx *c, const char *fn, const dt_optim *o)
 {
     if (c->ix->optim_name == NULL)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s/index.json holds no optimizer state (saved with "
-                      "optim NULL); load it with optim NULL", fn, c->dir);
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "%s: %s/index.json holds no optimizer state (saved with "
+                      "optim NULL); load it with optim NULL",
+                      fn, c->dir);
     if (strcmp(c->ix->optim_name, dt_optim_name(o)) != 0)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s/index.json holds %.32s optimizer state, the "
-                      "optimizer is %s", fn, c->dir, c->ix->optim_name, dt_optim_name(o));
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "%s: %s/index.json holds %.32s optimizer state, the "
+                      "optimizer is %s",
+                      fn, c->dir, c->ix->optim_name, dt_optim_name(o));
     return DT_OK;
 }
 
@@ -248,7 +256,8 @@ dt_status dt_checkpoint_load(dt_module *root, dt_optim *optim, const char *dir)
     DT_CHECK_GOTO(sl_plan(&c, fn, &l, optim != NULL), st, out);
     for (int i = 0; i < c.n_reads; i++) {
         const sl_read *r = &c.reads[i];
-        DT_CHECK_GOTO(dt_safetensors_read_box(c.files[r->file], r->tensor, r->src_off, r->dst), st, out);
+        DT_CHECK_GOTO(dt_safetensors_read_box(c.files[r->file], r->tensor, r->src_off, r->dst), st,
+                      out);
     }
     if (optim != NULL)
         st = dt_optim_set_step_count(optim, c.ix->optim_step);

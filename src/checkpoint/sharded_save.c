@@ -54,7 +54,8 @@ static dt_status ss_write_rank_file(ss_ctx *c)
         if (dt_tensor_is_distributed(t)) {
             int coord[DT_MESH_MAX_DIMS];
             dt_mesh_coordinate(c->mesh, coord);
-            if (!dt__ck_shard_stored(dt_tensor_spec(t), coord) || dt_tensor_numel(dt_to_local(t)) == 0)
+            if (!dt__ck_shard_stored(dt_tensor_spec(t), coord) ||
+                dt_tensor_numel(dt_to_local(t)) == 0)
                 continue;
             t = dt_to_local(t);
         } else if (c->world_rank != 0 || dt_tensor_numel(t) == 0) {
@@ -69,8 +70,16 @@ static dt_status ss_write_rank_file(ss_ctx *c)
         snprintf(path, sizeof(path), "%s/%s", c->dir, name);
         snprintf(rank, sizeof(rank), "%d", c->world_rank);
         snprintf(step, sizeof(step), "%lld", (long long)dt_optim_step_count(c->optim));
-        const char *meta[10] = {"format", "pt", "dtensor.save_id", c->id, "dtensor.rank", rank,
-                                "dtensor.optim", dt_optim_name(c->optim), "dtensor.optim_step", step};
+        const char *meta[10] = {"format",
+                                "pt",
+                                "dtensor.save_id",
+                                c->id,
+                                "dtensor.rank",
+                                rank,
+                                "dtensor.optim",
+                                dt_optim_name(c->optim),
+                                "dtensor.optim_step",
+                                step};
         st = dt_safetensors_save(path, n, names, ts, c->optim != NULL ? 5 : 3, meta);
     }
 out:
@@ -90,8 +99,8 @@ static cJSON *ss_dims(int n, const int64_t *v)
     return a;
 }
 
-static bool ss_add_shard(cJSON *shards, const char *file, const char *key, int nd, const int64_t *off,
-                         const int64_t *shape)
+static bool ss_add_shard(cJSON *shards, const char *file, const char *key, int nd,
+                         const int64_t *off, const int64_t *shape)
 {
     cJSON *o = cJSON_CreateObject();
     if (o == NULL)
@@ -156,10 +165,12 @@ static dt_status ss_write_index(const ss_ctx *c)
         cJSON *e = cJSON_AddObjectToObject(ts, p->fqn), *shards = NULL;
         char pls[128] = "local";
         if (dt_tensor_is_distributed(p->t))
-            dt_placements_format(dt_mesh_ndim(c->mesh), dt_tensor_placements(p->t), ",", pls, sizeof(pls));
+            dt_placements_format(dt_mesh_ndim(c->mesh), dt_tensor_placements(p->t), ",", pls,
+                                 sizeof(pls));
         ok = e != NULL &&
              cJSON_AddStringToObject(e, "dtype", dt__st_dtype_of(dt_tensor_dtype(p->t))->name) &&
-             cJSON_AddItemToObject(e, "shape", ss_dims(dt_tensor_ndim(p->t), dt_tensor_shape(p->t))) &&
+             cJSON_AddItemToObject(e, "shape",
+                                   ss_dims(dt_tensor_ndim(p->t), dt_tensor_shape(p->t))) &&
              cJSON_AddStringToObject(e, "placements", pls) &&
              (shards = cJSON_AddArrayToObject(e, "shards")) != NULL;
         if (ok)
@@ -245,7 +256,9 @@ dt_status dt_checkpoint_save(dt_module *root, dt_optim *optim, const char *dir)
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         id = (int64_t)((((uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec) ^
-                        ((uint64_t)getpid() << 40)) & 0x7fffffffffffffffULL) | 1;
+                        ((uint64_t)getpid() << 40)) &
+                       0x7fffffffffffffffULL) |
+             1;
     }
     if (c.mesh != NULL)
         DT_CHECK_GOTO(dt__ck_agree_max(c.mesh, &id), st, out);

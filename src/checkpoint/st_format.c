@@ -8,7 +8,8 @@
 #include "checkpoint/st_impl.h"
 
 /* safetensors data is little-endian and we copy it as raw bytes. */
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "safetensors I/O assumes a little-endian host");
 
 /* Every dtype the reference format names, with its element size and its rank
  * in the reference writer's sort (the Rust enum's declaration order). */

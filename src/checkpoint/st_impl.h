@@ -52,7 +52,7 @@ typedef struct dt_st_tensor {
 } dt_st_tensor;
 
 struct dt_safetensors {
-    char *path; /* for messages */
+    char *path;                /* for messages */
     const unsigned char *base; /* whole file */
     size_t len;
     bool mapped;               /* base is our mmap */

@@ -68,10 +68,12 @@ dt_status dt_safetensors_read_box(const dt_safetensors *f, int i, const int64_t 
         off[d] = offset == NULL ? 0 : offset[d];
         if (off[d] < 0 || off[d] > t->shape[d] || dst->shape[d] > t->shape[d] - off[d]) {
             char a[128], b[128];
-            return DT_ERR(DT_ERR_INVALID_ARG, "%s: box at dim %d offset %lld size %lld is outside tensor '%s' %s (dst %s)",
-                          fn, d, (long long)off[d], (long long)dst->shape[d], t->name,
-                          dt__shape_str(t->ndim, t->shape, a, sizeof(a)),
-                          dt__shape_str(dst->ndim, dst->shape, b, sizeof(b)));
+            return DT_ERR(
+                DT_ERR_INVALID_ARG,
+                "%s: box at dim %d offset %lld size %lld is outside tensor '%s' %s (dst %s)", fn, d,
+                (long long)off[d], (long long)dst->shape[d], t->name,
+                dt__shape_str(t->ndim, t->shape, a, sizeof(a)),
+                dt__shape_str(dst->ndim, dst->shape, b, sizeof(b)));
         }
     }
     bool direct = dst->device.type == DT_DEVICE_CPU && dt_tensor_is_contiguous(dst);

@@ -58,7 +58,8 @@ dt_status dt_safetensors_open_memory(const void *data, size_t len, dt_safetensor
 {
     DT_ARG_NOT_NULL(out);
     if (data == NULL && len > 0)
-        return DT_ERR(DT_ERR_INVALID_ARG, "dt_safetensors_open_memory: NULL data of %zu bytes", len);
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_safetensors_open_memory: NULL data of %zu bytes",
+                      len);
     dt_safetensors *f = NULL;
     DT_CHECK(st_alloc("<memory>", &f));
     f->base = data;
@@ -81,9 +82,11 @@ dt_status dt_safetensors_open(const char *path, dt_safetensors **out)
     struct stat sb;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return DT_ERR(DT_ERR_SYSTEM, "dt_safetensors_open: cannot open %s: %s", path, strerror(errno));
+        return DT_ERR(DT_ERR_SYSTEM, "dt_safetensors_open: cannot open %s: %s", path,
+                      strerror(errno));
     if (fstat(fd, &sb) != 0) {
-        st = DT_ERR(DT_ERR_SYSTEM, "dt_safetensors_open: cannot stat %s: %s", path, strerror(errno));
+        st =
+            DT_ERR(DT_ERR_SYSTEM, "dt_safetensors_open: cannot stat %s: %s", path, strerror(errno));
         goto err_close;
     }
     if (!S_ISREG(sb.st_mode)) {
@@ -161,7 +164,8 @@ static dt_status st_parse_meta(dt_safetensors *f, const cJSON *meta)
     if (f->meta == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "safetensors %s: metadata", f->path);
     const cJSON *it = NULL;
-    cJSON_ArrayForEach(it, meta) {
+    cJSON_ArrayForEach(it, meta)
+    {
         if (!cJSON_IsString(it))
             return FMT(f, "%s: __metadata__ value of '%.64s' is not a string", f->path, it->string);
         f->meta[2 * f->n_meta] = strdup(it->string);
@@ -190,7 +194,8 @@ static dt_status st_parse_shape(const dt_safetensors *f, const char *nm, const c
     for (int d = 0; d < ndim; d++) {
         uint64_t v;
         if (!dt__st_json_uint(cJSON_GetArrayItem(sh, d), &v))
-            return FMT(f, "%s: tensor '%.64s': shape[%d] is not a non-negative integer", f->path, nm, d);
+            return FMT(f, "%s: tensor '%.64s': shape[%d] is not a non-negative integer", f->path,
+                       nm, d);
         t->shape[d] = (int64_t)v;
         zero = zero || v == 0;
         if (!overflow && v != 0 && n > (uint64_t)INT64_MAX / v)
@@ -227,16 +232,19 @@ static dt_status st_parse_tensor(dt_safetensors *f, const cJSON *o, dt_st_tensor
     if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 ||
         !dt__st_json_uint(cJSON_GetArrayItem(off, 0), &t->begin) ||
         !dt__st_json_uint(cJSON_GetArrayItem(off, 1), &t->end))
-        return FMT(f, "%s: tensor '%.64s': data_offsets is not [begin, end] of non-negative integers",
+        return FMT(f,
+                   "%s: tensor '%.64s': data_offsets is not [begin, end] of non-negative integers",
                    f->path, nm);
     if (t->end < t->begin)
         return FMT(f, "%s: tensor '%.64s': data_offsets [%llu, %llu] end before begin", f->path, nm,
                    (unsigned long long)t->begin, (unsigned long long)t->end);
     if (t->end - t->begin != numel * t->dt->size)
-        return FMT(f, "%s: tensor '%.64s': data_offsets [%llu, %llu] hold %llu bytes, %s x %llu elements need %llu",
+        return FMT(f,
+                   "%s: tensor '%.64s': data_offsets [%llu, %llu] hold %llu bytes, %s x %llu "
+                   "elements need %llu",
                    f->path, nm, (unsigned long long)t->begin, (unsigned long long)t->end,
-                   (unsigned long long)(t->end - t->begin), t->dt->name,
-                   (unsigned long long)numel, (unsigned long long)(numel * t->dt->size));
+                   (unsigned long long)(t->end - t->begin), t->dt->name, (unsigned long long)numel,
+                   (unsigned long long)(numel * t->dt->size));
     t->name = strdup(nm);
     if (t->name == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "safetensors %s: tensor names", f->path);
@@ -255,7 +263,8 @@ static _Thread_local const dt_safetensors *sort_file;
 
 static int st_cmp_name(const void *a, const void *b)
 {
-    return strcmp(sort_file->tensors[*(const int *)a].name, sort_file->tensors[*(const int *)b].name);
+    return strcmp(sort_file->tensors[*(const int *)a].name,
+                  sort_file->tensors[*(const int *)b].name);
 }
 
 /* Offsets sorted by begin must tile [0, data_len) exactly; names unique. */
@@ -268,7 +277,8 @@ static dt_status st_check_layout(dt_safetensors *f)
         if (t->begin != at)
             return FMT(f, "%s: tensor '%.64s': data_offsets [%llu, %llu] %s (expected begin %llu)",
                        f->path, t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
-                       t->begin < at ? "overlap the previous tensor" : "leave a gap", (unsigned long long)at);
+                       t->begin < at ? "overlap the previous tensor" : "leave a gap",
+                       (unsigned long long)at);
         at = t->end;
     }
     if (at != f->data_len)
@@ -284,7 +294,8 @@ static dt_status st_check_layout(dt_safetensors *f)
     sort_file = NULL;
     for (int i = 1; i < f->n; i++)
         if (strcmp(f->tensors[f->by_name[i]].name, f->tensors[f->by_name[i - 1]].name) == 0)
-            return FMT(f, "%s: duplicate tensor name '%.64s'", f->path, f->tensors[f->by_name[i]].name);
+            return FMT(f, "%s: duplicate tensor name '%.64s'", f->path,
+                       f->tensors[f->by_name[i]].name);
     return DT_OK;
 }
 
@@ -314,7 +325,8 @@ static dt_status st_parse_json(dt_safetensors *f, const char *hdr, size_t n)
     }
     bool seen_meta = false;
     const cJSON *it = NULL;
-    cJSON_ArrayForEach(it, root) {
+    cJSON_ArrayForEach(it, root)
+    {
         if (strcmp(it->string, "__metadata__") == 0) {
             if (seen_meta) {
                 st = FMT(f, "%s: duplicate __metadata__", f->path);
@@ -371,10 +383,15 @@ dt_status dt_safetensors_info_at(const dt_safetensors *f, int i, dt_safetensors_
     DT_ARG_NOT_NULL(f);
     DT_ARG_NOT_NULL(out);
     if (i < 0 || i >= f->n)
-        return DT_ERR(DT_ERR_INVALID_ARG, "dt_safetensors_info_at: index %d outside [0, %d)", i, f->n);
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_safetensors_info_at: index %d outside [0, %d)", i,
+                      f->n);
     const dt_st_tensor *t = &f->tensors[i];
-    dt_safetensors_info info = {.name = t->name, .dtype_name = t->dt->name, .dtype = t->dt->dtype,
-                                .ndim = t->ndim, .offset = t->begin, .nbytes = t->end - t->begin};
+    dt_safetensors_info info = {.name = t->name,
+                                .dtype_name = t->dt->name,
+                                .dtype = t->dt->dtype,
+                                .ndim = t->ndim,
+                                .offset = t->begin,
+                                .nbytes = t->end - t->begin};
     memcpy(info.shape, t->shape, sizeof(info.shape));
     *out = info;
     return DT_OK;

@@ -65,10 +65,12 @@ static dt_status st_copy_entries(dt_safetensors_writer *w, int n, const dt_safet
         st_wentry *d = &w->entries[i];
         DT_CHECK(st_check_name(fn, "entry", i, e[i].name));
         if (strcmp(e[i].name, "__metadata__") == 0)
-            return DT_ERR(DT_ERR_INVALID_ARG, "%s: entry %d uses the reserved name __metadata__", fn, i);
+            return DT_ERR(DT_ERR_INVALID_ARG, "%s: entry %d uses the reserved name __metadata__",
+                          fn, i);
         DT_CHECK(dt__check_dtype(fn, e[i].dtype));
         if (e[i].ndim < 0 || e[i].ndim > DT_MAX_DIMS || (e[i].ndim > 0 && e[i].shape == NULL))
-            return DT_ERR(DT_ERR_INVALID_ARG, "%s: entry '%s' has bad ndim %d", fn, e[i].name, e[i].ndim);
+            return DT_ERR(DT_ERR_INVALID_ARG, "%s: entry '%s' has bad ndim %d", fn, e[i].name,
+                          e[i].ndim);
         DT_CHECK(dt__check_shape(fn, e[i].ndim, e[i].shape));
         d->name = strdup(e[i].name);
         if (d->name == NULL)
@@ -180,7 +182,8 @@ dt_status dt_safetensors_writer_create(const char *path, int n, const dt_safeten
             return DT_ERR(DT_ERR_INVALID_ARG, "%s: metadata value %d is NULL or not UTF-8", fn, k);
         for (int j = 0; j < k; j++)
             if (strcmp(meta[2 * j], meta[2 * k]) == 0)
-                return DT_ERR(DT_ERR_INVALID_ARG, "%s: duplicate metadata key '%s'", fn, meta[2 * k]);
+                return DT_ERR(DT_ERR_INVALID_ARG, "%s: duplicate metadata key '%s'", fn,
+                              meta[2 * k]);
     }
     dt_status st = DT_OK;
     dt_safetensors_writer *w = calloc(1, sizeof(*w));
@@ -224,9 +227,10 @@ dt_status dt_safetensors_writer_write(dt_safetensors_writer *w, const dt_tensor 
         same = t->shape[d] == e->shape[d];
     if (!same) {
         char a[128], b[128];
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: entry '%s' is %s %s, the tensor is %s %s", fn, e->name,
-                      dt_dtype_name(e->dtype), dt__shape_str(e->ndim, e->shape, a, sizeof(a)),
-                      dt_dtype_name(t->dtype), dt__shape_str(t->ndim, t->shape, b, sizeof(b)));
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: entry '%s' is %s %s, the tensor is %s %s", fn,
+                      e->name, dt_dtype_name(e->dtype),
+                      dt__shape_str(e->ndim, e->shape, a, sizeof(a)), dt_dtype_name(t->dtype),
+                      dt__shape_str(t->ndim, t->shape, b, sizeof(b)));
     }
     dt_status st = DT_OK;
     dt_tensor *host = NULL;
@@ -283,7 +287,8 @@ dt_status dt_safetensors_save(const char *path, int n, const char *const *names,
     dt_safetensors_writer *w = NULL;
     for (int i = 0; i < n; i++) {
         DT_CHECK_GOTO(dt__check_local_tensor("dt_safetensors_save", "tensor", tensors[i]), st, out);
-        e[i] = (dt_safetensors_entry){names[i], tensors[i]->dtype, tensors[i]->ndim, tensors[i]->shape};
+        e[i] = (dt_safetensors_entry){names[i], tensors[i]->dtype, tensors[i]->ndim,
+                                      tensors[i]->shape};
     }
     DT_CHECK_GOTO(dt_safetensors_writer_create(path, n, e, n_meta, meta, &w), st, out);
     for (int k = dt_safetensors_writer_next(w); k >= 0; k = dt_safetensors_writer_next(w)) {

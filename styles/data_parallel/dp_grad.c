@@ -129,7 +129,8 @@ static dt_status install(dt_tensor *leaf, dt_tensor *g)
                       "data parallel: cannot accumulate into the existing gradient (%lld "
                       "elements, %scontiguous) a gradient of %lld elements",
                       (long long)dt_tensor_numel(leaf->grad),
-                      dt_tensor_is_contiguous(leaf->grad) ? "" : "not ", (long long)dt_tensor_numel(g));
+                      dt_tensor_is_contiguous(leaf->grad) ? "" : "not ",
+                      (long long)dt_tensor_numel(g));
     float *a = dt_tensor_data(leaf->grad);
     const float *b = dt_tensor_data(g);
     for (int64_t i = 0, n = dt_tensor_numel(g); i < n; i++)

@@ -15,7 +15,7 @@ typedef struct ck_params {
 } ck_params;
 
 static inline dt_status ck_params_visit(const char *fqn, dt_module *owner, const char *name,
-                                       dt_tensor *param, void *user)
+                                        dt_tensor *param, void *user)
 {
     ck_params *p = user;
     if (p->n == CK_MAX_PARAMS)

@@ -15,20 +15,20 @@
 
 #include "dtensor.h"
 
-#define CK_OK(call)                                                                    \
-    do {                                                                               \
-        dt_status ck_s_ = (call);                                                      \
-        if (ck_s_ != DT_OK)                                                            \
-            fail_msg("%s -> %s: %s", #call, dt_status_str(ck_s_), dt_last_error());    \
+#define CK_OK(call)                                                                                \
+    do {                                                                                           \
+        dt_status ck_s_ = (call);                                                                  \
+        if (ck_s_ != DT_OK)                                                                        \
+            fail_msg("%s -> %s: %s", #call, dt_status_str(ck_s_), dt_last_error());                \
     } while (0)
 
 /* @p call must fail with @p want and a message containing @p text. */
-#define CK_FAILS(call, want, text)                                                     \
-    do {                                                                               \
-        dt_status ck_s_ = (call);                                                      \
-        if (ck_s_ != (want) || strstr(dt_last_error(), (text)) == NULL)                \
-            fail_msg("%s -> %s '%s', want %s with '%s'", #call, dt_status_str(ck_s_),  \
-                     dt_last_error(), dt_status_str(want), (text));                    \
+#define CK_FAILS(call, want, text)                                                                 \
+    do {                                                                                           \
+        dt_status ck_s_ = (call);                                                                  \
+        if (ck_s_ != (want) || strstr(dt_last_error(), (text)) == NULL)                            \
+            fail_msg("%s -> %s '%s', want %s with '%s'", #call, dt_status_str(ck_s_),              \
+                     dt_last_error(), dt_status_str(want), (text));                                \
     } while (0)
 
 /* A fresh scratch directory under the test's working directory. */
@@ -74,7 +74,8 @@ static inline void ck_write_all(const char *path, const void *buf, size_t len)
 }
 
 /* A tensor whose element i is fn(i) converted to @p dt. */
-static inline dt_tensor *ck_tensor(int ndim, const int64_t *shape, dt_dtype dt, double (*fn)(int64_t))
+static inline dt_tensor *ck_tensor(int ndim, const int64_t *shape, dt_dtype dt,
+                                   double (*fn)(int64_t))
 {
     dt_tensor *t = NULL;
     CK_OK(dt_tensor_empty(ndim, shape, dt, dt_device_cpu(), &t));

@@ -137,7 +137,8 @@ static void test_sigkill_during_save(void **state)
         last = g;
         dt_module_destroy(back);
     }
-    printf("%d rounds: %d killed mid-write, last complete generation %d\n", ROUNDS, mid_write, last);
+    printf("%d rounds: %d killed mid-write, last complete generation %d\n", ROUNDS, mid_write,
+           last);
     /* the child writes without pause, so kills land mid-write nearly always */
     assert_true(mid_write > 0);
     dt_module_destroy(m);

@@ -12,23 +12,47 @@
 #error "CK_GOLDEN_DIR must name tests/checkpoint/golden"
 #endif
 
-static double f_flt(int64_t i) { return (double)(i - 3) * 0.375; }
-static double f_i64(int64_t i) { return (double)(i * 1000000007LL - 5); }
-static double f_i32(int64_t i) { return (double)(i * 7 - 9); }
-static double f_u16(int64_t i) { return (double)(i * 20000 + 1); }
-static double f_u8(int64_t i) { return (double)((i * 100 + 7) % 256); }
-static double f_25(int64_t i) { (void)i; return 2.5; }
-static double f_m1(int64_t i) { (void)i; return -1.0; }
+static double f_flt(int64_t i)
+{
+    return (double)(i - 3) * 0.375;
+}
+static double f_i64(int64_t i)
+{
+    return (double)(i * 1000000007LL - 5);
+}
+static double f_i32(int64_t i)
+{
+    return (double)(i * 7 - 9);
+}
+static double f_u16(int64_t i)
+{
+    return (double)(i * 20000 + 1);
+}
+static double f_u8(int64_t i)
+{
+    return (double)((i * 100 + 7) % 256);
+}
+static double f_25(int64_t i)
+{
+    (void)i;
+    return 2.5;
+}
+static double f_m1(int64_t i)
+{
+    (void)i;
+    return -1.0;
+}
 
 #define NG 11
-static const char *g_names[NG] = {"w.f32", "w.f64", "w.f16", "w.bf16", "ids.i64", "ids.i32",
-                                  "tok.u16", "mask.u8", "scalar", "empty", "caf\xc3\xa9.w"};
+static const char *g_names[NG] = {"w.f32",   "w.f64",   "w.f16",        "w.bf16",
+                                  "ids.i64", "ids.i32", "tok.u16",      "mask.u8",
+                                  "scalar",  "empty",   "caf\xc3\xa9.w"};
 
 /* The tensors torch_check.py's golden_tensors() describes. */
 static void golden_tensors(dt_tensor **t)
 {
-    int64_t s23[2] = {2, 3}, s3[1] = {3}, s22[2] = {2, 2}, s5[1] = {5}, s4[1] = {4}, s04[2] = {0, 4},
-            s1[1] = {1};
+    int64_t s23[2] = {2, 3}, s3[1] = {3}, s22[2] = {2, 2}, s5[1] = {5}, s4[1] = {4},
+            s04[2] = {0, 4}, s1[1] = {1};
     t[0] = ck_tensor(2, s23, DT_DTYPE_F32, f_flt);
     t[1] = ck_tensor(1, s3, DT_DTYPE_F64, f_flt);
     t[2] = ck_tensor(2, s22, DT_DTYPE_F16, f_flt);
@@ -80,7 +104,10 @@ static void test_golden_bytes(void **state)
     ck_rmdir(dir);
 }
 
-static double f_mix(int64_t i) { return (double)((i * 37 + 11) % 101) - 50.0; }
+static double f_mix(int64_t i)
+{
+    return (double)((i * 37 + 11) % 101) - 50.0;
+}
 
 static void test_roundtrip_dtypes(void **state)
 {
@@ -207,11 +234,14 @@ static void test_writer_errors(void **state)
     CK_FAILS(dt_safetensors_writer_create(path, 2, dup, 0, NULL, &w), DT_ERR_INVALID_ARG,
              "duplicate name 'a'");
     dt_safetensors_entry empty[1] = {{"", DT_DTYPE_F32, 1, s2}};
-    CK_FAILS(dt_safetensors_writer_create(path, 1, empty, 0, NULL, &w), DT_ERR_INVALID_ARG, "empty name");
+    CK_FAILS(dt_safetensors_writer_create(path, 1, empty, 0, NULL, &w), DT_ERR_INVALID_ARG,
+             "empty name");
     dt_safetensors_entry res[1] = {{"__metadata__", DT_DTYPE_F32, 1, s2}};
-    CK_FAILS(dt_safetensors_writer_create(path, 1, res, 0, NULL, &w), DT_ERR_INVALID_ARG, "reserved");
+    CK_FAILS(dt_safetensors_writer_create(path, 1, res, 0, NULL, &w), DT_ERR_INVALID_ARG,
+             "reserved");
     dt_safetensors_entry badutf[1] = {{"a\xff", DT_DTYPE_F32, 1, s2}};
-    CK_FAILS(dt_safetensors_writer_create(path, 1, badutf, 0, NULL, &w), DT_ERR_INVALID_ARG, "UTF-8");
+    CK_FAILS(dt_safetensors_writer_create(path, 1, badutf, 0, NULL, &w), DT_ERR_INVALID_ARG,
+             "UTF-8");
     int64_t neg[1] = {-2};
     dt_safetensors_entry negs[1] = {{"n", DT_DTYPE_F32, 1, neg}};
     CK_FAILS(dt_safetensors_writer_create(path, 1, negs, 0, NULL, &w), DT_ERR_INVALID_ARG, "-2");
@@ -227,7 +257,8 @@ static void test_writer_errors(void **state)
     CK_OK(dt_safetensors_writer_create(path, 2, ok, 0, NULL, &w));
     assert_int_equal(dt_safetensors_writer_next(w), 1); /* "a" first */
     assert_int_equal(count_files(dir), 1);              /* the temporary file */
-    dt_tensor *t2 = ck_tensor(1, s2, DT_DTYPE_F32, f_mix), *t3 = ck_tensor(1, s3, DT_DTYPE_F32, f_mix);
+    dt_tensor *t2 = ck_tensor(1, s2, DT_DTYPE_F32, f_mix),
+              *t3 = ck_tensor(1, s3, DT_DTYPE_F32, f_mix);
     CK_FAILS(dt_safetensors_writer_write(w, t2), DT_ERR_INVALID_ARG, "entry 'a' is f32 [3]");
     dt_safetensors_writer_abort(w);
     assert_int_equal(count_files(dir), 0);
@@ -268,10 +299,11 @@ static void test_writer_order(void **state)
 {
     (void)state;
     int64_t s1[1] = {1};
-    dt_safetensors_entry e[9] = {
-        {"u8", DT_DTYPE_U8, 1, s1},     {"f16", DT_DTYPE_F16, 1, s1}, {"b_f32", DT_DTYPE_F32, 1, s1},
-        {"i64", DT_DTYPE_I64, 1, s1},   {"bf16", DT_DTYPE_BF16, 1, s1}, {"a_f32", DT_DTYPE_F32, 1, s1},
-        {"u16", DT_DTYPE_U16, 1, s1},   {"i32", DT_DTYPE_I32, 1, s1}, {"f64", DT_DTYPE_F64, 1, s1}};
+    dt_safetensors_entry e[9] = {{"u8", DT_DTYPE_U8, 1, s1},     {"f16", DT_DTYPE_F16, 1, s1},
+                                 {"b_f32", DT_DTYPE_F32, 1, s1}, {"i64", DT_DTYPE_I64, 1, s1},
+                                 {"bf16", DT_DTYPE_BF16, 1, s1}, {"a_f32", DT_DTYPE_F32, 1, s1},
+                                 {"u16", DT_DTYPE_U16, 1, s1},   {"i32", DT_DTYPE_I32, 1, s1},
+                                 {"f64", DT_DTYPE_F64, 1, s1}};
     const char *want[9] = {"i64", "f64", "a_f32", "b_f32", "i32", "bf16", "f16", "u16", "u8"};
     char dir[256], path[300];
     ck_tmpdir(dir, sizeof(dir), "order");
@@ -293,8 +325,8 @@ static void test_writer_order(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_golden_bytes),  cmocka_unit_test(test_roundtrip_dtypes),
-        cmocka_unit_test(test_read_box),      cmocka_unit_test(test_writer_errors),
+        cmocka_unit_test(test_golden_bytes), cmocka_unit_test(test_roundtrip_dtypes),
+        cmocka_unit_test(test_read_box),     cmocka_unit_test(test_writer_errors),
         cmocka_unit_test(test_writer_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -94,7 +94,8 @@ static void test_mismatch(void **state)
     CK_FAILS(dt_load_full(dst, path), DT_ERR_INVALID_ARG, "in the model, F64");
     ck_assert_params(dst, snap, n, "after a dtype mismatch");
     write_variant(src, path, -1, -1, true);
-    CK_FAILS(dt_load_full(dst, path), DT_ERR_INVALID_ARG, "holds 'lm_head.extra', which the model does not have");
+    CK_FAILS(dt_load_full(dst, path), DT_ERR_INVALID_ARG,
+             "holds 'lm_head.extra', which the model does not have");
     ck_assert_params(dst, snap, n, "after an extra key");
     /* another shape: a smaller model's file */
     dt_gpt_config cfg;
@@ -103,8 +104,9 @@ static void test_mismatch(void **state)
     dt_module *small = NULL;
     CK_OK(dt_gpt_create(&cfg, 5, &small));
     CK_OK(dt_save_full(small, path));
-    CK_FAILS(dt_load_full(dst, path), DT_ERR_INVALID_ARG,
-             "parameter 'layers.0.feed_forward.w1.weight' is f32 [256, 64] in the model, F32 [128, 64]");
+    CK_FAILS(
+        dt_load_full(dst, path), DT_ERR_INVALID_ARG,
+        "parameter 'layers.0.feed_forward.w1.weight' is f32 [256, 64] in the model, F32 [128, 64]");
     ck_assert_params(dst, snap, n, "after a shape mismatch");
     /* a hostile file: the reader's error, model untouched */
     ck_write_all(path, "\x10\0\0\0\0\0\0\0{\"a\":1}", 15);
@@ -204,8 +206,8 @@ static void test_torch_golden(void **state)
                  "changed; rerun tests/checkpoint/torch_check.py check <build>/tests/checkpoint",
                  hash, ghash);
     double rel = fabs(loss - tloss) / fabs(tloss);
-    printf("dtensor loss %.8f, PyTorch loss %.8f on the same file: relative difference %.3g\n", loss,
-           tloss, rel);
+    printf("dtensor loss %.8f, PyTorch loss %.8f on the same file: relative difference %.3g\n",
+           loss, tloss, rel);
     assert_true(rel < 1e-5);
     cJSON_Delete(g);
     free(gtext);

@@ -18,8 +18,11 @@ static void expect_parse(const char *text, const char *want)
     assert_null(x);
 }
 
-#define HEAD "{\"format\":\"dtensor-sharded\",\"version\":1,\"save_id\":\"x\",\"world_size\":2,\"tensors\":"
-#define SH(file, off, shape) "{\"file\":\"" file "\",\"key\":\"w\",\"offset\":" off ",\"shape\":" shape "}"
+#define HEAD                                                                                       \
+    "{\"format\":\"dtensor-sharded\",\"version\":1,\"save_id\":\"x\",\"world_size\":2,"            \
+    "\"tensors\":"
+#define SH(file, off, shape)                                                                       \
+    "{\"file\":\"" file "\",\"key\":\"w\",\"offset\":" off ",\"shape\":" shape "}"
 #define W(shards) HEAD "{\"w\":{\"dtype\":\"F32\",\"shape\":[4,6],\"shards\":[" shards "]}}}"
 
 static void test_parse(void **state)
@@ -41,9 +44,12 @@ static void test_parse(void **state)
     expect_parse("{} x", "bytes after the JSON at 3");
     expect_parse("{\"a\xff\":1}", "not valid UTF-8 (byte 3)");
     expect_parse("{\"format\":\"other\",\"version\":1}", "not a dtensor-sharded version 1 index");
-    expect_parse("{\"format\":\"dtensor-sharded\",\"version\":2}", "not a dtensor-sharded version 1");
-    expect_parse("{\"format\":\"dtensor-sharded\",\"version\":1,\"world_size\":0}", "world_size is not");
-    expect_parse("{\"format\":\"dtensor-sharded\",\"version\":1,\"world_size\":1}", "save_id missing");
+    expect_parse("{\"format\":\"dtensor-sharded\",\"version\":2}",
+                 "not a dtensor-sharded version 1");
+    expect_parse("{\"format\":\"dtensor-sharded\",\"version\":1,\"world_size\":0}",
+                 "world_size is not");
+    expect_parse("{\"format\":\"dtensor-sharded\",\"version\":1,\"world_size\":1}",
+                 "save_id missing");
     expect_parse(HEAD "[]}", "tensors is not an object");
     expect_parse(HEAD "{\"w\":1}}", "tensor 'w' is not an object");
     expect_parse(HEAD "{\"w\":{\"dtype\":\"BOOL\",\"shape\":[1],\"shards\":[]}}}",
@@ -51,31 +57,40 @@ static void test_parse(void **state)
     expect_parse(HEAD "{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"shards\":[]}}}",
                  "tensor 'w': shape is not up to 8 non-negative integers");
     expect_parse(HEAD "{\"w\":{\"dtype\":\"F32\",\"shape\":[-1],\"shards\":[]}}}", "shape is not");
-    expect_parse(HEAD "{\"w\":{\"dtype\":\"F32\",\"shape\":[1]}}}", "tensor 'w': shards is not an array");
+    expect_parse(HEAD "{\"w\":{\"dtype\":\"F32\",\"shape\":[1]}}}",
+                 "tensor 'w': shards is not an array");
     expect_parse(W("5"), "tensor 'w' shard 0 is not an object");
-    expect_parse(W(SH("../etc/passwd", "[0,0]", "[1,1]")), "shard 0: file is not a plain file name");
+    expect_parse(W(SH("../etc/passwd", "[0,0]", "[1,1]")),
+                 "shard 0: file is not a plain file name");
     expect_parse(W(SH("d/x", "[0,0]", "[1,1]")), "file is not a plain file name");
     expect_parse(W(SH(".hidden", "[0,0]", "[1,1]")), "file is not a plain file name");
-    expect_parse(W(SH("a", "[0]", "[1,1]")), "shard 0: offset and shape must be 2 non-negative integers");
+    expect_parse(W(SH("a", "[0]", "[1,1]")),
+                 "shard 0: offset and shape must be 2 non-negative integers");
     expect_parse(W(SH("a", "[0,-1]", "[1,1]")), "offset and shape must be");
     expect_parse(W(SH("a", "[3,0]", "[2,6]")), "shard 0: dim 0 [3, +2) is outside size 4");
-    expect_parse(W(SH("a", "[0,0]", "[1,9007199254740992]")), "dim 1 [0, +9007199254740992) is outside");
-    expect_parse(W(SH("a", "[0,0]", "[2,6]") "," SH("b", "[1,5]", "[2,1]")), "tensor 'w': shards 0 and 1 overlap");
+    expect_parse(W(SH("a", "[0,0]", "[1,9007199254740992]")),
+                 "dim 1 [0, +9007199254740992) is outside");
+    expect_parse(W(SH("a", "[0,0]", "[2,6]") "," SH("b", "[1,5]", "[2,1]")),
+                 "tensor 'w': shards 0 and 1 overlap");
     /* overlaps found by the sweep even when the pair is not adjacent in it */
-    expect_parse(W(SH("a", "[0,0]", "[4,2]") "," SH("b", "[0,2]", "[2,2]") "," SH("c", "[2,2]", "[2,2]") ","
-                   SH("d", "[1,3]", "[1,1]")), "tensor 'w': shards 1 and 3 overlap");
-    expect_parse(W(SH("a", "[0,0]", "[4,2]") "," SH("b", "[0,2]", "[2,4]") "," SH("c", "[2,2]", "[2,4]") ","
-                   SH("d", "[3,1]", "[1,2]")), "tensor 'w': shards 0 and 3 overlap");
-    expect_parse(HEAD "{\"s\":{\"dtype\":\"F32\",\"shape\":[],\"shards\":[" SH("a", "[]", "[]") ","
-                 SH("b", "[]", "[]") "]}}}", "tensor 's': shards 0 and 1 overlap");
+    expect_parse(W(SH("a", "[0,0]", "[4,2]") "," SH("b", "[0,2]", "[2,2]") "," SH(
+                     "c", "[2,2]", "[2,2]") "," SH("d", "[1,3]", "[1,1]")),
+                 "tensor 'w': shards 1 and 3 overlap");
+    expect_parse(W(SH("a", "[0,0]", "[4,2]") "," SH("b", "[0,2]", "[2,4]") "," SH(
+                     "c", "[2,2]", "[2,4]") "," SH("d", "[3,1]", "[1,2]")),
+                 "tensor 'w': shards 0 and 3 overlap");
+    expect_parse(HEAD "{\"s\":{\"dtype\":\"F32\",\"shape\":[],\"shards\":[" SH(
+                     "a", "[]", "[]") "," SH("b", "[]", "[]") "]}}}",
+                 "tensor 's': shards 0 and 1 overlap");
     /* empty shards overlap nothing */
     const char *empties = W(SH("a", "[0,0]", "[4,6]") "," SH("b", "[2,3]", "[0,2]"));
     CK_OK(dt__ck_index_parse(empties, strlen(empties), "idx", &x));
     dt__ck_index_free(x);
     /* the optional optimizer section */
-    const char *with_optim = "{\"format\":\"dtensor-sharded\",\"version\":1,\"save_id\":\"x\","
-                             "\"world_size\":1,\"optim\":{\"name\":\"adamw\",\"step\":7,\"lr\":0.1},"
-                             "\"tensors\":{}}";
+    const char *with_optim =
+        "{\"format\":\"dtensor-sharded\",\"version\":1,\"save_id\":\"x\","
+        "\"world_size\":1,\"optim\":{\"name\":\"adamw\",\"step\":7,\"lr\":0.1},"
+        "\"tensors\":{}}";
     CK_OK(dt__ck_index_parse(with_optim, strlen(with_optim), "idx", &x));
     assert_string_equal(x->optim_name, "adamw");
     assert_int_equal(x->optim_step, 7);
@@ -83,16 +98,20 @@ static void test_parse(void **state)
     CK_OK(dt__ck_index_parse(ok, strlen(ok), "idx", &x));
     assert_null(x->optim_name);
     dt__ck_index_free(x);
-#define OPT(o) "{\"format\":\"dtensor-sharded\",\"version\":1,\"save_id\":\"x\",\"world_size\":1,\"optim\":" o ",\"tensors\":{}}"
+#define OPT(o)                                                                                     \
+    "{\"format\":\"dtensor-sharded\",\"version\":1,\"save_id\":\"x\",\"world_size\":1,"            \
+    "\"optim\":" o ",\"tensors\":{}}"
     const char *want_optim = "idx: optim is not an object with a string name and an integer step";
     expect_parse(OPT("[1]"), want_optim);
     expect_parse(OPT("{\"name\":1,\"step\":1}"), want_optim);
     expect_parse(OPT("{\"name\":\"sgd\"}"), want_optim);
     expect_parse(OPT("{\"name\":\"sgd\",\"step\":-1}"), want_optim);
     expect_parse(OPT("{\"name\":\"sgd\",\"step\":1.5}"), want_optim);
-    expect_parse(W("{\"file\":\"a\",\"offset\":[0,0],\"shape\":[1,1]}"), "key missing or not a string");
+    expect_parse(W("{\"file\":\"a\",\"offset\":[0,0],\"shape\":[1,1]}"),
+                 "key missing or not a string");
     expect_parse(HEAD "{\"w\":{\"dtype\":\"F32\",\"shape\":[],\"shards\":[]},"
-                      "\"w\":{\"dtype\":\"F32\",\"shape\":[],\"shards\":[]}}}", "duplicate tensor 'w'");
+                      "\"w\":{\"dtype\":\"F32\",\"shape\":[],\"shards\":[]}}}",
+                 "duplicate tensor 'w'");
 }
 
 /* Rewrite <dir>/index.json through @p edit. */
@@ -132,7 +151,8 @@ static void e_missing_key(cJSON *ts)
 }
 static void e_missing_file(cJSON *ts)
 {
-    cJSON_ReplaceItemInObject(shard0(ts, "norm.bias"), "file", cJSON_CreateString("rank-9.x.safetensors"));
+    cJSON_ReplaceItemInObject(shard0(ts, "norm.bias"), "file",
+                              cJSON_CreateString("rank-9.x.safetensors"));
 }
 static void e_extra(cJSON *ts)
 {
@@ -165,10 +185,12 @@ static void test_inconsistent(void **state)
         const char *msg;
     } cases[] = {
         {e_drop_shards, DT_ERR_FORMAT, "the shards of 'norm.bias' in"},
-        {e_wrong_key, DT_ERR_FORMAT, "holds 'output.weight' as F32 [256, 64], index.json says f32 [64]"},
+        {e_wrong_key, DT_ERR_FORMAT,
+         "holds 'output.weight' as F32 [256, 64], index.json says f32 [64]"},
         {e_missing_key, DT_ERR_FORMAT, "has no tensor 'nope' (a shard of 'norm.bias')"},
         {e_missing_file, DT_ERR_SYSTEM, "rank-9.x.safetensors"},
-        {e_extra, DT_ERR_INVALID_ARG, "the checkpoint holds 'extra.weight', which the model does not have"},
+        {e_extra, DT_ERR_INVALID_ARG,
+         "the checkpoint holds 'extra.weight', which the model does not have"},
         {e_drop_param, DT_ERR_INVALID_ARG, "parameter 'norm.weight' is missing from"},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
@@ -191,7 +213,8 @@ static void test_inconsistent(void **state)
     dt_tensor *ea = dt_optim_param_state(dopt, 0, "exp_avg");
     if (ea != NULL) { /* allocated zero by the load (what the first step uses), never filled */
         dt_tensor *z = NULL;
-        CK_OK(dt_tensor_zeros(dt_tensor_ndim(ea), dt_tensor_shape(ea), DT_DTYPE_F32, dt_device_cpu(), &z));
+        CK_OK(dt_tensor_zeros(dt_tensor_ndim(ea), dt_tensor_shape(ea), DT_DTYPE_F32,
+                              dt_device_cpu(), &z));
         assert_true(dt_tensor_equal(ea, z));
         dt_tensor_release(z);
     }

@@ -38,14 +38,16 @@ static void expect(const char *hdr, size_t data_len, dt_status want, const char 
     free(b);
 }
 
-#define T1(name, dt, shape, off) "\"" name "\":{\"dtype\":\"" dt "\",\"shape\":" shape ",\"data_offsets\":" off "}"
+#define T1(name, dt, shape, off)                                                                   \
+    "\"" name "\":{\"dtype\":\"" dt "\",\"shape\":" shape ",\"data_offsets\":" off "}"
 
 static void test_lengths(void **state)
 {
     (void)state;
     dt_safetensors *f = NULL;
     unsigned char small[5] = {1, 0, 0, 0, 0};
-    CK_FAILS(dt_safetensors_open_memory(small, 5, &f), DT_ERR_FORMAT, "5 bytes, shorter than the 8-byte");
+    CK_FAILS(dt_safetensors_open_memory(small, 5, &f), DT_ERR_FORMAT,
+             "5 bytes, shorter than the 8-byte");
     CK_FAILS(dt_safetensors_open_memory(small, 0, &f), DT_ERR_FORMAT, "0 bytes");
     size_t len = 0;
     unsigned char *b = mk("{}", 2, 0, 1000, &len);
@@ -53,10 +55,12 @@ static void test_lengths(void **state)
              "header length 1000 runs past the end of the 10-byte file");
     free(b);
     b = mk("{}", 2, 0, 100000001, &len);
-    CK_FAILS(dt_safetensors_open_memory(b, len, &f), DT_ERR_FORMAT, "header length 100000001 over the");
+    CK_FAILS(dt_safetensors_open_memory(b, len, &f), DT_ERR_FORMAT,
+             "header length 100000001 over the");
     free(b);
     b = mk("{}", 2, 0, UINT64_MAX, &len);
-    CK_FAILS(dt_safetensors_open_memory(b, len, &f), DT_ERR_FORMAT, "over the 100000000-byte limit");
+    CK_FAILS(dt_safetensors_open_memory(b, len, &f), DT_ERR_FORMAT,
+             "over the 100000000-byte limit");
     free(b);
     /* an empty header length */
     unsigned char zero[8] = {0};
@@ -79,10 +83,11 @@ static void test_json(void **state)
     expect("{} x", 0, DT_ERR_FORMAT, "bytes after the JSON header at 3");
     expect("{}{}", 0, DT_ERR_FORMAT, "bytes after the JSON header at 2");
     expect("{\"a\xff\":{}}", 0, DT_ERR_FORMAT, "not valid UTF-8 (byte 3)");
-    expect("{\"a\xc0\xaf\":{}}", 0, DT_ERR_FORMAT, "not valid UTF-8 (byte 3)");      /* overlong */
-    expect("{\"\xed\xa0\x80\":{}}", 0, DT_ERR_FORMAT, "not valid UTF-8 (byte 2)");    /* surrogate */
-    expect("{\"\xf4\x90\x80\x80\":{}}", 0, DT_ERR_FORMAT, "not valid UTF-8 (byte 2)"); /* > U+10FFFF */
-    expect("{\"a\xe2\x82\":{}}", 0, DT_ERR_FORMAT, "not valid UTF-8");               /* cut */
+    expect("{\"a\xc0\xaf\":{}}", 0, DT_ERR_FORMAT, "not valid UTF-8 (byte 3)");    /* overlong */
+    expect("{\"\xed\xa0\x80\":{}}", 0, DT_ERR_FORMAT, "not valid UTF-8 (byte 2)"); /* surrogate */
+    expect("{\"\xf4\x90\x80\x80\":{}}", 0, DT_ERR_FORMAT,
+           "not valid UTF-8 (byte 2)");                                /* > U+10FFFF */
+    expect("{\"a\xe2\x82\":{}}", 0, DT_ERR_FORMAT, "not valid UTF-8"); /* cut */
     /* a NUL byte inside the header */
     size_t len = 0;
     unsigned char *b = mk("{\"a\0\":1}", 8, 0, 0, &len);
@@ -113,7 +118,8 @@ static void test_entries(void **state)
     expect("{\"a\":5}", 0, DT_ERR_FORMAT, "tensor 'a' is not an object");
     expect("{\"a\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, DT_ERR_FORMAT,
            "tensor 'a': dtype missing or not a string");
-    expect("{" T1("a", "F33", "[1]", "[0,4]") "}", 4, DT_ERR_FORMAT, "tensor 'a': unknown dtype 'F33'");
+    expect("{" T1("a", "F33", "[1]", "[0,4]") "}", 4, DT_ERR_FORMAT,
+           "tensor 'a': unknown dtype 'F33'");
     expect("{" T1("a", "f32", "[1]", "[0,4]") "}", 4, DT_ERR_FORMAT, "unknown dtype 'f32'");
     expect("{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", 4, DT_ERR_FORMAT,
            "tensor 'a': shape missing or not an array");
@@ -127,8 +133,8 @@ static void test_entries(void **state)
     expect("{" T1("w", "F64", "[2147483648,2147483648]", "[0,4]") "}", 4, DT_ERR_FORMAT,
            "tensor 'w': shape's byte count overflows");
     /* a zero dim makes any product zero: valid, no overflow */
-    expect("{" T1("w", "F32", "[0,4294967296,4294967296,4294967296]", "[0,0]") "}", 4, DT_ERR_FORMAT,
-           "cover 0 bytes of a 4-byte data section");
+    expect("{" T1("w", "F32", "[0,4294967296,4294967296,4294967296]", "[0,0]") "}", 4,
+           DT_ERR_FORMAT, "cover 0 bytes of a 4-byte data section");
     expect("{" T1("w", "F32", "[1,2,3,4,5,6,7,8,9]", "[0,4]") "}", 4, DT_ERR_UNSUPPORTED,
            "tensor 'w' has 9 dims (at most 8)");
     expect("{" T1("w", "F32", "[1]", "5") "}", 4, DT_ERR_FORMAT,
@@ -145,22 +151,25 @@ static void test_entries(void **state)
 static void test_layout(void **state)
 {
     (void)state;
-    expect("{" T1("a", "F32", "[2]", "[0,8]") "," T1("b", "F32", "[2]", "[4,12]") "}", 12, DT_ERR_FORMAT,
+    expect("{" T1("a", "F32", "[2]", "[0,8]") "," T1("b", "F32", "[2]", "[4,12]") "}", 12,
+           DT_ERR_FORMAT,
            "tensor 'b': data_offsets [4, 12] overlap the previous tensor (expected begin 8)");
-    expect("{" T1("a", "F32", "[2]", "[0,8]") "," T1("b", "F32", "[2]", "[12,20]") "}", 20, DT_ERR_FORMAT,
-           "tensor 'b': data_offsets [12, 20] leave a gap (expected begin 8)");
-    expect("{" T1("a", "F32", "[1]", "[4,8]") "}", 8, DT_ERR_FORMAT, "tensor 'a': data_offsets [4, 8] leave a gap");
+    expect("{" T1("a", "F32", "[2]", "[0,8]") "," T1("b", "F32", "[2]", "[12,20]") "}", 20,
+           DT_ERR_FORMAT, "tensor 'b': data_offsets [12, 20] leave a gap (expected begin 8)");
+    expect("{" T1("a", "F32", "[1]", "[4,8]") "}", 8, DT_ERR_FORMAT,
+           "tensor 'a': data_offsets [4, 8] leave a gap");
     expect("{" T1("a", "F32", "[2]", "[0,8]") "}", 4, DT_ERR_FORMAT,
            "tensors cover 8 bytes of a 4-byte data section");
     expect("{" T1("a", "F32", "[1]", "[0,4]") "}", 8, DT_ERR_FORMAT,
            "tensors cover 4 bytes of a 8-byte data section");
-    expect("{" T1("a", "F32", "[1]", "[0,4]") "," T1("a", "F32", "[1]", "[4,8]") "}", 8, DT_ERR_FORMAT,
-           "duplicate tensor name 'a'");
-    expect("{" T1("a", "F32", "[1]", "[0,4]") "," T1("b", "F32", "[1]", "[0,4]") "}", 4, DT_ERR_FORMAT,
-           "overlap the previous tensor");
+    expect("{" T1("a", "F32", "[1]", "[0,4]") "," T1("a", "F32", "[1]", "[4,8]") "}", 8,
+           DT_ERR_FORMAT, "duplicate tensor name 'a'");
+    expect("{" T1("a", "F32", "[1]", "[0,4]") "," T1("b", "F32", "[1]", "[0,4]") "}", 4,
+           DT_ERR_FORMAT, "overlap the previous tensor");
     /* an empty tensor may sit anywhere the tiling allows: [4,4] between two */
     size_t len = 0;
-    const char *ok = "{" T1("b", "F32", "[1]", "[4,8]") "," T1("e", "F32", "[0]", "[4,4]") "," T1("a", "U8", "[4]", "[0,4]") "}";
+    const char *ok = "{" T1("b", "F32", "[1]", "[4,8]") "," T1("e", "F32", "[0]", "[4,4]") "," T1(
+        "a", "U8", "[4]", "[0,4]") "}";
     unsigned char *b = mk(ok, strlen(ok), 8, 0, &len);
     dt_safetensors *f = NULL;
     CK_OK(dt_safetensors_open_memory(b, len, &f));
@@ -178,8 +187,10 @@ static void test_metadata(void **state)
 {
     (void)state;
     expect("{\"__metadata__\":5}", 0, DT_ERR_FORMAT, "__metadata__ is not an object");
-    expect("{\"__metadata__\":{\"k\":1}}", 0, DT_ERR_FORMAT, "__metadata__ value of 'k' is not a string");
-    expect("{\"__metadata__\":{\"k\":\"a\",\"k\":\"b\"}}", 0, DT_ERR_FORMAT, "duplicate __metadata__ key 'k'");
+    expect("{\"__metadata__\":{\"k\":1}}", 0, DT_ERR_FORMAT,
+           "__metadata__ value of 'k' is not a string");
+    expect("{\"__metadata__\":{\"k\":\"a\",\"k\":\"b\"}}", 0, DT_ERR_FORMAT,
+           "duplicate __metadata__ key 'k'");
     expect("{\"__metadata__\":{},\"__metadata__\":{}}", 0, DT_ERR_FORMAT, "duplicate __metadata__");
     const char *ok = "{\"__metadata__\":{\"format\":\"pt\",\"note\":\"caf\xc3\xa9\"}}";
     size_t len = 0;
@@ -209,7 +220,8 @@ static void test_unsupported_dtype(void **state)
     assert_string_equal(info.dtype_name, "BOOL");
     assert_int_equal(info.dtype, DT_DTYPE_COUNT);
     dt_tensor *t = NULL;
-    CK_FAILS(dt_safetensors_load(f, "m", &t), DT_ERR_UNSUPPORTED, "tensor 'm' of <memory> has dtype BOOL");
+    CK_FAILS(dt_safetensors_load(f, "m", &t), DT_ERR_UNSUPPORTED,
+             "tensor 'm' of <memory> has dtype BOOL");
     CK_OK(dt_safetensors_load(f, "x", &t));
     assert_int_equal((int)dt_tensor_item_at(t, 1), 3);
     dt_tensor_release(t);

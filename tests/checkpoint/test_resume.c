@@ -13,9 +13,9 @@
 #include "ck_gpt_util.h"
 #include "common/multirank.h"
 
-#define SEQ 16
-#define BATCH 4
-#define STEPS 6
+#define SEQ     16
+#define BATCH   4
+#define STEPS   6
 #define SAVE_AT 3
 
 static dt_token_data *data;
@@ -59,7 +59,8 @@ static run run_make(dt_mesh *mesh, int stage, opt_kind ok, uint64_t seed)
     run r = {0};
     CK_OK(dt_gpt_create(&cfg, seed, &r.model));
     int d = 0;
-    if (mesh != NULL && dt_mesh_dim_index(mesh, "tp", &d) == DT_OK && dt_mesh_dim_size(mesh, d) > 1) {
+    if (mesh != NULL && dt_mesh_dim_index(mesh, "tp", &d) == DT_OK &&
+        dt_mesh_dim_size(mesh, d) > 1) {
         dt_plan *plan = NULL;
         CK_OK(dt_plan_gpt_default(false, &plan));
         CK_OK(dt_parallelize_module(r.model, mesh, plan, "tp"));
@@ -92,7 +93,8 @@ static void run_free(run *r)
 /* Steps [from, to) on the spec's batch windows; losses[s] = the global batch's. */
 static void run_train(run *r, int from, int to, double *losses)
 {
-    int R = r->dpc != NULL ? dt_comm_size(r->dpc) : 1, k = r->dpc != NULL ? dt_comm_rank(r->dpc) : 0;
+    int R = r->dpc != NULL ? dt_comm_size(r->dpc) : 1,
+        k = r->dpc != NULL ? dt_comm_rank(r->dpc) : 0;
     int64_t lo = k * BATCH / R, hi = (k + 1) * BATCH / R;
     for (int s = from; s < to; s++) {
         dt_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
@@ -134,7 +136,8 @@ static int full_states(const dt_optim *o, dt_tensor **out)
         for (int s = 0; s < dt_optim_num_states(o); s++) {
             dt_tensor *placed = NULL;
             assert_true(n < MAX_STATES);
-            snprintf(names[n], sizeof(names[0]), "%s.%s", dt_optim_param_fqn(o, i), dt_optim_state_name(o, s));
+            snprintf(names[n], sizeof(names[0]), "%s.%s", dt_optim_param_fqn(o, i),
+                     dt_optim_state_name(o, s));
             order[n] = n;
             CK_OK(dt_optim_state_placed(o, i, dt_optim_state_name(o, s), &placed));
             dt_tensor *full = NULL; /* may share the state's storage (Replicate): copied */
@@ -162,8 +165,8 @@ static void assert_losses(const double *want, const double *got, const char *wha
 }
 
 /* Load @p dir into @p r, check state and step, train to STEPS, compare losses. */
-static void resume_check(run *r, const char *dir, dt_tensor **saved, int n_saved, const double *want,
-                         const char *what)
+static void resume_check(run *r, const char *dir, dt_tensor **saved, int n_saved,
+                         const double *want, const char *what)
 {
     CK_OK(dt_checkpoint_load(r->model, r->opt, dir));
     assert_int_equal(dt_optim_step_count(r->opt), SAVE_AT);
@@ -199,25 +202,28 @@ static void resume_case(int stage, opt_kind ok)
     assert_true(want[STEPS - 1] < want[0]);
 
     run tp4 = run_make(m4, -1, ok, 99); /* another seed: everything must come from the files */
-    snprintf(what, sizeof(what), "dp=2 x tp=2 %s %s -> tp=4", dt_dp_stage_name((dt_dp_stage)stage), on);
+    snprintf(what, sizeof(what), "dp=2 x tp=2 %s %s -> tp=4", dt_dp_stage_name((dt_dp_stage)stage),
+             on);
     resume_check(&tp4, dir, saved, n_saved, want, what);
     run_free(&tp4);
 
     run z3 = run_make(m41, DT_DP_ZERO3, ok, 99);
-    snprintf(what, sizeof(what), "dp=2 x tp=2 %s %s -> dp=4 zero3", dt_dp_stage_name((dt_dp_stage)stage), on);
+    snprintf(what, sizeof(what), "dp=2 x tp=2 %s %s -> dp=4 zero3",
+             dt_dp_stage_name((dt_dp_stage)stage), on);
     resume_check(&z3, dir, saved, n_saved, want, what);
     run_free(&z3);
 
     /* the same mesh under another data-parallel style (ZeRO-3 -> DDP etc.) */
     static const int other[4] = {DT_DP_ZERO2, DT_DP_DDP, DT_DP_ZERO1, DT_DP_DDP};
     run same = run_make(m22, other[stage], ok, 99);
-    snprintf(what, sizeof(what), "dp=2 x tp=2 %s %s -> %s", dt_dp_stage_name((dt_dp_stage)stage), on,
-             dt_dp_stage_name((dt_dp_stage)other[stage]));
+    snprintf(what, sizeof(what), "dp=2 x tp=2 %s %s -> %s", dt_dp_stage_name((dt_dp_stage)stage),
+             on, dt_dp_stage_name((dt_dp_stage)other[stage]));
     resume_check(&same, dir, saved, n_saved, want, what);
     run_free(&same);
 
     run one = run_make(NULL, -1, ok, 99); /* every rank alone */
-    snprintf(what, sizeof(what), "dp=2 x tp=2 %s %s -> one rank", dt_dp_stage_name((dt_dp_stage)stage), on);
+    snprintf(what, sizeof(what), "dp=2 x tp=2 %s %s -> one rank",
+             dt_dp_stage_name((dt_dp_stage)stage), on);
     resume_check(&one, dir, saved, n_saved, want, what);
     run_free(&one);
     ck_release_all(saved, n_saved);
@@ -279,8 +285,10 @@ static void test_resume_errors(void **state)
     CK_OK(dt_checkpoint_save(a.model, NULL, bare));
 
     run s = run_make(NULL, -1, OPT_SGD, 6);
-    CK_FAILS(dt_checkpoint_load(s.model, s.opt, dir), DT_ERR_INVALID_ARG, "holds adamw optimizer state");
-    CK_FAILS(dt_checkpoint_load(s.model, s.opt, bare), DT_ERR_INVALID_ARG, "holds no optimizer state");
+    CK_FAILS(dt_checkpoint_load(s.model, s.opt, dir), DT_ERR_INVALID_ARG,
+             "holds adamw optimizer state");
+    CK_FAILS(dt_checkpoint_load(s.model, s.opt, bare), DT_ERR_INVALID_ARG,
+             "holds no optimizer state");
     assert_int_equal(dt_optim_step_count(s.opt), 0);
     /* without an optimizer the state is ignored: the weights load */
     CK_OK(dt_checkpoint_load(s.model, NULL, dir));
@@ -313,9 +321,9 @@ static void test_resume_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_resume_ddp_sgd),     cmocka_unit_test(test_resume_ddp_adamw),
-        cmocka_unit_test(test_resume_zero1_sgd),   cmocka_unit_test(test_resume_zero2_adamw),
-        cmocka_unit_test(test_resume_zero3_sgd),   cmocka_unit_test(test_resume_zero3_adamw),
+        cmocka_unit_test(test_resume_ddp_sgd),       cmocka_unit_test(test_resume_ddp_adamw),
+        cmocka_unit_test(test_resume_zero1_sgd),     cmocka_unit_test(test_resume_zero2_adamw),
+        cmocka_unit_test(test_resume_zero3_sgd),     cmocka_unit_test(test_resume_zero3_adamw),
         cmocka_unit_test(test_resume_sgd_stateless), cmocka_unit_test(test_resume_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -89,9 +89,8 @@ static dt_optim *make_optim(dt_module *model, mr_optim which)
     return opt;
 }
 
-void mr_train(dt_module *model, mr_optim which, dt_comm *dp, double clip,
-              const dt_token_data *data, int steps, int64_t batch, int64_t seq, double *losses,
-              dt_memory_stats *end)
+void mr_train(dt_module *model, mr_optim which, dt_comm *dp, double clip, const dt_token_data *data,
+              int steps, int64_t batch, int64_t seq, double *losses, dt_memory_stats *end)
 {
     int R = dp != NULL ? dt_comm_size(dp) : 1, r = dp != NULL ? dt_comm_rank(dp) : 0;
     int64_t lo = r * batch / R, hi = (r + 1) * batch / R;

@@ -65,15 +65,14 @@ typedef enum mr_optim { MR_SGD, MR_ADAMW } mr_optim;
  * gradient norm to it at every step. @p end (may be NULL) gets the CPU memory
  * stats after the last step, while the optimizer state and gradients live.
  */
-void mr_train(dt_module *model, mr_optim which, dt_comm *dp, double clip,
-              const dt_token_data *data, int steps, int64_t batch, int64_t seq, double *losses,
-              dt_memory_stats *end);
+void mr_train(dt_module *model, mr_optim which, dt_comm *dp, double clip, const dt_token_data *data,
+              int steps, int64_t batch, int64_t seq, double *losses, dt_memory_stats *end);
 
 /* The full weights of a model against the single-rank reference. */
 typedef struct mr_cmp {
-    double diff2, norm2;  /* squared differences and reference norms over the whole model */
-    double rel;           /* the whole model's norm-wise relative error, sqrt(diff2 / norm2) */
-    double worst;         /* the worst parameter's norm-wise relative error */
+    double diff2, norm2; /* squared differences and reference norms over the whole model */
+    double rel;          /* the whole model's norm-wise relative error, sqrt(diff2 / norm2) */
+    double worst;        /* the worst parameter's norm-wise relative error */
     char worst_fqn[128];
 } mr_cmp;
 

@@ -90,9 +90,11 @@ static void run_case(dt_dp_stage stage, mr_optim which, int64_t batch, double cl
     char what[64];
     snprintf(what, sizeof(what), "dp=%d tp=%d %s %s B=%d clip %g", R, dt_mesh_dim_size(mesh, 1),
              dt_dp_stage_name(stage), which == MR_SGD ? "sgd" : "adamw", (int)batch, clip);
-    print_message("%s: final loss %.6f (single %.6f); weights rel %.3g, worst parameter %.3g (%s)\n",
-                  what, loss[STEPS - 1], rl[STEPS - 1], c.rel, c.worst, c.worst_fqn);
-    mr_expect_same_run(what, loss, rl, STEPS, &c, REL_TOL, which == MR_SGD ? REL_TOL : 10 * REL_TOL);
+    print_message(
+        "%s: final loss %.6f (single %.6f); weights rel %.3g, worst parameter %.3g (%s)\n", what,
+        loss[STEPS - 1], rl[STEPS - 1], c.rel, c.worst, c.worst_fqn);
+    mr_expect_same_run(what, loss, rl, STEPS, &c, REL_TOL,
+                       which == MR_SGD ? REL_TOL : 10 * REL_TOL);
     dt_module_destroy(m);
     dt_mesh_release(mesh);
     if (r != ref[which])

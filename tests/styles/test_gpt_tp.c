@@ -67,7 +67,8 @@ static void run_case(mr_optim which, bool sp)
     mr_train(m, which, NULL, 0.0, data, STEPS, BATCH, SEQ, loss, NULL);
     mr_cmp c = mr_compare_weights(m, ref, which == MR_SGD ? 1e-6 : STEPS * 3e-3);
     char what[32];
-    snprintf(what, sizeof(what), "tp=%d %s%s", w, which == MR_SGD ? "sgd" : "adamw", sp ? " +sp" : "");
+    snprintf(what, sizeof(what), "tp=%d %s%s", w, which == MR_SGD ? "sgd" : "adamw",
+             sp ? " +sp" : "");
     print_message("%s: final loss %.6f (single %.6f); weights rel diff %.3g, worst parameter %.3g "
                   "(%s)\n",
                   what, loss[STEPS - 1], ref_loss[STEPS - 1], c.rel, c.worst, c.worst_fqn);
