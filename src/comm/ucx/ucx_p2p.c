@@ -247,6 +247,21 @@ void dt__ucx_req_cancel(dt_comm *c, void *req)
         ucp_request_cancel(uc->shared->worker, r->ucp_req);
 }
 
+/* Automatic budget: an event that came after @p waited s of this wait. */
+static void adapt_spin(dt_ucx_shared *sh, double waited, bool arrived)
+{
+    if (!sh->spin_auto)
+        return;
+    if (arrived && waited < sh->spin_max_s) {
+        double grown = 2 * (sh->spin_s > waited ? sh->spin_s : waited);
+        sh->spin_s = grown < sh->spin_max_s ? grown : sh->spin_max_s;
+    } else {
+        sh->spin_s /= 2;
+        if (sh->spin_s < sh->spin_min_s)
+            sh->spin_s = sh->spin_min_s;
+    }
+}
+
 dt_status dt__ucx_progress(dt_comm *c, double wait_s)
 {
     dt_ucx_comm *uc = c->impl;
@@ -264,8 +279,11 @@ dt_status dt__ucx_progress(dt_comm *c, double wait_s)
             return DT_OK;
     double t1 = dt__now();
     for (double t = 0; t < sh->yield_s; t = dt__now() - t1) {
-        if (ucp_worker_progress(sh->worker) != 0)
+        if (ucp_worker_progress(sh->worker) != 0) {
+            /* caught while yielding: a longer plain poll would have been cheaper */
+            adapt_spin(sh, dt__now() - t0, true);
             return DT_OK;
+        }
         sched_yield();
     }
     ucs_status_t us = ucp_worker_arm(sh->worker);
@@ -282,16 +300,6 @@ dt_status dt__ucx_progress(dt_comm *c, double wait_s)
     if (rc < 0 && errno != EINTR)
         return DT_ERR(DT_ERR_SYSTEM, "ucx: poll on the worker event fd failed: %s",
                       strerror(errno));
-    double waited = dt__now() - t0;
-    if (!sh->spin_auto)
-        return DT_OK;
-    if (rc > 0 && waited < sh->spin_max_s) {
-        double grown = 2 * (sh->spin_s > waited ? sh->spin_s : waited);
-        sh->spin_s = grown < sh->spin_max_s ? grown : sh->spin_max_s;
-    } else {
-        sh->spin_s /= 2;
-        if (sh->spin_s < sh->spin_min_s)
-            sh->spin_s = sh->spin_min_s;
-    }
+    adapt_spin(sh, dt__now() - t0, rc > 0);
     return DT_OK;
 }
