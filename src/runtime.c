@@ -67,6 +67,12 @@ static dt_status pick_device(const dt_init_params *params, const dt_launch_env *
     if (dt__kernels_for(d) == NULL)
         return DT_ERR(DT_ERR_UNSUPPORTED, "dt_init: device %s is not built into this library",
                       type == DT_DEVICE_CUDA ? "cuda" : "cpu");
+#ifdef DT_HAVE_CUDA
+    /* one GPU per local rank (NCCL refuses two ranks on one device) */
+    if (type == DT_DEVICE_CUDA && d.index >= dt__cuda_device_count())
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_init: local rank %d needs CUDA device %d, but %d "
+                      "device(s) are visible", env->local_rank, d.index, dt__cuda_device_count());
+#endif
     *out = d;
     return DT_OK;
 }

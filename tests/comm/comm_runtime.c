@@ -68,6 +68,25 @@ static void test_device_cpu_explicit(void **state)
     assert_memory_equal(x, y, sizeof(x));
 }
 
+/* DT_DEVICE=cuda without a usable GPU fails at init, naming why. */
+static void test_device_cuda_explicit(void **state)
+{
+    (void)state;
+    if (gpu_present())
+        skip();
+    setenv("DT_DEVICE", "cuda", 1);
+    dt_runtime *rt = NULL;
+    dt_status st = dt_init(NULL, &rt);
+#ifdef DT_HAVE_CUDA
+    assert_int_equal(st, DT_ERR_INVALID_ARG); /* built in, but no device */
+    assert_non_null(strstr(dt_last_error(), "device(s) are visible"));
+#else
+    assert_int_equal(st, DT_ERR_UNSUPPORTED);
+#endif
+    assert_null(rt);
+    setenv("DT_DEVICE", "cpu", 1);
+}
+
 int main(void)
 {
     unsetenv("RANK");
@@ -88,6 +107,7 @@ int main(void)
         cmocka_unit_test(test_device_auto),
         cmocka_unit_test(test_blas_reported_at_init),
         cmocka_unit_test(test_device_cpu_explicit),
+        cmocka_unit_test(test_device_cuda_explicit),
     };
     int rc = cmocka_run_group_tests(tests, ct_setup, ct_teardown);
     unlink(log_path);
