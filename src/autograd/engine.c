@@ -112,7 +112,7 @@ static dt_status accumulate(dt_tensor **sum, dt_tensor *g)
     return DT_OK;
 }
 
-static dt_status accumulate_leaf_local(dt_tensor *leaf, dt_tensor *g);
+static dt_status accumulate_leaf_local(dt_tensor *leaf, dt_tensor *g, int held);
 
 /*
  * Distributed gradients of leaves stay pending until the walk ends: each
@@ -156,7 +156,7 @@ static dt_status pending_flush(leaf_pending *p, bool apply)
         if (apply && s == DT_OK) {
             s = materialize(p->g[i], &m);
             if (s == DT_OK)
-                s = accumulate_leaf_local(p->leaf[i], m);
+                s = accumulate_leaf_local(p->leaf[i], m, 1); /* m: ours alone */
             dt_tensor_release(m);
         }
         dt_tensor_release(p->g[i]);
@@ -168,20 +168,52 @@ static dt_status pending_flush(leaf_pending *p, bool apply)
     return s;
 }
 
-/* leaf.grad += g, or kept pending when g is distributed. */
-static dt_status accumulate_leaf(dt_tensor *leaf, dt_tensor *g, leaf_pending *p)
+/* leaf.grad += g, or kept pending when g is distributed; @p held as in
+ * accumulate_leaf_local. */
+static dt_status accumulate_leaf(dt_tensor *leaf, dt_tensor *g, int held, leaf_pending *p)
 {
     if (g->dist == NULL)
-        return accumulate_leaf_local(leaf, g);
+        return accumulate_leaf_local(leaf, g, held);
     return pending_add(p, leaf, g);
 }
 
-/* leaf.grad += g; a first gradient gets its own storage tagged DT_MEM_GRADIENT. */
-static dt_status accumulate_leaf_local(dt_tensor *leaf, dt_tensor *g)
+/*
+ * Whether a leaf's first gradient may take g's storage instead of a copy
+ * (PyTorch's AccumulateGrad steals too): g is a plain local tensor of the
+ * leaf's dtype, device and shape filling its whole storage, the engine holds
+ * every one of the handle's references (@p held; 0 for a tensor the user
+ * passed in) and that handle is the storage's only one (no views of it).
+ */
+static bool can_steal(const dt_tensor *leaf, const dt_tensor *g, int held)
+{
+    if (held <= 0 || g->dist != NULL || g->grad_fn != NULL || g->storage == NULL ||
+        g->dtype != leaf->dtype || g->device.type != leaf->device.type ||
+        g->device.index != leaf->device.index || g->ndim != leaf->ndim || g->offset != 0)
+        return false;
+    if (g->ndim > 0 && memcmp(g->shape, leaf->shape, sizeof(g->shape[0]) * (size_t)g->ndim) != 0)
+        return false;
+    if (!dt_tensor_is_contiguous(g) ||
+        g->storage->nbytes != (size_t)dt_tensor_numel(g) * dt_dtype_size(g->dtype))
+        return false;
+    return atomic_load(&g->refcount) == held && atomic_load(&g->storage->refcount) == 1;
+}
+
+/*
+ * leaf.grad += g; a first gradient gets its own storage tagged DT_MEM_GRADIENT:
+ * g's own when can_steal (@p held = the references to g the engine holds at
+ * this call), else a copy.
+ */
+static dt_status accumulate_leaf_local(dt_tensor *leaf, dt_tensor *g, int held)
 {
     const dt_kernel_ops *k = NULL;
     dt_tensor *ng = NULL;
     dt_status s;
+    if (leaf->grad == NULL && can_steal(leaf, g, held)) {
+        DT_CHECK(dt__tensor_make_view(g, leaf->ndim, leaf->shape, g->strides, 0, &ng));
+        dt__storage_set_category(ng->storage, DT_MEM_GRADIENT);
+        leaf->grad = ng;
+        return DT_OK;
+    }
     DT_CHECK(dt__ops_kernels("dt_backward", g->device, DT_KOP_BINARY, &k));
     if (leaf->grad != NULL && dt_tensor_is_contiguous(leaf->grad) &&
         leaf->grad->dtype == DT_DTYPE_F32) {
@@ -212,7 +244,8 @@ static bool same_shape(const dt_tensor *t, const dt_ag_meta *m)
            memcmp(t->shape, m->shape, sizeof(m->shape[0]) * (size_t)m->ndim) == 0;
 }
 
-/* Route gradient g of input i of node to its producer or leaf. */
+/* Route gradient g of input i of node to its producer or leaf; the caller
+ * holds one reference to g. */
 static dt_status route(dt_ag_node *node, int i, dt_tensor *g, leaf_pending *p)
 {
     dt_ag_edge *e = &node->inputs[i];
@@ -232,7 +265,7 @@ static dt_status route(dt_ag_node *node, int i, dt_tensor *g, leaf_pending *p)
     if (e->node != NULL)
         s = accumulate(&e->node->grads[e->output], r);
     else if (e->leaf != NULL)
-        s = accumulate_leaf(e->leaf, r, p);
+        s = accumulate_leaf(e->leaf, r, r == g ? 2 : 1, p);
     dt_tensor_release(r);
     return s;
 }
@@ -385,7 +418,7 @@ dt_status dt_backward(dt_tensor *root, dt_tensor *grad)
                       "grad, or it was computed with grad mode off)");
     DT_CHECK(check_root_grad(root, grad, &g));
     if (root->grad_fn == NULL) { /* a leaf: its gradient is the seed itself */
-        s = accumulate_leaf_local(root, g);
+        s = accumulate_leaf_local(root, g, grad == NULL ? 1 : 0); /* never the user's */
         dt_tensor_release(g);
         return s;
     }
