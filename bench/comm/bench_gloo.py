@@ -68,6 +68,9 @@ def worker(rank, world, port, args):
         while nbytes <= args.e:
             n = nbytes // 4
             per = n // world if coll in ("allgather", "alltoall") else n
+            if per == 0:  # gloo fails on empty tensors; MPI and dtensor return at once
+                nbytes *= args.f
+                continue
             a = torch.ones(max(per, 1) if coll == "allgather" else max(n, 1))
             if coll == "allgather":
                 a = torch.ones(per)
