@@ -17,7 +17,7 @@ static inline __attribute__((always_inline)) float un_apply(dt_unary_op op, floa
     case DT_UNARY_ADD_SCALAR:
         return x + alpha;
     case DT_UNARY_GELU_TANH:
-        return dt__gelu_tanh(x);
+        return dt__gelu_tanh_xq(x);
     case DT_UNARY_RELU:
         return x > 0.0f ? x : 0.0f;
     case DT_UNARY_EXP:
@@ -46,7 +46,7 @@ static inline __attribute__((always_inline)) void un_run(dt_unary_op op, int64_t
             memcpy(o + i, &g, sizeof(g));
         }
         for (; i < n; i++)
-            o[i] = dt__gelu_tanh(x[i]);
+            o[i] = dt__gelu_tanh_xq(x[i]);
     } else if (sx == 1) {
         for (int64_t i = 0; i < n; i++)
             o[i] = un_apply(op, x[i], alpha);

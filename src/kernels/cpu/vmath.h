@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_internal.h"
+
 /* returning a 64-byte vector: the helpers are always_inline, so no v16f
  * crosses a real call and the psabi warning does not apply */
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -96,6 +98,15 @@ DT_VINL dt__v16f dt__vgelu_tanh(const float *p)
     dt__v16f x = dt__vld(p);
     dt__v16f u2 = k2 * (x + 0.044715f * x * x * x);
     dt__v16f q = 1.0f / (dt__vexp(&u2, true) + 1.0f);
+    return x - x * q;
+}
+
+/* the same as one lane of dt__vgelu_tanh, for tails and strided runs (so a
+ * result does not depend on where in the tensor its element sits) */
+DT_VINL float dt__gelu_tanh_xq(float x)
+{
+    const float k2 = 2.0f * 0.7978845608028654f;
+    float q = 1.0f / (dt__expf_core(k2 * (x + 0.044715f * x * x * x)) + 1.0f);
     return x - x * q;
 }
 
