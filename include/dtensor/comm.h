@@ -21,13 +21,15 @@
  * Algorithms (generic, on the backend's point-to-point): all-reduce uses a
  * one-round direct exchange on 3-8 ranks when (ranks - 1) x message <= 16 KiB,
  * recursive doubling up to 64 KiB (or fewer elements than ranks) and a
- * pipelined ring above; all-gather / reduce-scatter a ring; all-to-all a
+ * pipelined ring above; all-gather a one-round direct exchange on 3-8 ranks up
+ * to 16 KiB in total, a ring above; reduce-scatter a ring; all-to-all a
  * pairwise exchange; broadcast a binomial tree up to 256 KiB, a pipelined
  * chain above; barrier a dissemination pattern. DT_ALGO forces a choice,
  * e.g. DT_ALGO=allreduce:ring,broadcast:binomial (allreduce: ring |
- * recursive_doubling | direct; broadcast: binomial | pipeline; allgather,
- * reduce_scatter: ring; alltoall: pairwise); DT_RING_SEGMENT_KB sets the
- * ring's pipeline segment. An unknown name fails with DT_ERR_INVALID_ARG.
+ * recursive_doubling | direct; broadcast: binomial | pipeline; allgather:
+ * ring | direct; reduce_scatter: ring; alltoall: pairwise, its steps posted
+ * at once up to 16 KiB sent per rank); DT_RING_SEGMENT_KB sets the ring's
+ * pipeline segment. An unknown name fails with DT_ERR_INVALID_ARG.
  *
  * Reductions: sum, avg, max, min, prod on f32, f64, f16, bf16, i32, i64
  * (other dtypes: DT_ERR_UNSUPPORTED). f16/bf16 are combined in f32 and rounded

@@ -19,6 +19,8 @@
  * more than 2 and at most DT_DIRECT_MAX_RANKS ranks, go in one round. */
 #define DT_DIRECT_ALLREDUCE_BYTES (16 * 1024)
 #define DT_DIRECT_MAX_RANKS 8
+/* All-gathers of at most this many bytes in total, same rank range, too. */
+#define DT_DIRECT_ALLGATHER_BYTES (16 * 1024)
 #define DT_SMALL_BROADCAST_BYTES (256 * 1024)
 
 int dt_comm_rank(const dt_comm *comm)
@@ -210,13 +212,21 @@ static dt_status allgatherv_impl(const char *fn, dt_comm *comm, const void *send
         return comm->ops->allgatherv(comm, send, recv, counts, displs, dtype, work);
     char name[32];
     const char *algo = forced_algo("allgather", name, sizeof(name));
-    if (algo != NULL && strcmp(algo, "ring") != 0)
+    if (algo != NULL && strcmp(algo, "ring") != 0 && strcmp(algo, "direct") != 0)
         return unknown_algo("allgather", algo);
+    size_t total = 0;
+    for (int i = 0; i < comm->size; i++)
+        total += counts[i];
+    if (algo == NULL && comm->size > 2 && comm->size <= DT_DIRECT_MAX_RANKS &&
+        total * dt_dtype_size(dtype) <= DT_DIRECT_ALLGATHER_BYTES)
+        algo = "direct";
     dt__sched s;
     sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
-    if (all_empty(counts, comm->size))
+    if (total == 0)
         return run(comm, fn, &s, work);
-    dt_status st = dt__algo_allgatherv_ring(comm, send, recv, counts, displs, &s);
+    dt_status st = (algo != NULL && strcmp(algo, "direct") == 0)
+                       ? dt__algo_allgatherv_direct(comm, send, recv, counts, displs, &s)
+                       : dt__algo_allgatherv_ring(comm, send, recv, counts, displs, &s);
     if (st != DT_OK) {
         dt__sched_free(&s);
         return st;

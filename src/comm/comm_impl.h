@@ -217,6 +217,8 @@ dt_status dt__algo_allreduce_recursive_doubling(dt_comm *c, const void *send, vo
                                                 size_t count, dt__sched *s);
 dt_status dt__algo_allreduce_direct(dt_comm *c, const void *send, void *recv, size_t count,
                                     dt__sched *s);
+dt_status dt__algo_allgatherv_direct(dt_comm *c, const void *send, void *recv,
+                                     const size_t *counts, const size_t *displs, dt__sched *s);
 dt_status dt__algo_allgatherv_ring(dt_comm *c, const void *send, void *recv,
                                    const size_t *counts, const size_t *displs, dt__sched *s);
 dt_status dt__algo_reduce_scatterv_ring(dt_comm *c, const void *send, void *recv,
