@@ -10,26 +10,11 @@
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/vmath.h"
 
-DT_CPU_CLONES
-static void softmax_row(const float *x, int64_t n, int64_t valid, float scale, bool log, float *y)
+#if DT_V4
+/* the row max in explicit vectors, four accumulators (dt__cpu_row_max's
+ * single chain took a third of the softmax time) */
+DT_V4_FN static float row_max_v4(const float *z, int64_t valid)
 {
-    if (valid == 0) {
-        for (int64_t j = 0; j < n; j++)
-            y[j] = NAN;
-        return;
-    }
-    /* max of scale * x without a separate scaling pass when scale > 0; else
-     * z = y = scale * x (y may alias z below: same-index reads and writes) */
-    const float *z = x;
-    float zs = scale;
-    if (!(scale > 0.0f)) {
-        for (int64_t j = 0; j < valid; j++)
-            y[j] = scale * x[j];
-        z = y;
-        zs = 1.0f;
-    }
-    /* the row max in explicit vectors, four accumulators (dt__cpu_row_max's
-     * single chain took a third of the softmax time) */
     float mx = -INFINITY;
     int64_t j0 = 0;
     if (valid >= 64) {
@@ -49,6 +34,56 @@ static void softmax_row(const float *x, int64_t n, int64_t valid, float scale, b
     }
     for (; j0 < valid; j0++)
         mx = z[j0] > mx ? z[j0] : mx;
+    return mx;
+}
+
+/* y[j] = exp(zs z[j] - m) for the first 32k of valid entries in explicit
+ * vectors (two accumulators); adds their sum to *s, returns how many it did.
+ * d <= 0, so the select is the only clamp needed. */
+DT_V4_FN static int64_t exp_sum_v4(const float *z, float zs, float m, int64_t valid, float *y,
+                                   float *s)
+{
+    dt__v16f acc0 = dt__vset1(0.0f), acc1 = acc0, vm = dt__vset1(m);
+    int64_t j = 0;
+    for (; j + 32 <= valid; j += 32) {
+        dt__v16f d0 = zs * dt__vld(z + j) - vm, d1 = zs * dt__vld(z + j + 16) - vm;
+        /* !(d < lo), not d >= lo: a NaN lane keeps its NaN */
+        dt__v16f e0 = (dt__v16f)(~(d0 < -87.33654f) & (dt__v16i)dt__vexp(&d0, false));
+        dt__v16f e1 = (dt__v16f)(~(d1 < -87.33654f) & (dt__v16i)dt__vexp(&d1, false));
+        memcpy(y + j, &e0, sizeof(e0));
+        memcpy(y + j + 16, &e1, sizeof(e1));
+        acc0 += e0;
+        acc1 += e1;
+    }
+    acc0 += acc1;
+    *s += dt__vhsum(&acc0);
+    return j;
+}
+#endif
+
+DT_CPU_CLONES
+static void softmax_row(const float *x, int64_t n, int64_t valid, float scale, bool log, float *y)
+{
+    if (valid == 0) {
+        for (int64_t j = 0; j < n; j++)
+            y[j] = NAN;
+        return;
+    }
+    /* max of scale * x without a separate scaling pass when scale > 0; else
+     * z = y = scale * x (y may alias z below: same-index reads and writes) */
+    const float *z = x;
+    float zs = scale;
+    if (!(scale > 0.0f)) {
+        for (int64_t j = 0; j < valid; j++)
+            y[j] = scale * x[j];
+        z = y;
+        zs = 1.0f;
+    }
+#if DT_V4
+    float mx = dt__v4_ok() ? row_max_v4(z, valid) : dt__cpu_row_max(z, valid);
+#else
+    float mx = dt__cpu_row_max(z, valid);
+#endif
     float m = zs * mx;
     if (log) {
         for (int64_t j = 0; j < valid; j++)
@@ -66,27 +101,28 @@ static void softmax_row(const float *x, int64_t n, int64_t valid, float scale, b
         for (j = 0; j < valid; j++)
             y[j] -= lse;
     } else {
-        /* exp and its sum in one pass, in explicit vectors (two accumulators);
-         * d = z - m <= 0, so the select below is the only clamp needed */
-        dt__v16f acc0 = dt__vset1(0.0f), acc1 = acc0, vm = dt__vset1(m);
-        const dt__v16f zero = acc0;
+        /* exp and its sum in one pass; d = z - m <= 0, so only the low clamp matters */
+        float s = 0.0f;
         int64_t j = 0;
-        for (; j + 32 <= valid; j += 32) {
-            dt__v16f d0 = zs * dt__vld(z + j) - vm, d1 = zs * dt__vld(z + j + 16) - vm;
-            dt__v16f e0 = DT_VSEL(d0 < -87.33654f, zero, dt__vexp(&d0, false));
-            dt__v16f e1 = DT_VSEL(d1 < -87.33654f, zero, dt__vexp(&d1, false));
-            memcpy(y + j, &e0, sizeof(e0));
-            memcpy(y + j + 16, &e1, sizeof(e1));
-            acc0 += e0;
-            acc1 += e1;
-        }
-        acc0 += acc1;
-        float s = dt__vhsum(&acc0);
+#if DT_V4
+        if (dt__v4_ok())
+            j = exp_sum_v4(z, zs, m, valid, y, &s);
+#endif
+        float lane[16] = {0};
+        for (; j + 16 <= valid; j += 16)
+            for (int l = 0; l < 16; l++) {
+                float d = zs * z[j + l] - m;
+                float e = d < -87.33654f ? 0.0f : dt__expf_core(d);
+                y[j + l] = e;
+                lane[l] += e;
+            }
         for (; j < valid; j++) {
             float d = zs * z[j] - m;
             y[j] = d < -87.33654f ? 0.0f : dt__expf_core(d);
             s += y[j];
         }
+        for (int l = 0; l < 16; l++)
+            s += lane[l];
         float inv = 1.0f / s;
         for (j = 0; j < valid; j++)
             y[j] *= inv;

@@ -27,6 +27,24 @@ typedef uint32_t dt__v16u __attribute__((vector_size(64)));
 
 #define DT_VINL static inline __attribute__((always_inline))
 
+/*
+ * The 16-wide code is used only where 16 lanes are native (AVX-512: one zmm):
+ * gcc 12 lowers the float comparisons of a 64-byte vector to scalar code on
+ * AVX2 and SSE2, which made those clones 2x slower than their auto-vectorised
+ * scalar loops. So a caller puts the vector loop in a DT_V4_FN function and
+ * calls it when dt__v4_ok(), else keeps its scalar loop.
+ */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#define DT_V4 1
+#define DT_V4_FN __attribute__((target("arch=x86-64-v4"), noinline))
+DT_VINL bool dt__v4_ok(void)
+{
+    return __builtin_cpu_supports("x86-64-v4");
+}
+#else
+#define DT_V4 0
+#endif
+
 /* m ? a : b per lane; m from a vector comparison (all ones or zero) */
 #define DT_VSEL(m, a, b) ((dt__v16f)(((m) & (dt__v16i)(a)) | (~(m) & (dt__v16i)(b))))
 
@@ -39,7 +57,7 @@ DT_VINL dt__v16f dt__vld(const float *p)
 
 DT_VINL dt__v16f dt__vset1(float a)
 {
-    return (dt__v16f){a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a};
+    return (dt__v16f){0} + a; /* scalar operand: a broadcast */
 }
 
 DT_VINL float dt__vhsum(const dt__v16f *v)
