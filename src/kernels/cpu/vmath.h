@@ -3,8 +3,8 @@
  * (softmax, GELU). Written as explicit vectors because gcc 12 auto-vectorises
  * the scalar forms poorly there (lane accumulators spilled to the stack, the
  * row max as one dependency chain, a float-to-int conversion and NaN guard in
- * every exp); in a DT_CPU_CLONES function each clone lowers a v16f to one
- * zmm, two ymm or four xmm. Vectors go in by pointer, never by value: gcc
+ * every exp). Used from DT_V4_FN functions only (see below). Vectors go in
+ * by pointer, never by value: gcc
  * notes a psabi change for 64-byte vector parameters without AVX-512, and the
  * helpers inline away either way.
  */
