@@ -23,6 +23,8 @@
 
 #include "dtensor.h"
 
+#include "../common/bench_util.h"
+
 #define CHECK(call)                                                                     \
     do {                                                                                \
         dt_status ck_s_ = (call);                                                       \
@@ -40,42 +42,11 @@ typedef struct bench_args {
     double lr;
 } bench_args;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static double minor_faults(void)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_minflt;
-}
-
-/* User + system CPU seconds of the process (on tp ranks this includes the
- * time spent spinning on communication). */
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median of v[1..n-1] (the steps after the first); sorts that part of v. */
-static double median_after_first(double *v, int64_t n)
-{
-    int64_t m = n - 1;
-    qsort(v + 1, (size_t)m, sizeof *v, cmp_double);
-    return m % 2 ? v[1 + m / 2] : 0.5 * (v[m / 2] + v[m / 2 + 1]);
 }
 
 static int parse_args(int argc, char **argv, bench_args *a)

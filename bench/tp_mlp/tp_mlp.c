@@ -15,6 +15,8 @@
 
 #include "dtensor.h"
 
+#include "../common/bench_util.h"
+
 #define CHECK(call)                                                                                \
     do {                                                                                           \
         dt_status ck_s_ = (call);                                                                  \
@@ -23,19 +25,6 @@
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static dt_status init_param(const char *fqn, dt_module *owner, const char *name, dt_tensor *p,
                             void *user)

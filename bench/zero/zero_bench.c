@@ -15,6 +15,8 @@
 
 #include "dtensor.h"
 
+#include "../common/bench_util.h"
+
 #define TRY(call)                                                                                  \
     do {                                                                                           \
         dt_status try_s_ = (call);                                                                 \
@@ -33,13 +35,6 @@ typedef struct bench_style {
     double total, best;
     int64_t held; /* parameter + gradient + optimizer bytes after a step */
 } bench_style;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int64_t held_bytes(void)
 {
