@@ -9,7 +9,6 @@ in ce_bench's format.
     /usr/bin/python3 ce_torch.py [--classes 1048576] [--hidden 512] [--batch 256] [--steps 4]
 """
 import argparse
-import ctypes
 import os
 import resource
 import statistics
@@ -17,32 +16,11 @@ import time
 
 import torch
 import torch.nn.functional as F
+import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from torch_blas import limit_blas_threads  # noqa: E402
 
-def loaded_openblas():
-    """Path of the libopenblas this process mapped (torch loads it), or None."""
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            path = line.split()[-1]
-            if "libopenblas" in os.path.basename(path):
-                return path
-    return None
-
-
-def limit_blas_threads(n):
-    """torch.set_num_threads does not reach Debian torch's OpenBLAS pool."""
-    path = loaded_openblas()
-    if path is None:
-        return "no OpenBLAS mapped", "?"
-    lib = ctypes.CDLL(path)
-    lib.openblas_set_num_threads(n)
-    core = "?"
-    try:
-        lib.openblas_get_corename.restype = ctypes.c_char_p
-        core = lib.openblas_get_corename().decode()
-    except AttributeError:
-        pass
-    return os.path.basename(path), core
 
 
 def minor_faults():

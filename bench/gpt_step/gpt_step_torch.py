@@ -10,7 +10,6 @@ library torch loaded). Per step: wall time and minor page faults
                                        [--steps 5] [--lr 0.01]
 """
 import argparse
-import ctypes
 import os
 import resource
 import statistics
@@ -23,28 +22,16 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "reference"))
 import gpt_ref  # noqa: E402  (the repository's PyTorch GPT)
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from torch_blas import limit_blas_threads  # noqa: E402
+
 
 CONFIGS = {
     "tiny": dict(vocab_size=256, max_seq_len=64, dim=64, n_layers=2, n_heads=4, ffn_dim=256),
     "small": dict(vocab_size=4096, max_seq_len=256, dim=512, n_layers=6, n_heads=8, ffn_dim=2048),
 }
-
-
-def limit_blas_threads(n):
-    """torch.set_num_threads does not reach Debian torch's OpenBLAS pool: find the
-    libopenblas this process mapped and set its thread count; returns its core name."""
-    torch.zeros(4, 4) @ torch.zeros(4, 4)  # make sure the BLAS is loaded
-    with open("/proc/self/maps") as maps:
-        paths = [line.split()[-1] for line in maps if "libopenblas" in line]
-    if not paths:
-        return "?"
-    lib = ctypes.CDLL(paths[0])
-    lib.openblas_set_num_threads(n)
-    try:
-        lib.openblas_get_corename.restype = ctypes.c_char_p
-        return lib.openblas_get_corename().decode()
-    except AttributeError:
-        return "?"
 
 
 def minor_faults():
@@ -68,7 +55,7 @@ def main():
     if args.steps < 2:
         ap.error("--steps must be >= 2")
     torch.set_num_threads(1)
-    core = limit_blas_threads(1)
+    _, core = limit_blas_threads(1)
     cfg = CONFIGS[args.config]
     seq = args.seq or cfg["max_seq_len"]
     raw = open(args.data, "rb").read()

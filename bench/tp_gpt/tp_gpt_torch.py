@@ -9,12 +9,15 @@ One process per rank, one compute thread each.
     /usr/bin/python3 tp_gpt_torch.py [--world 2] [--config small] [--batch 8] [--seq 256] [--steps 5]
 """
 import argparse
-import ctypes
-import ctypes.util
 import math
 import os
 import socket
 import time
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from torch_blas import limit_blas_threads  # noqa: E402
+
 
 CONFIGS = {
     "tiny": dict(vocab=256, max_seq=64, dim=64, layers=2, heads=4, ffn=256),
@@ -22,26 +25,15 @@ CONFIGS = {
 }
 
 
-def limit_blas_threads():
-    for name in ("openblas", "openblas64", "blas"):
-        path = ctypes.util.find_library(name)
-        if path:
-            try:
-                ctypes.CDLL(path).openblas_set_num_threads(1)
-                return
-            except (OSError, AttributeError):
-                pass
-
-
 def run(rank, args, port):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    limit_blas_threads()
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
 
     torch.set_num_threads(1)
+    limit_blas_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=args.world)
     c, w = CONFIGS[args.config], args.world
     gen = torch.Generator().manual_seed(1234)

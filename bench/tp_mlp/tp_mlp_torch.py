@@ -7,35 +7,25 @@ thread each (torch.set_num_threads(1) and OpenBLAS limited to one thread).
     /usr/bin/python3 tp_mlp_torch.py [--world 2] [--hidden 1024] [--ffn 4096] [--tokens 2048] [--steps 10]
 """
 import argparse
-import ctypes
-import ctypes.util
 import os
 import socket
 import time
+import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from torch_blas import limit_blas_threads  # noqa: E402
 
-def limit_blas_threads():
-    for name in ("openblas", "openblas64", "blas"):
-        path = ctypes.util.find_library(name)
-        if not path:
-            continue
-        try:
-            lib = ctypes.CDLL(path)
-            lib.openblas_set_num_threads(1)
-            return
-        except (OSError, AttributeError):
-            continue
 
 
 def run(rank, args, port):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    limit_blas_threads()
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
 
     torch.set_num_threads(1)
+    limit_blas_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=args.world)
     w, h, f, n = args.world, args.hidden, args.ffn, args.tokens
     fl = (f + w - 1) // w  # torch.chunk rows of this rank
