@@ -318,6 +318,51 @@ err_release:
     return s;
 }
 
+/* Chunk q along @p d of a tensor of shape @p shape, as a 2-D block: one row
+ * per index of the dims before d, each row the chunk's slab of the rest. */
+static dt_comm_block chunk_block(const step_ctx *c, const int64_t *shape, int d, int q)
+{
+    int64_t sz, off, outer = dt__shape_prod(shape, 0, d);
+    int64_t inner = dt__shape_prod(shape, d + 1, c->ndim);
+    dt_shard_chunk(c->st->logical_shape[d], c->n, q, &sz, &off);
+    return (dt_comm_block){(size_t)(off * inner), (size_t)outer, (size_t)(sz * inner),
+                           (size_t)(shape[d] * inner)};
+}
+
+/* S(a) -> S(b) in host memory: one all-to-all of 2-D blocks straight from x
+ * into y (no packing: same-host ranks copy across once; see
+ * dt_comm_alltoallw). */
+static dt_status exec_alltoall_blocks(const step_ctx *c, dt_tensor *x, dt_tensor **out)
+{
+    const int64_t *L = c->st->logical_shape;
+    int a = c->st->src.dim, b = c->st->dst.dim;
+    int64_t ys[DT_MAX_DIMS];
+    dt_tensor *y = NULL;
+    dt_status s = DT_OK;
+    memcpy(ys, L, sizeof(int64_t) * (size_t)c->ndim);
+    dt_shard_chunk(L[b], c->n, c->me, &ys[b], NULL);
+    dt_comm_block *blk = malloc(2 * (size_t)c->n * sizeof(*blk));
+    if (blk == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "dt_redistribute: no memory for %d blocks", 2 * c->n);
+    DT_CHECK_GOTO(new_like(c, ys, dt_tensor_device(x), &y), s, out_free);
+    for (int q = 0; q < c->n; q++) {
+        blk[q] = chunk_block(c, dt_tensor_shape(x), b, q);
+        blk[c->n + q] = chunk_block(c, ys, a, q);
+    }
+    if (dt__shape_prod(L, 0, c->ndim) > 0) { /* else all shards are empty alike */
+        DT_CHECK_GOTO(dt_comm_alltoallw(c->comm, dt_tensor_data(x), blk, dt_tensor_data(y),
+                                        blk + c->n, c->dtype, NULL),
+                      s, out_free);
+        dt__mesh_count_coll(c->mesh, DT_COLL_ALLTOALL, c->st->bytes);
+    }
+    *out = y;
+    y = NULL;
+out_free:
+    dt_tensor_release(y);
+    free(blk);
+    return s;
+}
+
 /* R -> S(d): keep my chunk (a copy, so the shard owns its memory). */
 static dt_status exec_slice(const step_ctx *c, dt_tensor *x, dt_tensor **out)
 {
@@ -379,8 +424,9 @@ static dt_status exec_step(const step_ctx *c, dt_tensor *x, dt_tensor **out)
     case DT__STEP_REDUCE_SCATTER:
         s = exec_reduce_scatter(c, xc, out);
         break;
-    case DT__STEP_ALLTOALL:
-        s = exec_alltoall(c, xc, out);
+    case DT__STEP_ALLTOALL: /* device memory: pack + all-to-all(v) + unpack */
+        s = dt_tensor_device(xc).type == DT_DEVICE_CPU ? exec_alltoall_blocks(c, xc, out)
+                                                        : exec_alltoall(c, xc, out);
         break;
     default:
         s = DT_ERR(DT_ERR_INTERNAL, "dt_redistribute: bad step kind %d", (int)c->st->kind);

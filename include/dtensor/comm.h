@@ -23,12 +23,15 @@
  * recursive doubling up to 64 KiB (or fewer elements than ranks) and a
  * pipelined ring above; all-gather a one-round direct exchange on 3-8 ranks up
  * to 16 KiB in total, a ring above; reduce-scatter a ring; all-to-all a
- * pairwise exchange; broadcast a binomial tree up to 256 KiB, a pipelined
- * chain above; barrier a dissemination pattern. DT_ALGO forces a choice,
- * e.g. DT_ALGO=allreduce:ring,broadcast:binomial (allreduce: ring |
+ * pairwise exchange, or with blocks of 64 KiB or more among ranks of one
+ * host, direct copies between the processes (cross-memory attach); broadcast
+ * a binomial tree up to 256 KiB, a pipelined chain above; barrier a
+ * dissemination pattern. DT_ALGO forces a choice, e.g.
+ * DT_ALGO=allreduce:ring,broadcast:binomial (allreduce: ring |
  * recursive_doubling | direct; broadcast: binomial | pipeline; allgather:
- * ring | direct; reduce_scatter: ring; alltoall: pairwise, its steps posted
- * at once up to 16 KiB sent per rank); DT_RING_SEGMENT_KB sets the ring's
+ * ring | direct; reduce_scatter: ring; alltoall: pairwise | peer_copy, the
+ * pairwise steps posted at once up to 16 KiB sent per rank; alltoallw:
+ * pack | peer_copy); DT_RING_SEGMENT_KB sets the ring's
  * pipeline segment. An unknown name fails with DT_ERR_INVALID_ARG.
  *
  * Reductions: sum, avg, max, min, prod on f32, f64, f16, bf16, i32, i64
@@ -133,6 +136,37 @@ DT_API dt_status dt_comm_alltoallv(dt_comm *comm, const void *send, const size_t
                                    const size_t *send_displs, void *recv,
                                    const size_t *recv_counts, const size_t *recv_displs,
                                    dt_dtype dtype, dt_work **work);
+/**
+ * A 2-D block of a buffer, in elements of the collective's dtype: @p rows rows
+ * of @p row_count elements, row i starting at offset + i * stride. A block of
+ * one row, or with stride == row_count, is one contiguous run.
+ */
+typedef struct dt_comm_block {
+    size_t offset;    /* first element of row 0 */
+    size_t rows;      /* number of rows (0: an empty block) */
+    size_t row_count; /* elements per row */
+    size_t stride;    /* elements from one row start to the next (>= row_count if rows > 1) */
+} dt_comm_block;
+
+/**
+ * All-to-all of 2-D blocks (MPI_Alltoallw with vector types): rank me sends
+ * block send_blocks[p] of send to rank p, which stores it, row-major in the
+ * same element order, into its block recv_blocks[me] of recv. The element
+ * totals (rows x row_count) must match pairwise; a pair that does not fails
+ * with DT_ERR_INVALID_ARG naming both ranks where the transport can tell
+ * (same-host copies), else with the transport's size-mismatch error.
+ * Receive blocks must not overlap each other or the send blocks.
+ *
+ * Ranks on one host copy straight between the processes' memory (Linux
+ * cross-memory attach, one copy, no packing; DT_CMA=0 turns it off): the
+ * side whose block is contiguous is the one addressed remotely. Otherwise
+ * blocks are packed, exchanged pairwise and unpacked. Collective; host
+ * memory only (a backend without it, NCCL, gives DT_ERR_UNSUPPORTED).
+ */
+DT_API dt_status dt_comm_alltoallw(dt_comm *comm, const void *send,
+                                   const dt_comm_block *send_blocks, void *recv,
+                                   const dt_comm_block *recv_blocks, dt_dtype dtype,
+                                   dt_work **work);
 /** Copy @p root's buf (count elements) to every rank's buf. Collective. */
 DT_API dt_status dt_comm_broadcast(dt_comm *comm, void *buf, size_t count, dt_dtype dtype,
                                    int root, dt_work **work);

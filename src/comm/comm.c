@@ -22,6 +22,8 @@
 /* All-gathers of at most this many bytes in total, same rank range, too. */
 #define DT_DIRECT_ALLGATHER_BYTES (16 * 1024)
 #define DT_SMALL_BROADCAST_BYTES (256 * 1024)
+/* All-to-alls with blocks of at least this many bytes use same-host copies. */
+#define DT_PEER_COPY_ALLTOALL_BYTES (64 * 1024)
 
 int dt_comm_rank(const dt_comm *comm)
 {
@@ -357,6 +359,34 @@ static dt_status alltoallv_impl(const char *fn, dt_comm *comm, const void *send,
     return run(comm, fn, &s, work);
 }
 
+/* Equal blocks of at least @p block_bytes (the same on every rank, so all
+ * decide alike) go by same-host copies when the comm allows them, unless
+ * DT_ALGO=alltoall:pairwise. */
+static bool alltoall_by_peer_copy(dt_comm *comm, size_t block_bytes)
+{
+    char name[32];
+    const char *algo = forced_algo("alltoall", name, sizeof(name));
+    if (comm->size < 2 || comm->ops->peer_copy == NULL || !comm->ops->peer_copy_ok(comm))
+        return false;
+    if (algo != NULL)
+        return strcmp(algo, "peer_copy") == 0;
+    return block_bytes >= DT_PEER_COPY_ALLTOALL_BYTES;
+}
+
+/* dt_comm_alltoall as contiguous blocks of dt_comm_alltoallw. */
+static dt_status alltoall_as_blocks(dt_comm *comm, const void *send, void *recv, size_t count,
+                                    dt_dtype dtype, dt_work **work)
+{
+    dt_comm_block *blk = malloc((size_t)comm->size * sizeof(*blk));
+    if (blk == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "dt_comm_alltoall: no memory for %d blocks", comm->size);
+    for (int q = 0; q < comm->size; q++)
+        blk[q] = (dt_comm_block){(size_t)q * count, 1, count, count};
+    dt_status st = dt_comm_alltoallw(comm, send, blk, recv, blk, dtype, work);
+    free(blk);
+    return st;
+}
+
 dt_status dt_comm_alltoall(dt_comm *comm, const void *send, void *recv, size_t count,
                            dt_dtype dtype, dt_work **work)
 {
@@ -367,6 +397,8 @@ dt_status dt_comm_alltoall(dt_comm *comm, const void *send, void *recv, size_t c
     DT_CHECK(check_buf(fn, "recv", recv, count * (size_t)comm->size, dtype));
     if (send == recv && count > 0 && comm->size > 1)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: in-place (send == recv) is not supported", fn);
+    if (alltoall_by_peer_copy(comm, count * dt_dtype_size(dtype)))
+        return alltoall_as_blocks(comm, send, recv, count, dtype, work);
     size_t *counts = NULL, *displs = NULL;
     DT_CHECK(equal_counts(fn, comm->size, count, &counts, &displs));
     dt_status st = alltoallv_impl(fn, comm, send, counts, displs, recv, counts, displs, dtype,
@@ -394,6 +426,92 @@ dt_status dt_comm_alltoallv(dt_comm *comm, const void *send, const size_t *send_
                       "%zu", fn, comm->rank, send_counts[comm->rank], recv_counts[comm->rank]);
     return alltoallv_impl(fn, comm, send, send_counts, send_displs, recv, recv_counts,
                           recv_displs, dtype, work);
+}
+
+/* ------------------------------------------------------------ all-to-all of 2-D blocks */
+
+/* @p b (elements) as bytes at its absolute address in @p base; checked. */
+static dt_status block_bytes(const char *fn, const char *what, int q, const void *base,
+                             const dt_comm_block *b, size_t esz, dt__block2d *out)
+{
+    if (b->rows > 1 && b->stride < b->row_count)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s block %d has stride %zu < row_count %zu", fn,
+                      what, q, b->stride, b->row_count);
+    if (b->rows > 0 && b->row_count > 0 &&
+        (b->row_count > SIZE_MAX / 16 / esz || b->rows > SIZE_MAX / 16 / esz / b->row_count ||
+         b->stride > SIZE_MAX / 16 / esz / b->rows || b->offset > SIZE_MAX / 16 / esz))
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s block %d (%zu rows of %zu, stride %zu) is "
+                      "too large", fn, what, q, b->rows, b->row_count, b->stride);
+    bool empty = b->rows == 0 || b->row_count == 0;
+    if (!empty && base == NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s is NULL but block %d holds %zu x %zu "
+                      "elements", fn, what, q, b->rows, b->row_count);
+    *out = (dt__block2d){.addr = empty ? 0 : (uint64_t)(uintptr_t)((const char *)base +
+                                                                  b->offset * esz),
+                         .rows = empty ? 0 : b->rows,
+                         .row_bytes = empty ? 0 : b->row_count * esz,
+                         .pitch = b->stride * esz};
+    return DT_OK;
+}
+
+/* Same-host copies when the backend reaches every member so, else packing;
+ * DT_ALGO=alltoallw:pack|peer_copy forces one. */
+static dt_status alltoallw_sched(dt_comm *comm, const dt__block2d *send,
+                                 const dt__block2d *recv, dt__sched *s)
+{
+    bool can_copy = comm->size > 1 && comm->ops->peer_copy != NULL &&
+                    comm->ops->peer_copy_ok(comm);
+    char name[32];
+    const char *algo = forced_algo("alltoallw", name, sizeof(name));
+    if (algo == NULL)
+        algo = can_copy ? "peer_copy" : "pack";
+    if (strcmp(algo, "pack") == 0)
+        return dt__algo_alltoallw_pack(comm, send, recv, s);
+    if (strcmp(algo, "peer_copy") != 0)
+        return unknown_algo("alltoallw", algo);
+    if (!can_copy)
+        return DT_ERR(DT_ERR_UNSUPPORTED, "DT_ALGO: alltoallw:peer_copy needs every rank of "
+                      "the comm on this host with cross-memory attach (DT_CMA not 0)");
+    return dt__algo_alltoallw_peer_copy(comm, send, recv, s);
+}
+
+dt_status dt_comm_alltoallw(dt_comm *comm, const void *send, const dt_comm_block *send_blocks,
+                            void *recv, const dt_comm_block *recv_blocks, dt_dtype dtype,
+                            dt_work **work)
+{
+    static const char fn[] = "dt_comm_alltoallw";
+    DT_CHECK(check_comm(fn, comm));
+    DT_CHECK(check_dtype(fn, dtype));
+    if (send_blocks == NULL || recv_blocks == NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: send_blocks and recv_blocks must not be NULL", fn);
+    if (comm->ops->alltoallv != NULL && comm->ops->peer_copy == NULL)
+        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: the %s backend has no 2-D all-to-all (use "
+                      "dt_comm_alltoallv on packed blocks)", fn, comm->ops->name);
+    size_t esz = dt_dtype_size(dtype), p = (size_t)comm->size;
+    dt__block2d *blk = malloc(2 * p * sizeof(*blk));
+    if (blk == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for %zu block descriptors", fn, 2 * p);
+    dt_status st = DT_OK;
+    for (size_t q = 0; q < p && st == DT_OK; q++) {
+        st = block_bytes(fn, "send", (int)q, send, &send_blocks[q], esz, &blk[q]);
+        if (st == DT_OK)
+            st = block_bytes(fn, "recv", (int)q, recv, &recv_blocks[q], esz, &blk[p + q]);
+    }
+    int me = comm->rank;
+    if (st == DT_OK && blk[me].rows * blk[me].row_bytes != blk[p + me].rows * blk[p + me].row_bytes)
+        st = DT_ERR(DT_ERR_INVALID_ARG, "%s: rank %d sends itself %zu x %zu elements but "
+                    "expects %zu x %zu", fn, me, send_blocks[me].rows, send_blocks[me].row_count,
+                    recv_blocks[me].rows, recv_blocks[me].row_count);
+    dt__sched s;
+    sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
+    if (st == DT_OK)
+        st = alltoallw_sched(comm, blk, blk + p, &s);
+    free(blk);
+    if (st != DT_OK) {
+        dt__sched_free(&s);
+        return st;
+    }
+    return run(comm, fn, &s, work);
 }
 
 /* ------------------------------------------------------------ broadcast, barrier */

@@ -46,6 +46,20 @@
 typedef struct dt_comm_ops dt_comm_ops;
 
 /*
+ * A 2-D block of bytes at an address of this or a peer process: rows rows of
+ * row_bytes, starting pitch bytes apart. Sent between ranks of one host as
+ * is (a descriptor), so fixed-width fields.
+ */
+typedef struct dt__block2d {
+    uint64_t addr, rows, row_bytes, pitch;
+} dt__block2d;
+
+/* Contiguous runs the block is made of (1 when it is one run). */
+uint64_t dt__block2d_runs(const dt__block2d *b);
+/* Copy block @p src to block @p dst (equal byte totals, shapes may differ). */
+void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src);
+
+/*
  * Logical tag passed to isend/irecv: 24 bits. Collective traffic uses
  * DT__TAG_COLL | (sequence number of the collective on this comm); user
  * point-to-point uses DT__TAG_P2P | user tag. The backend adds the comm id
@@ -118,6 +132,17 @@ struct dt_comm_ops {
     uint32_t (*comm_id)(const dt_comm *comm);
     uint32_t (*next_comm_id)(const dt_comm *comm);
 
+    /*
+     * (optional) Copy between this process's memory and @p peer's, both on
+     * this host, without the peer taking part: @p to_peer copies the local
+     * block into the remote one, else the remote into the local. Byte totals
+     * are equal. Used by dt_comm_alltoallw when peer_copy_ok says every
+     * member of the comm can be reached this way (the same answer on all).
+     */
+    dt_status (*peer_copy)(dt_comm *comm, int peer, bool to_peer, const dt__block2d *local,
+                           const dt__block2d *remote);
+    bool (*peer_copy_ok)(const dt_comm *comm);
+
     /* REQUIRED: free the backend state and the dt_comm itself. Not collective. */
     void (*destroy)(dt_comm *comm);
 
@@ -157,7 +182,17 @@ typedef enum dt__op_kind {
     DT__OP_RECV,   /* dst, bytes <- peer */
     DT__OP_REDUCE, /* dst[i] = op(dst[i], src[i]) for count elements */
     DT__OP_COPY,   /* memcpy(dst, src, bytes) */
-    DT__OP_SCALE   /* dst[i] /= divisor (the avg of a sum) for count elements */
+    DT__OP_SCALE,  /* dst[i] /= divisor (the avg of a sum) for count elements */
+    DT__OP_COPY2D, /* block (dt__block2d *)dst = block (dt__block2d *)src */
+    /* Same-host copy between my block (dt__block2d *)src and peer's block
+     * (dt__block2d *)dst, a descriptor received earlier; n: 1 when my block
+     * is the one sent, 0 when it is the one received. Which of the two ranks
+     * moves the data: dt__peer_copy_run. */
+    DT__OP_PEER_COPY,
+    /* Fail unless all n status words at (uint64_t *)src are DT_OK (word i is
+     * comm rank i's; a rank that failed shares its status instead of leaving
+     * its peers waiting). A failing PEER_COPY stores its status in *aux. */
+    DT__OP_CHECK
 } dt__op_kind;
 
 typedef struct dt__op {
@@ -166,6 +201,7 @@ typedef struct dt__op {
     void *dst;
     const void *src;
     size_t n; /* bytes for SEND/RECV/COPY, elements for REDUCE/SCALE */
+    void *aux; /* PEER_COPY: where a failure's status goes */
 } dt__op;
 
 typedef struct dt__round {
@@ -198,6 +234,13 @@ void dt__sched_copy(dt__sched *s, void *dst, const void *src, size_t bytes);
 void dt__sched_scale(dt__sched *s, void *dst, size_t count, int divisor);
 /* Scratch memory owned by the schedule (one block per schedule). */
 void *dt__sched_scratch(dt__sched *s, size_t bytes);
+/* Copy of 2-D blocks; the descriptors must live as long as the schedule. */
+void dt__sched_copy2d(dt__sched *s, const dt__block2d *dst, const dt__block2d *src);
+/* A DT__OP_PEER_COPY (see there); descriptors live as long as the schedule. */
+void dt__sched_peer_copy(dt__sched *s, int peer, bool sending, const dt__block2d *mine,
+                         const dt__block2d *theirs, uint64_t *status);
+/* A DT__OP_CHECK of @p n status words. */
+void dt__sched_check(dt__sched *s, const uint64_t *status, size_t n);
 
 /* ------------------------------------------------------------ reductions */
 
@@ -226,6 +269,14 @@ dt_status dt__algo_reduce_scatterv_ring(dt_comm *c, const void *send, void *recv
 dt_status dt__algo_alltoallv_pairwise(dt_comm *c, const void *send, const size_t *scounts,
                                       const size_t *sdispls, void *recv, const size_t *rcounts,
                                       const size_t *rdispls, dt__sched *s);
+/* All-to-all of 2-D blocks (dt_comm_alltoallw; blocks in bytes, absolute
+ * addresses): pack + pairwise + unpack, or descriptors + peer copies. */
+dt_status dt__algo_alltoallw_pack(dt_comm *c, const dt__block2d *send,
+                                  const dt__block2d *recv, dt__sched *s);
+dt_status dt__algo_alltoallw_peer_copy(dt_comm *c, const dt__block2d *send,
+                                       const dt__block2d *recv, dt__sched *s);
+/* Run one DT__OP_PEER_COPY: the side that moves the data, and the checks. */
+dt_status dt__peer_copy_run(dt_comm *c, const dt__op *op);
 dt_status dt__algo_broadcast_binomial(dt_comm *c, void *buf, size_t count, int root,
                                       dt__sched *s);
 dt_status dt__algo_broadcast_pipeline(dt_comm *c, void *buf, size_t count, int root,

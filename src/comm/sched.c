@@ -110,3 +110,21 @@ void *dt__sched_scratch(dt__sched *s, size_t bytes)
                                              "of scratch", bytes);
     return s->scratch;
 }
+
+void dt__sched_copy2d(dt__sched *s, const dt__block2d *dst, const dt__block2d *src)
+{
+    if (src->rows > 0 && src->row_bytes > 0 && dst->addr != src->addr)
+        add(s, (dt__op){.kind = DT__OP_COPY2D, .peer = -1, .dst = (void *)dst, .src = src});
+}
+
+void dt__sched_peer_copy(dt__sched *s, int peer, bool sending, const dt__block2d *mine,
+                         const dt__block2d *theirs, uint64_t *status)
+{
+    add(s, (dt__op){.kind = DT__OP_PEER_COPY, .peer = peer, .dst = (void *)theirs, .src = mine,
+                    .n = sending ? 1 : 0, .aux = status});
+}
+
+void dt__sched_check(dt__sched *s, const uint64_t *status, size_t n)
+{
+    add(s, (dt__op){.kind = DT__OP_CHECK, .peer = -1, .src = status, .n = n});
+}

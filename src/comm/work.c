@@ -77,12 +77,26 @@ static dt_status test_round(dt_work *w, size_t r)
     return result;
 }
 
-static void run_local(dt_work *w, size_t r)
+/* The first failure among the ranks' status words of a DT__OP_CHECK. */
+static dt_status check_status(const dt_work *w, const dt__op *op)
+{
+    const uint64_t *st = op->src;
+    if (st[w->comm->rank] != DT_OK) /* mine: its message is already recorded */
+        return (dt_status)st[w->comm->rank];
+    for (size_t q = 0; q < op->n; q++)
+        if (st[q] != DT_OK)
+            return DT_ERR((dt_status)st[q], "%s: rank %zu of %d failed with %s", w->what, q,
+                          w->comm->size, dt_status_str((dt_status)st[q]));
+    return DT_OK;
+}
+
+static dt_status run_local(dt_work *w, size_t r)
 {
     const dt__sched *s = &w->sched;
     const dt__round *rd = &s->rounds[r];
     for (size_t i = rd->first; i < rd->first + rd->count; i++) {
         const dt__op *op = &s->ops[i];
+        dt_status st;
         switch (op->kind) {
         case DT__OP_REDUCE:
             dt__reduce(op->dst, op->src, op->n, s->dtype, s->op);
@@ -93,10 +107,22 @@ static void run_local(dt_work *w, size_t r)
         case DT__OP_SCALE:
             dt__reduce_divide(op->dst, op->n, s->dtype, op->peer);
             break;
+        case DT__OP_COPY2D:
+            dt__block2d_copy(op->dst, op->src);
+            break;
+        case DT__OP_PEER_COPY:
+            st = dt__peer_copy_run(w->comm, op);
+            if (st != DT_OK && *(uint64_t *)op->aux == DT_OK)
+                *(uint64_t *)op->aux = (uint64_t)st; /* shared in the next round */
+            break;
+        case DT__OP_CHECK:
+            DT_CHECK(check_status(w, op));
+            break;
         default:
             break;
         }
     }
+    return DT_OK;
 }
 
 /* Advance as far as possible without blocking. */
@@ -130,7 +156,9 @@ static dt_status advance(dt_work *w)
             if (st != DT_OK)
                 return fail(w, st);
         }
-        run_local(w, w->round);
+        st = run_local(w, w->round);
+        if (st != DT_OK)
+            return fail(w, st);
         w->round = next;
     }
     return w->status;

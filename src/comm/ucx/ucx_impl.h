@@ -42,6 +42,7 @@ typedef struct dt_ucx_peer {
 
 /* What each rank publishes besides its worker address. */
 typedef struct dt_ucx_info {
+    uint64_t cma_probe; /* address of a known word: peers test cross-memory attach on it */
     int pid;
     unsigned long long start_time;
     char host[64];
@@ -67,6 +68,18 @@ void dt__ucx_info_self(dt_ucx_info *out);
 #define DT_UCX_SPIN_MIN_US   5
 #define DT_UCX_SPIN_YIELD_US 50
 void dt__ucx_update_spin(dt_ucx_shared *sh);
+/*
+ * Cross-memory attach (process_vm_readv/writev) to the ranks of this host:
+ * the peer_copy entry of dt_comm_alltoallw. dt__ucx_cma_probe reads each
+ * local peer's probe word (bootstrap) and keeps the answer in sh->cma; the
+ * world then agrees (dt__ucx_cma_agree), so every comm decides alike.
+ */
+void dt__ucx_cma_probe(dt_ucx_shared *sh, const dt_ucx_info *infos);
+uint64_t dt__ucx_cma_probe_addr(void);
+dt_status dt__ucx_cma_agree(dt_comm *world);
+dt_status dt__ucx_peer_copy(dt_comm *c, int peer, bool to_peer, const dt__block2d *local,
+                            const dt__block2d *remote);
+bool dt__ucx_peer_copy_ok(const dt_comm *c);
 /* Mark local peers whose process is gone as dead (rate-limited). */
 void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force);
 
@@ -92,12 +105,15 @@ struct dt_ucx_shared {
     struct dt_ucx_req *free_reqs; /* recycled request records (no malloc per message) */
     int nfree_reqs;
     double last_liveness; /* when local peers' processes were last checked */
+    bool cma;             /* cross-memory attach reaches every local peer (agreed) */
+    void *cma_bounce;     /* staging for short strided runs (DT_UCX_CMA_BOUNCE bytes) */
 };
 
 typedef struct dt_ucx_comm {
     dt_ucx_shared *shared;
     uint32_t id;
     int *members; /* comm rank -> world rank */
+    bool all_local; /* every member runs on this host */
 } dt_ucx_comm;
 
 /* One outstanding send or receive. */

@@ -43,6 +43,7 @@ static bool proc_stat(int pid, char *state, unsigned long long *start)
 void dt__ucx_info_self(dt_ucx_info *out)
 {
     memset(out, 0, sizeof(*out));
+    out->cma_probe = dt__ucx_cma_probe_addr();
     out->pid = (int)getpid();
     char state = 0;
     proc_stat(out->pid, &state, &out->start_time);

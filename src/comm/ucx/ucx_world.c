@@ -132,6 +132,7 @@ static void shared_release(dt_ucx_shared *sh)
     for (int i = 0; i < sh->orphans; i++) /* UCX never completed them */
         free(sh->orphan_list[i]);
     free(sh->orphan_list);
+    free(sh->cma_bounce);
     dt__ucx_req_pool_clear(sh);
     free(sh->peers);
     free(sh);
@@ -195,6 +196,7 @@ static dt_status connect_all(dt_ucx_shared *sh, dt_store *store)
         DT_CHECK_GOTO(ucx_check(ucp_ep_create(sh->worker, &ep, &p->ep), what), st,
                       out_free_infos);
     }
+    dt__ucx_cma_probe(sh, infos);
 out_free_infos:
     free(infos);
 out_free:
@@ -248,6 +250,9 @@ static dt_status comm_wrap(dt_ucx_shared *sh, int n, int *members, int rank, uin
     uc->shared = sh;
     uc->id = id;
     uc->members = members;
+    uc->all_local = true;
+    for (int i = 0; i < n; i++)
+        uc->all_local = uc->all_local && sh->peers[members[i]].local;
     c->ops = &dt__ucx_ops;
     c->impl = uc;
     c->rank = rank;
@@ -286,6 +291,8 @@ dt_status dt__comm_ucx_create_world(struct dt_store *store, int rank, int size,
     c->timeout_s = timeout_s;
     /* every endpoint carries one message before anyone returns: wire-up done */
     st = dt_comm_barrier(c, NULL);
+    if (st == DT_OK)
+        st = dt__ucx_cma_agree(c);
     if (st != DT_OK) {
         dt_comm_destroy(c);
         return st;
@@ -346,4 +353,6 @@ const dt_comm_ops dt__ucx_ops = {
     .comm_id = ucx_comm_id,
     .next_comm_id = ucx_next_comm_id,
     .destroy = ucx_destroy,
+    .peer_copy = dt__ucx_peer_copy,
+    .peer_copy_ok = dt__ucx_peer_copy_ok,
 };
