@@ -20,6 +20,7 @@ static const dt_config_entry config_table[] = {
     {"DT_ALLOC", "caching", "host allocator: caching|system"},
     {"DT_NUM_THREADS", "0", "compute threads per rank; 0 = cores / local ranks"},
     {"DT_BLAS_AUTOSELECT", "1", "pick the OpenBLAS kernel for this CPU when OPENBLAS_CORETYPE is unset"},
+    {"OPENBLAS_NUM_THREADS", NULL, "OpenBLAS threads at load (read by OpenBLAS); when unset dtensor loads it with DT_NUM_THREADS' count, since idle OpenBLAS workers poll for ~0.1 s"},
     {"OPENBLAS_CORETYPE", NULL, "OpenBLAS kernel (read by OpenBLAS); when set, dtensor never overrides it"},
     {"LOCAL_WORLD_SIZE", NULL, "ranks on this node (dtrun/torchrun); divides the cores for DT_NUM_THREADS"},
     {"OMPI_COMM_WORLD_LOCAL_SIZE", NULL, "ranks on this node under Open MPI's mpirun"},
