@@ -33,6 +33,7 @@ typedef struct dtrun_opts {
     char master_addr[256];
     int master_port; /* 0: pick a free one (single node only) */
     bool tag_output;
+    bool bind;       /* --bind auto (default): pin ranks to cores when they outnumber them */
     double grace_s;
     char **argv; /* PROGRAM ARGS..., NULL-terminated */
 } dtrun_opts;

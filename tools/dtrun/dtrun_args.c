@@ -19,6 +19,9 @@ static void usage(FILE *f)
         "                          default 127.0.0.1 and a free port\n"
         "  --tag-output            prefix every output line with \"[rank] \"\n"
         "  --grace SECONDS         SIGTERM-to-SIGKILL delay when tearing down (default 2)\n"
+        "  --bind auto|none        auto (default): when ranks outnumber the CPUs dtrun may\n"
+        "                          use, pin rank i to the (i mod CPUs)-th of them, so ranks\n"
+        "                          sharing a core stay paired instead of migrating\n"
         "Multi-node jobs need the same DT_JOB_TOKEN exported on every node.\n");
 }
 
@@ -61,6 +64,11 @@ static int parse_value_option(const char *a, const char *v, dtrun_opts *o)
     } else if (strcmp(a, "--master") == 0) {
         if (!parse_master(v, o))
             want = "HOST:PORT with port 1..65535";
+    } else if (strcmp(a, "--bind") == 0) {
+        if (strcmp(v, "auto") == 0 || strcmp(v, "none") == 0)
+            o->bind = strcmp(v, "auto") == 0;
+        else
+            want = "auto or none";
     } else if (strcmp(a, "--grace") == 0) {
         char *end;
         o->grace_s = strtod(v, &end);
@@ -102,6 +110,7 @@ int dtrun_parse_args(int argc, char **argv, dtrun_opts *o)
     memset(o, 0, sizeof(*o));
     o->nnodes = 1;
     o->grace_s = 2.0;
+    o->bind = true;
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *a = argv[i];
