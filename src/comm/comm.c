@@ -397,6 +397,11 @@ dt_status dt_comm_alltoall(dt_comm *comm, const void *send, void *recv, size_t c
     DT_CHECK(check_buf(fn, "recv", recv, count * (size_t)comm->size, dtype));
     if (send == recv && count > 0 && comm->size > 1)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: in-place (send == recv) is not supported", fn);
+    if (count == 0 && comm->ops->alltoallv == NULL) { /* nothing moves anywhere (as in MPI) */
+        dt__sched s;
+        sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
+        return run(comm, fn, &s, work);
+    }
     if (alltoall_by_peer_copy(comm, count * dt_dtype_size(dtype)))
         return alltoall_as_blocks(comm, send, recv, count, dtype, work);
     size_t *counts = NULL, *displs = NULL;

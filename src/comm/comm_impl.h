@@ -209,6 +209,10 @@ typedef struct dt__round {
     bool early;
 } dt__round;
 
+/* Ops and rounds a schedule holds before it allocates (most small collectives). */
+#define DT__SCHED_INLINE_OPS    16
+#define DT__SCHED_INLINE_ROUNDS 8
+
 typedef struct dt__sched {
     dt__op *ops;
     size_t nops, cap_ops;
@@ -221,10 +225,14 @@ typedef struct dt__sched {
     bool p2p;      /* user point-to-point: use p2p_tag, not a collective sequence */
     uint32_t p2p_tag;
     dt_status status; /* first build error (NO_MEMORY), checked at the end */
+    dt__op inline_ops[DT__SCHED_INLINE_OPS]; /* ops/rounds point here until they grow */
+    dt__round inline_rounds[DT__SCHED_INLINE_ROUNDS];
 } dt__sched;
 
 void dt__sched_init(dt__sched *s, dt_dtype dtype, dt_reduce_op op);
 void dt__sched_free(dt__sched *s);
+/* Move @p src into @p dst (uninitialised); src is left empty. */
+void dt__sched_move(dt__sched *dst, dt__sched *src);
 /* Start a new round; subsequent adds go into it. */
 void dt__sched_round(dt__sched *s, bool early);
 void dt__sched_send(dt__sched *s, const void *src, size_t bytes, int peer);

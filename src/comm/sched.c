@@ -6,14 +6,24 @@
 #include "comm/comm_impl.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 
 void dt__sched_init(dt__sched *s, dt_dtype dtype, dt_reduce_op op)
 {
-    *s = (dt__sched){0};
+    s->ops = s->inline_ops;
+    s->nops = 0;
+    s->cap_ops = DT__SCHED_INLINE_OPS;
+    s->rounds = s->inline_rounds;
+    s->nrounds = 0;
+    s->cap_rounds = DT__SCHED_INLINE_ROUNDS;
     s->dtype = dtype;
     s->op = (op == DT_REDUCE_OP_AVG) ? DT_REDUCE_OP_SUM : op;
+    s->divisor = 0;
+    s->scratch = NULL;
+    s->p2p = false;
+    s->p2p_tag = 0;
     s->status = DT_OK;
 }
 
@@ -21,22 +31,54 @@ void dt__sched_free(dt__sched *s)
 {
     if (s == NULL)
         return;
-    free(s->ops);
-    free(s->rounds);
+    if (s->ops != s->inline_ops)
+        free(s->ops);
+    if (s->rounds != s->inline_rounds)
+        free(s->rounds);
     free(s->scratch);
-    *s = (dt__sched){0};
+    s->ops = s->inline_ops;
+    s->rounds = s->inline_rounds;
+    s->scratch = NULL;
+    s->nops = s->nrounds = 0;
 }
 
-static bool grow(void **arr, size_t *cap, size_t need, size_t elem)
+void dt__sched_move(dt__sched *dst, dt__sched *src)
+{
+    /* the small header by value; the ops/rounds only as far as used */
+    bool inl_ops = src->ops == src->inline_ops, inl_rounds = src->rounds == src->inline_rounds;
+    dt__sched_init(dst, src->dtype, src->op);
+    dst->op = src->op;
+    dst->divisor = src->divisor;
+    dst->scratch = src->scratch;
+    dst->p2p = src->p2p;
+    dst->p2p_tag = src->p2p_tag;
+    dst->status = src->status;
+    dst->nops = src->nops;
+    dst->nrounds = src->nrounds;
+    if (inl_ops)
+        memcpy(dst->inline_ops, src->ops, src->nops * sizeof(dt__op));
+    else
+        dst->ops = src->ops, dst->cap_ops = src->cap_ops;
+    if (inl_rounds)
+        memcpy(dst->inline_rounds, src->rounds, src->nrounds * sizeof(dt__round));
+    else
+        dst->rounds = src->rounds, dst->cap_rounds = src->cap_rounds;
+    dt__sched_init(src, src->dtype, src->op); /* src owns nothing now */
+}
+
+/* Grow @p *arr (which may be the schedule's inline storage) to hold @p need. */
+static bool grow(void **arr, size_t *cap, size_t need, size_t elem, void *inline_store)
 {
     if (need <= *cap)
         return true;
-    size_t ncap = (*cap == 0) ? 16 : *cap * 2;
+    size_t ncap = *cap * 2;
     while (ncap < need)
         ncap *= 2;
-    void *p = realloc(*arr, ncap * elem);
+    void *p = (*arr == inline_store) ? malloc(ncap * elem) : realloc(*arr, ncap * elem);
     if (p == NULL)
         return false;
+    if (*arr == inline_store)
+        memcpy(p, inline_store, *cap * elem);
     *arr = p;
     *cap = ncap;
     return true;
@@ -46,7 +88,8 @@ void dt__sched_round(dt__sched *s, bool early)
 {
     if (s->status != DT_OK)
         return;
-    if (!grow((void **)&s->rounds, &s->cap_rounds, s->nrounds + 1, sizeof(*s->rounds))) {
+    if (!grow((void **)&s->rounds, &s->cap_rounds, s->nrounds + 1, sizeof(*s->rounds),
+              s->inline_rounds)) {
         s->status = DT_ERR(DT_ERR_NO_MEMORY, "collective schedule: no memory for round %zu",
                            s->nrounds);
         return;
@@ -62,7 +105,7 @@ static void add(dt__sched *s, dt__op op)
         dt__sched_round(s, false);
     if (s->status != DT_OK)
         return;
-    if (!grow((void **)&s->ops, &s->cap_ops, s->nops + 1, sizeof(*s->ops))) {
+    if (!grow((void **)&s->ops, &s->cap_ops, s->nops + 1, sizeof(*s->ops), s->inline_ops)) {
         s->status = DT_ERR(DT_ERR_NO_MEMORY, "collective schedule: no memory for op %zu",
                            s->nops);
         return;

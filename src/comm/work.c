@@ -203,8 +203,7 @@ dt_status dt__work_start(dt_comm *comm, const char *what, dt__sched *s, dt_work 
         return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for a work handle (%zu requests)", what,
                       nops);
     }
-    w->sched = *s;
-    *s = (dt__sched){0};
+    dt__sched_move(&w->sched, s);
     if (w->sched.p2p)
         w->tag = DT__TAG_P2P | (w->sched.p2p_tag & DT__TAG_VALUE_MASK);
     else
