@@ -42,8 +42,10 @@ const char *dt_comm_backend(const dt_comm *comm)
 
 void dt_comm_destroy(dt_comm *comm)
 {
-    if (comm != NULL)
+    if (comm != NULL) {
+        dt__work_drop_spare(comm);
         comm->ops->destroy(comm);
+    }
 }
 
 /* ------------------------------------------------------------ validation */

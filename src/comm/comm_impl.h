@@ -77,6 +77,7 @@ struct dt_comm {
     int rank, size;
     uint32_t coll_seq; /* collectives issued on this comm (tags) */
     double timeout_s;  /* default deadline of an operation */
+    dt_work *spare_work; /* a finished work block kept for reuse (work.c) */
 };
 
 /*
@@ -307,6 +308,7 @@ struct dt_work {
     size_t round;       /* current round */
     size_t posted;      /* rounds whose transfers are posted */
     void **reqs;        /* one per op (NULL = none or done) */
+    size_t cap_reqs;    /* request slots the block has room for */
     /* native work (NCCL): test returns DT_OK / DT_IN_PROGRESS / error */
     dt_status (*native_test)(dt_work *w);
     void (*native_free)(dt_work *w);
@@ -319,6 +321,8 @@ dt_status dt__work_start(dt_comm *comm, const char *what, dt__sched *s, dt_work 
 dt_status dt__work_native(dt_comm *comm, const char *what,
                           dt_status (*test)(dt_work *), void (*free_fn)(dt_work *),
                           void *native, dt_work **out);
+/* Free the comm's spare work block (before destroying the comm). */
+void dt__work_drop_spare(dt_comm *comm);
 /* Run @p s to completion (or finish the work) : the blocking path. */
 dt_status dt__work_finish(dt_work *w, double timeout_s);
 

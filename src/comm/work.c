@@ -175,18 +175,45 @@ static const dt__op *first_pending(const dt_work *w)
     return NULL;
 }
 
-/* The work and its @p nreqs request slots in one allocation. */
+/* Request slots every work block has room for (most collectives need fewer). */
+#define DT_WORK_MIN_REQS 16
+
+/*
+ * The work and its @p nreqs request slots in one block: the comm's spare
+ * block when it is big enough (a blocking collective then allocates
+ * nothing), else a new one.
+ */
 static dt_work *work_alloc(dt_comm *comm, const char *what, size_t nreqs)
 {
-    dt_work *w = calloc(1, sizeof(*w) + nreqs * sizeof(void *));
-    if (w == NULL)
-        return NULL;
-    w->reqs = (void **)(w + 1);
+    dt_work *w = comm->spare_work;
+    if (w != NULL && w->cap_reqs >= nreqs) {
+        comm->spare_work = NULL;
+    } else {
+        size_t cap = nreqs > DT_WORK_MIN_REQS ? nreqs : DT_WORK_MIN_REQS;
+        w = malloc(sizeof(*w) + cap * sizeof(void *));
+        if (w == NULL)
+            return NULL;
+        w->cap_reqs = cap;
+    }
     w->comm = comm;
     w->what = what;
     w->status = DT_IN_PROGRESS;
     w->timeout_s = comm->timeout_s;
+    w->tag = 0;
+    dt__sched_init(&w->sched, DT_DTYPE_F32, DT_REDUCE_OP_SUM);
+    w->round = w->posted = 0;
+    w->reqs = (void **)(w + 1);
+    memset(w->reqs, 0, nreqs * sizeof(void *));
+    w->native_test = NULL;
+    w->native_free = NULL;
+    w->native = NULL;
     return w;
+}
+
+void dt__work_drop_spare(dt_comm *comm)
+{
+    free(comm->spare_work);
+    comm->spare_work = NULL;
 }
 
 dt_status dt__work_start(dt_comm *comm, const char *what, dt__sched *s, dt_work **out)
@@ -229,11 +256,14 @@ dt_status dt__work_native(dt_comm *comm, const char *what, dt_status (*test)(dt_
 
 dt_status dt__work_finish(dt_work *w, double timeout_s)
 {
+    dt_status st = advance(w);
+    if (st != DT_IN_PROGRESS) /* finished at once (eager sends): no clock read */
+        return st;
     if (timeout_s < 0)
         timeout_s = w->timeout_s;
     double deadline = dt__now() + timeout_s;
     for (;;) {
-        dt_status st = advance(w);
+        st = advance(w);
         if (st != DT_IN_PROGRESS)
             return st;
         double left = deadline - dt__now();
@@ -244,7 +274,6 @@ dt_status dt__work_finish(dt_work *w, double timeout_s)
             return fail(w, st);
     }
     const dt__op *op = first_pending(w);
-    dt_status st;
     if (op != NULL)
         st = DT_ERR(DT_ERR_TIMEOUT, "%s: timed out after %.3g s waiting for rank %d (%s of "
                     "%zu bytes; comm rank %d of %d)", w->what, timeout_s, op->peer,
@@ -292,5 +321,12 @@ void dt_work_release(dt_work *work)
     if (work->native_free != NULL)
         work->native_free(work);
     dt__sched_free(&work->sched);
-    free(work); /* the request slots live in the same block */
+    dt_comm *c = work->comm;
+    if (c->spare_work == NULL) /* keep one block for the next collective */
+        c->spare_work = work;
+    else if (c->spare_work->cap_reqs < work->cap_reqs) {
+        free(c->spare_work);
+        c->spare_work = work;
+    } else
+        free(work); /* the request slots live in the same block */
 }

@@ -39,9 +39,19 @@ static const dt_config_entry config_table[] = {
 
 static const dt_config_entry *config_find(const char *name)
 {
+    /* callers pass literals, so the last few names are found by address:
+     * collectives look tunables up on every call */
+    static _Thread_local struct { const char *name; const dt_config_entry *e; } memo[4];
+    static _Thread_local unsigned next;
+    for (int i = 0; i < 4; i++)
+        if (memo[i].name == name)
+            return memo[i].e;
     for (size_t i = 0; i < sizeof(config_table) / sizeof(config_table[0]); i++)
-        if (strcmp(config_table[i].name, name) == 0)
+        if (strcmp(config_table[i].name, name) == 0) {
+            memo[next % 4].name = name;
+            memo[next++ % 4].e = &config_table[i];
             return &config_table[i];
+        }
     return NULL;
 }
 

@@ -16,9 +16,15 @@ static inline size_t dt__block_len(size_t count, int n, int i)
     return count / (size_t)n + ((size_t)i < count % (size_t)n ? 1 : 0);
 }
 
+/* a mod n in [0, n). Algorithms pass -n < a < 2n: two compares instead of
+ * two divisions (measured: the divisions were 9% of a small broadcast). */
 static inline int dt__mod(int a, int n)
 {
-    return ((a % n) + n) % n;
+    if (a < 0)
+        a += n;
+    if (a >= n)
+        a -= n;
+    return (a >= 0 && a < n) ? a : ((a % n) + n) % n;
 }
 
 #endif
