@@ -426,7 +426,7 @@ static dt_status exec_step(const step_ctx *c, dt_tensor *x, dt_tensor **out)
         break;
     case DT__STEP_ALLTOALL: /* device memory: pack + all-to-all(v) + unpack */
         s = dt_tensor_device(xc).type == DT_DEVICE_CPU ? exec_alltoall_blocks(c, xc, out)
-                                                        : exec_alltoall(c, xc, out);
+                                                       : exec_alltoall(c, xc, out);
         break;
     default:
         s = DT_ERR(DT_ERR_INTERNAL, "dt_redistribute: bad step kind %d", (int)c->st->kind);

@@ -31,7 +31,8 @@
  * recursive_doubling | direct; broadcast: binomial | pipeline; allgather:
  * ring | direct; reduce_scatter: ring; alltoall: pairwise | peer_copy, the
  * pairwise steps posted at once up to 16 KiB sent per rank; alltoallw:
- * pack | peer_copy); DT_RING_SEGMENT_KB sets the ring's
+ * pack | peer_copy), read by each comm at its first collective, or set per
+ * comm with dt_comm_set_algo(); DT_RING_SEGMENT_KB sets the ring's
  * pipeline segment. An unknown name fails with DT_ERR_INVALID_ARG.
  *
  * Reductions: sum, avg, max, min, prod on f32, f64, f16, bf16, i32, i64
@@ -63,6 +64,15 @@ typedef struct dt_work dt_work;
 
 /** Split color of a rank that joins no group: its out comm is NULL. */
 #define DT_COMM_SPLIT_NOCOLOR (-1)
+
+/**
+ * Force collective algorithms on @p comm with DT_ALGO's syntax
+ * ("allreduce:ring,broadcast:binomial"); NULL or "" re-reads DT_ALGO from the
+ * environment (a comm otherwise reads it once, at its first collective). An
+ * unknown name fails when a collective uses it. Not collective, but every
+ * member must set the same spec before the next collective.
+ */
+DT_API dt_status dt_comm_set_algo(dt_comm *comm, const char *spec);
 
 /** This process's rank in @p comm (-1 for NULL). */
 DT_API int dt_comm_rank(const dt_comm *comm);

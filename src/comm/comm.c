@@ -5,6 +5,7 @@
  * it - blocking, or as a work handle.
  */
 #include "comm/comm_impl.h"
+#include "comm/comm_dispatch.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +19,15 @@
 /* All-reduces whose direct exchange moves at most this much per rank, on
  * more than 2 and at most DT_DIRECT_MAX_RANKS ranks, go in one round. */
 #define DT_DIRECT_ALLREDUCE_BYTES (16 * 1024)
-#define DT_DIRECT_MAX_RANKS 8
+#define DT_DIRECT_MAX_RANKS       8
 /* All-gathers of at most this many bytes in total, same rank range, too. */
 #define DT_DIRECT_ALLGATHER_BYTES (16 * 1024)
-#define DT_SMALL_BROADCAST_BYTES (256 * 1024)
-/* All-to-alls with blocks of at least this many bytes use same-host copies. */
-#define DT_PEER_COPY_ALLTOALL_BYTES (64 * 1024)
+#define DT_SMALL_BROADCAST_BYTES  (256 * 1024)
+/* Broadcasts up to this size on at most DT_DIRECT_MAX_RANKS go root-to-all. */
+#define DT_DIRECT_BROADCAST_BYTES (32 * 1024)
+/* All-to-alls and all-gathers whose blocks all have at least this many
+ * bytes use same-host copies (one copy per byte, no transport). */
+#define DT_PEER_COPY_BYTES (64 * 1024)
 
 int dt_comm_rank(const dt_comm *comm)
 {
@@ -44,13 +48,29 @@ void dt_comm_destroy(dt_comm *comm)
 {
     if (comm != NULL) {
         dt__work_drop_spare(comm);
+        free(comm->algo);
         comm->ops->destroy(comm);
     }
 }
 
+dt_status dt_comm_set_algo(dt_comm *comm, const char *spec)
+{
+    if (comm == NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_comm_set_algo: argument 'comm' is NULL");
+    if (spec == NULL)
+        spec = dt__config_str("DT_ALGO");
+    char *copy = NULL;
+    if (spec != NULL && spec[0] != '\0' && (copy = strdup(spec)) == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "dt_comm_set_algo: no memory for '%s'", spec);
+    free(comm->algo);
+    comm->algo = copy;
+    comm->algo_loaded = true;
+    return DT_OK;
+}
+
 /* ------------------------------------------------------------ validation */
 
-static dt_status check_dtype(const char *fn, dt_dtype dtype)
+dt_status dt__comm_check_dtype(const char *fn, dt_dtype dtype)
 {
     if (dt_dtype_size(dtype) == 0)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: invalid dtype %d", fn, (int)dtype);
@@ -59,7 +79,7 @@ static dt_status check_dtype(const char *fn, dt_dtype dtype)
 
 static dt_status check_reduce(const char *fn, dt_dtype dtype, dt_reduce_op op)
 {
-    DT_CHECK(check_dtype(fn, dtype));
+    DT_CHECK(dt__comm_check_dtype(fn, dtype));
     if ((int)op < 0 || op >= DT_REDUCE_OP_COUNT)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: invalid reduce op %d", fn, (int)op);
     if (!dt__reduce_supported(dtype, op))
@@ -79,7 +99,7 @@ static dt_status check_buf(const char *fn, const char *name, const void *p, size
     return DT_OK;
 }
 
-static dt_status check_comm(const char *fn, const dt_comm *comm)
+dt_status dt__comm_check_comm(const char *fn, const dt_comm *comm)
 {
     if (comm == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'comm' is NULL", fn);
@@ -89,9 +109,11 @@ static dt_status check_comm(const char *fn, const dt_comm *comm)
 /* ------------------------------------------------------------ algorithm choice */
 
 /* The algorithm DT_ALGO forces for @p coll ("allreduce"), or NULL. */
-static const char *forced_algo(const char *coll, char *buf, size_t cap)
+const char *dt__comm_forced_algo(dt_comm *comm, const char *coll, char *buf, size_t cap)
 {
-    const char *spec = dt__config_str("DT_ALGO");
+    if (!comm->algo_loaded) /* once per comm: getenv was 8% of a small collective */
+        dt_comm_set_algo(comm, NULL);
+    const char *spec = comm->algo;
     if (spec == NULL || spec[0] == '\0')
         return NULL;
     size_t clen = strlen(coll);
@@ -109,14 +131,14 @@ static const char *forced_algo(const char *coll, char *buf, size_t cap)
     return NULL;
 }
 
-static dt_status unknown_algo(const char *coll, const char *algo)
+dt_status dt__comm_unknown_algo(const char *coll, const char *algo)
 {
     return DT_ERR(DT_ERR_INVALID_ARG, "DT_ALGO: unknown %s algorithm '%s'", coll, algo);
 }
 
 /* ------------------------------------------------------------ running */
 
-static dt_status run(dt_comm *comm, const char *what, dt__sched *s, dt_work **work)
+dt_status dt__comm_run(dt_comm *comm, const char *what, dt__sched *s, dt_work **work)
 {
     dt_work *w = NULL;
     DT_CHECK(dt__work_start(comm, what, s, &w));
@@ -129,7 +151,7 @@ static dt_status run(dt_comm *comm, const char *what, dt__sched *s, dt_work **wo
     return st;
 }
 
-static void sched_for(dt__sched *s, const dt_comm *comm, dt_dtype dtype, dt_reduce_op op)
+void dt__comm_sched_for(dt__sched *s, const dt_comm *comm, dt_dtype dtype, dt_reduce_op op)
 {
     dt__sched_init(s, dtype, op);
     if (op == DT_REDUCE_OP_AVG)
@@ -146,13 +168,26 @@ static bool all_empty(const size_t *counts, int n)
     return true;
 }
 
+/* Whether a collective of blocks of at least @p block_bytes (the same on
+ * every rank, so all decide alike) goes by same-host copies: when the comm
+ * allows them, and @p algo (the forced choice, or NULL) is peer_copy or
+ * leaves it to the size. */
+static bool by_peer_copy(dt_comm *comm, const char *algo, size_t block_bytes)
+{
+    if (comm->size < 2 || comm->ops->peer_copy == NULL || !comm->ops->peer_copy_ok(comm))
+        return false;
+    if (algo != NULL)
+        return strcmp(algo, "peer_copy") == 0;
+    return block_bytes >= DT_PEER_COPY_BYTES;
+}
+
 /* ------------------------------------------------------------ all-reduce */
 
 dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t count,
                             dt_dtype dtype, dt_reduce_op op, dt_work **work)
 {
     static const char fn[] = "dt_comm_allreduce";
-    DT_CHECK(check_comm(fn, comm));
+    DT_CHECK(dt__comm_check_comm(fn, comm));
     DT_CHECK(check_reduce(fn, dtype, op));
     DT_CHECK(check_buf(fn, "send", send, count, dtype));
     DT_CHECK(check_buf(fn, "recv", recv, count, dtype));
@@ -160,20 +195,21 @@ dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t 
         return comm->ops->allreduce(comm, send, recv, count, dtype, op, work);
 
     dt__sched s;
-    sched_for(&s, comm, dtype, op);
+    dt__comm_sched_for(&s, comm, dtype, op);
     size_t bytes = count * dt_dtype_size(dtype);
     if (comm->size == 1 || count == 0) {
         dt__sched_copy(&s, recv, send, bytes);
-        return run(comm, fn, &s, work);
+        return dt__comm_run(comm, fn, &s, work);
     }
     char name[32];
-    const char *algo = forced_algo("allreduce", name, sizeof(name));
+    const char *algo = dt__comm_forced_algo(comm, "allreduce", name, sizeof(name));
     if (algo == NULL && comm->size > 2 && comm->size <= DT_DIRECT_MAX_RANKS &&
         bytes * (size_t)(comm->size - 1) <= DT_DIRECT_ALLREDUCE_BYTES)
         algo = "direct";
     if (algo == NULL)
         algo = (bytes <= DT_SMALL_ALLREDUCE_BYTES || count < (size_t)comm->size)
-                   ? "recursive_doubling" : "ring";
+                   ? "recursive_doubling"
+                   : "ring";
     dt_status st;
     if (strcmp(algo, "direct") == 0)
         st = dt__algo_allreduce_direct(comm, send, recv, count, &s);
@@ -182,19 +218,18 @@ dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t 
     else if (strcmp(algo, "recursive_doubling") == 0 || strcmp(algo, "rd") == 0)
         st = dt__algo_allreduce_recursive_doubling(comm, send, recv, count, &s);
     else
-        st = unknown_algo("allreduce", algo);
+        st = dt__comm_unknown_algo("allreduce", algo);
     if (st != DT_OK) {
         dt__sched_free(&s);
         return st;
     }
-    return run(comm, fn, &s, work);
+    return dt__comm_run(comm, fn, &s, work);
 }
 
 /* ------------------------------------------------------------ all-gather */
 
 /* counts/displs arrays of @p n entries (equal counts; packed displacements). */
-static dt_status equal_counts(const char *fn, int n, size_t count, size_t **counts,
-                              size_t **displs)
+static dt_status equal_counts(const char *fn, int n, size_t count, size_t **counts, size_t **displs)
 {
     size_t *c = malloc(2 * (size_t)n * sizeof(*c));
     if (c == NULL)
@@ -208,6 +243,25 @@ static dt_status equal_counts(const char *fn, int n, size_t count, size_t **coun
     return DT_OK;
 }
 
+/* An all-gather(v) as dt_comm_alltoallw: my block to everyone, block q of
+ * recv from rank q (in place, my own block is already there). */
+static dt_status allgather_as_blocks(dt_comm *comm, const void *send, void *recv,
+                                     const size_t *counts, const size_t *displs, dt_dtype dtype,
+                                     dt_work **work)
+{
+    size_t p = (size_t)comm->size, me = (size_t)comm->rank;
+    dt_comm_block *blk = malloc(2 * p * sizeof(*blk));
+    if (blk == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "dt_comm_allgather: no memory for %zu blocks", 2 * p);
+    for (size_t q = 0; q < p; q++) {
+        blk[q] = (dt_comm_block){0, 1, counts[me], counts[me]};
+        blk[p + q] = (dt_comm_block){displs[q], 1, counts[q], counts[q]};
+    }
+    dt_status st = dt_comm_alltoallw(comm, send, blk, recv, blk + p, dtype, work);
+    free(blk);
+    return st;
+}
+
 static dt_status allgatherv_impl(const char *fn, dt_comm *comm, const void *send, void *recv,
                                  const size_t *counts, const size_t *displs, dt_dtype dtype,
                                  dt_work **work)
@@ -215,19 +269,24 @@ static dt_status allgatherv_impl(const char *fn, dt_comm *comm, const void *send
     if (comm->size > 1 && comm->ops->allgatherv != NULL)
         return comm->ops->allgatherv(comm, send, recv, counts, displs, dtype, work);
     char name[32];
-    const char *algo = forced_algo("allgather", name, sizeof(name));
-    if (algo != NULL && strcmp(algo, "ring") != 0 && strcmp(algo, "direct") != 0)
-        return unknown_algo("allgather", algo);
-    size_t total = 0;
-    for (int i = 0; i < comm->size; i++)
+    const char *algo = dt__comm_forced_algo(comm, "allgather", name, sizeof(name));
+    if (algo != NULL && strcmp(algo, "ring") != 0 && strcmp(algo, "direct") != 0 &&
+        strcmp(algo, "peer_copy") != 0)
+        return dt__comm_unknown_algo("allgather", algo);
+    size_t total = 0, least = SIZE_MAX;
+    for (int i = 0; i < comm->size; i++) {
         total += counts[i];
+        least = counts[i] < least ? counts[i] : least;
+    }
+    if (by_peer_copy(comm, algo, least * dt_dtype_size(dtype)))
+        return allgather_as_blocks(comm, send, recv, counts, displs, dtype, work);
     if (algo == NULL && comm->size > 2 && comm->size <= DT_DIRECT_MAX_RANKS &&
         total * dt_dtype_size(dtype) <= DT_DIRECT_ALLGATHER_BYTES)
         algo = "direct";
     dt__sched s;
-    sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
+    dt__comm_sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
     if (total == 0)
-        return run(comm, fn, &s, work);
+        return dt__comm_run(comm, fn, &s, work);
     dt_status st = (algo != NULL && strcmp(algo, "direct") == 0)
                        ? dt__algo_allgatherv_direct(comm, send, recv, counts, displs, &s)
                        : dt__algo_allgatherv_ring(comm, send, recv, counts, displs, &s);
@@ -235,15 +294,15 @@ static dt_status allgatherv_impl(const char *fn, dt_comm *comm, const void *send
         dt__sched_free(&s);
         return st;
     }
-    return run(comm, fn, &s, work);
+    return dt__comm_run(comm, fn, &s, work);
 }
 
 dt_status dt_comm_allgather(dt_comm *comm, const void *send, void *recv, size_t count,
                             dt_dtype dtype, dt_work **work)
 {
     static const char fn[] = "dt_comm_allgather";
-    DT_CHECK(check_comm(fn, comm));
-    DT_CHECK(check_dtype(fn, dtype));
+    DT_CHECK(dt__comm_check_comm(fn, comm));
+    DT_CHECK(dt__comm_check_dtype(fn, dtype));
     DT_CHECK(check_buf(fn, "send", send, count, dtype));
     DT_CHECK(check_buf(fn, "recv", recv, count * (size_t)comm->size, dtype));
     size_t *counts = NULL, *displs = NULL;
@@ -253,13 +312,12 @@ dt_status dt_comm_allgather(dt_comm *comm, const void *send, void *recv, size_t 
     return st;
 }
 
-dt_status dt_comm_allgatherv(dt_comm *comm, const void *send, void *recv,
-                             const size_t *recv_counts, const size_t *displs, dt_dtype dtype,
-                             dt_work **work)
+dt_status dt_comm_allgatherv(dt_comm *comm, const void *send, void *recv, const size_t *recv_counts,
+                             const size_t *displs, dt_dtype dtype, dt_work **work)
 {
     static const char fn[] = "dt_comm_allgatherv";
-    DT_CHECK(check_comm(fn, comm));
-    DT_CHECK(check_dtype(fn, dtype));
+    DT_CHECK(dt__comm_check_comm(fn, comm));
+    DT_CHECK(dt__comm_check_dtype(fn, dtype));
     if (recv_counts == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'recv_counts' is NULL", fn);
     for (int i = 0; i < comm->size; i++)
@@ -282,37 +340,37 @@ dt_status dt_comm_allgatherv(dt_comm *comm, const void *send, void *recv,
 
 /* ------------------------------------------------------------ reduce-scatter */
 
-static dt_status reduce_scatterv_impl(const char *fn, dt_comm *comm, const void *send,
-                                      void *recv, const size_t *counts, dt_dtype dtype,
-                                      dt_reduce_op op, dt_work **work)
+static dt_status reduce_scatterv_impl(const char *fn, dt_comm *comm, const void *send, void *recv,
+                                      const size_t *counts, dt_dtype dtype, dt_reduce_op op,
+                                      dt_work **work)
 {
     if (comm->size > 1 && comm->ops->reduce_scatterv != NULL)
         return comm->ops->reduce_scatterv(comm, send, recv, counts, dtype, op, work);
     dt__sched s;
-    sched_for(&s, comm, dtype, op);
+    dt__comm_sched_for(&s, comm, dtype, op);
     if (comm->size == 1 || all_empty(counts, comm->size)) {
         dt__sched_copy(&s, recv, send, counts[0] * dt_dtype_size(dtype));
-        return run(comm, fn, &s, work);
+        return dt__comm_run(comm, fn, &s, work);
     }
     char name[32];
-    const char *algo = forced_algo("reduce_scatter", name, sizeof(name));
+    const char *algo = dt__comm_forced_algo(comm, "reduce_scatter", name, sizeof(name));
     if (algo != NULL && strcmp(algo, "ring") != 0) {
         dt__sched_free(&s);
-        return unknown_algo("reduce_scatter", algo);
+        return dt__comm_unknown_algo("reduce_scatter", algo);
     }
     dt_status st = dt__algo_reduce_scatterv_ring(comm, send, recv, counts, &s);
     if (st != DT_OK) {
         dt__sched_free(&s);
         return st;
     }
-    return run(comm, fn, &s, work);
+    return dt__comm_run(comm, fn, &s, work);
 }
 
 dt_status dt_comm_reduce_scatter(dt_comm *comm, const void *send, void *recv, size_t count,
                                  dt_dtype dtype, dt_reduce_op op, dt_work **work)
 {
     static const char fn[] = "dt_comm_reduce_scatter";
-    DT_CHECK(check_comm(fn, comm));
+    DT_CHECK(dt__comm_check_comm(fn, comm));
     DT_CHECK(check_reduce(fn, dtype, op));
     DT_CHECK(check_buf(fn, "send", send, count * (size_t)comm->size, dtype));
     DT_CHECK(check_buf(fn, "recv", recv, count, dtype));
@@ -328,7 +386,7 @@ dt_status dt_comm_reduce_scatterv(dt_comm *comm, const void *send, void *recv,
                                   dt_work **work)
 {
     static const char fn[] = "dt_comm_reduce_scatterv";
-    DT_CHECK(check_comm(fn, comm));
+    DT_CHECK(dt__comm_check_comm(fn, comm));
     DT_CHECK(check_reduce(fn, dtype, op));
     if (recv_counts == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'recv_counts' is NULL", fn);
@@ -340,39 +398,24 @@ dt_status dt_comm_reduce_scatterv(dt_comm *comm, const void *send, void *recv,
 
 /* ------------------------------------------------------------ all-to-all */
 
-static dt_status alltoallv_impl(const char *fn, dt_comm *comm, const void *send,
-                                const size_t *sc, const size_t *sd, void *recv,
-                                const size_t *rc, const size_t *rd, dt_dtype dtype,
-                                dt_work **work)
+static dt_status alltoallv_impl(const char *fn, dt_comm *comm, const void *send, const size_t *sc,
+                                const size_t *sd, void *recv, const size_t *rc, const size_t *rd,
+                                dt_dtype dtype, dt_work **work)
 {
     if (comm->size > 1 && comm->ops->alltoallv != NULL)
         return comm->ops->alltoallv(comm, send, sc, sd, recv, rc, rd, dtype, work);
     char name[32];
-    const char *algo = forced_algo("alltoall", name, sizeof(name));
+    const char *algo = dt__comm_forced_algo(comm, "alltoall", name, sizeof(name));
     if (algo != NULL && strcmp(algo, "pairwise") != 0)
-        return unknown_algo("alltoall", algo);
+        return dt__comm_unknown_algo("alltoall", algo);
     dt__sched s;
-    sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
+    dt__comm_sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
     dt_status st = dt__algo_alltoallv_pairwise(comm, send, sc, sd, recv, rc, rd, &s);
     if (st != DT_OK) {
         dt__sched_free(&s);
         return st;
     }
-    return run(comm, fn, &s, work);
-}
-
-/* Equal blocks of at least @p block_bytes (the same on every rank, so all
- * decide alike) go by same-host copies when the comm allows them, unless
- * DT_ALGO=alltoall:pairwise. */
-static bool alltoall_by_peer_copy(dt_comm *comm, size_t block_bytes)
-{
-    char name[32];
-    const char *algo = forced_algo("alltoall", name, sizeof(name));
-    if (comm->size < 2 || comm->ops->peer_copy == NULL || !comm->ops->peer_copy_ok(comm))
-        return false;
-    if (algo != NULL)
-        return strcmp(algo, "peer_copy") == 0;
-    return block_bytes >= DT_PEER_COPY_ALLTOALL_BYTES;
+    return dt__comm_run(comm, fn, &s, work);
 }
 
 /* dt_comm_alltoall as contiguous blocks of dt_comm_alltoallw. */
@@ -393,23 +436,25 @@ dt_status dt_comm_alltoall(dt_comm *comm, const void *send, void *recv, size_t c
                            dt_dtype dtype, dt_work **work)
 {
     static const char fn[] = "dt_comm_alltoall";
-    DT_CHECK(check_comm(fn, comm));
-    DT_CHECK(check_dtype(fn, dtype));
+    DT_CHECK(dt__comm_check_comm(fn, comm));
+    DT_CHECK(dt__comm_check_dtype(fn, dtype));
     DT_CHECK(check_buf(fn, "send", send, count * (size_t)comm->size, dtype));
     DT_CHECK(check_buf(fn, "recv", recv, count * (size_t)comm->size, dtype));
     if (send == recv && count > 0 && comm->size > 1)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: in-place (send == recv) is not supported", fn);
     if (count == 0 && comm->ops->alltoallv == NULL) { /* nothing moves anywhere (as in MPI) */
         dt__sched s;
-        sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
-        return run(comm, fn, &s, work);
+        dt__comm_sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
+        return dt__comm_run(comm, fn, &s, work);
     }
-    if (alltoall_by_peer_copy(comm, count * dt_dtype_size(dtype)))
+    char name[32];
+    if (by_peer_copy(comm, dt__comm_forced_algo(comm, "alltoall", name, sizeof(name)),
+                     count * dt_dtype_size(dtype)))
         return alltoall_as_blocks(comm, send, recv, count, dtype, work);
     size_t *counts = NULL, *displs = NULL;
     DT_CHECK(equal_counts(fn, comm->size, count, &counts, &displs));
-    dt_status st = alltoallv_impl(fn, comm, send, counts, displs, recv, counts, displs, dtype,
-                                  work);
+    dt_status st =
+        alltoallv_impl(fn, comm, send, counts, displs, recv, counts, displs, dtype, work);
     free(counts);
     return st;
 }
@@ -419,106 +464,21 @@ dt_status dt_comm_alltoallv(dt_comm *comm, const void *send, const size_t *send_
                             const size_t *recv_displs, dt_dtype dtype, dt_work **work)
 {
     static const char fn[] = "dt_comm_alltoallv";
-    DT_CHECK(check_comm(fn, comm));
-    DT_CHECK(check_dtype(fn, dtype));
-    if (send_counts == NULL || send_displs == NULL || recv_counts == NULL ||
-        recv_displs == NULL)
+    DT_CHECK(dt__comm_check_comm(fn, comm));
+    DT_CHECK(dt__comm_check_dtype(fn, dtype));
+    if (send_counts == NULL || send_displs == NULL || recv_counts == NULL || recv_displs == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: counts and displacements must not be NULL", fn);
     for (int i = 0; i < comm->size; i++) {
         DT_CHECK(check_buf(fn, "send", send, send_counts[i], dtype));
         DT_CHECK(check_buf(fn, "recv", recv, recv_counts[i], dtype));
     }
     if (send_counts[comm->rank] != recv_counts[comm->rank])
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: rank %d sends itself %zu elements but expects "
-                      "%zu", fn, comm->rank, send_counts[comm->rank], recv_counts[comm->rank]);
-    return alltoallv_impl(fn, comm, send, send_counts, send_displs, recv, recv_counts,
-                          recv_displs, dtype, work);
-}
-
-/* ------------------------------------------------------------ all-to-all of 2-D blocks */
-
-/* @p b (elements) as bytes at its absolute address in @p base; checked. */
-static dt_status block_bytes(const char *fn, const char *what, int q, const void *base,
-                             const dt_comm_block *b, size_t esz, dt__block2d *out)
-{
-    if (b->rows > 1 && b->stride < b->row_count)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s block %d has stride %zu < row_count %zu", fn,
-                      what, q, b->stride, b->row_count);
-    if (b->rows > 0 && b->row_count > 0 &&
-        (b->row_count > SIZE_MAX / 16 / esz || b->rows > SIZE_MAX / 16 / esz / b->row_count ||
-         b->stride > SIZE_MAX / 16 / esz / b->rows || b->offset > SIZE_MAX / 16 / esz))
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s block %d (%zu rows of %zu, stride %zu) is "
-                      "too large", fn, what, q, b->rows, b->row_count, b->stride);
-    bool empty = b->rows == 0 || b->row_count == 0;
-    if (!empty && base == NULL)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s is NULL but block %d holds %zu x %zu "
-                      "elements", fn, what, q, b->rows, b->row_count);
-    *out = (dt__block2d){.addr = empty ? 0 : (uint64_t)(uintptr_t)((const char *)base +
-                                                                  b->offset * esz),
-                         .rows = empty ? 0 : b->rows,
-                         .row_bytes = empty ? 0 : b->row_count * esz,
-                         .pitch = b->stride * esz};
-    return DT_OK;
-}
-
-/* Same-host copies when the backend reaches every member so, else packing;
- * DT_ALGO=alltoallw:pack|peer_copy forces one. */
-static dt_status alltoallw_sched(dt_comm *comm, const dt__block2d *send,
-                                 const dt__block2d *recv, dt__sched *s)
-{
-    bool can_copy = comm->size > 1 && comm->ops->peer_copy != NULL &&
-                    comm->ops->peer_copy_ok(comm);
-    char name[32];
-    const char *algo = forced_algo("alltoallw", name, sizeof(name));
-    if (algo == NULL)
-        algo = can_copy ? "peer_copy" : "pack";
-    if (strcmp(algo, "pack") == 0)
-        return dt__algo_alltoallw_pack(comm, send, recv, s);
-    if (strcmp(algo, "peer_copy") != 0)
-        return unknown_algo("alltoallw", algo);
-    if (!can_copy)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "DT_ALGO: alltoallw:peer_copy needs every rank of "
-                      "the comm on this host with cross-memory attach (DT_CMA not 0)");
-    return dt__algo_alltoallw_peer_copy(comm, send, recv, s);
-}
-
-dt_status dt_comm_alltoallw(dt_comm *comm, const void *send, const dt_comm_block *send_blocks,
-                            void *recv, const dt_comm_block *recv_blocks, dt_dtype dtype,
-                            dt_work **work)
-{
-    static const char fn[] = "dt_comm_alltoallw";
-    DT_CHECK(check_comm(fn, comm));
-    DT_CHECK(check_dtype(fn, dtype));
-    if (send_blocks == NULL || recv_blocks == NULL)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: send_blocks and recv_blocks must not be NULL", fn);
-    if (comm->ops->alltoallv != NULL && comm->ops->peer_copy == NULL)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: the %s backend has no 2-D all-to-all (use "
-                      "dt_comm_alltoallv on packed blocks)", fn, comm->ops->name);
-    size_t esz = dt_dtype_size(dtype), p = (size_t)comm->size;
-    dt__block2d *blk = malloc(2 * p * sizeof(*blk));
-    if (blk == NULL)
-        return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for %zu block descriptors", fn, 2 * p);
-    dt_status st = DT_OK;
-    for (size_t q = 0; q < p && st == DT_OK; q++) {
-        st = block_bytes(fn, "send", (int)q, send, &send_blocks[q], esz, &blk[q]);
-        if (st == DT_OK)
-            st = block_bytes(fn, "recv", (int)q, recv, &recv_blocks[q], esz, &blk[p + q]);
-    }
-    int me = comm->rank;
-    if (st == DT_OK && blk[me].rows * blk[me].row_bytes != blk[p + me].rows * blk[p + me].row_bytes)
-        st = DT_ERR(DT_ERR_INVALID_ARG, "%s: rank %d sends itself %zu x %zu elements but "
-                    "expects %zu x %zu", fn, me, send_blocks[me].rows, send_blocks[me].row_count,
-                    recv_blocks[me].rows, recv_blocks[me].row_count);
-    dt__sched s;
-    sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
-    if (st == DT_OK)
-        st = alltoallw_sched(comm, blk, blk + p, &s);
-    free(blk);
-    if (st != DT_OK) {
-        dt__sched_free(&s);
-        return st;
-    }
-    return run(comm, fn, &s, work);
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "%s: rank %d sends itself %zu elements but expects "
+                      "%zu",
+                      fn, comm->rank, send_counts[comm->rank], recv_counts[comm->rank]);
+    return alltoallv_impl(fn, comm, send, send_counts, send_displs, recv, recv_counts, recv_displs,
+                          dtype, work);
 }
 
 /* ------------------------------------------------------------ broadcast, barrier */
@@ -527,8 +487,8 @@ dt_status dt_comm_broadcast(dt_comm *comm, void *buf, size_t count, dt_dtype dty
                             dt_work **work)
 {
     static const char fn[] = "dt_comm_broadcast";
-    DT_CHECK(check_comm(fn, comm));
-    DT_CHECK(check_dtype(fn, dtype));
+    DT_CHECK(dt__comm_check_comm(fn, comm));
+    DT_CHECK(dt__comm_check_dtype(fn, dtype));
     DT_CHECK(check_buf(fn, "buf", buf, count, dtype));
     if (root < 0 || root >= comm->size)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: root %d is not a rank of a comm of size %d", fn,
@@ -536,40 +496,44 @@ dt_status dt_comm_broadcast(dt_comm *comm, void *buf, size_t count, dt_dtype dty
     if (comm->size > 1 && comm->ops->broadcast != NULL)
         return comm->ops->broadcast(comm, buf, count, dtype, root, work);
     dt__sched s;
-    sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
+    dt__comm_sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
     if (comm->size == 1)
-        return run(comm, fn, &s, work);
+        return dt__comm_run(comm, fn, &s, work);
     char name[32];
-    const char *algo = forced_algo("broadcast", name, sizeof(name));
+    const char *algo = dt__comm_forced_algo(comm, "broadcast", name, sizeof(name));
     size_t bytes = count * dt_dtype_size(dtype);
+    if (algo == NULL && bytes <= DT_DIRECT_BROADCAST_BYTES && comm->size <= DT_DIRECT_MAX_RANKS)
+        algo = "direct";
     if (algo == NULL)
         algo = (bytes <= DT_SMALL_BROADCAST_BYTES) ? "binomial" : "pipeline";
     dt_status st;
-    if (strcmp(algo, "binomial") == 0)
+    if (strcmp(algo, "direct") == 0)
+        st = dt__algo_broadcast_direct(comm, buf, count, root, &s);
+    else if (strcmp(algo, "binomial") == 0)
         st = dt__algo_broadcast_binomial(comm, buf, count, root, &s);
     else if (strcmp(algo, "pipeline") == 0)
         st = dt__algo_broadcast_pipeline(comm, buf, count, root, &s);
     else
-        st = unknown_algo("broadcast", algo);
+        st = dt__comm_unknown_algo("broadcast", algo);
     if (st != DT_OK) {
         dt__sched_free(&s);
         return st;
     }
-    return run(comm, fn, &s, work);
+    return dt__comm_run(comm, fn, &s, work);
 }
 
 dt_status dt_comm_barrier(dt_comm *comm, dt_work **work)
 {
     static const char fn[] = "dt_comm_barrier";
-    DT_CHECK(check_comm(fn, comm));
+    DT_CHECK(dt__comm_check_comm(fn, comm));
     if (comm->size > 1 && comm->ops->barrier != NULL)
         return comm->ops->barrier(comm, work);
     dt__sched s;
-    sched_for(&s, comm, DT_DTYPE_U8, DT_REDUCE_OP_SUM);
+    dt__comm_sched_for(&s, comm, DT_DTYPE_U8, DT_REDUCE_OP_SUM);
     dt_status st = dt__algo_barrier_dissemination(comm, &s);
     if (st != DT_OK) {
         dt__sched_free(&s);
         return st;
     }
-    return run(comm, fn, &s, work);
+    return dt__comm_run(comm, fn, &s, work);
 }

@@ -78,6 +78,8 @@ struct dt_comm {
     uint32_t coll_seq; /* collectives issued on this comm (tags) */
     double timeout_s;  /* default deadline of an operation */
     dt_work *spare_work; /* a finished work block kept for reuse (work.c) */
+    char *algo;          /* forced algorithms: DT_ALGO or dt_comm_set_algo (owned) */
+    bool algo_loaded;    /* algo holds DT_ALGO's value (read at the first collective) */
 };
 
 /*
@@ -286,6 +288,8 @@ dt_status dt__algo_alltoallw_peer_copy(dt_comm *c, const dt__block2d *send,
                                        const dt__block2d *recv, dt__sched *s);
 /* Run one DT__OP_PEER_COPY: the side that moves the data, and the checks. */
 dt_status dt__peer_copy_run(dt_comm *c, const dt__op *op);
+dt_status dt__algo_broadcast_direct(dt_comm *c, void *buf, size_t count, int root,
+                                    dt__sched *s);
 dt_status dt__algo_broadcast_binomial(dt_comm *c, void *buf, size_t count, int root,
                                       dt__sched *s);
 dt_status dt__algo_broadcast_pipeline(dt_comm *c, void *buf, size_t count, int root,

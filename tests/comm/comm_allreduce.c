@@ -1,6 +1,6 @@
 /*
  * All-reduce on every dtype, reduce op and size (0, 1, 7, 4095, 1 MiB + 3
- * elements), with the automatic algorithm and each one forced via DT_ALGO,
+ * elements), with the automatic algorithm and each one forced (dt_comm_set_algo),
  * out of place and in place, blocking and non-blocking, against a reference
  * each rank computes locally.
  */
@@ -24,9 +24,9 @@ static void check_one(dt_comm *w, dt_dtype dt, dt_reduce_op op, size_t n, const 
         if (big && algos[a] != NULL && strcmp(algos[a], "allreduce:direct") == 0)
             continue; /* (p-1) x 4 MiB per rank; the automatic choice uses it for small only */
         if (algos[a] != NULL)
-            setenv("DT_ALGO", algos[a], 1);
+            CT_OK(dt_comm_set_algo(w, algos[a]));
         else
-            unsetenv("DT_ALGO");
+            CT_OK(dt_comm_set_algo(w, NULL));
         snprintf(what, sizeof(what), "allreduce %s %s n=%zu algo=%s", dt_reduce_op_name(op),
                  dt_dtype_name(dt), n, algos[a] ? algos[a] : "auto");
         ct_fill(send, n, 0, dt, rank, op);
@@ -42,7 +42,7 @@ static void check_one(dt_comm *w, dt_dtype dt, dt_reduce_op op, size_t n, const 
         dt_work_release(work);
         ct_expect_equal(recv, want, n, dt, what);
     }
-    unsetenv("DT_ALGO");
+    CT_OK(dt_comm_set_algo(w, NULL));
     free(send);
     free(recv);
 }
@@ -83,11 +83,11 @@ static void test_allreduce_bad_args(void **state)
                      DT_ERR_UNSUPPORTED);
     assert_int_equal(dt_comm_allreduce(NULL, x, x, 4, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL),
                      DT_ERR_INVALID_ARG);
-    setenv("DT_ALGO", "allreduce:bogus", 1);
+    CT_OK(dt_comm_set_algo(w, "allreduce:bogus"));
     assert_int_equal(dt_comm_allreduce(w, x, x, 4, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL),
                      DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "bogus"));
-    unsetenv("DT_ALGO");
+    CT_OK(dt_comm_set_algo(w, NULL));
     /* the comm still works afterwards */
     CT_OK(dt_comm_allreduce(w, x, x, 4, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL));
 }

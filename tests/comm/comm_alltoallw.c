@@ -1,6 +1,6 @@
 /*
  * dt_comm_alltoallw: 2-D block all-to-alls as a redistribute runs them, on
- * both paths (same-host peer copies and pack + pairwise, DT_ALGO forcing
+ * both paths (same-host peer copies and pack + pairwise, dt_comm_set_algo forcing
  * each), blocking and not, for uneven and empty blocks, with rows short
  * enough to be staged and long enough to be listed, in every dtype size.
  * A matrix G[i][j] = f(i * N + j) of M x N is split by rows over the ranks
@@ -49,10 +49,9 @@ static void plan(exchange *x, pattern pat)
             x->rb[q] = (dt_comm_block){qco, mr, qc, x->N};
         } else { /* I hold G[my rows, :] (mr x N) */
             x->sb[q] = (dt_comm_block){qco, mr, qc, x->N};
-            x->rb[q] = pat == ROWS_TO_COLS
-                           ? (dt_comm_block){qro * mc, qr, mc, mc}
-                           /* q's qr x mc elements, one per row, every third slot */
-                           : (dt_comm_block){3 * qro * mc, qr * mc, 1, 3};
+            x->rb[q] = pat == ROWS_TO_COLS ? (dt_comm_block){qro * mc, qr, mc, mc}
+                                           /* q's qr x mc elements, one per row, every third slot */
+                                           : (dt_comm_block){3 * qro * mc, qr * mc, 1, 3};
         }
     }
     x->in_n = pat == COLS_TO_ROWS ? x->M * mc : mr * x->N;
@@ -83,6 +82,8 @@ static void fill(const exchange *x, pattern pat, void *in, void *want)
             put(want, (pat == TO_GAPPED ? 3 : 1) * (i * mc + j), x->dt, i * x->N + mco + j);
 }
 
+static const char *current_algo = "auto"; /* for messages */
+
 static void run_case(size_t M, size_t N, dt_dtype dt, pattern pat, bool nonblocking)
 {
     dt_comm *w = dt_runtime_world(ct_rt);
@@ -97,8 +98,8 @@ static void run_case(size_t M, size_t N, dt_dtype dt, pattern pat, bool nonblock
         dt_work_release(work);
     }
     char what[160];
-    snprintf(what, sizeof(what), "alltoallw %zux%zu pattern %d %s (DT_ALGO=%s)", M, N, (int)pat,
-             nonblocking ? "non-blocking" : "blocking", getenv("DT_ALGO") ? getenv("DT_ALGO") : "");
+    snprintf(what, sizeof(what), "alltoallw %zux%zu pattern %d %s (algo %s)", M, N, (int)pat,
+             nonblocking ? "non-blocking" : "blocking", current_algo);
     ct_expect_equal(out, want, x.out_n, dt, what);
     free(in);
     free(out);
@@ -116,25 +117,32 @@ static void sweep(void)
                 run_case(shapes[s][0], shapes[s][1], dts[d], (pattern)pat, (s + d) % 2 == 1);
 }
 
+/* Force @p spec (NULL: the automatic choice) on the world. */
+static void use_algo(const char *spec)
+{
+    CT_OK(dt_comm_set_algo(dt_runtime_world(ct_rt), spec));
+    current_algo = spec != NULL ? spec : "auto";
+}
+
 static void test_default_path(void **state)
 {
     (void)state;
-    unsetenv("DT_ALGO");
+    use_algo(NULL);
     sweep();
 }
 
 static void test_pack_path(void **state)
 {
     (void)state;
-    setenv("DT_ALGO", "alltoallw:pack", 1);
+    use_algo("alltoallw:pack");
     sweep();
-    unsetenv("DT_ALGO");
+    use_algo(NULL);
 }
 
 static void test_peer_copy_path(void **state)
 {
     (void)state;
-    setenv("DT_ALGO", "alltoallw:peer_copy", 1);
+    use_algo("alltoallw:peer_copy");
     dt_comm *w = dt_runtime_world(ct_rt);
     float a = 1, b = 0;
     dt_comm_block one = {0, 1, 1, 1}, none = {0, 0, 0, 0};
@@ -145,13 +153,13 @@ static void test_peer_copy_path(void **state)
     dt_status st = dt_comm_alltoallw(w, &a, sb, &b, rb, DT_DTYPE_F32, NULL);
     if (st == DT_ERR_UNSUPPORTED) { /* no cross-memory attach here (ptrace rules) */
         print_message("peer copies unavailable: %s\n", dt_last_error());
-        unsetenv("DT_ALGO");
+        use_algo(NULL);
         skip();
     }
     CT_OK(st);
     assert_true(b == 1.0f);
     sweep();
-    unsetenv("DT_ALGO");
+    use_algo(NULL);
 }
 
 /* Rank 0 sends rank 1 one element fewer than rank 1 expects: with peer
@@ -162,7 +170,7 @@ static void test_size_mismatch(void **state)
     (void)state;
     dt_comm *w = dt_runtime_world(ct_rt);
     const int p = dt_comm_size(w), me = dt_comm_rank(w);
-    setenv("DT_ALGO", "alltoallw:peer_copy", 1);
+    CT_OK(dt_comm_set_algo(w, "alltoallw:peer_copy"));
     float in[64] = {0}, out[64];
     dt_comm_block sb[16], rb[16];
     for (int q = 0; q < p; q++) {
@@ -172,12 +180,13 @@ static void test_size_mismatch(void **state)
     if (me == 0)
         sb[1].row_count = 3;
     dt_status st = dt_comm_alltoallw(w, in, sb, out, rb, DT_DTYPE_F32, NULL);
-    unsetenv("DT_ALGO");
+    CT_OK(dt_comm_set_algo(w, NULL));
     if (st == DT_ERR_UNSUPPORTED)
         skip();
     assert_int_equal(st, DT_ERR_INVALID_ARG);
     if (me <= 1)
-        assert_non_null(strstr(dt_last_error(), "rank 0 sends 12 bytes to rank 1, which expects 16"));
+        assert_non_null(
+            strstr(dt_last_error(), "rank 0 sends 12 bytes to rank 1, which expects 16"));
     CT_OK(dt_comm_barrier(w, NULL)); /* the comm is still usable for a clean exit */
 }
 
@@ -191,8 +200,7 @@ static void test_bad_blocks(void **state)
     for (int q = 0; q < p; q++)
         sb[q] = rb[q] = (dt_comm_block){(size_t)q * 4, 2, 2, 2};
     sb[p - 1].stride = 1;
-    assert_int_equal(dt_comm_alltoallw(w, in, sb, out, rb, DT_DTYPE_F32, NULL),
-                     DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_comm_alltoallw(w, in, sb, out, rb, DT_DTYPE_F32, NULL), DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "stride 1 < row_count 2"));
     assert_int_equal(dt_comm_alltoallw(w, in, NULL, out, rb, DT_DTYPE_F32, NULL),
                      DT_ERR_INVALID_ARG);
@@ -201,7 +209,7 @@ static void test_bad_blocks(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_default_path), cmocka_unit_test(test_pack_path),
+        cmocka_unit_test(test_default_path),   cmocka_unit_test(test_pack_path),
         cmocka_unit_test(test_peer_copy_path), cmocka_unit_test(test_size_mismatch),
         cmocka_unit_test(test_bad_blocks),
     };

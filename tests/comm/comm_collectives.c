@@ -256,19 +256,20 @@ static void test_broadcast(void **state)
     (void)state;
     dt_comm *w = dt_runtime_world(ct_rt);
     const int p = dt_comm_size(w), me = dt_comm_rank(w);
-    static const char *const algos[] = {NULL, "broadcast:binomial", "broadcast:pipeline"};
+    static const char *const algos[] = {NULL, "broadcast:binomial", "broadcast:pipeline",
+                                        "broadcast:direct"};
     char what[128];
     for (size_t d = 0; d < CT_NDTYPES; d++) {
         dt_dtype dt = ct_dtypes[d];
         for (size_t s = 0; s < CT_NSIZES; s++) {
             size_t n = ct_sizes[s];
             void *buf = ct_alloc(n, dt), *want = ct_alloc(n, dt);
-            for (size_t a = 0; a < 3; a++) {
+            for (size_t a = 0; a < 4; a++) {
                 int root = (int)(a + s) % p;
                 if (algos[a])
-                    setenv("DT_ALGO", algos[a], 1);
+                    CT_OK(dt_comm_set_algo(w, algos[a]));
                 else
-                    unsetenv("DT_ALGO");
+                    CT_OK(dt_comm_set_algo(w, NULL));
                 ct_fill(want, n, 0, dt, 100 + root, DT_REDUCE_OP_SUM);
                 if (me == root)
                     ct_fill(buf, n, 0, dt, 100 + root, DT_REDUCE_OP_SUM);
@@ -286,7 +287,7 @@ static void test_broadcast(void **state)
                 if (n > 100000 && a == 0)
                     break; /* the large size once, with the automatic (pipeline) choice */
             }
-            unsetenv("DT_ALGO");
+            CT_OK(dt_comm_set_algo(w, NULL));
             free(buf);
             free(want);
         }

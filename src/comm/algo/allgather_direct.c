@@ -9,8 +9,8 @@
 
 #include "comm/algo/algo_util.h"
 
-dt_status dt__algo_allgatherv_direct(dt_comm *c, const void *send, void *recv,
-                                     const size_t *counts, const size_t *displs, dt__sched *s)
+dt_status dt__algo_allgatherv_direct(dt_comm *c, const void *send, void *recv, const size_t *counts,
+                                     const size_t *displs, dt__sched *s)
 {
     const int p = c->size, r = c->rank;
     const size_t esz = dt_dtype_size(s->dtype);

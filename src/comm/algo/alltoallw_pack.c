@@ -16,8 +16,10 @@ static dt__block2d staged(const dt__block2d *b, char *buf, size_t *cursor)
     uint64_t bytes = b->rows * b->row_bytes;
     if (dt__block2d_runs(b) <= 1)
         return (dt__block2d){.addr = b->addr, .rows = 1, .row_bytes = bytes, .pitch = bytes};
-    dt__block2d d = {.addr = (uint64_t)(uintptr_t)(buf + *cursor), .rows = 1,
-                     .row_bytes = bytes, .pitch = bytes};
+    dt__block2d d = {.addr = (uint64_t)(uintptr_t)(buf + *cursor),
+                     .rows = 1,
+                     .row_bytes = bytes,
+                     .pitch = bytes};
     *cursor += bytes;
     return d;
 }

@@ -14,8 +14,8 @@
 
 #include "comm/algo/algo_util.h"
 
-dt_status dt__algo_alltoallw_peer_copy(dt_comm *c, const dt__block2d *send,
-                                       const dt__block2d *recv, dt__sched *s)
+dt_status dt__algo_alltoallw_peer_copy(dt_comm *c, const dt__block2d *send, const dt__block2d *recv,
+                                       dt__sched *s)
 {
     const int p = c->size, r = c->rank;
     /* scratch: mine[2q] / mine[2q+1] = what I send q / where q's block lands,

@@ -7,8 +7,7 @@
 
 #include "comm/algo/algo_util.h"
 
-dt_status dt__algo_broadcast_binomial(dt_comm *c, void *buf, size_t count, int root,
-                                      dt__sched *s)
+dt_status dt__algo_broadcast_binomial(dt_comm *c, void *buf, size_t count, int root, dt__sched *s)
 {
     const int p = c->size;
     const int vr = dt__mod(c->rank - root, p);

@@ -69,7 +69,7 @@ dt_status dt__algo_reduce_scatterv_ring(dt_comm *c, const void *send, void *recv
             if (inplace) { /* recv already holds our contribution */
                 dt__sched_recv(s, rbase + r0 * esz, rn * esz, left);
                 dt__sched_reduce(s, dst, rbase + r0 * esz, rn);
-            } else {       /* the last partial lands in recv, ours is folded in */
+            } else { /* the last partial lands in recv, ours is folded in */
                 dt__sched_recv(s, dst, rn * esz, left);
                 dt__sched_reduce(s, dst, mine, rn);
             }

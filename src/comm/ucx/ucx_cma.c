@@ -18,12 +18,12 @@
 #include "core/error.h"
 #include "core/log.h"
 
-#define DT_UCX_CMA_MAGIC  0x64742d636d61ULL /* "dt-cma" */
-#define DT_UCX_CMA_IOVS   1024              /* the kernel's UIO_MAXIOV */
+#define DT_UCX_CMA_MAGIC 0x64742d636d61ULL /* "dt-cma" */
+#define DT_UCX_CMA_IOVS  1024              /* the kernel's UIO_MAXIOV */
 /* Local runs shorter than this are staged (measured here: 2 KiB runs listed
  * directly cost 1.1x a contiguous copy, 128 B runs 3.4x). */
 #define DT_UCX_CMA_MIN_RUN (2048)
-#define DT_UCX_CMA_BOUNCE  (256 * 1024)     /* fits the L2 cache */
+#define DT_UCX_CMA_BOUNCE  (256 * 1024) /* fits the L2 cache */
 
 static const volatile uint64_t cma_probe_word = DT_UCX_CMA_MAGIC;
 
@@ -113,15 +113,16 @@ static dt_status cma_error(int world_peer, int pid, bool to_peer, uint64_t want,
 {
     const char *op = to_peer ? "process_vm_writev" : "process_vm_readv";
     if (got < 0 && errno == ESRCH)
-        return DT_ERR(DT_ERR_PEER_LOST, "ucx: world rank %d (pid %d) has exited", world_peer,
-                      pid);
+        return DT_ERR(DT_ERR_PEER_LOST, "ucx: world rank %d (pid %d) has exited", world_peer, pid);
     if (got < 0)
-        return DT_ERR(DT_ERR_BACKEND, "ucx: %s of %llu bytes with world rank %d (pid %d) "
-                      "failed: %s", op, (unsigned long long)want, world_peer, pid,
-                      strerror(errno));
-    return DT_ERR(DT_ERR_BACKEND, "ucx: %s with world rank %d (pid %d) moved %zd of %llu "
-                  "bytes (a bad address in a block?)", op, world_peer, pid, got,
-                  (unsigned long long)want);
+        return DT_ERR(DT_ERR_BACKEND,
+                      "ucx: %s of %llu bytes with world rank %d (pid %d) "
+                      "failed: %s",
+                      op, (unsigned long long)want, world_peer, pid, strerror(errno));
+    return DT_ERR(DT_ERR_BACKEND,
+                  "ucx: %s with world rank %d (pid %d) moved %zd of %llu "
+                  "bytes (a bad address in a block?)",
+                  op, world_peer, pid, got, (unsigned long long)want);
 }
 
 /* Move @p bytes between the runs under @p l (here) and @p r (the peer). */
@@ -144,10 +145,9 @@ static dt_status cma_move(int world_peer, int pid, bool to_peer, run_cursor *l, 
             cursor_skip(r, n);
             batch += n;
         }
-        ssize_t got = to_peer ? process_vm_writev(pid, lv, (unsigned long)nl, rv,
-                                                  (unsigned long)nr, 0)
-                              : process_vm_readv(pid, lv, (unsigned long)nl, rv,
-                                                 (unsigned long)nr, 0);
+        ssize_t got = to_peer
+                          ? process_vm_writev(pid, lv, (unsigned long)nl, rv, (unsigned long)nr, 0)
+                          : process_vm_readv(pid, lv, (unsigned long)nl, rv, (unsigned long)nr, 0);
         if (got != (ssize_t)batch)
             return cma_error(world_peer, pid, to_peer, batch, got);
         bytes -= batch;
@@ -188,8 +188,8 @@ dt_status dt__ucx_peer_copy(dt_comm *c, int peer, bool to_peer, const dt__block2
                       DT_UCX_CMA_BOUNCE);
     for (uint64_t done = 0; done < total;) { /* short local runs: through the cache */
         uint64_t n = total - done < DT_UCX_CMA_BOUNCE ? total - done : DT_UCX_CMA_BOUNCE;
-        run_cursor b = {.addr = (uint64_t)(uintptr_t)sh->cma_bounce, .rows = 1, .run = n,
-                        .pitch = n};
+        run_cursor b = {
+            .addr = (uint64_t)(uintptr_t)sh->cma_bounce, .rows = 1, .run = n, .pitch = n};
         if (to_peer)
             stage(&l, sh->cma_bounce, n, true);
         DT_CHECK(cma_move(wp, p->pid, to_peer, &b, &r, n));
