@@ -18,22 +18,24 @@
  * Waiting spins for DT_SPIN_US, then sleeps on the transport's event fd, so
  * oversubscribed ranks do not burn the cores their peers need.
  *
- * Algorithms (generic, on the backend's point-to-point): all-reduce uses a
- * one-round direct exchange on 3-8 ranks when (ranks - 1) x message <= 16 KiB,
+ * Algorithms (generic, on the backend's point-to-point), on 3-8 ranks small
+ * messages go in one direct round (every rank to every rank): all-reduce when
+ * (ranks - 1) x message <= 16 KiB, all-gather and reduce-scatter up to 16 KiB
+ * in total, broadcast (root to all) up to 32 KiB. Otherwise: all-reduce by
  * recursive doubling up to 64 KiB (or fewer elements than ranks) and a
- * pipelined ring above; all-gather a one-round direct exchange on 3-8 ranks up
- * to 16 KiB in total, a ring above; reduce-scatter a ring; all-to-all a
- * pairwise exchange, or with blocks of 64 KiB or more among ranks of one
- * host, direct copies between the processes (cross-memory attach); broadcast
- * a binomial tree up to 256 KiB, a pipelined chain above; barrier a
- * dissemination pattern. DT_ALGO forces a choice, e.g.
- * DT_ALGO=allreduce:ring,broadcast:binomial (allreduce: ring |
- * recursive_doubling | direct; broadcast: binomial | pipeline; allgather:
- * ring | direct; reduce_scatter: ring; alltoall: pairwise | peer_copy, the
- * pairwise steps posted at once up to 16 KiB sent per rank; alltoallw:
- * pack | peer_copy), read by each comm at its first collective, or set per
- * comm with dt_comm_set_algo(); DT_RING_SEGMENT_KB sets the ring's
- * pipeline segment. An unknown name fails with DT_ERR_INVALID_ARG.
+ * pipelined ring above; all-gather and reduce-scatter a ring; all-to-all a
+ * pairwise exchange; broadcast a binomial tree up to 256 KiB, a pipelined
+ * chain above; barrier a dissemination pattern. Among ranks of one host,
+ * all-to-alls and all-gathers whose blocks all hold 64 KiB or more copy
+ * directly between the processes (cross-memory attach, see
+ * dt_comm_alltoallw). DT_ALGO forces a choice, e.g.
+ * DT_ALGO=allreduce:ring,broadcast:binomial, with the names allreduce: ring |
+ * recursive_doubling | direct; allgather: ring | direct | peer_copy;
+ * reduce_scatter: ring | direct; alltoall: pairwise | peer_copy; alltoallw:
+ * pack | peer_copy; broadcast: direct | binomial | pipeline. A comm reads
+ * DT_ALGO at its first collective; dt_comm_set_algo() sets it per comm.
+ * DT_RING_SEGMENT_KB sets the ring's pipeline segment. An unknown name fails
+ * with DT_ERR_INVALID_ARG.
  *
  * Reductions: sum, avg, max, min, prod on f32, f64, f16, bf16, i32, i64
  * (other dtypes: DT_ERR_UNSUPPORTED). f16/bf16 are combined in f32 and rounded

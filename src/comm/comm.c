@@ -22,7 +22,9 @@
 #define DT_DIRECT_MAX_RANKS       8
 /* All-gathers of at most this many bytes in total, same rank range, too. */
 #define DT_DIRECT_ALLGATHER_BYTES (16 * 1024)
-#define DT_SMALL_BROADCAST_BYTES  (256 * 1024)
+/* Reduce-scatters of at most this many input bytes, same rank range, too. */
+#define DT_DIRECT_REDUCE_SCATTER_BYTES (16 * 1024)
+#define DT_SMALL_BROADCAST_BYTES       (256 * 1024)
 /* Broadcasts up to this size on at most DT_DIRECT_MAX_RANKS go root-to-all. */
 #define DT_DIRECT_BROADCAST_BYTES (32 * 1024)
 /* All-to-alls and all-gathers whose blocks all have at least this many
@@ -354,11 +356,19 @@ static dt_status reduce_scatterv_impl(const char *fn, dt_comm *comm, const void 
     }
     char name[32];
     const char *algo = dt__comm_forced_algo(comm, "reduce_scatter", name, sizeof(name));
-    if (algo != NULL && strcmp(algo, "ring") != 0) {
+    if (algo != NULL && strcmp(algo, "ring") != 0 && strcmp(algo, "direct") != 0) {
         dt__sched_free(&s);
         return dt__comm_unknown_algo("reduce_scatter", algo);
     }
-    dt_status st = dt__algo_reduce_scatterv_ring(comm, send, recv, counts, &s);
+    size_t total = 0;
+    for (int i = 0; i < comm->size; i++)
+        total += counts[i];
+    if (algo == NULL && comm->size > 2 && comm->size <= DT_DIRECT_MAX_RANKS &&
+        total * dt_dtype_size(dtype) <= DT_DIRECT_REDUCE_SCATTER_BYTES)
+        algo = "direct";
+    dt_status st = (algo != NULL && strcmp(algo, "direct") == 0)
+                       ? dt__algo_reduce_scatterv_direct(comm, send, recv, counts, &s)
+                       : dt__algo_reduce_scatterv_ring(comm, send, recv, counts, &s);
     if (st != DT_OK) {
         dt__sched_free(&s);
         return st;

@@ -275,6 +275,8 @@ dt_status dt__algo_allgatherv_direct(dt_comm *c, const void *send, void *recv,
                                      const size_t *counts, const size_t *displs, dt__sched *s);
 dt_status dt__algo_allgatherv_ring(dt_comm *c, const void *send, void *recv,
                                    const size_t *counts, const size_t *displs, dt__sched *s);
+dt_status dt__algo_reduce_scatterv_direct(dt_comm *c, const void *send, void *recv,
+                                          const size_t *counts, dt__sched *s);
 dt_status dt__algo_reduce_scatterv_ring(dt_comm *c, const void *send, void *recv,
                                         const size_t *counts, dt__sched *s);
 dt_status dt__algo_alltoallv_pairwise(dt_comm *c, const void *send, const size_t *scounts,

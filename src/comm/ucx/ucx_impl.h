@@ -67,7 +67,7 @@ void dt__ucx_info_self(dt_ucx_info *out);
 #define DT_UCX_SPIN_MAX_US   200
 #define DT_UCX_SPIN_MIN_US   5
 #define DT_UCX_SPIN_YIELD_US 50
-void dt__ucx_update_spin(dt_ucx_shared *sh);
+void dt__ucx_update_spin(dt_ucx_shared *sh, double now);
 /*
  * Cross-memory attach (process_vm_readv/writev) to the ranks of this host:
  * the peer_copy entry of dt_comm_alltoallw. dt__ucx_cma_probe reads each
@@ -80,8 +80,8 @@ dt_status dt__ucx_cma_agree(dt_comm *world);
 dt_status dt__ucx_peer_copy(dt_comm *c, int peer, bool to_peer, const dt__block2d *local,
                             const dt__block2d *remote);
 bool dt__ucx_peer_copy_ok(const dt_comm *c);
-/* Mark local peers whose process is gone as dead (rate-limited). */
-void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force);
+/* Mark local peers whose process is gone as dead (rate-limited; @p now: dt__now()). */
+void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force, double now);
 
 struct dt_ucx_shared {
     int refs; /* comms using this worker */

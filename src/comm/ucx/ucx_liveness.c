@@ -51,9 +51,8 @@ void dt__ucx_info_self(dt_ucx_info *out)
         snprintf(out->host, sizeof(out->host), "unknown");
 }
 
-void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force)
+void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force, double now)
 {
-    double now = dt__now();
     if (!force && now - sh->last_liveness < DT_UCX_LIVENESS_S)
         return;
     sh->last_liveness = now;
@@ -74,11 +73,10 @@ void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force)
 }
 
 /* Contention is re-read at most every 0.5 s. */
-void dt__ucx_update_spin(dt_ucx_shared *sh)
+void dt__ucx_update_spin(dt_ucx_shared *sh, double now)
 {
     if (!sh->spin_auto)
         return;
-    double now = dt__now();
     if (sh->last_load > 0 && now - sh->last_load < 0.5)
         return;
     sh->last_load = now;

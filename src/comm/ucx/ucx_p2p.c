@@ -110,9 +110,10 @@ static dt_status req_status(dt_comm *c, const dt_ucx_req *r)
     const char *dir = r->is_recv ? "receive from" : "send to";
     if (r->status == UCS_OK) {
         if (r->is_recv && r->got != r->expect)
-            return DT_ERR(DT_ERR_INVALID_ARG, "ucx: receive from world rank %d got %zu bytes, "
-                          "expected %zu (mismatched collective arguments?)", r->world_peer,
-                          r->got, r->expect);
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "ucx: receive from world rank %d got %zu bytes, "
+                          "expected %zu (mismatched collective arguments?)",
+                          r->world_peer, r->got, r->expect);
         return DT_OK;
     }
     if (peer->dead || r->status == UCS_ERR_CONNECTION_RESET ||
@@ -120,8 +121,10 @@ static dt_status req_status(dt_comm *c, const dt_ucx_req *r)
         return DT_ERR(DT_ERR_PEER_LOST, "ucx: %s world rank %d failed: peer lost (%s)", dir,
                       r->world_peer, peer->dead ? peer_why(peer) : ucs_status_string(r->status));
     if (r->status == UCS_ERR_MESSAGE_TRUNCATED)
-        return DT_ERR(DT_ERR_INVALID_ARG, "ucx: receive from world rank %d: message longer "
-                      "than the %zu bytes expected", r->world_peer, r->expect);
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "ucx: receive from world rank %d: message longer "
+                      "than the %zu bytes expected",
+                      r->world_peer, r->expect);
     return DT_ERR(DT_ERR_BACKEND, "ucx: %s world rank %d failed: %s", dir, r->world_peer,
                   ucs_status_string(r->status));
 }
@@ -175,8 +178,7 @@ dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uin
     return post_result(c, r, sp, req);
 }
 
-dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag,
-                        void **req)
+dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag, void **req)
 {
     dt_ucx_comm *uc = c->impl;
     dt_ucx_shared *sh = uc->shared;
@@ -189,13 +191,13 @@ dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t 
     r->expect = bytes;
     /* always through the callback: it reports the received length */
     ucp_request_param_t prm = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
         .cb.recv = recv_cb,
         .user_data = r,
     };
-    ucs_status_ptr_t sp = ucp_tag_recv_nbx(sh->worker, buf, bytes,
-                                           dt__ucx_tag(uc->id, tag, wp), UINT64_MAX, &prm);
+    ucs_status_ptr_t sp =
+        ucp_tag_recv_nbx(sh->worker, buf, bytes, dt__ucx_tag(uc->id, tag, wp), UINT64_MAX, &prm);
     return post_result(c, r, sp, req);
 }
 
@@ -208,9 +210,9 @@ dt_status dt__ucx_req_test(dt_comm *c, void *req)
         if (!peer->dead)
             return DT_IN_PROGRESS;
         /* a receive is not tied to an endpoint, so UCX never fails it: we do */
-        dt_status st = DT_ERR(DT_ERR_PEER_LOST, "ucx: %s world rank %d: peer lost (%s)",
-                              r->is_recv ? "receive from" : "send to", r->world_peer,
-                              peer_why(peer));
+        dt_status st =
+            DT_ERR(DT_ERR_PEER_LOST, "ucx: %s world rank %d: peer lost (%s)",
+                   r->is_recv ? "receive from" : "send to", r->world_peer, peer_why(peer));
         dt__ucx_req_cancel(c, r);
         return st;
     }
@@ -268,12 +270,12 @@ dt_status dt__ucx_progress(dt_comm *c, double wait_s)
     dt_ucx_shared *sh = uc->shared;
     if (ucp_worker_progress(sh->worker) != 0)
         return DT_OK;
-    dt__ucx_check_liveness(sh, false);
+    double t0 = dt__now(); /* one clock read for the checks below */
+    dt__ucx_check_liveness(sh, false, t0);
     if (wait_s <= 0)
         return DT_OK;
     /* Poll, then poll yielding the core, then sleep (policy: ucx_impl.h). */
-    dt__ucx_update_spin(sh);
-    double t0 = dt__now();
+    dt__ucx_update_spin(sh, t0);
     for (double t = 0; t < sh->spin_s; t = dt__now() - t0)
         if (ucp_worker_progress(sh->worker) != 0)
             return DT_OK;

@@ -52,8 +52,7 @@ static dt_status shared_open(int rank, int size, dt_ucx_shared **out)
         goto err_free;
     }
     ucp_config_t *cfg = NULL;
-    DT_CHECK_GOTO(ucx_check(ucp_config_read(NULL, NULL, &cfg), "ucp_config_read"), st,
-                  err_free);
+    DT_CHECK_GOTO(ucx_check(ucp_config_read(NULL, NULL, &cfg), "ucp_config_read"), st, err_free);
     ucp_params_t prm = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
         .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
@@ -66,10 +65,10 @@ static dt_status shared_open(int rank, int size, dt_ucx_shared **out)
         .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
         .thread_mode = UCS_THREAD_MODE_SINGLE,
     };
-    DT_CHECK_GOTO(ucx_check(ucp_worker_create(sh->context, &wp, &sh->worker),
-                            "ucp_worker_create"), st, err_cleanup_context);
-    DT_CHECK_GOTO(ucx_check(ucp_worker_get_efd(sh->worker, &sh->efd), "ucp_worker_get_efd"),
-                  st, err_destroy_worker);
+    DT_CHECK_GOTO(ucx_check(ucp_worker_create(sh->context, &wp, &sh->worker), "ucp_worker_create"),
+                  st, err_cleanup_context);
+    DT_CHECK_GOTO(ucx_check(ucp_worker_get_efd(sh->worker, &sh->efd), "ucp_worker_get_efd"), st,
+                  err_destroy_worker);
     *out = sh;
     return DT_OK;
 
@@ -144,8 +143,7 @@ static dt_status connect_all(dt_ucx_shared *sh, dt_store *store)
     dt_status st = DT_OK;
     ucp_address_t *addr = NULL;
     size_t alen = 0;
-    DT_CHECK(ucx_check(ucp_worker_get_address(sh->worker, &addr, &alen),
-                       "ucp_worker_get_address"));
+    DT_CHECK(ucx_check(ucp_worker_get_address(sh->worker, &addr, &alen), "ucp_worker_get_address"));
     const int n = sh->world_size;
     uint64_t mylen = alen, maxlen = 0;
     uint64_t *lens = malloc((size_t)n * sizeof(*lens));
@@ -154,8 +152,9 @@ static dt_status connect_all(dt_ucx_shared *sh, dt_store *store)
         st = DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for %d address lengths", n);
         goto out_release_addr;
     }
-    DT_CHECK_GOTO(dt_store_allgather(store, "dt/ucx/len", sh->world_rank, n, &mylen,
-                                     sizeof(mylen), lens), st, out_free);
+    DT_CHECK_GOTO(
+        dt_store_allgather(store, "dt/ucx/len", sh->world_rank, n, &mylen, sizeof(mylen), lens), st,
+        out_free);
     for (int i = 0; i < n; i++)
         maxlen = lens[i] > maxlen ? lens[i] : maxlen;
     mine = calloc(1, maxlen);
@@ -166,8 +165,8 @@ static dt_status connect_all(dt_ucx_shared *sh, dt_store *store)
         goto out_free;
     }
     memcpy(mine, addr, alen);
-    DT_CHECK_GOTO(dt_store_allgather(store, "dt/ucx/addr", sh->world_rank, n, mine, maxlen,
-                                     all), st, out_free);
+    DT_CHECK_GOTO(dt_store_allgather(store, "dt/ucx/addr", sh->world_rank, n, mine, maxlen, all),
+                  st, out_free);
     dt_ucx_info me_info, *infos = calloc((size_t)n, sizeof(*infos));
     if (infos == NULL) {
         st = DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for %d peer records", n);
@@ -175,7 +174,8 @@ static dt_status connect_all(dt_ucx_shared *sh, dt_store *store)
     }
     dt__ucx_info_self(&me_info);
     DT_CHECK_GOTO(dt_store_allgather(store, "dt/ucx/info", sh->world_rank, n, &me_info,
-                                     sizeof(me_info), infos), st, out_free_infos);
+                                     sizeof(me_info), infos),
+                  st, out_free_infos);
     for (int i = 0; i < n; i++) {
         dt_ucx_peer *p = &sh->peers[i];
         p->shared = sh;
@@ -193,8 +193,7 @@ static dt_status connect_all(dt_ucx_shared *sh, dt_store *store)
         };
         char what[64];
         snprintf(what, sizeof(what), "ucp_ep_create to world rank %d", i);
-        DT_CHECK_GOTO(ucx_check(ucp_ep_create(sh->worker, &ep, &p->ep), what), st,
-                      out_free_infos);
+        DT_CHECK_GOTO(ucx_check(ucp_ep_create(sh->worker, &ep, &p->ep), what), st, out_free_infos);
     }
     dt__ucx_cma_probe(sh, infos);
 out_free_infos:
@@ -231,10 +230,11 @@ static void pick_spin(dt_ucx_shared *sh)
     sh->spin_max_s = sh->oversubscribed ? 0.0 : DT_UCX_SPIN_MAX_US * 1e-6;
     sh->spin_min_s = sh->oversubscribed ? 0.0 : DT_UCX_SPIN_MIN_US * 1e-6;
     sh->spin_s = sh->spin_max_s;
-    dt__ucx_update_spin(sh);
-    DT_LOG_DEBUG("comm", "ucx: %d local ranks on %d cores: poll up to %.0f us, then %.0f us "
-                 "yielding, before sleeping", local, cores, sh->spin_max_s * 1e6,
-                 sh->yield_s * 1e6);
+    dt__ucx_update_spin(sh, dt__now());
+    DT_LOG_DEBUG("comm",
+                 "ucx: %d local ranks on %d cores: poll up to %.0f us, then %.0f us "
+                 "yielding, before sleeping",
+                 local, cores, sh->spin_max_s * 1e6, sh->yield_s * 1e6);
 }
 
 static dt_status comm_wrap(dt_ucx_shared *sh, int n, int *members, int rank, uint32_t id,
@@ -268,8 +268,8 @@ static dt_status comm_wrap(dt_ucx_shared *sh, int n, int *members, int rank, uin
     return DT_OK;
 }
 
-dt_status dt__comm_ucx_create_world(struct dt_store *store, int rank, int size,
-                                    double timeout_s, dt_comm **out)
+dt_status dt__comm_ucx_create_world(struct dt_store *store, int rank, int size, double timeout_s,
+                                    dt_comm **out)
 {
     dt_status st = DT_OK;
     if (size > (1 << DT_UCX_RANK_BITS))
