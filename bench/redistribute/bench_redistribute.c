@@ -10,6 +10,7 @@
  * next to a 64x64 matmul on the local kernel.
  *
  *   dtrun -n 4 build/bench/redistribute/bench_redistribute [--mib 64] [--iters 5]
+ *                                                          [--only S(0)->S(1)]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,13 +19,13 @@
 
 #include "dtensor.h"
 
-#define CHECK(call)                                                                    \
-    do {                                                                               \
-        dt_status s_ = (call);                                                         \
-        if (s_ != DT_OK) {                                                             \
-            fprintf(stderr, "bench: %s: %s\n", dt_status_str(s_), dt_last_error());    \
-            exit(2);                                                                   \
-        }                                                                              \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        dt_status s_ = (call);                                                                     \
+        if (s_ != DT_OK) {                                                                         \
+            fprintf(stderr, "bench: %s: %s\n", dt_status_str(s_), dt_last_error());                \
+            exit(2);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static double now(void)
@@ -52,6 +53,7 @@ typedef struct bench {
     dt_runtime *rt;
     dt_mesh *mesh;
     int n, rank, iters;
+    const char *only;   /* "FROM->TO": just that transition, no overhead table */
     int64_t rows, cols; /* global [rows, cols] f32 */
 } bench;
 
@@ -65,14 +67,18 @@ static double time_bare(bench *b, int kind, float *in, float *out)
     CHECK(dt_comm_barrier(dt_runtime_world(b->rt), NULL));
     double t0 = now();
     switch (kind) {
-    case K_GATHER: CHECK(dt_comm_allgather(c, in, out, part, DT_DTYPE_F32, NULL)); break;
+    case K_GATHER:
+        CHECK(dt_comm_allgather(c, in, out, part, DT_DTYPE_F32, NULL));
+        break;
     case K_REDUCE:
         CHECK(dt_comm_allreduce(c, in, out, total, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL));
         break;
     case K_SCATTER:
         CHECK(dt_comm_reduce_scatter(c, in, out, part, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL));
         break;
-    case K_A2A: CHECK(dt_comm_alltoall(c, in, out, part / (size_t)b->n, DT_DTYPE_F32, NULL)); break;
+    case K_A2A:
+        CHECK(dt_comm_alltoall(c, in, out, part / (size_t)b->n, DT_DTYPE_F32, NULL));
+        break;
     }
     return now() - t0;
 }
@@ -147,7 +153,10 @@ static double busbw(int kind, double bytes, int n, double t)
 
 static void bench_collectives(bench *b)
 {
-    static const struct { const char *from, *to, *name; int kind; } cases[] = {
+    static const struct {
+        const char *from, *to, *name;
+        int kind;
+    } cases[] = {
         {"S(0)", "R", "all-gather", K_GATHER},
         {"P(sum)", "R", "all-reduce", K_REDUCE},
         {"P(sum)", "S(0)", "reduce-scatter", K_SCATTER},
@@ -155,16 +164,20 @@ static void bench_collectives(bench *b)
     };
     double bytes = (double)(b->rows * b->cols) * 4.0;
     if (b->rank == 0)
-        printf("%d ranks, tensor [%lld, %lld] f32 = %.0f MiB, median of %d (slowest rank)\n",
-               b->n, (long long)b->rows, (long long)b->cols, bytes / 1048576.0, b->iters);
+        printf("%d ranks, tensor [%lld, %lld] f32 = %.0f MiB, median of %d (slowest rank)\n", b->n,
+               (long long)b->rows, (long long)b->cols, bytes / 1048576.0, b->iters);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         double tb, tr;
+        char name[32];
+        snprintf(name, sizeof(name), "%s->%s", cases[i].from, cases[i].to);
+        if (b->only != NULL && strcmp(b->only, name) != 0)
+            continue;
         run_pair(b, cases[i].kind, cases[i].from, cases[i].to, &tb, &tr);
         if (b->rank == 0)
-            printf("  %-6s -> %-5s %8.2f ms %6.2f GB/s | bare %-14s %8.2f ms %6.2f GB/s | %5.1f%%\n",
-                   cases[i].from, cases[i].to, tr * 1e3, busbw(cases[i].kind, bytes, b->n, tr),
-                   cases[i].name, tb * 1e3, busbw(cases[i].kind, bytes, b->n, tb),
-                   100.0 * tb / tr);
+            printf(
+                "  %-6s -> %-5s %8.2f ms %6.2f GB/s | bare %-14s %8.2f ms %6.2f GB/s | %5.1f%%\n",
+                cases[i].from, cases[i].to, tr * 1e3, busbw(cases[i].kind, bytes, b->n, tr),
+                cases[i].name, tb * 1e3, busbw(cases[i].kind, bytes, b->n, tb), 100.0 * tb / tr);
     }
 }
 
@@ -244,6 +257,8 @@ int main(int argc, char **argv)
             mib = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--iters") == 0)
             b.iters = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--only") == 0)
+            b.only = argv[i + 1];
     }
     CHECK(dt_init(NULL, &b.rt));
     b.n = dt_runtime_size(b.rt);
@@ -256,7 +271,8 @@ int main(int argc, char **argv)
     if (b.rows < q)
         b.rows = q;
     bench_collectives(&b);
-    bench_overhead(&b);
+    if (b.only == NULL)
+        bench_overhead(&b);
     dt_mesh_release(b.mesh);
     dt_runtime_destroy(b.rt);
     return 0;

@@ -30,16 +30,30 @@ uint64_t dt__block2d_runs(const dt__block2d *b)
     return (b->rows == 1 || b->pitch == b->row_bytes) ? 1 : b->rows;
 }
 
-/* @p b as rows of runs: a contiguous block becomes one row of all its bytes. */
-static dt__block2d as_runs(const dt__block2d *b)
+dt__run_cursor dt__run_cursor_at(const dt__block2d *b, uint64_t offset)
 {
-    dt__block2d r = *b;
-    if (dt__block2d_runs(b) == 1) {
-        r.row_bytes = block_bytes(b);
-        r.rows = 1;
-        r.pitch = r.row_bytes;
+    uint64_t bytes = block_bytes(b);
+    dt__run_cursor c = {.addr = b->addr, .rows = b->rows, .run = b->row_bytes, .pitch = b->pitch};
+    if (dt__block2d_runs(b) <= 1) /* one run: a single row of all the bytes */
+        c = (dt__run_cursor){.addr = b->addr, .rows = 1, .run = bytes, .pitch = bytes};
+    if (c.run > 0) {
+        c.row = offset / c.run;
+        c.off = offset % c.run;
     }
-    return r;
+    return c;
+}
+
+void dt__block2d_part(const dt__block2d *b, uint32_t part, uint32_t nparts, uint64_t *off,
+                      uint64_t *len)
+{
+    /* whole rows per part, so parts of blocks sharing rows touch the same rows */
+    uint64_t units = dt__block2d_runs(b) > 1 ? b->rows : block_bytes(b);
+    uint64_t unit = dt__block2d_runs(b) > 1 ? b->row_bytes : 1;
+    uint64_t per = (units + nparts - 1) / (nparts ? nparts : 1);
+    uint64_t u0 = (uint64_t)part * per < units ? (uint64_t)part * per : units;
+    uint64_t u1 = u0 + per < units ? u0 + per : units;
+    *off = u0 * unit;
+    *len = (u1 - u0) * unit;
 }
 
 /* memcpy with non-temporal stores (the caller fences). */
@@ -64,36 +78,25 @@ static void copy_stream(char *d, const char *s, size_t n)
     memcpy(d, s, n);
 }
 
-void dt__block2d_copy(const dt__block2d *dst_, const dt__block2d *src_)
+void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src, uint64_t offset,
+                      uint64_t bytes)
 {
-    dt__block2d dst = as_runs(dst_), src = as_runs(src_);
-    if (dst.rows == 1 && src.rows == 1) { /* one run: glibc picks its own stores */
-        memcpy((void *)(uintptr_t)dst.addr, (const void *)(uintptr_t)src.addr, src.row_bytes);
+    dt__run_cursor d = dt__run_cursor_at(dst, offset), s = dt__run_cursor_at(src, offset);
+    if (d.rows == 1 && s.rows == 1) { /* one run: glibc picks its own stores */
+        memcpy(dt__run_ptr(&d), dt__run_ptr(&s), bytes);
         return;
     }
-    bool stream = block_bytes(&src) >= DT_BLOCK2D_STREAM_BYTES;
-    uint64_t total = block_bytes(&src), done = 0, si = 0, so = 0, di = 0, dof = 0;
-    while (done < total) { /* memcpy the overlap of the current runs */
-        uint64_t n = src.row_bytes - so;
-        if (dst.row_bytes - dof < n)
-            n = dst.row_bytes - dof;
-        char *d = (char *)(uintptr_t)(dst.addr + di * dst.pitch + dof);
-        const char *s = (const char *)(uintptr_t)(src.addr + si * src.pitch + so);
+    bool stream = block_bytes(src) >= DT_BLOCK2D_STREAM_BYTES;
+    while (bytes > 0) { /* copy the overlap of the current runs */
+        uint64_t n = dt__run_left(&s) < dt__run_left(&d) ? dt__run_left(&s) : dt__run_left(&d);
+        n = n < bytes ? n : bytes;
         if (stream)
-            copy_stream(d, s, n);
+            copy_stream(dt__run_ptr(&d), dt__run_ptr(&s), n);
         else
-            memcpy(d, s, n);
-        done += n;
-        so += n;
-        dof += n;
-        if (so == src.row_bytes) {
-            si++;
-            so = 0;
-        }
-        if (dof == dst.row_bytes) {
-            di++;
-            dof = 0;
-        }
+            memcpy(dt__run_ptr(&d), dt__run_ptr(&s), n);
+        dt__run_skip(&d, n);
+        dt__run_skip(&s, n);
+        bytes -= n;
     }
 #if defined(__SSE2__)
     if (stream)
@@ -128,5 +131,7 @@ dt_status dt__peer_copy_run(dt_comm *c, const dt__op *op)
     }
     if (block_bytes(send) == 0 || sending != sender_writes(send, recv))
         return DT_OK; /* nothing to move, or the peer moves it */
-    return c->ops->peer_copy(c, op->peer, sending, mine, theirs);
+    uint64_t off, len;
+    dt__block2d_part(mine, op->part, op->nparts, &off, &len);
+    return len == 0 ? DT_OK : c->ops->peer_copy(c, op->peer, sending, mine, theirs, off, len);
 }

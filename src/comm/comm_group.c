@@ -54,8 +54,8 @@ dt_status dt_comm_send(dt_comm *comm, const void *buf, size_t count, dt_dtype dt
     return p2p("dt_comm_send", comm, (void *)buf, count, dtype, peer, tag, true, work);
 }
 
-dt_status dt_comm_recv(dt_comm *comm, void *buf, size_t count, dt_dtype dtype, int peer,
-                       int tag, dt_work **work)
+dt_status dt_comm_recv(dt_comm *comm, void *buf, size_t count, dt_dtype dtype, int peer, int tag,
+                       dt_work **work)
 {
     return p2p("dt_comm_recv", comm, buf, count, dtype, peer, tag, false, work);
 }
@@ -67,8 +67,10 @@ dt_status dt_comm_split(dt_comm *comm, int color, int key, dt_comm **out)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'comm' is NULL", fn);
     DT_ARG_NOT_NULL(out);
     if (color < 0 && color != DT_COMM_SPLIT_NOCOLOR)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s: color %d is negative (only "
-                      "DT_COMM_SPLIT_NOCOLOR = -1 is allowed)", fn, color);
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "%s: color %d is negative (only "
+                      "DT_COMM_SPLIT_NOCOLOR = -1 is allowed)",
+                      fn, color);
     if (comm->ops->split != NULL) {
         dt_comm *c = NULL;
         DT_CHECK(comm->ops->split(comm, color, key, &c));

@@ -56,8 +56,38 @@ typedef struct dt__block2d {
 
 /* Contiguous runs the block is made of (1 when it is one run). */
 uint64_t dt__block2d_runs(const dt__block2d *b);
-/* Copy block @p src to block @p dst (equal byte totals, shapes may differ). */
-void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src);
+/* Copy bytes [offset, offset + bytes) of block @p src's byte stream (row by
+ * row) to the same bytes of block @p dst's (the shapes may differ). */
+void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src, uint64_t offset,
+                      uint64_t bytes);
+/* The byte range of part @p part of @p nparts of @p b: whole rows, so the
+ * parts of blocks that share rows (column stripes) cover the same rows. */
+void dt__block2d_part(const dt__block2d *b, uint32_t part, uint32_t nparts, uint64_t *off,
+                      uint64_t *len);
+
+/* A position in a block's byte stream, run by run (one run if contiguous). */
+typedef struct dt__run_cursor {
+    uint64_t addr, rows, run, pitch; /* run: bytes per run */
+    uint64_t row, off;               /* the position: run index, byte in it */
+} dt__run_cursor;
+
+dt__run_cursor dt__run_cursor_at(const dt__block2d *b, uint64_t offset);
+static inline uint64_t dt__run_left(const dt__run_cursor *c)
+{
+    return c->run - c->off;
+}
+static inline char *dt__run_ptr(const dt__run_cursor *c)
+{
+    return (char *)(uintptr_t)(c->addr + c->row * c->pitch + c->off);
+}
+static inline void dt__run_skip(dt__run_cursor *c, uint64_t n)
+{
+    c->off += n;
+    if (c->off == c->run) {
+        c->row++;
+        c->off = 0;
+    }
+}
 
 /*
  * Logical tag passed to isend/irecv: 24 bits. Collective traffic uses
@@ -66,17 +96,17 @@ void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src);
  * and the source rank, so two comms never match each other's messages.
  * Messages with the same (peer, tag) must match in posting order.
  */
-#define DT__TAG_BITS 24
-#define DT__TAG_P2P  (1u << 23)
-#define DT__TAG_COLL 0u
+#define DT__TAG_BITS       24
+#define DT__TAG_P2P        (1u << 23)
+#define DT__TAG_COLL       0u
 #define DT__TAG_VALUE_MASK ((1u << 23) - 1u)
 
 struct dt_comm {
     const dt_comm_ops *ops;
-    void *impl;        /* backend state */
+    void *impl; /* backend state */
     int rank, size;
-    uint32_t coll_seq; /* collectives issued on this comm (tags) */
-    double timeout_s;  /* default deadline of an operation */
+    uint32_t coll_seq;   /* collectives issued on this comm (tags) */
+    double timeout_s;    /* default deadline of an operation */
     dt_work *spare_work; /* a finished work block kept for reuse (work.c) */
     char *algo;          /* forced algorithms: DT_ALGO or dt_comm_set_algo (owned) */
     bool algo_loaded;    /* algo holds DT_ALGO's value (read at the first collective) */
@@ -97,8 +127,7 @@ struct dt_comm_ops {
     dt_status (*isend)(dt_comm *comm, const void *buf, size_t bytes, int peer, uint32_t tag,
                        void **req);
     /* REQUIRED: start receiving exactly @p bytes from @p peer with logical @p tag. */
-    dt_status (*irecv)(dt_comm *comm, void *buf, size_t bytes, int peer, uint32_t tag,
-                       void **req);
+    dt_status (*irecv)(dt_comm *comm, void *buf, size_t bytes, int peer, uint32_t tag, void **req);
     /*
      * REQUIRED: DT_OK when @p req finished (it is freed), DT_IN_PROGRESS when
      * not yet, an error (recorded, req freed) when it failed - including a
@@ -128,8 +157,8 @@ struct dt_comm_ops {
      * is this process's new rank; @p comm_id is agreed by all members and is
      * distinct from every live comm sharing a process with this one.
      */
-    dt_status (*subgroup)(dt_comm *parent, int n, const int *members, int my_rank,
-                          uint32_t comm_id, dt_comm **out);
+    dt_status (*subgroup)(dt_comm *parent, int n, const int *members, int my_rank, uint32_t comm_id,
+                          dt_comm **out);
     /* The comm id used in tags (see subgroup); next_comm_id: the lowest id this
      * process has not used yet. Required when split is NULL. */
     uint32_t (*comm_id)(const dt_comm *comm);
@@ -137,13 +166,13 @@ struct dt_comm_ops {
 
     /*
      * (optional) Copy between this process's memory and @p peer's, both on
-     * this host, without the peer taking part: @p to_peer copies the local
-     * block into the remote one, else the remote into the local. Byte totals
-     * are equal. Used by dt_comm_alltoallw when peer_copy_ok says every
-     * member of the comm can be reached this way (the same answer on all).
+     * this host, without the peer taking part: @p to_peer copies bytes
+     * [offset, offset + bytes) of the local block's stream into the same
+     * bytes of the remote one's, else the other way. Used by dt_comm_alltoallw when peer_copy_ok
+     * says every member of the comm can be reached this way (the same answer on all).
      */
     dt_status (*peer_copy)(dt_comm *comm, int peer, bool to_peer, const dt__block2d *local,
-                           const dt__block2d *remote);
+                           const dt__block2d *remote, uint64_t offset, uint64_t bytes);
     bool (*peer_copy_ok)(const dt_comm *comm);
 
     /* REQUIRED: free the backend state and the dt_comm itself. Not collective. */
@@ -157,12 +186,10 @@ struct dt_comm_ops {
      */
     dt_status (*allreduce)(dt_comm *comm, const void *send, void *recv, size_t count,
                            dt_dtype dtype, dt_reduce_op op, dt_work **work);
-    dt_status (*allgatherv)(dt_comm *comm, const void *send, void *recv,
-                            const size_t *counts, const size_t *displs, dt_dtype dtype,
-                            dt_work **work);
-    dt_status (*reduce_scatterv)(dt_comm *comm, const void *send, void *recv,
-                                 const size_t *counts, dt_dtype dtype, dt_reduce_op op,
-                                 dt_work **work);
+    dt_status (*allgatherv)(dt_comm *comm, const void *send, void *recv, const size_t *counts,
+                            const size_t *displs, dt_dtype dtype, dt_work **work);
+    dt_status (*reduce_scatterv)(dt_comm *comm, const void *send, void *recv, const size_t *counts,
+                                 dt_dtype dtype, dt_reduce_op op, dt_work **work);
     dt_status (*alltoallv)(dt_comm *comm, const void *send, const size_t *send_counts,
                            const size_t *send_displs, void *recv, const size_t *recv_counts,
                            const size_t *recv_displs, dt_dtype dtype, dt_work **work);
@@ -186,11 +213,12 @@ typedef enum dt__op_kind {
     DT__OP_REDUCE, /* dst[i] = op(dst[i], src[i]) for count elements */
     DT__OP_COPY,   /* memcpy(dst, src, bytes) */
     DT__OP_SCALE,  /* dst[i] /= divisor (the avg of a sum) for count elements */
-    DT__OP_COPY2D, /* block (dt__block2d *)dst = block (dt__block2d *)src */
+    DT__OP_COPY2D, /* block (dt__block2d *)dst = block (dt__block2d *)src, part part/nparts */
     /* Same-host copy between my block (dt__block2d *)src and peer's block
      * (dt__block2d *)dst, a descriptor received earlier; n: 1 when my block
-     * is the one sent, 0 when it is the one received. Which of the two ranks
-     * moves the data: dt__peer_copy_run. */
+     * is the one sent, 0 when it is the one received; only part part of
+     * nparts of my block (dt__block2d_part). Which of the two ranks moves
+     * the data: dt__peer_copy_run. */
     DT__OP_PEER_COPY,
     /* Fail unless all n status words at (uint64_t *)src are DT_OK (word i is
      * comm rank i's; a rank that failed shares its status instead of leaving
@@ -203,8 +231,9 @@ typedef struct dt__op {
     int peer;
     void *dst;
     const void *src;
-    size_t n; /* bytes for SEND/RECV/COPY, elements for REDUCE/SCALE */
-    void *aux; /* PEER_COPY: where a failure's status goes */
+    size_t n;              /* bytes for SEND/RECV/COPY, elements for REDUCE/SCALE */
+    void *aux;             /* PEER_COPY: where a failure's status goes */
+    uint32_t part, nparts; /* COPY2D, PEER_COPY: the slice of the block */
 } dt__op;
 
 typedef struct dt__round {
@@ -227,7 +256,7 @@ typedef struct dt__sched {
     void *scratch; /* freed with the schedule */
     bool p2p;      /* user point-to-point: use p2p_tag, not a collective sequence */
     uint32_t p2p_tag;
-    dt_status status; /* first build error (NO_MEMORY), checked at the end */
+    dt_status status;                        /* first build error (NO_MEMORY), checked at the end */
     dt__op inline_ops[DT__SCHED_INLINE_OPS]; /* ops/rounds point here until they grow */
     dt__round inline_rounds[DT__SCHED_INLINE_ROUNDS];
 } dt__sched;
@@ -245,11 +274,14 @@ void dt__sched_copy(dt__sched *s, void *dst, const void *src, size_t bytes);
 void dt__sched_scale(dt__sched *s, void *dst, size_t count, int divisor);
 /* Scratch memory owned by the schedule (one block per schedule). */
 void *dt__sched_scratch(dt__sched *s, size_t bytes);
-/* Copy of 2-D blocks; the descriptors must live as long as the schedule. */
-void dt__sched_copy2d(dt__sched *s, const dt__block2d *dst, const dt__block2d *src);
+/* Copy of part @p part of @p nparts of 2-D blocks (0 of 1: all); the
+ * descriptors must live as long as the schedule. */
+void dt__sched_copy2d(dt__sched *s, const dt__block2d *dst, const dt__block2d *src, uint32_t part,
+                      uint32_t nparts);
 /* A DT__OP_PEER_COPY (see there); descriptors live as long as the schedule. */
 void dt__sched_peer_copy(dt__sched *s, int peer, bool sending, const dt__block2d *mine,
-                         const dt__block2d *theirs, uint64_t *status);
+                         const dt__block2d *theirs, uint64_t *status, uint32_t part,
+                         uint32_t nparts);
 /* A DT__OP_CHECK of @p n status words. */
 void dt__sched_check(dt__sched *s, const uint64_t *status, size_t n);
 
@@ -271,10 +303,10 @@ dt_status dt__algo_allreduce_recursive_doubling(dt_comm *c, const void *send, vo
                                                 size_t count, dt__sched *s);
 dt_status dt__algo_allreduce_direct(dt_comm *c, const void *send, void *recv, size_t count,
                                     dt__sched *s);
-dt_status dt__algo_allgatherv_direct(dt_comm *c, const void *send, void *recv,
-                                     const size_t *counts, const size_t *displs, dt__sched *s);
-dt_status dt__algo_allgatherv_ring(dt_comm *c, const void *send, void *recv,
-                                   const size_t *counts, const size_t *displs, dt__sched *s);
+dt_status dt__algo_allgatherv_direct(dt_comm *c, const void *send, void *recv, const size_t *counts,
+                                     const size_t *displs, dt__sched *s);
+dt_status dt__algo_allgatherv_ring(dt_comm *c, const void *send, void *recv, const size_t *counts,
+                                   const size_t *displs, dt__sched *s);
 dt_status dt__algo_reduce_scatterv_direct(dt_comm *c, const void *send, void *recv,
                                           const size_t *counts, dt__sched *s);
 dt_status dt__algo_reduce_scatterv_ring(dt_comm *c, const void *send, void *recv,
@@ -284,18 +316,15 @@ dt_status dt__algo_alltoallv_pairwise(dt_comm *c, const void *send, const size_t
                                       const size_t *rdispls, dt__sched *s);
 /* All-to-all of 2-D blocks (dt_comm_alltoallw; blocks in bytes, absolute
  * addresses): pack + pairwise + unpack, or descriptors + peer copies. */
-dt_status dt__algo_alltoallw_pack(dt_comm *c, const dt__block2d *send,
-                                  const dt__block2d *recv, dt__sched *s);
-dt_status dt__algo_alltoallw_peer_copy(dt_comm *c, const dt__block2d *send,
-                                       const dt__block2d *recv, dt__sched *s);
+dt_status dt__algo_alltoallw_pack(dt_comm *c, const dt__block2d *send, const dt__block2d *recv,
+                                  dt__sched *s);
+dt_status dt__algo_alltoallw_peer_copy(dt_comm *c, const dt__block2d *send, const dt__block2d *recv,
+                                       dt__sched *s);
 /* Run one DT__OP_PEER_COPY: the side that moves the data, and the checks. */
 dt_status dt__peer_copy_run(dt_comm *c, const dt__op *op);
-dt_status dt__algo_broadcast_direct(dt_comm *c, void *buf, size_t count, int root,
-                                    dt__sched *s);
-dt_status dt__algo_broadcast_binomial(dt_comm *c, void *buf, size_t count, int root,
-                                      dt__sched *s);
-dt_status dt__algo_broadcast_pipeline(dt_comm *c, void *buf, size_t count, int root,
-                                               dt__sched *s);
+dt_status dt__algo_broadcast_direct(dt_comm *c, void *buf, size_t count, int root, dt__sched *s);
+dt_status dt__algo_broadcast_binomial(dt_comm *c, void *buf, size_t count, int root, dt__sched *s);
+dt_status dt__algo_broadcast_pipeline(dt_comm *c, void *buf, size_t count, int root, dt__sched *s);
 dt_status dt__algo_barrier_dissemination(dt_comm *c, dt__sched *s);
 
 /* Segment size (bytes) of pipelined ring steps. */
@@ -311,10 +340,10 @@ struct dt_work {
     uint32_t tag;
     /* generic schedule execution */
     dt__sched sched;
-    size_t round;       /* current round */
-    size_t posted;      /* rounds whose transfers are posted */
-    void **reqs;        /* one per op (NULL = none or done) */
-    size_t cap_reqs;    /* request slots the block has room for */
+    size_t round;    /* current round */
+    size_t posted;   /* rounds whose transfers are posted */
+    void **reqs;     /* one per op (NULL = none or done) */
+    size_t cap_reqs; /* request slots the block has room for */
     /* native work (NCCL): test returns DT_OK / DT_IN_PROGRESS / error */
     dt_status (*native_test)(dt_work *w);
     void (*native_free)(dt_work *w);
@@ -324,9 +353,8 @@ struct dt_work {
 /* Take ownership of @p s (on success and failure) and start it as a work. */
 dt_status dt__work_start(dt_comm *comm, const char *what, dt__sched *s, dt_work **out);
 /* A work whose progress is the backend's own (optional natives). */
-dt_status dt__work_native(dt_comm *comm, const char *what,
-                          dt_status (*test)(dt_work *), void (*free_fn)(dt_work *),
-                          void *native, dt_work **out);
+dt_status dt__work_native(dt_comm *comm, const char *what, dt_status (*test)(dt_work *),
+                          void (*free_fn)(dt_work *), void *native, dt_work **out);
 /* Free the comm's spare work block (before destroying the comm). */
 void dt__work_drop_spare(dt_comm *comm);
 /* Run @p s to completion (or finish the work) : the blocking path. */
@@ -342,7 +370,7 @@ dt_status dt__comm_self_create(dt_comm **out);
 
 struct dt_store;
 /* The UCX world comm of @p size ranks, bootstrapped through @p store. Collective. */
-dt_status dt__comm_ucx_create_world(struct dt_store *store, int rank, int size,
-                                    double timeout_s, dt_comm **out);
+dt_status dt__comm_ucx_create_world(struct dt_store *store, int rank, int size, double timeout_s,
+                                    dt_comm **out);
 
 #endif

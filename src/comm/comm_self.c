@@ -35,8 +35,7 @@ static void unlink_req(self_req **head, self_req *r)
     }
 }
 
-static dt_status post(dt_comm *c, void *buf, size_t bytes, uint32_t tag, bool is_send,
-                      void **out)
+static dt_status post(dt_comm *c, void *buf, size_t bytes, uint32_t tag, bool is_send, void **out)
 {
     self_state *st = c->impl;
     self_req *r = calloc(1, sizeof(*r));
@@ -50,9 +49,10 @@ static dt_status post(dt_comm *c, void *buf, size_t bytes, uint32_t tag, bool is
         unlink_req(other, m);
         self_req *snd = is_send ? r : m, *rcv = is_send ? m : r;
         if (snd->bytes != rcv->bytes) {
-            rcv->status = DT_ERR(DT_ERR_INVALID_ARG, "self comm: send of %zu bytes matched a "
-                                 "receive of %zu bytes (tag %u)", snd->bytes, rcv->bytes,
-                                 tag & DT__TAG_VALUE_MASK);
+            rcv->status = DT_ERR(DT_ERR_INVALID_ARG,
+                                 "self comm: send of %zu bytes matched a "
+                                 "receive of %zu bytes (tag %u)",
+                                 snd->bytes, rcv->bytes, tag & DT__TAG_VALUE_MASK);
             snd->status = rcv->status;
         } else if (snd->bytes > 0) {
             memcpy(rcv->buf, snd->buf, snd->bytes);
@@ -76,8 +76,7 @@ static dt_status self_isend(dt_comm *c, const void *buf, size_t bytes, int peer,
     return post(c, (void *)buf, bytes, tag, true, req);
 }
 
-static dt_status self_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag,
-                            void **req)
+static dt_status self_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag, void **req)
 {
     (void)peer;
     return post(c, buf, bytes, tag, false, req);

@@ -9,44 +9,64 @@
 #include <stdint.h>
 #include <string.h>
 
-#define DT_REDUCE_LOOP(T, dst, src, n, EXPR)                                          \
-    do {                                                                              \
-        T *d_ = (T *)(dst);                                                           \
-        const T *s_ = (const T *)(src);                                               \
-        for (size_t i_ = 0; i_ < (n); i_++) {                                         \
-            T a = d_[i_], b = s_[i_];                                                 \
-            d_[i_] = (EXPR);                                                          \
-        }                                                                             \
+#define DT_REDUCE_LOOP(T, dst, src, n, EXPR)                                                       \
+    do {                                                                                           \
+        T *d_ = (T *)(dst);                                                                        \
+        const T *s_ = (const T *)(src);                                                            \
+        for (size_t i_ = 0; i_ < (n); i_++) {                                                      \
+            T a = d_[i_], b = s_[i_];                                                              \
+            d_[i_] = (EXPR);                                                                       \
+        }                                                                                          \
     } while (0)
 
-#define DT_REDUCE_NATIVE(T, dst, src, n, op)                                          \
-    do {                                                                              \
-        switch (op) {                                                                 \
-        case DT_REDUCE_OP_MAX: DT_REDUCE_LOOP(T, dst, src, n, a > b ? a : b); break;  \
-        case DT_REDUCE_OP_MIN: DT_REDUCE_LOOP(T, dst, src, n, a < b ? a : b); break;  \
-        case DT_REDUCE_OP_PROD: DT_REDUCE_LOOP(T, dst, src, n, a * b); break;         \
-        default: DT_REDUCE_LOOP(T, dst, src, n, a + b); break;                        \
-        }                                                                             \
+#define DT_REDUCE_NATIVE(T, dst, src, n, op)                                                       \
+    do {                                                                                           \
+        switch (op) {                                                                              \
+        case DT_REDUCE_OP_MAX:                                                                     \
+            DT_REDUCE_LOOP(T, dst, src, n, a > b ? a : b);                                         \
+            break;                                                                                 \
+        case DT_REDUCE_OP_MIN:                                                                     \
+            DT_REDUCE_LOOP(T, dst, src, n, a < b ? a : b);                                         \
+            break;                                                                                 \
+        case DT_REDUCE_OP_PROD:                                                                    \
+            DT_REDUCE_LOOP(T, dst, src, n, a *b);                                                  \
+            break;                                                                                 \
+        default:                                                                                   \
+            DT_REDUCE_LOOP(T, dst, src, n, a + b);                                                 \
+            break;                                                                                 \
+        }                                                                                          \
     } while (0)
 
 /* Wrapping integer arithmetic (no signed-overflow UB on user data). */
-#define DT_REDUCE_INT(T, UT, dst, src, n, op)                                         \
-    do {                                                                              \
-        switch (op) {                                                                 \
-        case DT_REDUCE_OP_MAX: DT_REDUCE_LOOP(T, dst, src, n, a > b ? a : b); break;  \
-        case DT_REDUCE_OP_MIN: DT_REDUCE_LOOP(T, dst, src, n, a < b ? a : b); break;  \
-        case DT_REDUCE_OP_PROD: DT_REDUCE_LOOP(T, dst, src, n, (T)((UT)a * (UT)b)); break; \
-        default: DT_REDUCE_LOOP(T, dst, src, n, (T)((UT)a + (UT)b)); break;           \
-        }                                                                             \
+#define DT_REDUCE_INT(T, UT, dst, src, n, op)                                                      \
+    do {                                                                                           \
+        switch (op) {                                                                              \
+        case DT_REDUCE_OP_MAX:                                                                     \
+            DT_REDUCE_LOOP(T, dst, src, n, a > b ? a : b);                                         \
+            break;                                                                                 \
+        case DT_REDUCE_OP_MIN:                                                                     \
+            DT_REDUCE_LOOP(T, dst, src, n, a < b ? a : b);                                         \
+            break;                                                                                 \
+        case DT_REDUCE_OP_PROD:                                                                    \
+            DT_REDUCE_LOOP(T, dst, src, n, (T)((UT)a * (UT)b));                                    \
+            break;                                                                                 \
+        default:                                                                                   \
+            DT_REDUCE_LOOP(T, dst, src, n, (T)((UT)a + (UT)b));                                    \
+            break;                                                                                 \
+        }                                                                                          \
     } while (0)
 
 static inline float combine_f32(float a, float b, dt_reduce_op op)
 {
     switch (op) {
-    case DT_REDUCE_OP_MAX: return a > b ? a : b;
-    case DT_REDUCE_OP_MIN: return a < b ? a : b;
-    case DT_REDUCE_OP_PROD: return a * b;
-    default: return a + b;
+    case DT_REDUCE_OP_MAX:
+        return a > b ? a : b;
+    case DT_REDUCE_OP_MIN:
+        return a < b ? a : b;
+    case DT_REDUCE_OP_PROD:
+        return a * b;
+    default:
+        return a + b;
     }
 }
 
@@ -74,17 +94,25 @@ static inline uint16_t f32_bf16(float f)
 
 static void reduce_half(uint16_t *d, const uint16_t *s, size_t n, bool bf16, dt_reduce_op op)
 {
-#define DT_BF16_LOOP(EXPR)                                                            \
-    for (size_t i = 0; i < n; i++) {                                                  \
-        float a = bf16_f32(d[i]), b = bf16_f32(s[i]);                                 \
-        d[i] = f32_bf16(EXPR);                                                        \
+#define DT_BF16_LOOP(EXPR)                                                                         \
+    for (size_t i = 0; i < n; i++) {                                                               \
+        float a = bf16_f32(d[i]), b = bf16_f32(s[i]);                                              \
+        d[i] = f32_bf16(EXPR);                                                                     \
     }
     if (bf16) { /* one loop per op so each one vectorises */
         switch (op) {
-        case DT_REDUCE_OP_MAX: DT_BF16_LOOP(a > b ? a : b); break;
-        case DT_REDUCE_OP_MIN: DT_BF16_LOOP(a < b ? a : b); break;
-        case DT_REDUCE_OP_PROD: DT_BF16_LOOP(a * b); break;
-        default: DT_BF16_LOOP(a + b); break;
+        case DT_REDUCE_OP_MAX:
+            DT_BF16_LOOP(a > b ? a : b);
+            break;
+        case DT_REDUCE_OP_MIN:
+            DT_BF16_LOOP(a < b ? a : b);
+            break;
+        case DT_REDUCE_OP_PROD:
+            DT_BF16_LOOP(a * b);
+            break;
+        default:
+            DT_BF16_LOOP(a + b);
+            break;
         }
         return;
     }
@@ -98,8 +126,12 @@ bool dt__reduce_supported(dt_dtype dtype, dt_reduce_op op)
     if ((int)op < 0 || op >= DT_REDUCE_OP_COUNT)
         return false;
     switch (dtype) {
-    case DT_DTYPE_F32: case DT_DTYPE_F64: case DT_DTYPE_F16: case DT_DTYPE_BF16:
-    case DT_DTYPE_I32: case DT_DTYPE_I64:
+    case DT_DTYPE_F32:
+    case DT_DTYPE_F64:
+    case DT_DTYPE_F16:
+    case DT_DTYPE_BF16:
+    case DT_DTYPE_I32:
+    case DT_DTYPE_I64:
         return true;
     default:
         return false;
@@ -109,13 +141,26 @@ bool dt__reduce_supported(dt_dtype dtype, dt_reduce_op op)
 void dt__reduce(void *dst, const void *src, size_t n, dt_dtype dtype, dt_reduce_op op)
 {
     switch (dtype) {
-    case DT_DTYPE_F32: DT_REDUCE_NATIVE(float, dst, src, n, op); break;
-    case DT_DTYPE_F64: DT_REDUCE_NATIVE(double, dst, src, n, op); break;
-    case DT_DTYPE_I32: DT_REDUCE_INT(int32_t, uint32_t, dst, src, n, op); break;
-    case DT_DTYPE_I64: DT_REDUCE_INT(int64_t, uint64_t, dst, src, n, op); break;
-    case DT_DTYPE_BF16: reduce_half(dst, src, n, true, op); break;
-    case DT_DTYPE_F16: reduce_half(dst, src, n, false, op); break;
-    default: break; /* validated by the dispatcher */
+    case DT_DTYPE_F32:
+        DT_REDUCE_NATIVE(float, dst, src, n, op);
+        break;
+    case DT_DTYPE_F64:
+        DT_REDUCE_NATIVE(double, dst, src, n, op);
+        break;
+    case DT_DTYPE_I32:
+        DT_REDUCE_INT(int32_t, uint32_t, dst, src, n, op);
+        break;
+    case DT_DTYPE_I64:
+        DT_REDUCE_INT(int64_t, uint64_t, dst, src, n, op);
+        break;
+    case DT_DTYPE_BF16:
+        reduce_half(dst, src, n, true, op);
+        break;
+    case DT_DTYPE_F16:
+        reduce_half(dst, src, n, false, op);
+        break;
+    default:
+        break; /* validated by the dispatcher */
     }
 }
 
@@ -146,7 +191,8 @@ void dt__reduce_divide(void *dst, size_t n, dt_dtype dtype, int divisor)
             d[i] /= divisor;
         break;
     }
-    case DT_DTYPE_BF16: case DT_DTYPE_F16: {
+    case DT_DTYPE_BF16:
+    case DT_DTYPE_F16: {
         uint16_t *d = dst;
         bool bf = (dtype == DT_DTYPE_BF16);
         for (size_t i = 0; i < n; i++) {

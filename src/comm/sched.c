@@ -90,8 +90,8 @@ void dt__sched_round(dt__sched *s, bool early)
         return;
     if (!grow((void **)&s->rounds, &s->cap_rounds, s->nrounds + 1, sizeof(*s->rounds),
               s->inline_rounds)) {
-        s->status = DT_ERR(DT_ERR_NO_MEMORY, "collective schedule: no memory for round %zu",
-                           s->nrounds);
+        s->status =
+            DT_ERR(DT_ERR_NO_MEMORY, "collective schedule: no memory for round %zu", s->nrounds);
         return;
     }
     s->rounds[s->nrounds++] = (dt__round){.first = s->nops, .count = 0, .early = early};
@@ -106,8 +106,7 @@ static void add(dt__sched *s, dt__op op)
     if (s->status != DT_OK)
         return;
     if (!grow((void **)&s->ops, &s->cap_ops, s->nops + 1, sizeof(*s->ops), s->inline_ops)) {
-        s->status = DT_ERR(DT_ERR_NO_MEMORY, "collective schedule: no memory for op %zu",
-                           s->nops);
+        s->status = DT_ERR(DT_ERR_NO_MEMORY, "collective schedule: no memory for op %zu", s->nops);
         return;
     }
     s->ops[s->nops++] = op;
@@ -149,22 +148,37 @@ void *dt__sched_scratch(dt__sched *s, size_t bytes)
     free(s->scratch);
     s->scratch = malloc(bytes > 0 ? bytes : 1);
     if (s->scratch == NULL)
-        s->status = DT_ERR(DT_ERR_NO_MEMORY, "collective schedule: no memory for %zu bytes "
-                                             "of scratch", bytes);
+        s->status = DT_ERR(DT_ERR_NO_MEMORY,
+                           "collective schedule: no memory for %zu bytes "
+                           "of scratch",
+                           bytes);
     return s->scratch;
 }
 
-void dt__sched_copy2d(dt__sched *s, const dt__block2d *dst, const dt__block2d *src)
+void dt__sched_copy2d(dt__sched *s, const dt__block2d *dst, const dt__block2d *src, uint32_t part,
+                      uint32_t nparts)
 {
     if (src->rows > 0 && src->row_bytes > 0 && dst->addr != src->addr)
-        add(s, (dt__op){.kind = DT__OP_COPY2D, .peer = -1, .dst = (void *)dst, .src = src});
+        add(s, (dt__op){.kind = DT__OP_COPY2D,
+                        .peer = -1,
+                        .dst = (void *)dst,
+                        .src = src,
+                        .part = part,
+                        .nparts = nparts});
 }
 
 void dt__sched_peer_copy(dt__sched *s, int peer, bool sending, const dt__block2d *mine,
-                         const dt__block2d *theirs, uint64_t *status)
+                         const dt__block2d *theirs, uint64_t *status, uint32_t part,
+                         uint32_t nparts)
 {
-    add(s, (dt__op){.kind = DT__OP_PEER_COPY, .peer = peer, .dst = (void *)theirs, .src = mine,
-                    .n = sending ? 1 : 0, .aux = status});
+    add(s, (dt__op){.kind = DT__OP_PEER_COPY,
+                    .peer = peer,
+                    .dst = (void *)theirs,
+                    .src = mine,
+                    .n = sending ? 1 : 0,
+                    .aux = status,
+                    .part = part,
+                    .nparts = nparts});
 }
 
 void dt__sched_check(dt__sched *s, const uint64_t *status, size_t n)

@@ -107,9 +107,12 @@ static dt_status run_local(dt_work *w, size_t r)
         case DT__OP_SCALE:
             dt__reduce_divide(op->dst, op->n, s->dtype, op->peer);
             break;
-        case DT__OP_COPY2D:
-            dt__block2d_copy(op->dst, op->src);
+        case DT__OP_COPY2D: {
+            uint64_t off, len;
+            dt__block2d_part(op->src, op->part, op->nparts, &off, &len);
+            dt__block2d_copy(op->dst, op->src, off, len);
             break;
+        }
         case DT__OP_PEER_COPY:
             st = dt__peer_copy_run(w->comm, op);
             if (st != DT_OK && *(uint64_t *)op->aux == DT_OK)
@@ -275,13 +278,14 @@ dt_status dt__work_finish(dt_work *w, double timeout_s)
     }
     const dt__op *op = first_pending(w);
     if (op != NULL)
-        st = DT_ERR(DT_ERR_TIMEOUT, "%s: timed out after %.3g s waiting for rank %d (%s of "
-                    "%zu bytes; comm rank %d of %d)", w->what, timeout_s, op->peer,
-                    op->kind == DT__OP_SEND ? "send" : "recv", op->n, w->comm->rank,
-                    w->comm->size);
+        st = DT_ERR(DT_ERR_TIMEOUT,
+                    "%s: timed out after %.3g s waiting for rank %d (%s of "
+                    "%zu bytes; comm rank %d of %d)",
+                    w->what, timeout_s, op->peer, op->kind == DT__OP_SEND ? "send" : "recv", op->n,
+                    w->comm->rank, w->comm->size);
     else
-        st = DT_ERR(DT_ERR_TIMEOUT, "%s: timed out after %.3g s (comm rank %d of %d)",
-                    w->what, timeout_s, w->comm->rank, w->comm->size);
+        st = DT_ERR(DT_ERR_TIMEOUT, "%s: timed out after %.3g s (comm rank %d of %d)", w->what,
+                    timeout_s, w->comm->rank, w->comm->size);
     return fail(w, st);
 }
 

@@ -51,10 +51,10 @@ dt_status dt__algo_alltoallw_pack(dt_comm *c, const dt__block2d *send, const dt_
         }
     }
     dt__sched_round(s, false);
-    dt__sched_copy2d(s, &rcv[r], &snd[r]);
+    dt__sched_copy2d(s, &rcv[r], &snd[r], 0, 1);
     for (int q = 0; q < p; q++)
         if (q != r && sst[q].addr != snd[q].addr)
-            dt__sched_copy2d(s, &sst[q], &snd[q]);
+            dt__sched_copy2d(s, &sst[q], &snd[q], 0, 1);
     for (int k = 1; k < p; k++) {
         int to = dt__mod(r + k, p), from = dt__mod(r - k, p);
         dt__sched_round(s, false);
@@ -64,6 +64,6 @@ dt_status dt__algo_alltoallw_pack(dt_comm *c, const dt__block2d *send, const dt_
     dt__sched_round(s, false);
     for (int q = 0; q < p; q++)
         if (q != r && rst[q].addr != rcv[q].addr)
-            dt__sched_copy2d(s, &rcv[q], &rst[q]);
+            dt__sched_copy2d(s, &rcv[q], &rst[q], 0, 1);
     return s->status;
 }

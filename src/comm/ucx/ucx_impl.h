@@ -78,7 +78,7 @@ void dt__ucx_cma_probe(dt_ucx_shared *sh, const dt_ucx_info *infos);
 uint64_t dt__ucx_cma_probe_addr(void);
 dt_status dt__ucx_cma_agree(dt_comm *world);
 dt_status dt__ucx_peer_copy(dt_comm *c, int peer, bool to_peer, const dt__block2d *local,
-                            const dt__block2d *remote);
+                            const dt__block2d *remote, uint64_t offset, uint64_t bytes);
 bool dt__ucx_peer_copy_ok(const dt_comm *c);
 /* Mark local peers whose process is gone as dead (rate-limited; @p now: dt__now()). */
 void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force, double now);
