@@ -41,6 +41,8 @@
 
 #include "dtensor/comm.h"
 
+#include "core/clock.h"
+
 #include <stdint.h>
 
 typedef struct dt_comm_ops dt_comm_ops;
@@ -360,8 +362,6 @@ void dt__work_drop_spare(dt_comm *comm);
 /* Run @p s to completion (or finish the work) : the blocking path. */
 dt_status dt__work_finish(dt_work *w, double timeout_s);
 
-/* Monotonic seconds. */
-double dt__now(void);
 
 /* ------------------------------------------------------------ backends */
 

@@ -8,17 +8,9 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/error.h"
 #include "core/log.h"
-
-double dt__now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void cancel_pending(dt_work *w)
 {
@@ -264,12 +256,12 @@ dt_status dt__work_finish(dt_work *w, double timeout_s)
         return st;
     if (timeout_s < 0)
         timeout_s = w->timeout_s;
-    double deadline = dt__now() + timeout_s;
+    double deadline = dt__clock_now() + timeout_s;
     for (;;) {
         st = advance(w);
         if (st != DT_IN_PROGRESS)
             return st;
-        double left = deadline - dt__now();
+        double left = deadline - dt__clock_now();
         if (left <= 0)
             break;
         st = w->comm->ops->progress(w->comm, left);

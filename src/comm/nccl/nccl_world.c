@@ -45,7 +45,7 @@ static void sleep_s(double s)
 
 ncclResult_t dt__nccl_wait_ready(ncclComm_t comm, double timeout_s)
 {
-    double deadline = dt__now() + timeout_s, nap = 10e-6;
+    double deadline = dt__clock_now() + timeout_s, nap = 10e-6;
     for (;;) {
         ncclResult_t st = ncclInProgress;
         ncclResult_t r = ncclCommGetAsyncError(comm, &st);
@@ -53,7 +53,7 @@ ncclResult_t dt__nccl_wait_ready(ncclComm_t comm, double timeout_s)
             return r;
         if (st != ncclInProgress)
             return st;
-        if (dt__now() >= deadline)
+        if (dt__clock_now() >= deadline)
             return ncclInProgress;
         sleep_s(nap);
         nap = nap < 1e-3 ? nap * 2 : 1e-3;

@@ -80,7 +80,7 @@ dt_status dt__ucx_cma_agree(dt_comm *world);
 dt_status dt__ucx_peer_copy(dt_comm *c, int peer, bool to_peer, const dt__block2d *local,
                             const dt__block2d *remote, uint64_t offset, uint64_t bytes);
 bool dt__ucx_peer_copy_ok(const dt_comm *c);
-/* Mark local peers whose process is gone as dead (rate-limited; @p now: dt__now()). */
+/* Mark local peers whose process is gone as dead (rate-limited; @p now: dt__clock_now()). */
 void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force, double now);
 
 struct dt_ucx_shared {

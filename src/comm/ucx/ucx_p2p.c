@@ -270,17 +270,17 @@ dt_status dt__ucx_progress(dt_comm *c, double wait_s)
     dt_ucx_shared *sh = uc->shared;
     if (ucp_worker_progress(sh->worker) != 0)
         return DT_OK;
-    double t0 = dt__now(); /* one clock read for the checks below */
+    double t0 = dt__clock_now(); /* one clock read for the checks below */
     dt__ucx_check_liveness(sh, false, t0);
     if (wait_s <= 0)
         return DT_OK;
     /* Poll, then poll yielding the core, then sleep (policy: ucx_impl.h). */
     dt__ucx_update_spin(sh, t0);
-    for (double t = 0; t < sh->spin_s; t = dt__now() - t0)
+    for (double t = 0; t < sh->spin_s; t = dt__clock_now() - t0)
         if (ucp_worker_progress(sh->worker) != 0)
             return DT_OK;
-    double t1 = dt__now();
-    for (double t = 0; t < sh->yield_s; t = dt__now() - t1) {
+    double t1 = dt__clock_now();
+    for (double t = 0; t < sh->yield_s; t = dt__clock_now() - t1) {
         /* caught while yielding: no budget change. Growing it here was measured
          * (2 ranks on 2 loaded cores) to make 8 B all-reduce 0.6 -> 120 us: when
          * the peer shares our core, plain polling only delays it. */
@@ -293,7 +293,7 @@ dt_status dt__ucx_progress(dt_comm *c, double wait_s)
         return DT_OK; /* events arrived meanwhile: the caller progresses again */
     if (us != UCS_OK)
         return DT_ERR(DT_ERR_BACKEND, "ucx: ucp_worker_arm failed: %s", ucs_status_string(us));
-    double left = wait_s - (dt__now() - t0);
+    double left = wait_s - (dt__clock_now() - t0);
     if (left > DT_UCX_MAX_SLEEP_S)
         left = DT_UCX_MAX_SLEEP_S;
     struct pollfd pfd = {.fd = sh->efd, .events = POLLIN};
@@ -302,6 +302,6 @@ dt_status dt__ucx_progress(dt_comm *c, double wait_s)
     if (rc < 0 && errno != EINTR)
         return DT_ERR(DT_ERR_SYSTEM, "ucx: poll on the worker event fd failed: %s",
                       strerror(errno));
-    adapt_spin(sh, dt__now() - t0, rc > 0);
+    adapt_spin(sh, dt__clock_now() - t0, rc > 0);
     return DT_OK;
 }

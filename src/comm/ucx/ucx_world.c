@@ -101,9 +101,9 @@ static void close_endpoints(dt_ucx_shared *sh)
             .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0,
         };
         ucs_status_ptr_t sp = ucp_ep_close_nbx(p->ep, &prm);
-        double deadline = dt__now() + 2.0;
+        double deadline = dt__clock_now() + 2.0;
         while (UCS_PTR_IS_PTR(sp) && ucp_request_check_status(sp) == UCS_INPROGRESS &&
-               dt__now() < deadline)
+               dt__clock_now() < deadline)
             ucp_worker_progress(sh->worker);
         if (UCS_PTR_IS_PTR(sp)) {
             if (ucp_request_check_status(sp) == UCS_INPROGRESS)
@@ -114,8 +114,8 @@ static void close_endpoints(dt_ucx_shared *sh)
     }
     /* let the abandoned requests' callbacks run (they free our bookkeeping);
      * a send to a dead same-host peer never completes, so do not wait long */
-    double deadline = dt__now() + 0.2;
-    while (sh->orphans > 0 && dt__now() < deadline)
+    double deadline = dt__clock_now() + 0.2;
+    while (sh->orphans > 0 && dt__clock_now() < deadline)
         ucp_worker_progress(sh->worker);
     if (sh->orphans > 0)
         DT_LOG_INFO("comm", "ucx: %d abandoned requests still pending at teardown", sh->orphans);
@@ -230,7 +230,7 @@ static void pick_spin(dt_ucx_shared *sh)
     sh->spin_max_s = sh->oversubscribed ? 0.0 : DT_UCX_SPIN_MAX_US * 1e-6;
     sh->spin_min_s = sh->oversubscribed ? 0.0 : DT_UCX_SPIN_MIN_US * 1e-6;
     sh->spin_s = sh->spin_max_s;
-    dt__ucx_update_spin(sh, dt__now());
+    dt__ucx_update_spin(sh, dt__clock_now());
     DT_LOG_DEBUG("comm",
                  "ucx: %d local ranks on %d cores: poll up to %.0f us, then %.0f us "
                  "yielding, before sleeping",
