@@ -233,7 +233,10 @@ DT_API dt_status dt_load_full(dt_module *root, const char *path);
  * missing; its parent must exist). Collective over the parameters' mesh when
  * some are distributed (one mesh for all, as dt_save_full); ranks of a mesh
  * slice that does not contain world rank 0 hold replicas of the slice that
- * does and return DT_OK at once without writing. Every participating rank
+ * does and return DT_OK at once without writing. With only local parameters
+ * it is not collective: each caller saves, under an exclusive flock on
+ * <dir>/.lock, so processes saving into one directory at once leave one
+ * whole checkpoint (the last). Every participating rank
  * returns the same status. With @p optim (may be NULL) its state and step
  * count are saved too; states not allocated yet are allocated zero first
  * (dt_optim_state_init: what the first step would use). @p optim must have

@@ -8,9 +8,11 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -221,6 +223,33 @@ static dt_status ss_mkdir(const char *dir)
     return DT_OK;
 }
 
+/*
+ * Saves of local parameters are not collective, so several processes (the
+ * ranks of a job, each with the same model) may save into one directory at
+ * once. Each writes rank-0 files under its own save id and sweeps the
+ * others', so unserialised, an index.json could name a file another save
+ * had just removed. An exclusive flock on <dir>/.lock makes each save whole.
+ */
+static dt_status ss_lock(const char *dir, int *fd)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/.lock", dir);
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (*fd < 0)
+        return DT_ERR(DT_ERR_SYSTEM, "dt_checkpoint_save: cannot open %s: %s", path,
+                      strerror(errno));
+    while (flock(*fd, LOCK_EX) != 0) {
+        if (errno == EINTR)
+            continue;
+        dt_status st =
+            DT_ERR(DT_ERR_SYSTEM, "dt_checkpoint_save: cannot lock %s: %s", path, strerror(errno));
+        close(*fd);
+        *fd = -1;
+        return st;
+    }
+    return DT_OK;
+}
+
 /* One step of the save everyone agrees on: a failure anywhere stops all. */
 static dt_status ss_step(const ss_ctx *c, dt_status mine, const char *what)
 {
@@ -264,14 +293,20 @@ dt_status dt_checkpoint_save(dt_module *root, dt_optim *optim, const char *dir)
         DT_CHECK_GOTO(dt__ck_agree_max(c.mesh, &id), st, out);
     snprintf(c.id, sizeof(c.id), "%016llx", (unsigned long long)id);
     DT_CHECK_GOTO(ss_step(&c, ss_mkdir(dir), "creating the directory"), st, out);
-    DT_CHECK_GOTO(ss_step(&c, ss_write_rank_file(&c), "writing a rank file"), st, out);
+    int lock = -1;
+    if (c.mesh == NULL) /* not collective: other processes may save here too */
+        DT_CHECK_GOTO(ss_lock(dir, &lock), st, out);
+    st = ss_step(&c, ss_write_rank_file(&c), "writing a rank file");
     dt_status ist = DT_OK;
-    if (c.world_rank == 0) {
+    if (st == DT_OK && c.world_rank == 0) {
         ist = ss_write_index(&c);
         if (ist == DT_OK)
             ss_sweep(&c);
     }
-    st = ss_step(&c, ist, "writing index.json (world rank 0)");
+    if (st == DT_OK)
+        st = ss_step(&c, ist, "writing index.json (world rank 0)");
+    if (lock >= 0)
+        close(lock); /* releases the lock */
 out:
     dt__ck_params_free(&c.l);
     return st;
