@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/cpu/vmath.h"
 
 bool dt__nditer_init(dt__nditer *it, int ndim, const int64_t *shape, int nops,
                      const int64_t *const *strides)
@@ -171,8 +172,36 @@ dt_status dt__cpu_load_ids(const char *fn, const dt_tensor *ids, int64_t **out)
     return DT_OK;
 }
 
+#if DT_V4
+/* The row max in explicit vectors with four accumulators: one chain of max
+ * (latency 4, two per cycle) took a third of the softmax time. */
+DT_V4_FN static float row_max_v4(const float *z, int64_t valid)
+{
+    float mx = -INFINITY;
+    int64_t j0 = 0;
+    if (valid >= 64) {
+        dt__v16f m0 = dt__vld(z), m1 = dt__vld(z + 16), m2 = dt__vld(z + 32), m3 = dt__vld(z + 48);
+        for (j0 = 64; j0 + 64 <= valid; j0 += 64) {
+            dt__v16f a0 = dt__vld(z + j0), a1 = dt__vld(z + j0 + 16);
+            dt__v16f a2 = dt__vld(z + j0 + 32), a3 = dt__vld(z + j0 + 48);
+            m0 = DT_VSEL(a0 > m0, a0, m0);
+            m1 = DT_VSEL(a1 > m1, a1, m1);
+            m2 = DT_VSEL(a2 > m2, a2, m2);
+            m3 = DT_VSEL(a3 > m3, a3, m3);
+        }
+        m0 = DT_VSEL(m1 > m0, m1, m0);
+        m2 = DT_VSEL(m3 > m2, m3, m2);
+        m0 = DT_VSEL(m2 > m0, m2, m0);
+        mx = dt__vhmax(&m0);
+    }
+    for (; j0 < valid; j0++)
+        mx = z[j0] > mx ? z[j0] : mx;
+    return mx;
+}
+#endif
+
 DT_CPU_CLONES
-float dt__cpu_row_max(const float *x, int64_t n)
+static float row_max_generic(const float *x, int64_t n)
 {
     float lane[16];
     for (int l = 0; l < 16; l++)
@@ -187,6 +216,15 @@ float dt__cpu_row_max(const float *x, int64_t n)
     for (int l = 0; l < 16; l++)
         m = lane[l] > m ? lane[l] : m;
     return m;
+}
+
+float dt__cpu_row_max(const float *x, int64_t n)
+{
+#if DT_V4
+    if (dt__v4_ok())
+        return row_max_v4(x, n);
+#endif
+    return row_max_generic(x, n);
 }
 
 DT_CPU_CLONES

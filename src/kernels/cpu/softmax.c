@@ -11,32 +11,6 @@
 #include "kernels/cpu/vmath.h"
 
 #if DT_V4
-/* the row max in explicit vectors, four accumulators (dt__cpu_row_max's
- * single chain took a third of the softmax time) */
-DT_V4_FN static float row_max_v4(const float *z, int64_t valid)
-{
-    float mx = -INFINITY;
-    int64_t j0 = 0;
-    if (valid >= 64) {
-        dt__v16f m0 = dt__vld(z), m1 = dt__vld(z + 16), m2 = dt__vld(z + 32), m3 = dt__vld(z + 48);
-        for (j0 = 64; j0 + 64 <= valid; j0 += 64) {
-            dt__v16f a0 = dt__vld(z + j0), a1 = dt__vld(z + j0 + 16);
-            dt__v16f a2 = dt__vld(z + j0 + 32), a3 = dt__vld(z + j0 + 48);
-            m0 = DT_VSEL(a0 > m0, a0, m0);
-            m1 = DT_VSEL(a1 > m1, a1, m1);
-            m2 = DT_VSEL(a2 > m2, a2, m2);
-            m3 = DT_VSEL(a3 > m3, a3, m3);
-        }
-        m0 = DT_VSEL(m1 > m0, m1, m0);
-        m2 = DT_VSEL(m3 > m2, m3, m2);
-        m0 = DT_VSEL(m2 > m0, m2, m0);
-        mx = dt__vhmax(&m0);
-    }
-    for (; j0 < valid; j0++)
-        mx = z[j0] > mx ? z[j0] : mx;
-    return mx;
-}
-
 /* y[j] = exp(zs z[j] - m) for the first 32k of valid entries in explicit
  * vectors (two accumulators); adds their sum to *s, returns how many it did.
  * d <= 0, so the select is the only clamp needed. */
@@ -79,11 +53,7 @@ static void softmax_row(const float *x, int64_t n, int64_t valid, float scale, b
         z = y;
         zs = 1.0f;
     }
-#if DT_V4
-    float mx = dt__v4_ok() ? row_max_v4(z, valid) : dt__cpu_row_max(z, valid);
-#else
     float mx = dt__cpu_row_max(z, valid);
-#endif
     float m = zs * mx;
     if (log) {
         for (int64_t j = 0; j < valid; j++)
