@@ -531,6 +531,9 @@ static dt_status record(const dt_spec *src, const dt_spec *dst, dt_tensor *x, dt
     node->saved[0] = h0;
     node->saved[1] = h1;
     node->n_saved = 2;
+    /* a pending Partial gradient is planned from its own spec (above): P ->
+     * S(d) is then one reduce-scatter instead of an all-reduce and a slice */
+    node->accepts_dist_grad = true;
     return dt__ag_attach(node, 1, y);
 err_release:
     dt_tensor_release(h0);

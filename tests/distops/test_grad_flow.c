@@ -3,7 +3,8 @@
  * all-gather (S(0) -> R) feeding three colwise linears. The three partial
  * gradients of the gathered input are added without communicating and the
  * gather's backward turns their sum into its S(0) gradient with ONE
- * reduce-scatter (no all-reduce), through dt__rl_grad_redistribute.
+ * reduce-scatter (no all-reduce), through dt__rl_grad_redistribute - and
+ * the same through dt_redistribute's own node.
  */
 #include "do_util.h"
 
@@ -55,9 +56,18 @@ static dt_tensor *qkv(dt_tensor *x, dt_tensor *const *w)
     return l;
 }
 
-static void test_gather_backward_reduce_scatters_once(void **state)
+/* The same gather by dt_redistribute itself, whose node accepts pending
+ * gradients and plans their reduction from their own spec. */
+static dt_tensor *gather_redistribute(dt_tensor *x)
 {
-    (void)state;
+    dt_placement r = dt_replicate();
+    dt_tensor *y = NULL;
+    DO_OK(dt_redistribute(x, 1, &r, &y));
+    return y;
+}
+
+static void check_reduce_scatters_once(dt_tensor *(*gather_fn)(dt_tensor *))
+{
     dt_mesh *m = do_mesh1();
     int64_t sx[2] = {7, 8}, sw[2] = {6, 8};
     dt_placement s0 = dt_shard(0);
@@ -72,7 +82,7 @@ static void test_gather_backward_reduce_scatters_once(void **state)
         DO_OK(dt_distribute(fw, m, 1, &s0, &w[i]));
         dt_tensor_release(fw);
     }
-    dt_tensor *xg = gather(x), *l = qkv(xg, w), *lr = qkv(rx, rw);
+    dt_tensor *xg = gather_fn(x), *l = qkv(xg, w), *lr = qkv(rx, rw);
     dt_coll_stats st;
     dt_mesh_coll_stats_reset(m);
     DO_OK(dt_backward(l, NULL));
@@ -89,10 +99,23 @@ static void test_gather_backward_reduce_scatters_once(void **state)
     dt_mesh_release(m);
 }
 
+static void test_gather_backward_reduce_scatters_once(void **state)
+{
+    (void)state;
+    check_reduce_scatters_once(gather);
+}
+
+static void test_redistribute_backward_reduce_scatters_once(void **state)
+{
+    (void)state;
+    check_reduce_scatters_once(gather_redistribute);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gather_backward_reduce_scatters_once),
+        cmocka_unit_test(test_redistribute_backward_reduce_scatters_once),
     };
     return cmocka_run_group_tests(tests, do_setup, do_teardown);
 }
