@@ -172,17 +172,17 @@ static bool all_empty(const size_t *counts, int n)
     return true;
 }
 
-/* Whether a collective of blocks of at least @p block_bytes (the same on
+/* Whether a collective whose smallest block has @p block_bytes (the same on
  * every rank, so all decide alike) goes by same-host copies: when the comm
- * allows them, and @p algo (the forced choice, or NULL) is peer_copy or
- * leaves it to the size. */
-static bool by_peer_copy(dt_comm *comm, const char *algo, size_t block_bytes)
+ * allows them, and @p algo (the forced choice, or NULL) is peer_copy, or
+ * leaves it to the size and the block has at least @p min_bytes. */
+static bool by_peer_copy(dt_comm *comm, const char *algo, size_t block_bytes, size_t min_bytes)
 {
-    if (comm->size < 2 || comm->ops->peer_copy == NULL || !comm->ops->peer_copy_ok(comm))
+    if (!dt__comm_can_peer_copy(comm))
         return false;
     if (algo != NULL)
         return strcmp(algo, "peer_copy") == 0;
-    return block_bytes >= DT_PEER_COPY_BYTES;
+    return block_bytes >= min_bytes;
 }
 
 /* ------------------------------------------------------------ all-reduce */
@@ -285,8 +285,8 @@ static dt_status allgatherv_impl(const char *fn, dt_comm *comm, const void *send
     /* on 2 ranks the ring is one step, which the copies' two synchronising
      * rounds only match for big blocks (measured: 10 vs 9 us at 128 KiB) */
     size_t least_bytes = least * dt_dtype_size(dtype);
-    if (by_peer_copy(comm, algo, comm->size == 2 && least_bytes < DT_PEER_COPY_PAIR_BYTES
-                                     ? 0 : least_bytes))
+    if (by_peer_copy(comm, algo, least_bytes,
+                     comm->size == 2 ? DT_PEER_COPY_PAIR_BYTES : DT_PEER_COPY_BYTES))
         return allgather_as_blocks(comm, send, recv, counts, displs, dtype, work);
     if (algo == NULL && comm->size > 2 && comm->size <= DT_DIRECT_MAX_RANKS &&
         total * dt_dtype_size(dtype) <= DT_DIRECT_ALLGATHER_BYTES)
@@ -465,7 +465,7 @@ dt_status dt_comm_alltoall(dt_comm *comm, const void *send, void *recv, size_t c
     }
     char name[32];
     if (by_peer_copy(comm, dt__comm_forced_algo(comm, "alltoall", name, sizeof(name)),
-                     count * dt_dtype_size(dtype)))
+                     count * dt_dtype_size(dtype), DT_PEER_COPY_BYTES))
         return alltoall_as_blocks(comm, send, recv, count, dtype, work);
     size_t *counts = NULL, *displs = NULL;
     DT_CHECK(equal_counts(fn, comm->size, count, &counts, &displs));

@@ -9,8 +9,8 @@
 #include "core/error.h"
 
 /* @p b (elements) as bytes at its absolute address in @p base; checked. */
-static dt_status block_bytes(const char *fn, const char *what, int q, const void *base,
-                             const dt_comm_block *b, size_t esz, dt__block2d *out)
+static dt_status to_block2d(const char *fn, const char *what, int q, const void *base,
+                            const dt_comm_block *b, size_t esz, dt__block2d *out)
 {
     if (b->rows > 1 && b->stride < b->row_count)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s block %d has stride %zu < row_count %zu", fn,
@@ -41,7 +41,7 @@ static dt_status block_bytes(const char *fn, const char *what, int q, const void
 static dt_status alltoallw_sched(dt_comm *comm, const dt__block2d *send, const dt__block2d *recv,
                                  dt__sched *s)
 {
-    bool can_copy = comm->size > 1 && comm->ops->peer_copy != NULL && comm->ops->peer_copy_ok(comm);
+    bool can_copy = dt__comm_can_peer_copy(comm);
     char name[32];
     const char *algo = dt__comm_forced_algo(comm, "alltoallw", name, sizeof(name));
     if (algo == NULL)
@@ -77,9 +77,9 @@ dt_status dt_comm_alltoallw(dt_comm *comm, const void *send, const dt_comm_block
         return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for %zu block descriptors", fn, 2 * p);
     dt_status st = DT_OK;
     for (size_t q = 0; q < p && st == DT_OK; q++) {
-        st = block_bytes(fn, "send", (int)q, send, &send_blocks[q], esz, &blk[q]);
+        st = to_block2d(fn, "send", (int)q, send, &send_blocks[q], esz, &blk[q]);
         if (st == DT_OK)
-            st = block_bytes(fn, "recv", (int)q, recv, &recv_blocks[q], esz, &blk[p + q]);
+            st = to_block2d(fn, "recv", (int)q, recv, &recv_blocks[q], esz, &blk[p + q]);
     }
     int me = comm->rank;
     if (st == DT_OK && blk[me].rows * blk[me].row_bytes != blk[p + me].rows * blk[p + me].row_bytes)

@@ -17,4 +17,11 @@ void dt__comm_sched_for(dt__sched *s, const dt_comm *comm, dt_dtype dtype, dt_re
 /* Start @p s (taking it) and, with @p work NULL, wait for it. */
 dt_status dt__comm_run(dt_comm *comm, const char *what, dt__sched *s, dt_work **work);
 
+/* Whether same-host copies (ops->peer_copy) reach every member of @p comm:
+ * the same answer on every member. */
+static inline bool dt__comm_can_peer_copy(const dt_comm *comm)
+{
+    return comm->size > 1 && comm->ops->peer_copy != NULL && comm->ops->peer_copy_ok(comm);
+}
+
 #endif

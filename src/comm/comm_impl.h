@@ -362,7 +362,6 @@ void dt__work_drop_spare(dt_comm *comm);
 /* Run @p s to completion (or finish the work) : the blocking path. */
 dt_status dt__work_finish(dt_work *w, double timeout_s);
 
-
 /* ------------------------------------------------------------ backends */
 
 /* The size-1 backend (no transport). */

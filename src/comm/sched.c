@@ -47,7 +47,6 @@ void dt__sched_move(dt__sched *dst, dt__sched *src)
     /* the small header by value; the ops/rounds only as far as used */
     bool inl_ops = src->ops == src->inline_ops, inl_rounds = src->rounds == src->inline_rounds;
     dt__sched_init(dst, src->dtype, src->op);
-    dst->op = src->op;
     dst->divisor = src->divisor;
     dst->scratch = src->scratch;
     dst->p2p = src->p2p;

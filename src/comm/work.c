@@ -257,16 +257,16 @@ dt_status dt__work_finish(dt_work *w, double timeout_s)
     if (timeout_s < 0)
         timeout_s = w->timeout_s;
     double deadline = dt__clock_now() + timeout_s;
-    for (;;) {
-        st = advance(w);
-        if (st != DT_IN_PROGRESS)
-            return st;
+    for (;;) { /* progress, then advance: the first advance is done above */
         double left = deadline - dt__clock_now();
         if (left <= 0)
             break;
         st = w->comm->ops->progress(w->comm, left);
         if (st != DT_OK)
             return fail(w, st);
+        st = advance(w);
+        if (st != DT_IN_PROGRESS)
+            return st;
     }
     const dt__op *op = first_pending(w);
     if (op != NULL)

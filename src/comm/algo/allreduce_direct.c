@@ -31,10 +31,6 @@ dt_status dt__algo_allreduce_direct(dt_comm *c, const void *send, void *recv, si
         dt__sched_copy(s, slot + (size_t)r * bytes, send, bytes);
         own = slot + (size_t)r * bytes;
     }
-    dt__sched_copy(s, recv, r == 0 ? own : slot, bytes);
-    for (int i = 1; i < p; i++)
-        dt__sched_reduce(s, recv, i == r ? own : slot + (size_t)i * bytes, count);
-    if (s->divisor > 1)
-        dt__sched_scale(s, recv, count, s->divisor);
+    dt__algo_fold_slots(s, recv, own, slot, bytes, r, p, count);
     return s->status;
 }

@@ -36,10 +36,6 @@ dt_status dt__algo_reduce_scatterv_direct(dt_comm *c, const void *send, void *re
         dt__sched_copy(s, slot + (size_t)r * mine, own, mine);
         own = slot + (size_t)r * mine;
     }
-    dt__sched_copy(s, recv, r == 0 ? own : slot, mine);
-    for (int q = 1; q < p; q++)
-        dt__sched_reduce(s, recv, q == r ? own : slot + (size_t)q * mine, counts[r]);
-    if (s->divisor > 1)
-        dt__sched_scale(s, recv, counts[r], s->divisor);
+    dt__algo_fold_slots(s, recv, own, slot, mine, r, p, counts[r]);
     return s->status;
 }
