@@ -116,18 +116,16 @@ static bool sender_writes(const dt__block2d *send, const dt__block2d *recv)
     return dt__block2d_runs(recv) < dt__block2d_runs(send);
 }
 
-dt_status dt__peer_copy_run(dt_comm *c, const dt__op *op)
+dt_status dt__peer_copy_run(dt_comm *c, const char *what, const dt__op *op)
 {
     const dt__block2d *mine = op->src, *theirs = op->dst;
     bool sending = op->n == 1;
     const dt__block2d *send = sending ? mine : theirs, *recv = sending ? theirs : mine;
     if (block_bytes(send) != block_bytes(recv)) {
         int from = sending ? c->rank : op->peer, to = sending ? op->peer : c->rank;
-        return DT_ERR(DT_ERR_INVALID_ARG,
-                      "dt_comm_alltoallw: rank %d sends %llu bytes to rank "
-                      "%d, which expects %llu",
-                      from, (unsigned long long)block_bytes(send), to,
-                      (unsigned long long)block_bytes(recv));
+        return DT_ERR(
+            DT_ERR_INVALID_ARG, "%s: rank %d sends %llu bytes to rank %d, which expects %llu", what,
+            from, (unsigned long long)block_bytes(send), to, (unsigned long long)block_bytes(recv));
     }
     if (block_bytes(send) == 0 || sending != sender_writes(send, recv))
         return DT_OK; /* nothing to move, or the peer moves it */

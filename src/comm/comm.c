@@ -32,6 +32,8 @@
 #define DT_PEER_COPY_BYTES (64 * 1024)
 /* ... except all-gathers on 2 ranks, where blocks need this many. */
 #define DT_PEER_COPY_PAIR_BYTES (2 * 1024 * 1024)
+/* Broadcasts of at least this many bytes use same-host copies. */
+#define DT_PEER_COPY_BROADCAST_BYTES (64 * 1024)
 
 int dt_comm_rank(const dt_comm *comm)
 {
@@ -518,6 +520,10 @@ dt_status dt_comm_broadcast(dt_comm *comm, void *buf, size_t count, dt_dtype dty
     char name[32];
     const char *algo = dt__comm_forced_algo(comm, "broadcast", name, sizeof(name));
     size_t bytes = count * dt_dtype_size(dtype);
+    if (by_peer_copy(comm, algo, bytes, DT_PEER_COPY_BROADCAST_BYTES))
+        algo = "peer_copy";
+    else if (algo != NULL && strcmp(algo, "peer_copy") == 0)
+        algo = NULL; /* forced, but not every member is reachable so: by size */
     if (algo == NULL && bytes <= DT_DIRECT_BROADCAST_BYTES && comm->size <= DT_DIRECT_MAX_RANKS)
         algo = "direct";
     if (algo == NULL)
@@ -529,6 +535,8 @@ dt_status dt_comm_broadcast(dt_comm *comm, void *buf, size_t count, dt_dtype dty
         st = dt__algo_broadcast_binomial(comm, buf, count, root, &s);
     else if (strcmp(algo, "pipeline") == 0)
         st = dt__algo_broadcast_pipeline(comm, buf, count, root, &s);
+    else if (strcmp(algo, "peer_copy") == 0)
+        st = dt__algo_broadcast_peer_copy(comm, buf, count, root, &s);
     else
         st = dt__comm_unknown_algo("broadcast", algo);
     if (st != DT_OK) {

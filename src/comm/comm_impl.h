@@ -322,11 +322,13 @@ dt_status dt__algo_alltoallw_pack(dt_comm *c, const dt__block2d *send, const dt_
                                   dt__sched *s);
 dt_status dt__algo_alltoallw_peer_copy(dt_comm *c, const dt__block2d *send, const dt__block2d *recv,
                                        dt__sched *s);
-/* Run one DT__OP_PEER_COPY: the side that moves the data, and the checks. */
-dt_status dt__peer_copy_run(dt_comm *c, const dt__op *op);
+/* Run one DT__OP_PEER_COPY: the side that moves the data, and the checks
+ * (a size mismatch names @p what, the public collective). */
+dt_status dt__peer_copy_run(dt_comm *c, const char *what, const dt__op *op);
 dt_status dt__algo_broadcast_direct(dt_comm *c, void *buf, size_t count, int root, dt__sched *s);
 dt_status dt__algo_broadcast_binomial(dt_comm *c, void *buf, size_t count, int root, dt__sched *s);
 dt_status dt__algo_broadcast_pipeline(dt_comm *c, void *buf, size_t count, int root, dt__sched *s);
+dt_status dt__algo_broadcast_peer_copy(dt_comm *c, void *buf, size_t count, int root, dt__sched *s);
 dt_status dt__algo_barrier_dissemination(dt_comm *c, dt__sched *s);
 
 /* Segment size (bytes) of pipelined ring steps. */

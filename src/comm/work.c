@@ -106,7 +106,7 @@ static dt_status run_local(dt_work *w, size_t r)
             break;
         }
         case DT__OP_PEER_COPY:
-            st = dt__peer_copy_run(w->comm, op);
+            st = dt__peer_copy_run(w->comm, w->what, op);
             if (st != DT_OK && *(uint64_t *)op->aux == DT_OK)
                 *(uint64_t *)op->aux = (uint64_t)st; /* shared in the next round */
             break;

@@ -190,6 +190,41 @@ static void test_size_mismatch(void **state)
     CT_OK(dt_comm_barrier(w, NULL)); /* the comm is still usable for a clean exit */
 }
 
+/* The same check guards the broadcast by peer copies: rank 1 expects one
+ * element fewer than the root sends; rank 1 names the sizes, the root
+ * fails with rank 1's status, the others receive the data. */
+static void test_broadcast_size_mismatch(void **state)
+{
+    (void)state;
+    dt_comm *w = dt_runtime_world(ct_rt);
+    const int me = dt_comm_rank(w);
+    float probe = 0, buf[4] = {0};
+    dt_comm_block none = {0, 0, 0, 0}, sb[16];
+    for (int q = 0; q < dt_comm_size(w); q++)
+        sb[q] = none;
+    CT_OK(dt_comm_set_algo(w, "alltoallw:peer_copy"));
+    dt_status st = dt_comm_alltoallw(w, &probe, sb, &probe, sb, DT_DTYPE_F32, NULL);
+    CT_OK(dt_comm_set_algo(w, "broadcast:peer_copy"));
+    if (st == DT_ERR_UNSUPPORTED) { /* the broadcast would take another path */
+        CT_OK(dt_comm_set_algo(w, NULL));
+        skip();
+    }
+    if (me == 0)
+        buf[3] = 7;
+    st = dt_comm_broadcast(w, buf, me == 1 ? 3 : 4, DT_DTYPE_F32, 0, NULL);
+    CT_OK(dt_comm_set_algo(w, NULL));
+    if (me <= 1) {
+        assert_int_equal(st, DT_ERR_INVALID_ARG);
+        if (me == 1)
+            assert_non_null(
+                strstr(dt_last_error(), "rank 0 sends 16 bytes to rank 1, which expects 12"));
+    } else {
+        CT_OK(st);
+        assert_true(buf[3] == 7.0f);
+    }
+    CT_OK(dt_comm_barrier(w, NULL));
+}
+
 static void test_bad_blocks(void **state)
 {
     (void)state;
@@ -209,8 +244,11 @@ static void test_bad_blocks(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_default_path),   cmocka_unit_test(test_pack_path),
-        cmocka_unit_test(test_peer_copy_path), cmocka_unit_test(test_size_mismatch),
+        cmocka_unit_test(test_default_path),
+        cmocka_unit_test(test_pack_path),
+        cmocka_unit_test(test_peer_copy_path),
+        cmocka_unit_test(test_size_mismatch),
+        cmocka_unit_test(test_broadcast_size_mismatch),
         cmocka_unit_test(test_bad_blocks),
     };
     return cmocka_run_group_tests(tests, ct_setup, ct_teardown);

@@ -262,14 +262,14 @@ static void test_broadcast(void **state)
     dt_comm *w = dt_runtime_world(ct_rt);
     const int p = dt_comm_size(w), me = dt_comm_rank(w);
     static const char *const algos[] = {NULL, "broadcast:binomial", "broadcast:pipeline",
-                                        "broadcast:direct"};
+                                        "broadcast:direct", "broadcast:peer_copy"};
     char what[128];
     for (size_t d = 0; d < CT_NDTYPES; d++) {
         dt_dtype dt = ct_dtypes[d];
         for (size_t s = 0; s < CT_NSIZES; s++) {
             size_t n = ct_sizes[s];
             void *buf = ct_alloc(n, dt), *want = ct_alloc(n, dt);
-            for (size_t a = 0; a < 4; a++) {
+            for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
                 int root = (int)(a + s) % p;
                 if (algos[a])
                     CT_OK(dt_comm_set_algo(w, algos[a]));
@@ -283,7 +283,7 @@ static void test_broadcast(void **state)
                 snprintf(what, sizeof(what), "broadcast %s n %zu root %d algo %s",
                          dt_dtype_name(dt), n, root, algos[a] ? algos[a] : "auto");
                 dt_work *work = NULL;
-                CT_OK(dt_comm_broadcast(w, buf, n, dt, root, a == 1 ? &work : NULL));
+                CT_OK(dt_comm_broadcast(w, buf, n, dt, root, (a == 1 || a == 4) ? &work : NULL));
                 if (work != NULL) {
                     CT_OK(dt_work_wait(work, -1));
                     dt_work_release(work);
