@@ -78,13 +78,19 @@ static inline dt_mesh *do_mesh_2x2(void)
     return m;
 }
 
-/* A full f32 tensor ~ N(0, 1) from @p seed (the same on every rank). */
-static inline dt_tensor *do_randn(int ndim, const int64_t *shape, uint64_t seed)
+/* A full f32 tensor ~ N(0, std^2) from @p seed (the same on every rank). */
+static inline dt_tensor *do_randn_std(int ndim, const int64_t *shape, double std, uint64_t seed)
 {
     dt_tensor *t = NULL;
     DO_OK(dt_tensor_empty(ndim, shape, DT_DTYPE_F32, dt_device_cpu(), &t));
-    DO_OK(dt_tensor_fill_normal(t, 0.0, 1.0, seed, NULL, NULL));
+    DO_OK(dt_tensor_fill_normal(t, 0.0, std, seed, NULL, NULL));
     return t;
+}
+
+/* A full f32 tensor ~ N(0, 1) from @p seed (the same on every rank). */
+static inline dt_tensor *do_randn(int ndim, const int64_t *shape, uint64_t seed)
+{
+    return do_randn_std(ndim, shape, 1.0, seed);
 }
 
 /* Integer ids in [0, n) from @p seed, i64. */
@@ -104,8 +110,9 @@ static inline dt_tensor *do_ids(int ndim, const int64_t *shape, int64_t n, uint6
     return t;
 }
 
-/* max |a - b| <= tol * max(max |b|, 1e-3), the shapes equal. */
-static inline void do_assert_close(dt_tensor *a, dt_tensor *b, double tol, const char *what)
+/* max |a - b| <= tol * max(max |b|, @p scale, 1e-3), the shapes equal. */
+static inline void do_assert_close_scaled(dt_tensor *a, dt_tensor *b, double tol, double scale,
+                                          const char *what)
 {
     dt_tensor *ac = NULL, *bc = NULL;
     assert_int_equal(dt_tensor_ndim(a), dt_tensor_ndim(b));
@@ -116,7 +123,7 @@ static inline void do_assert_close(dt_tensor *a, dt_tensor *b, double tol, const
     DO_OK(dt_tensor_contiguous(a, &ac));
     DO_OK(dt_tensor_contiguous(b, &bc));
     const float *x = dt_tensor_data(ac), *y = dt_tensor_data(bc);
-    double md = 0.0, mb = 1e-3;
+    double md = 0.0, mb = scale > 1e-3 ? scale : 1e-3;
     for (int64_t i = 0; i < dt_tensor_numel(ac); i++) {
         double dd = fabs((double)x[i] - (double)y[i]);
         if (!(dd <= md)) /* NaN-safe */
@@ -128,6 +135,28 @@ static inline void do_assert_close(dt_tensor *a, dt_tensor *b, double tol, const
         fail_msg("%s: max abs diff %g exceeds %g (max |ref| %g)", what, md, tol * mb, mb);
     dt_tensor_release(ac);
     dt_tensor_release(bc);
+}
+
+/* max |a - b| <= tol * max(max |b|, 1e-3), the shapes equal. */
+static inline void do_assert_close(dt_tensor *a, dt_tensor *b, double tol, const char *what)
+{
+    do_assert_close_scaled(a, b, tol, 0.0, what);
+}
+
+/* sum |a * b| of two f32 tensors of one shape: the scale of the rounding
+ * error of sum(a * b), whatever its cancellation. */
+static inline double do_sum_abs_product(dt_tensor *a, dt_tensor *b)
+{
+    dt_tensor *ac = NULL, *bc = NULL;
+    DO_OK(dt_tensor_contiguous(a, &ac));
+    DO_OK(dt_tensor_contiguous(b, &bc));
+    const float *x = dt_tensor_data(ac), *y = dt_tensor_data(bc);
+    double s = 0.0;
+    for (int64_t i = 0; i < dt_tensor_numel(ac); i++)
+        s += fabs((double)x[i] * (double)y[i]);
+    dt_tensor_release(ac);
+    dt_tensor_release(bc);
+    return s;
 }
 
 /* This rank's slice of @p full under @p s with every Partial read as Replicate. */
@@ -167,6 +196,7 @@ typedef struct do_case {
     int64_t shape[DO_MAX_IN][DT_MAX_DIMS];
     dt_placement pl[DO_MAX_IN][DT_MESH_MAX_DIMS];
     bool no_grad[DO_MAX_IN]; /* inputs that do not require grad */
+    double std[DO_MAX_IN];   /* inputs ~ N(0, std^2); 0 means 1 */
     do_op_fn op;
     void *ctx;
     /* expected output placements (n_out_pl = 0: not checked) */
@@ -188,7 +218,8 @@ static inline void do_run(dt_mesh *mesh, const do_case *c, uint64_t seed)
     for (int k = 0; k < mn; k++)
         r[k] = dt_replicate();
     for (int i = 0; i < c->n; i++) {
-        dt_tensor *full = do_randn(c->ndim[i], c->shape[i], seed + (uint64_t)i * 7919);
+        double std = c->std[i] > 0.0 ? c->std[i] : 1.0;
+        dt_tensor *full = do_randn_std(c->ndim[i], c->shape[i], std, seed + (uint64_t)i * 7919);
         DO_OK(dt_tensor_clone(full, &ref[i]));
         DO_OK(dt_distribute(full, mesh, mn, c->pl[i], &dx[i]));
         dt_tensor_release(full);
@@ -216,7 +247,8 @@ static inline void do_run(dt_mesh *mesh, const do_case *c, uint64_t seed)
     DO_OK(dt_full_tensor(yd, &yf));
     snprintf(msg, sizeof(msg), "%s: forward", c->name);
     do_assert_close(yf, yr, 1e-5, msg);
-    /* loss = sum(y * w) with a fixed random w */
+    /* loss = sum(y * w) with a fixed random w; w's random signs make the sum
+     * cancel, so its error is measured against sum |y * w|, not |loss| */
     w = do_randn(dt_tensor_ndim(yr), dt_tensor_shape(yr), seed + 424242);
     DO_OK(dt_distribute(w, mesh, mn, r, &wd));
     DO_OK(dt_mul(yr, w, &t));
@@ -227,7 +259,7 @@ static inline void do_run(dt_mesh *mesh, const do_case *c, uint64_t seed)
     dt_tensor_release(t);
     DO_OK(dt_full_tensor(ld, &lf));
     snprintf(msg, sizeof(msg), "%s: loss", c->name);
-    do_assert_close(lf, lr, 1e-5, msg);
+    do_assert_close_scaled(lf, lr, 1e-5, do_sum_abs_product(yr, w), msg);
     if (dt_tensor_requires_grad(lr)) {
         DO_OK(dt_backward(lr, NULL));
         DO_OK(dt_backward(ld, NULL));
