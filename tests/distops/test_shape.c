@@ -196,7 +196,10 @@ enum { AB = 2, AT = 5, AH = 12, AHD = 2, AD = AH * AHD };
 /* Weights ~ N(0, 1/AD), as a real init: with unit weights the scores' spread
  * (~24) makes the softmax one-hot and its backward a catastrophic cancellation
  * whose rounding depends on the GEMM kernel (FMA or not), not on sharding. */
-#define ATTN_STD {1.0, 0.2041, 0.2041, 0.2041, 0.2041}
+#define ATTN_STD                                                                                   \
+    {                                                                                              \
+        1.0, 0.2041, 0.2041, 0.2041, 0.2041                                                        \
+    }
 
 static dt_status heads(dt_tensor *x, dt_tensor **out)
 {
