@@ -30,6 +30,7 @@ static const dt_config_entry config_table[] = {
     {"DT_ALGO", NULL, "force collective algorithms, e.g. allreduce:ring,allgather:ring"},
     {"DT_SPIN_US", "-1", "microseconds a wait spins before sleeping on the event fd; -1 = auto: adaptive 5-200 us of polling (none with more local ranks than cores), then 50 us polling with sched_yield while the host is contended"},
     {"DT_CMA", "1", "copy between ranks of one host with cross-memory attach (process_vm_readv/writev) where a collective can: 0 = never"},
+    {"DT_SHM", "1", "carry messages of up to 4080 bytes between ranks of one host through shared-memory rings instead of UCX: 0 = never"},
     {"DT_RING_SEGMENT_KB", "4096", "segment size (KiB) of pipelined ring collectives"},
     {"DT_STORE_BIND", "127.0.0.1", "address the rank-0 store binds to"},
     {"DT_STORE_STALL_S", "10", "seconds the store waits on a half-sent message or a missing AUTH before dropping the client"},

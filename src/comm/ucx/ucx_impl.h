@@ -18,6 +18,8 @@
 #define DT_UCX_RANK_BITS 24
 
 typedef struct dt_ucx_shared dt_ucx_shared;
+typedef struct dt_ucx_shm dt_ucx_shm;
+typedef struct dt_ucx_req dt_ucx_req;
 
 /*
  * Peer failure. UCX 1.x shared-memory transports cannot report a dead peer
@@ -33,9 +35,9 @@ typedef struct dt_ucx_peer {
     dt_ucx_shared *shared;
     ucp_ep_h ep;
     int world_rank;
-    bool dead;          /* set by the endpoint error handler or the liveness check */
-    ucs_status_t why;   /* the status it reported */
-    bool local;         /* same host: shared memory, liveness by pid */
+    bool dead;        /* set by the endpoint error handler or the liveness check */
+    ucs_status_t why; /* the status it reported */
+    bool local;       /* same host: shared memory, liveness by pid */
     int pid;
     unsigned long long start_time; /* /proc/<pid>/stat field 22 */
 } dt_ucx_peer;
@@ -83,23 +85,55 @@ bool dt__ucx_peer_copy_ok(const dt_comm *c);
 /* Mark local peers whose process is gone as dead (rate-limited; @p now: dt__clock_now()). */
 void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force, double now);
 
+/*
+ * Small messages between ranks of one host (ucx_shm.c): each rank owns a
+ * POSIX shared-memory segment with one ring of slots per same-host sender; a
+ * message of at most DT_UCX_SHM_MAX_BYTES is one slot (an 8 B message one
+ * cache line), matched by (comm, tag) in order like UCX's tags, at a fraction
+ * of UCX's per-message cost. Larger messages, other hosts and DT_SHM=0 go
+ * through UCX. Which transport a pair uses is agreed world-wide.
+ */
+#define DT_UCX_SHM_MAX_BYTES 4080
+/* Bootstrap, collective over the store (connect_all): create this rank's
+ * segment and wake socket, swap readiness, map the peers' segments. A
+ * failure only turns shared memory off (logged), never fails the world. */
+dt_status dt__ucx_shm_setup(dt_ucx_shared *sh, struct dt_store *store, const dt_ucx_info *infos);
+/* Collective over the world: use the rings only if every rank set them up. */
+dt_status dt__ucx_shm_agree(dt_comm *world);
+void dt__ucx_shm_close(dt_ucx_shared *sh);
+/* Whether a message of @p bytes to or from world rank @p wp takes a ring. */
+bool dt__ucx_shm_carries(const dt_ucx_shared *sh, int wp, size_t bytes);
+dt_status dt__ucx_shm_isend(dt_comm *c, const void *buf, size_t bytes, int wp, uint32_t tag,
+                            void **req);
+dt_status dt__ucx_shm_irecv(dt_comm *c, void *buf, size_t bytes, int wp, uint32_t tag, void **req);
+void dt__ucx_shm_cancel(dt_ucx_shared *sh, dt_ucx_req *r);
+/* Deliver arrived messages and flush queued sends; returns how many moved. */
+int dt__ucx_shm_progress(dt_ucx_shared *sh);
+/* Before sleeping: announce it (senders then wake us through the socket) and
+ * look once more; false = something arrived, do not sleep. */
+bool dt__ucx_shm_sleep_begin(dt_ucx_shared *sh);
+/* After sleeping: withdraw the announcement, drain the socket if @p woken. */
+void dt__ucx_shm_sleep_end(dt_ucx_shared *sh, bool woken);
+/* The socket senders wake this rank through (-1: none). */
+int dt__ucx_shm_wake_fd(const dt_ucx_shared *sh);
+
 struct dt_ucx_shared {
     int refs; /* comms using this worker */
     ucp_context_h context;
     ucp_worker_h worker;
     int efd;
     int world_rank, world_size;
-    dt_ucx_peer *peers; /* world_size entries */
-    uint32_t next_id;   /* lowest comm id not used by this process yet */
-    double spin_s;      /* plain polling before sleeping (adapted, <= spin_max_s) */
-    double spin_max_s;  /* DT_SPIN_US or the automatic choice */
-    double spin_min_s;  /* the budget never shrinks below this */
-    double yield_s;     /* then polling with sched_yield (contended host) */
-    bool spin_auto;     /* DT_SPIN_US = -1: see above */
+    dt_ucx_peer *peers;  /* world_size entries */
+    uint32_t next_id;    /* lowest comm id not used by this process yet */
+    double spin_s;       /* plain polling before sleeping (adapted, <= spin_max_s) */
+    double spin_max_s;   /* DT_SPIN_US or the automatic choice */
+    double spin_min_s;   /* the budget never shrinks below this */
+    double yield_s;      /* then polling with sched_yield (contended host) */
+    bool spin_auto;      /* DT_SPIN_US = -1: see above */
     bool oversubscribed; /* more local ranks than cores */
     int cores;
-    double last_load;   /* when /proc/loadavg was last read */
-    int orphans;        /* requests the core gave up on that UCX still owns */
+    double last_load;                /* when /proc/loadavg was last read */
+    int orphans;                     /* requests the core gave up on that UCX still owns */
     struct dt_ucx_req **orphan_list; /* them, freed at teardown if never completed */
     int orphan_cap;
     struct dt_ucx_req *free_reqs; /* recycled request records (no malloc per message) */
@@ -107,29 +141,40 @@ struct dt_ucx_shared {
     double last_liveness; /* when local peers' processes were last checked */
     bool cma;             /* cross-memory attach reaches every local peer (agreed) */
     void *cma_bounce;     /* staging for short strided runs (DT_UCX_CMA_BOUNCE bytes) */
+    dt_ucx_shm *shm;      /* same-host rings (NULL: none) */
 };
 
 typedef struct dt_ucx_comm {
     dt_ucx_shared *shared;
     uint32_t id;
-    int *members; /* comm rank -> world rank */
+    int *members;   /* comm rank -> world rank */
     bool all_local; /* every member runs on this host */
 } dt_ucx_comm;
 
 /* One outstanding send or receive. */
-typedef struct dt_ucx_req dt_ucx_req;
 struct dt_ucx_req {
     void *ucp_req;       /* NULL once completed */
     bool done, orphaned; /* orphaned: cancelled by the core, the callback frees */
     ucs_status_t status;
     bool is_recv;
-    size_t expect;       /* receive: bytes expected */
+    size_t expect; /* receive: bytes expected */
     size_t got;
     int world_peer;
     dt_ucx_shared *shared;
     struct dt_ucx_req *next_free;
+    /* a ring message (ucx_shm.c): queued on its peer until it moves */
+    bool shm;
+    uint16_t comm; /* comm id */
+    uint32_t tag;  /* logical tag */
+    void *buf;     /* receive: where it lands; send: what is sent */
+    struct dt_ucx_req *next_q;
 };
 
+/* Request records: from the worker's free list, back to it. */
+dt_ucx_req *dt__ucx_req_new(dt_ucx_shared *sh);
+void dt__ucx_req_put(dt_ucx_req *r);
+/* A finished request's status as ours (a length mismatch, a lost peer, ...). */
+dt_status dt__ucx_req_status(dt_comm *c, const dt_ucx_req *r);
 /* Free the recycled request records (teardown). */
 void dt__ucx_req_pool_clear(dt_ucx_shared *sh);
 
@@ -138,8 +183,7 @@ extern const dt_comm_ops dt__ucx_ops;
 uint64_t dt__ucx_tag(uint32_t comm_id, uint32_t tag, int src_world_rank);
 dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uint32_t tag,
                         void **req);
-dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag,
-                        void **req);
+dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag, void **req);
 dt_status dt__ucx_req_test(dt_comm *c, void *req);
 void dt__ucx_req_cancel(dt_comm *c, void *req);
 dt_status dt__ucx_progress(dt_comm *c, double wait_s);

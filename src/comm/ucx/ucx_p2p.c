@@ -26,7 +26,7 @@ uint64_t dt__ucx_tag(uint32_t comm_id, uint32_t tag, int src_world_rank)
 }
 
 /* Request records come from a small per-worker free list. */
-static dt_ucx_req *req_new(dt_ucx_shared *sh)
+dt_ucx_req *dt__ucx_req_new(dt_ucx_shared *sh)
 {
     dt_ucx_req *r = sh->free_reqs;
     if (r != NULL) {
@@ -42,7 +42,7 @@ static dt_ucx_req *req_new(dt_ucx_shared *sh)
     return r;
 }
 
-static void req_put(dt_ucx_req *r)
+void dt__ucx_req_put(dt_ucx_req *r)
 {
     dt_ucx_shared *sh = r->shared;
     if (sh == NULL || sh->nfree_reqs >= 64) {
@@ -79,7 +79,7 @@ static void req_finish(dt_ucx_req *r, void *ucp_req, ucs_status_t status)
                 break;
             }
         }
-        req_put(r);
+        dt__ucx_req_put(r);
     }
 }
 
@@ -103,7 +103,7 @@ static const char *peer_why(const dt_ucx_peer *p)
 }
 
 /* Map a completed request's status to ours, recording the message. */
-static dt_status req_status(dt_comm *c, const dt_ucx_req *r)
+dt_status dt__ucx_req_status(dt_comm *c, const dt_ucx_req *r)
 {
     dt_ucx_comm *uc = c->impl;
     dt_ucx_peer *peer = &uc->shared->peers[r->world_peer];
@@ -133,20 +133,20 @@ static dt_status req_status(dt_comm *c, const dt_ucx_req *r)
 static dt_status post_result(dt_comm *c, dt_ucx_req *r, ucs_status_ptr_t sp, void **out)
 {
     if (sp == NULL) {
-        req_put(r);
+        dt__ucx_req_put(r);
         *out = NULL;
         return DT_OK;
     }
     if (UCS_PTR_IS_ERR(sp)) {
         r->done = true;
         r->status = UCS_PTR_STATUS(sp);
-        dt_status st = req_status(c, r);
-        req_put(r);
+        dt_status st = dt__ucx_req_status(c, r);
+        dt__ucx_req_put(r);
         return st;
     }
     if (r->done) { /* the callback already ran inside the call */
-        dt_status st = req_status(c, r);
-        req_put(r);
+        dt_status st = dt__ucx_req_status(c, r);
+        dt__ucx_req_put(r);
         *out = NULL;
         return st;
     }
@@ -164,7 +164,9 @@ dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uin
     if (sh->peers[wp].dead)
         return DT_ERR(DT_ERR_PEER_LOST, "ucx: send to world rank %d: peer lost (%s)", wp,
                       peer_why(&sh->peers[wp]));
-    dt_ucx_req *r = req_new(sh);
+    if (dt__ucx_shm_carries(sh, wp, bytes))
+        return dt__ucx_shm_isend(c, buf, bytes, wp, tag, req);
+    dt_ucx_req *r = dt__ucx_req_new(sh);
     if (r == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a send request");
     r->world_peer = wp;
@@ -183,7 +185,9 @@ dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t 
     dt_ucx_comm *uc = c->impl;
     dt_ucx_shared *sh = uc->shared;
     int wp = uc->members[peer];
-    dt_ucx_req *r = req_new(sh);
+    if (dt__ucx_shm_carries(sh, wp, bytes))
+        return dt__ucx_shm_irecv(c, buf, bytes, wp, tag, req);
+    dt_ucx_req *r = dt__ucx_req_new(sh);
     if (r == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a receive request");
     r->world_peer = wp;
@@ -216,8 +220,8 @@ dt_status dt__ucx_req_test(dt_comm *c, void *req)
         dt__ucx_req_cancel(c, r);
         return st;
     }
-    dt_status st = req_status(c, r);
-    req_put(r);
+    dt_status st = dt__ucx_req_status(c, r);
+    dt__ucx_req_put(r);
     return st;
 }
 
@@ -226,11 +230,15 @@ void dt__ucx_req_cancel(dt_comm *c, void *req)
     dt_ucx_req *r = req;
     if (r == NULL)
         return;
-    if (r->done) {
-        req_put(r);
+    dt_ucx_comm *uc = c->impl;
+    if (r->shm) { /* ours alone: unqueue it */
+        dt__ucx_shm_cancel(uc->shared, r);
         return;
     }
-    dt_ucx_comm *uc = c->impl;
+    if (r->done) {
+        dt__ucx_req_put(r);
+        return;
+    }
     dt_ucx_shared *sh = uc->shared;
     if (sh->orphans == sh->orphan_cap) {
         int cap = sh->orphan_cap ? 2 * sh->orphan_cap : 16;
@@ -264,11 +272,17 @@ static void adapt_spin(dt_ucx_shared *sh, double waited, bool arrived)
     }
 }
 
+/* One look at both transports: how many events. */
+static int poll_once(dt_ucx_shared *sh)
+{
+    return dt__ucx_shm_progress(sh) + (int)ucp_worker_progress(sh->worker);
+}
+
 dt_status dt__ucx_progress(dt_comm *c, double wait_s)
 {
     dt_ucx_comm *uc = c->impl;
     dt_ucx_shared *sh = uc->shared;
-    if (ucp_worker_progress(sh->worker) != 0)
+    if (poll_once(sh) != 0)
         return DT_OK;
     double t0 = dt__clock_now(); /* one clock read for the checks below */
     dt__ucx_check_liveness(sh, false, t0);
@@ -277,18 +291,22 @@ dt_status dt__ucx_progress(dt_comm *c, double wait_s)
     /* Poll, then poll yielding the core, then sleep (policy: ucx_impl.h). */
     dt__ucx_update_spin(sh, t0);
     for (double t = 0; t < sh->spin_s; t = dt__clock_now() - t0)
-        if (ucp_worker_progress(sh->worker) != 0)
+        if (poll_once(sh) != 0)
             return DT_OK;
     double t1 = dt__clock_now();
     for (double t = 0; t < sh->yield_s; t = dt__clock_now() - t1) {
         /* caught while yielding: no budget change. Growing it here was measured
          * (2 ranks on 2 loaded cores) to make 8 B all-reduce 0.6 -> 120 us: when
          * the peer shares our core, plain polling only delays it. */
-        if (ucp_worker_progress(sh->worker) != 0)
+        if (poll_once(sh) != 0)
             return DT_OK;
         sched_yield();
     }
+    if (!dt__ucx_shm_sleep_begin(sh))
+        return DT_OK; /* a ring message came in while announcing the sleep */
     ucs_status_t us = ucp_worker_arm(sh->worker);
+    if (us != UCS_OK)
+        dt__ucx_shm_sleep_end(sh, false);
     if (us == UCS_ERR_BUSY)
         return DT_OK; /* events arrived meanwhile: the caller progresses again */
     if (us != UCS_OK)
@@ -296,9 +314,11 @@ dt_status dt__ucx_progress(dt_comm *c, double wait_s)
     double left = wait_s - (dt__clock_now() - t0);
     if (left > DT_UCX_MAX_SLEEP_S)
         left = DT_UCX_MAX_SLEEP_S;
-    struct pollfd pfd = {.fd = sh->efd, .events = POLLIN};
+    struct pollfd pfd[2] = {{.fd = sh->efd, .events = POLLIN},
+                            {.fd = dt__ucx_shm_wake_fd(sh), .events = POLLIN}};
     int ms = left > 0 ? (int)(left * 1000.0) + 1 : 0;
-    int rc = poll(&pfd, 1, ms);
+    int rc = poll(pfd, 2, ms); /* a negative fd (no rings) is skipped */
+    dt__ucx_shm_sleep_end(sh, rc > 0 && (pfd[1].revents & POLLIN) != 0);
     if (rc < 0 && errno != EINTR)
         return DT_ERR(DT_ERR_SYSTEM, "ucx: poll on the worker event fd failed: %s",
                       strerror(errno));

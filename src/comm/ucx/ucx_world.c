@@ -132,6 +132,7 @@ static void shared_release(dt_ucx_shared *sh)
         free(sh->orphan_list[i]);
     free(sh->orphan_list);
     free(sh->cma_bounce);
+    dt__ucx_shm_close(sh);
     dt__ucx_req_pool_clear(sh);
     free(sh->peers);
     free(sh);
@@ -196,6 +197,7 @@ static dt_status connect_all(dt_ucx_shared *sh, dt_store *store)
         DT_CHECK_GOTO(ucx_check(ucp_ep_create(sh->worker, &ep, &p->ep), what), st, out_free_infos);
     }
     dt__ucx_cma_probe(sh, infos);
+    st = dt__ucx_shm_setup(sh, store, infos);
 out_free_infos:
     free(infos);
 out_free:
@@ -293,6 +295,8 @@ dt_status dt__comm_ucx_create_world(struct dt_store *store, int rank, int size, 
     st = dt_comm_barrier(c, NULL);
     if (st == DT_OK)
         st = dt__ucx_cma_agree(c);
+    if (st == DT_OK)
+        st = dt__ucx_shm_agree(c);
     if (st != DT_OK) {
         dt_comm_destroy(c);
         return st;

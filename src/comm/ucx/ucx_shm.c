@@ -1,0 +1,536 @@
+/*
+ * Small messages between ranks of one host through shared-memory rings (see
+ * ucx_impl.h), the way Open MPI's vader "fast boxes" and UCC's tl_shm do it.
+ *
+ * Why: UCX's own shared-memory path (active message + tag matching) costs
+ * ~0.3 us a message, while a cache line crosses cores in ~0.05 us; a 2-rank
+ * 8 B all-reduce took 0.43 us against Open MPI's 0.25 (measured on a 2-core
+ * AMD EPYC VM).
+ *
+ * Layout: the segment of rank r is a control page (r's `sleeping` flag) and
+ * one ring per rank of the host (indexed by its local index, r's own unused).
+ * A ring is single-producer single-consumer: the sender writes slot
+ * (n % SHM_SLOTS) of its n-th message, publishing it by storing n + 1 into
+ * the slot's seq last; the receiver consumes in order and publishes how many
+ * it consumed in `tail`, which the sender reads only when the ring looks full.
+ *
+ * Matching: a receive takes the oldest message of its (comm, tag) from the
+ * peer, first among those that arrived before it was posted (the unexpected
+ * list, copied out of the ring so it never blocks the messages behind it),
+ * then from the ring. Sends that find the ring full queue in order.
+ *
+ * Sleeping: a waiting rank stores `sleeping`, looks at its rings once more and
+ * only then sleeps in poll() on UCX's event fd and its wake socket (an
+ * abstract unix datagram socket); a sender that stored a message reads the
+ * flag after a full fence and sends one byte. One of the two always sees the
+ * other (store, fence, load on both sides), so no message is slept through.
+ */
+#define _GNU_SOURCE
+#include "comm/ucx/ucx_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "dtensor/store.h"
+
+#define SHM_SLOTS 16
+#define SHM_SLOT  4096
+#define SHM_HDR   16
+#define SHM_PAGE  4096
+
+typedef struct shm_slot {
+    _Atomic uint64_t seq; /* message number + 1 once written; stored last */
+    uint32_t tag;
+    uint16_t comm;
+    uint16_t len;
+    char data[SHM_SLOT - SHM_HDR];
+} shm_slot;
+
+typedef struct shm_ring {
+    _Atomic uint64_t tail; /* messages the owner has consumed */
+    char pad[SHM_PAGE - sizeof(uint64_t)];
+    shm_slot slot[SHM_SLOTS];
+} shm_ring;
+
+typedef struct shm_ctl {
+    _Atomic uint32_t sleeping; /* the owner sleeps (or is about to): wake it */
+    char pad[SHM_PAGE - sizeof(uint32_t)];
+} shm_ctl;
+
+_Static_assert(sizeof(shm_slot) == SHM_SLOT, "a slot is one page");
+_Static_assert(SHM_SLOT - SHM_HDR == DT_UCX_SHM_MAX_BYTES,
+               "DT_UCX_SHM_MAX_BYTES is a slot's payload");
+
+/* A message that arrived before its receive was posted. */
+typedef struct shm_msg {
+    struct shm_msg *next;
+    uint32_t tag;
+    uint16_t comm, len;
+    char data[];
+} shm_msg;
+
+/* What this rank keeps about one same-host peer. */
+typedef struct shm_peer {
+    shm_ring *in;  /* its messages to me, in my segment (NULL: not a ring peer) */
+    shm_ring *out; /* mine to it, in its segment */
+    shm_ctl *ctl;  /* its control page */
+    void *map;     /* its segment */
+    struct sockaddr_un wake;
+    socklen_t wake_len;
+    uint64_t head, tail_seen;           /* out: messages written; its tail as last read */
+    uint64_t next;                      /* in: the next message to consume */
+    dt_ucx_req *posted, **posted_end;   /* receives waiting, in posting order */
+    dt_ucx_req *pending, **pending_end; /* sends waiting for a slot, in order */
+    shm_msg *unexp, **unexp_end;        /* arrived, not yet received, in order */
+} shm_peer;
+
+struct dt_ucx_shm {
+    bool on;    /* agreed world-wide: the rings carry small messages */
+    bool ready; /* this rank mapped every same-host peer's segment */
+    int nlocal;
+    size_t seg_bytes;
+    shm_ctl *ctl; /* my segment */
+    char name[64];
+    bool linked; /* my segment's name still exists */
+    int wake_fd;
+    int *ring_peers; /* world ranks of the same-host peers */
+    int nring_peers;
+    shm_peer *peer; /* world_size entries */
+};
+
+/* ------------------------------------------------------------ set-up */
+
+static void seg_name(char *out, size_t n, const dt_ucx_info *info)
+{
+    snprintf(out, n, "/dtensor-%d-%llu", info->pid, info->start_time);
+}
+
+static void wake_addr(struct sockaddr_un *a, socklen_t *len, const dt_ucx_info *info)
+{
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    /* abstract name: sun_path[0] = 0, no file to clean up */
+    int k = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "dtensor-wake-%d-%llu", info->pid,
+                     info->start_time);
+    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k);
+}
+
+static shm_ring *seg_ring(void *seg, int local_index)
+{
+    return (shm_ring *)((char *)seg + sizeof(shm_ctl) + (size_t)local_index * sizeof(shm_ring));
+}
+
+static void *seg_map(int fd, size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* My segment (zero-filled by ftruncate) and wake socket; false on failure. */
+static bool create_mine(dt_ucx_shm *shm, const dt_ucx_info *me)
+{
+    seg_name(shm->name, sizeof(shm->name), me);
+    int fd = shm_open(shm->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 && errno == EEXIST) { /* left by a dead process with our pid */
+        shm_unlink(shm->name);
+        fd = shm_open(shm->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    }
+    if (fd < 0) {
+        DT_LOG_INFO("comm", "ucx: shm_open(%s) failed: %s", shm->name, strerror(errno));
+        return false;
+    }
+    shm->linked = true;
+    if (ftruncate(fd, (off_t)shm->seg_bytes) == 0)
+        shm->ctl = seg_map(fd, shm->seg_bytes);
+    close(fd);
+    if (shm->ctl == NULL) {
+        DT_LOG_INFO("comm", "ucx: no %zu-byte segment %s: %s", shm->seg_bytes, shm->name,
+                    strerror(errno));
+        return false;
+    }
+    struct sockaddr_un a;
+    socklen_t alen;
+    wake_addr(&a, &alen, me);
+    shm->wake_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (shm->wake_fd < 0 || bind(shm->wake_fd, (struct sockaddr *)&a, alen) != 0) {
+        DT_LOG_INFO("comm", "ucx: no wake socket: %s", strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* Map world rank @p q's segment (it exists: q said so through the store). */
+static bool attach_peer(dt_ucx_shm *shm, const dt_ucx_info *infos, int q, int my_local, int q_local)
+{
+    char name[64];
+    seg_name(name, sizeof(name), &infos[q]);
+    int fd = shm_open(name, O_RDWR, 0600);
+    if (fd < 0) {
+        DT_LOG_INFO("comm", "ucx: shm_open(%s) of world rank %d failed: %s", name, q,
+                    strerror(errno));
+        return false;
+    }
+    void *seg = seg_map(fd, shm->seg_bytes);
+    close(fd);
+    if (seg == NULL)
+        return false;
+    shm_peer *p = &shm->peer[q];
+    p->map = seg;
+    p->ctl = seg;
+    p->out = seg_ring(seg, my_local);
+    p->in = seg_ring(shm->ctl, q_local);
+    wake_addr(&p->wake, &p->wake_len, &infos[q]);
+    p->posted_end = &p->posted;
+    p->pending_end = &p->pending;
+    p->unexp_end = &p->unexp;
+    shm->ring_peers[shm->nring_peers++] = q;
+    return true;
+}
+
+dt_status dt__ucx_shm_setup(dt_ucx_shared *sh, dt_store *store, const dt_ucx_info *infos)
+{
+    const int n = sh->world_size, me = sh->world_rank;
+    int *local_index = malloc((size_t)n * sizeof(int));
+    dt_ucx_shm *shm = calloc(1, sizeof(*shm));
+    uint8_t *made = malloc((size_t)n);
+    if (shm != NULL) {
+        shm->wake_fd = -1;
+        shm->peer = calloc((size_t)n, sizeof(*shm->peer));
+        shm->ring_peers = malloc((size_t)n * sizeof(int));
+    }
+    if (local_index == NULL || shm == NULL || made == NULL || shm->peer == NULL ||
+        shm->ring_peers == NULL) {
+        free(local_index);
+        free(made);
+        sh->shm = shm;
+        dt__ucx_shm_close(sh);
+        return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for the shared-memory rings of %d ranks",
+                      n);
+    }
+    sh->shm = shm;
+    for (int q = 0; q < n; q++)
+        local_index[q] = sh->peers[q].local ? shm->nlocal++ : -1;
+    shm->seg_bytes = sizeof(shm_ctl) + (size_t)shm->nlocal * sizeof(shm_ring);
+    uint8_t mine = dt__config_int("DT_SHM") != 0 && shm->nlocal > 1 && create_mine(shm, &infos[me]);
+    /* everyone's segment exists before anyone maps it: swap that through the store */
+    dt_status st = dt_store_allgather(store, "dt/ucx/shm", me, n, &mine, 1, made);
+    shm->ready = st == DT_OK && (mine || shm->nlocal <= 1);
+    for (int q = 0; q < n && st == DT_OK && mine; q++) {
+        if (q == me || local_index[q] < 0)
+            continue;
+        if (!made[q] || !attach_peer(shm, infos, q, local_index[me], local_index[q]))
+            shm->ready = false;
+    }
+    free(made);
+    free(local_index);
+    return st;
+}
+
+dt_status dt__ucx_shm_agree(dt_comm *world)
+{
+    dt_ucx_shared *sh = ((dt_ucx_comm *)world->impl)->shared;
+    dt_ucx_shm *shm = sh->shm;
+    int32_t ok = shm != NULL && shm->ready && shm->nring_peers > 0 ? 1 : 0;
+    int32_t any = shm != NULL && shm->nlocal > 1 ? 1 : 0; /* ranks without host peers abstain */
+    int32_t v[2] = {any ? ok : 1, any};
+    DT_CHECK(dt_comm_allreduce(world, v, v, 2, DT_DTYPE_I32, DT_REDUCE_OP_MIN, NULL));
+    if (shm == NULL)
+        return DT_OK;
+    /* every rank has mapped its peers' segments by now: drop the names */
+    if (shm->linked)
+        shm_unlink(shm->name);
+    shm->linked = false;
+    shm->on = v[0] == 1 && shm->nring_peers > 0;
+    if (!shm->on && shm->nlocal > 1)
+        DT_LOG_INFO("comm",
+                    "ucx: same-host small messages go through UCX (DT_SHM=%lld, "
+                    "rings ready on every rank: %s)",
+                    (long long)dt__config_int("DT_SHM"), v[0] == 1 ? "yes" : "no");
+    return DT_OK;
+}
+
+void dt__ucx_shm_close(dt_ucx_shared *sh)
+{
+    dt_ucx_shm *shm = sh->shm;
+    if (shm == NULL)
+        return;
+    for (int i = 0; shm->peer != NULL && i < sh->world_size; i++) {
+        shm_peer *p = &shm->peer[i];
+        if (p->map != NULL)
+            munmap(p->map, shm->seg_bytes);
+        while (p->unexp != NULL) {
+            shm_msg *m = p->unexp;
+            p->unexp = m->next;
+            free(m);
+        }
+    }
+    if (shm->ctl != NULL)
+        munmap(shm->ctl, shm->seg_bytes);
+    if (shm->linked)
+        shm_unlink(shm->name);
+    if (shm->wake_fd >= 0)
+        close(shm->wake_fd);
+    free(shm->ring_peers);
+    free(shm->peer);
+    free(shm);
+    sh->shm = NULL;
+}
+
+bool dt__ucx_shm_carries(const dt_ucx_shared *sh, int wp, size_t bytes)
+{
+    const dt_ucx_shm *shm = sh->shm;
+    return shm != NULL && shm->on && bytes <= DT_UCX_SHM_MAX_BYTES && shm->peer[wp].in != NULL;
+}
+
+int dt__ucx_shm_wake_fd(const dt_ucx_shared *sh)
+{
+    return sh->shm != NULL && sh->shm->on ? sh->shm->wake_fd : -1;
+}
+
+/* ------------------------------------------------------------ rings */
+
+/* Wake @p p if it sleeps (after my store to its ring or to my tail). */
+static void wake_if_asleep(const dt_ucx_shm *shm, const shm_peer *p)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&p->ctl->sleeping, memory_order_relaxed) != 0)
+        (void)sendto(shm->wake_fd, "", 1, MSG_DONTWAIT, (const struct sockaddr *)&p->wake,
+                     p->wake_len);
+}
+
+/* Write one message into @p p's ring; false when the ring is full. */
+static bool ring_put(shm_peer *p, const void *buf, size_t len, uint32_t tag, uint16_t comm)
+{
+    if (p->head - p->tail_seen >= SHM_SLOTS) {
+        p->tail_seen = atomic_load_explicit(&p->out->tail, memory_order_acquire);
+        if (p->head - p->tail_seen >= SHM_SLOTS)
+            return false;
+    }
+    shm_slot *s = &p->out->slot[p->head % SHM_SLOTS];
+    s->tag = tag;
+    s->comm = comm;
+    s->len = (uint16_t)len;
+    memcpy(s->data, buf, len);
+    atomic_store_explicit(&s->seq, ++p->head, memory_order_release);
+    return true;
+}
+
+static void finish_recv(dt_ucx_req *r, const void *data, size_t len)
+{
+    memcpy(r->buf, data, len < r->expect ? len : r->expect);
+    r->got = len; /* a different length fails the request (dt__ucx_req_status) */
+    r->status = UCS_OK;
+    r->done = true;
+}
+
+/* Hand the message in slot @p s to the oldest matching receive, else keep
+ * a copy as unexpected; false when that copy found no memory. */
+static bool deliver(shm_peer *p, const shm_slot *s)
+{
+    for (dt_ucx_req **rp = &p->posted; *rp != NULL; rp = &(*rp)->next_q) {
+        dt_ucx_req *r = *rp;
+        if (r->comm != s->comm || r->tag != s->tag)
+            continue;
+        *rp = r->next_q;
+        if (p->posted_end == &r->next_q)
+            p->posted_end = rp;
+        finish_recv(r, s->data, s->len);
+        return true;
+    }
+    shm_msg *m = malloc(sizeof(*m) + s->len);
+    if (m == NULL)
+        return false; /* leave it in the ring; retried at the next progress */
+    *m = (shm_msg){.tag = s->tag, .comm = s->comm, .len = s->len};
+    memcpy(m->data, s->data, s->len);
+    *p->unexp_end = m;
+    p->unexp_end = &m->next;
+    return true;
+}
+
+/* Consume what arrived from @p p; returns how many messages. */
+static int drain(const dt_ucx_shm *shm, shm_peer *p)
+{
+    int n = 0;
+    for (;;) {
+        const shm_slot *s = &p->in->slot[p->next % SHM_SLOTS];
+        if (atomic_load_explicit(&s->seq, memory_order_acquire) != p->next + 1)
+            break;
+        if (!deliver(p, s))
+            break;
+        p->next++;
+        n++;
+    }
+    if (n > 0) {
+        atomic_store_explicit(&p->in->tail, p->next, memory_order_release);
+        wake_if_asleep(shm, p); /* it may wait for these slots */
+    }
+    return n;
+}
+
+/* Write queued sends while the ring has room; returns how many. */
+static int flush(const dt_ucx_shm *shm, shm_peer *p)
+{
+    int n = 0;
+    while (p->pending != NULL) {
+        dt_ucx_req *r = p->pending;
+        if (!ring_put(p, r->buf, r->expect, r->tag, r->comm))
+            break;
+        p->pending = r->next_q;
+        if (p->pending == NULL)
+            p->pending_end = &p->pending;
+        r->status = UCS_OK;
+        r->done = true;
+        n++;
+    }
+    if (n > 0)
+        wake_if_asleep(shm, p);
+    return n;
+}
+
+int dt__ucx_shm_progress(dt_ucx_shared *sh)
+{
+    dt_ucx_shm *shm = sh->shm;
+    if (shm == NULL || !shm->on)
+        return 0;
+    int n = 0;
+    for (int i = 0; i < shm->nring_peers; i++) {
+        shm_peer *p = &shm->peer[shm->ring_peers[i]];
+        n += drain(shm, p);
+        if (p->pending != NULL)
+            n += flush(shm, p);
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------ requests */
+
+static dt_ucx_req *shm_req(dt_ucx_shared *sh, const dt_comm *c, void *buf, size_t bytes, int wp,
+                           uint32_t tag)
+{
+    dt_ucx_req *r = dt__ucx_req_new(sh);
+    if (r == NULL)
+        return NULL;
+    r->shm = true;
+    r->world_peer = wp;
+    r->buf = buf;
+    r->expect = bytes;
+    r->tag = tag;
+    r->comm = (uint16_t)((const dt_ucx_comm *)c->impl)->id;
+    return r;
+}
+
+dt_status dt__ucx_shm_isend(dt_comm *c, const void *buf, size_t bytes, int wp, uint32_t tag,
+                            void **req)
+{
+    dt_ucx_shared *sh = ((dt_ucx_comm *)c->impl)->shared;
+    dt_ucx_shm *shm = sh->shm;
+    shm_peer *p = &shm->peer[wp];
+    uint16_t comm = (uint16_t)((dt_ucx_comm *)c->impl)->id;
+    if (p->pending == NULL && ring_put(p, buf, bytes, tag, comm)) {
+        wake_if_asleep(shm, p);
+        *req = NULL;
+        return DT_OK;
+    }
+    dt_ucx_req *r = shm_req(sh, c, (void *)buf, bytes, wp, tag);
+    if (r == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a send request");
+    *p->pending_end = r;
+    p->pending_end = &r->next_q;
+    *req = r;
+    return DT_OK;
+}
+
+dt_status dt__ucx_shm_irecv(dt_comm *c, void *buf, size_t bytes, int wp, uint32_t tag, void **req)
+{
+    dt_ucx_shared *sh = ((dt_ucx_comm *)c->impl)->shared;
+    dt_ucx_shm *shm = sh->shm;
+    shm_peer *p = &shm->peer[wp];
+    dt_ucx_req *r = shm_req(sh, c, buf, bytes, wp, tag);
+    if (r == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a receive request");
+    r->is_recv = true;
+    for (shm_msg **mp = &p->unexp; *mp != NULL; mp = &(*mp)->next) {
+        shm_msg *m = *mp;
+        if (m->comm != r->comm || m->tag != tag)
+            continue;
+        *mp = m->next;
+        if (p->unexp_end == &m->next)
+            p->unexp_end = mp;
+        finish_recv(r, m->data, m->len);
+        free(m);
+        break;
+    }
+    if (!r->done) { /* post it, then look at the ring: it may be there already */
+        *p->posted_end = r;
+        p->posted_end = &r->next_q;
+        drain(shm, p);
+    }
+    if (!r->done) {
+        *req = r;
+        return DT_OK;
+    }
+    dt_status st = dt__ucx_req_status(c, r);
+    dt__ucx_req_put(r);
+    *req = NULL;
+    return st;
+}
+
+/* Unlink @p r from the list at @p head (ending at *end); true if it was there. */
+static bool unlink_req(dt_ucx_req **head, dt_ucx_req ***end, const dt_ucx_req *r)
+{
+    for (dt_ucx_req **rp = head; *rp != NULL; rp = &(*rp)->next_q) {
+        if (*rp != r)
+            continue;
+        *rp = r->next_q;
+        if (*end == &r->next_q)
+            *end = rp;
+        return true;
+    }
+    return false;
+}
+
+void dt__ucx_shm_cancel(dt_ucx_shared *sh, dt_ucx_req *r)
+{
+    shm_peer *p = &sh->shm->peer[r->world_peer];
+    if (!r->done && !unlink_req(&p->posted, &p->posted_end, r))
+        unlink_req(&p->pending, &p->pending_end, r);
+    dt__ucx_req_put(r);
+}
+
+/* ------------------------------------------------------------ sleeping */
+
+bool dt__ucx_shm_sleep_begin(dt_ucx_shared *sh)
+{
+    dt_ucx_shm *shm = sh->shm;
+    if (shm == NULL || !shm->on)
+        return true;
+    atomic_store_explicit(&shm->ctl->sleeping, 1, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (dt__ucx_shm_progress(sh) == 0)
+        return true;
+    atomic_store_explicit(&shm->ctl->sleeping, 0, memory_order_relaxed);
+    return false;
+}
+
+void dt__ucx_shm_sleep_end(dt_ucx_shared *sh, bool woken)
+{
+    dt_ucx_shm *shm = sh->shm;
+    if (shm == NULL || !shm->on)
+        return;
+    atomic_store_explicit(&shm->ctl->sleeping, 0, memory_order_relaxed);
+    char buf[64];
+    while (woken && recv(shm->wake_fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+        ;
+}

@@ -1,0 +1,141 @@
+/*
+ * Small messages between ranks of one host, which travel through the
+ * shared-memory rings of the UCX backend (ucx_shm.c) unless DT_SHM=0 (the
+ * same tests then run on UCX's own path: ctest's comm_small_messages_noshm):
+ * more messages in flight than a ring has slots, messages that arrive before
+ * their receive is posted, matching per (comm, tag) in posting order, both
+ * sides of the 4080-byte limit under one tag, and a length mismatch that
+ * fails with both sizes named instead of hanging.
+ */
+#include "comm_test_util.h"
+
+#include "comm/ucx/ucx_impl.h"
+
+enum { NMSG = 40, MAXLEN = 5000 };
+
+/* Bytes of message @p m: both sides of DT_UCX_SHM_MAX_BYTES, some tiny. */
+static size_t msg_len(int m)
+{
+    static const size_t lens[] = {8, 1, 4080, 4081, 64, 5000, 200, 4000};
+    return lens[m % 8];
+}
+
+static unsigned char msg_byte(int from, int m, size_t i)
+{
+    return (unsigned char)(from * 31 + m * 7 + (int)i);
+}
+
+/* The rings are in use exactly when DT_SHM is not 0 (all ranks run here). */
+static void test_rings_in_use(void **state)
+{
+    (void)state;
+    dt_comm *w = dt_runtime_world(ct_rt);
+    if (dt_comm_size(w) == 1)
+        skip();
+    const dt_ucx_shared *sh = ((dt_ucx_comm *)w->impl)->shared;
+    const char *env = getenv("DT_SHM");
+    bool want = env == NULL || strcmp(env, "0") != 0;
+    int peer = (dt_comm_rank(w) + 1) % dt_comm_size(w);
+    assert_int_equal(dt__ucx_shm_carries(sh, peer, 8), want);
+    assert_int_equal(dt__ucx_shm_carries(sh, peer, DT_UCX_SHM_MAX_BYTES), want);
+    assert_false(dt__ucx_shm_carries(sh, peer, DT_UCX_SHM_MAX_BYTES + 1));
+}
+
+/* Every rank sends NMSG messages to its right on two comms with one tag
+ * before it posts a receive; they must arrive intact and in order. */
+static void test_sent_before_received(void **state)
+{
+    (void)state;
+    dt_comm *w = dt_runtime_world(ct_rt);
+    const int p = dt_comm_size(w), me = dt_comm_rank(w);
+    const int right = (me + 1) % p, left = (me + p - 1) % p;
+    dt_comm *dup = NULL;
+    CT_OK(dt_comm_split(w, 0, me, &dup));
+    unsigned char *out = malloc((size_t)NMSG * MAXLEN), *in = calloc((size_t)NMSG, MAXLEN);
+    dt_work *sw[NMSG], *rw[NMSG];
+    for (int m = 0; m < NMSG; m++) {
+        for (size_t i = 0; i < msg_len(m); i++)
+            out[(size_t)m * MAXLEN + i] = msg_byte(me, m, i);
+        CT_OK(dt_comm_send(m % 3 ? w : dup, out + (size_t)m * MAXLEN, msg_len(m), DT_DTYPE_U8,
+                           right, 9, &sw[m]));
+    }
+    for (int m = 0; m < NMSG; m++) /* in order within a comm, dup's first */
+        if (m % 3 == 0)
+            CT_OK(dt_comm_recv(dup, in + (size_t)m * MAXLEN, msg_len(m), DT_DTYPE_U8, left, 9,
+                               &rw[m]));
+    for (int m = 0; m < NMSG; m++)
+        if (m % 3 != 0)
+            CT_OK(
+                dt_comm_recv(w, in + (size_t)m * MAXLEN, msg_len(m), DT_DTYPE_U8, left, 9, &rw[m]));
+    for (int m = NMSG - 1; m >= 0; m--) {
+        CT_OK(dt_work_wait(rw[m], -1));
+        dt_work_release(rw[m]);
+    }
+    for (int m = 0; m < NMSG; m++) {
+        CT_OK(dt_work_wait(sw[m], -1));
+        dt_work_release(sw[m]);
+        for (size_t i = 0; i < msg_len(m); i++)
+            if (in[(size_t)m * MAXLEN + i] != msg_byte(left, m, i))
+                fail_msg("message %d from rank %d, byte %zu: %u, expected %u", m, left, i,
+                         in[(size_t)m * MAXLEN + i], msg_byte(left, m, i));
+    }
+    free(out);
+    free(in);
+    dt_comm_destroy(dup);
+}
+
+/* Small all-reduces in flight on two comms, waited for in reverse order. */
+static void test_small_collectives_reverse_wait(void **state)
+{
+    (void)state;
+    dt_comm *w = dt_runtime_world(ct_rt);
+    const int p = dt_comm_size(w), me = dt_comm_rank(w);
+    dt_comm *dup = NULL;
+    CT_OK(dt_comm_split(w, 0, me, &dup));
+    int64_t x[NMSG][3];
+    dt_work *wk[NMSG];
+    for (int k = 0; k < NMSG; k++) {
+        for (int i = 0; i < 3; i++)
+            x[k][i] = (int64_t)me * (k + 1) + i;
+        CT_OK(dt_comm_allreduce(k % 2 ? dup : w, x[k], x[k], 3, DT_DTYPE_I64, DT_REDUCE_OP_SUM,
+                                &wk[k]));
+    }
+    for (int k = NMSG - 1; k >= 0; k--) {
+        CT_OK(dt_work_wait(wk[k], -1));
+        dt_work_release(wk[k]);
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(x[k][i], (int64_t)(k + 1) * p * (p - 1) / 2 + (int64_t)p * i);
+    }
+    dt_comm_destroy(dup);
+}
+
+/* Rank 0 sends 8 bytes where rank 1 expects 12: rank 1 gets an error naming
+ * both lengths, nobody waits for a timeout, and the comm stays usable. */
+static void test_length_mismatch(void **state)
+{
+    (void)state;
+    dt_comm *w = dt_runtime_world(ct_rt);
+    const int me = dt_comm_rank(w);
+    if (dt_comm_size(w) < 2)
+        skip();
+    int32_t buf[3] = {1, 2, 3};
+    if (me == 0)
+        CT_OK(dt_comm_send(w, buf, 2, DT_DTYPE_I32, 1, 11, NULL));
+    if (me == 1) {
+        dt_status st = dt_comm_recv(w, buf, 3, DT_DTYPE_I32, 0, 11, NULL);
+        assert_int_equal(st, DT_ERR_INVALID_ARG);
+        assert_non_null(strstr(dt_last_error(), "got 8 bytes, expected 12"));
+    }
+    CT_OK(dt_comm_barrier(w, NULL));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rings_in_use),
+        cmocka_unit_test(test_sent_before_received),
+        cmocka_unit_test(test_small_collectives_reverse_wait),
+        cmocka_unit_test(test_length_mismatch),
+    };
+    return cmocka_run_group_tests(tests, ct_setup, ct_teardown);
+}
