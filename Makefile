@@ -20,7 +20,10 @@ demo: build
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-bench: build
+# the benchmarks compare against Open MPI, whose headers are in libopenmpi-dev
+bench:
+	@scripts/install-deps.sh libopenmpi-dev
+	@$(MAKE) --no-print-directory build
 	@scripts/bench.sh $(BUILD)
 
 sanitize:

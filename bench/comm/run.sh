@@ -4,7 +4,7 @@
 # (oversubscribed on a 2-core machine), and print bus-bandwidth and time
 # ratios against the goals.
 #
-#   bench/comm/run_comm_bench.sh [BUILD_DIR] [-f FACTOR] [-e MAXBYTES] [-r "2 4"] [-k REPEAT]
+#   bench/comm/run.sh [BUILD_DIR] [-f FACTOR] [-e MAXBYTES] [-r "2 4"] [-k REPEAT]
 #
 # With -k N each program runs N times, interleaved (dtensor, MPI, gloo, dtensor,
 # ...), and every row keeps its best time: on a shared, noisy machine this
