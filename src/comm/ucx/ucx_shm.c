@@ -322,14 +322,17 @@ static bool ring_put(shm_peer *p, const void *buf, size_t len, uint32_t tag, uin
     s->tag = tag;
     s->comm = comm;
     s->len = (uint16_t)len;
-    memcpy(s->data, buf, len);
+    if (len > 0) /* an empty message may come from a NULL buffer */
+        memcpy(s->data, buf, len);
     atomic_store_explicit(&s->seq, ++p->head, memory_order_release);
     return true;
 }
 
 static void finish_recv(dt_ucx_req *r, const void *data, size_t len)
 {
-    memcpy(r->buf, data, len < r->expect ? len : r->expect);
+    size_t n = len < r->expect ? len : r->expect;
+    if (n > 0)
+        memcpy(r->buf, data, n);
     r->got = len; /* a different length fails the request (dt__ucx_req_status) */
     r->status = UCS_OK;
     r->done = true;
