@@ -1,7 +1,9 @@
 /*
  * Faults: one rank SIGKILLs itself in the middle of a collective; every
  * other rank must get DT_ERR_PEER_LOST or DT_ERR_TIMEOUT within 10 s (with
- * DT_TIMEOUT_S=5) and still be able to destroy its runtime.
+ * DT_TIMEOUT_S=5) and still be able to destroy its runtime. Collectives of
+ * 1 Mi elements travel through UCX; "-small" ones (16 elements) through the
+ * same-host shared-memory rings.
  *
  * The test starts its ranks itself (fork + exec of this program with the
  * launcher's variables) instead of going through dtrun, which would tear the
@@ -36,7 +38,7 @@ static int rank_main(int victim, const char *coll)
     }
     dt_comm *w = dt_runtime_world(rt);
     const int me = dt_comm_rank(w);
-    const size_t n = 1 << 20;
+    const size_t n = strstr(coll, "small") ? 16 : 1 << 20;
     float *buf = calloc(n, sizeof(float)), *out = calloc(n * (size_t)dt_comm_size(w), sizeof(float));
     dt_status st = DT_OK;
     double t_fail = 0;
@@ -190,6 +192,18 @@ static void test_kill_middle_allgather_3(void **state)
     run_job(3, 1, "allgather");
 }
 
+static void test_kill_middle_small_allreduce_3(void **state)
+{
+    (void)state;
+    run_job(3, 1, "allreduce-small");
+}
+
+static void test_stopped_rank_small_times_out_2(void **state)
+{
+    (void)state;
+    run_job(2, 0, "allreduce-small-stop");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "rank") == 0)
@@ -200,6 +214,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_kill_rank0_allreduce_4),
         cmocka_unit_test(test_kill_middle_allgather_3),
         cmocka_unit_test(test_stopped_rank_times_out_3),
+        cmocka_unit_test(test_kill_middle_small_allreduce_3),
+        cmocka_unit_test(test_stopped_rank_small_times_out_2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
