@@ -48,6 +48,7 @@ typedef struct dt_ucx_info {
     int pid;
     unsigned long long start_time;
     char host[64];
+    uint32_t instance; /* this process's count of UCX worlds (names its rings) */
 } dt_ucx_info;
 
 /* Fill @p out for this process. */

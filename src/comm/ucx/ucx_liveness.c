@@ -7,6 +7,8 @@
  */
 #include "comm/ucx/ucx_impl.h"
 
+#include <stdatomic.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,8 @@ void dt__ucx_info_self(dt_ucx_info *out)
 {
     memset(out, 0, sizeof(*out));
     out->cma_probe = dt__ucx_cma_probe_addr();
+    static _Atomic uint32_t worlds;
+    out->instance = atomic_fetch_add(&worlds, 1);
     out->pid = (int)getpid();
     char state = 0;
     proc_stat(out->pid, &state, &out->start_time);

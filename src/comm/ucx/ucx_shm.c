@@ -114,7 +114,7 @@ struct dt_ucx_shm {
 
 static void seg_name(char *out, size_t n, const dt_ucx_info *info)
 {
-    snprintf(out, n, "/dtensor-%d-%llu", info->pid, info->start_time);
+    snprintf(out, n, "/dtensor-%d-%llu-%u", info->pid, info->start_time, info->instance);
 }
 
 static void wake_addr(struct sockaddr_un *a, socklen_t *len, const dt_ucx_info *info)
@@ -122,8 +122,8 @@ static void wake_addr(struct sockaddr_un *a, socklen_t *len, const dt_ucx_info *
     memset(a, 0, sizeof(*a));
     a->sun_family = AF_UNIX;
     /* abstract name: sun_path[0] = 0, no file to clean up */
-    int k = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "dtensor-wake-%d-%llu", info->pid,
-                     info->start_time);
+    int k = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "dtensor-wake-%d-%llu-%u", info->pid,
+                     info->start_time, info->instance);
     *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k);
 }
 
