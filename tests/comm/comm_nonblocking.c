@@ -74,30 +74,46 @@ static void test_many_in_flight(void **state)
     free(ag_want);
 }
 
-/* Posted in one order, waited in the reverse one, on two comms. */
-static void test_reverse_wait_two_comms(void **state)
+/* @p k all-reduces of @p n doubles posted in one order on two comms and
+ * waited for in the reverse one. */
+static void reverse_wait_two_comms(int k, int n)
 {
-    (void)state;
     dt_comm *w = dt_runtime_world(ct_rt);
     const int p = dt_comm_size(w), me = dt_comm_rank(w);
     dt_comm *dup = NULL;
     CT_OK(dt_comm_split(w, 0, me, &dup));
-    enum { K = 6 };
-    double x[K][1000];
-    dt_work *wk[K];
-    for (int k = 0; k < K; k++) {
-        for (int i = 0; i < 1000; i++)
-            x[k][i] = me * (k + 1) + i;
-        CT_OK(dt_comm_allreduce(k % 2 ? dup : w, x[k], x[k], 1000, DT_DTYPE_F64,
-                                DT_REDUCE_OP_SUM, &wk[k]));
+    double *x = malloc((size_t)k * (size_t)n * sizeof(double));
+    dt_work **wk = malloc((size_t)k * sizeof(*wk));
+    for (int j = 0; j < k; j++) {
+        for (int i = 0; i < n; i++)
+            x[j * n + i] = me * (j + 1) + i;
+        CT_OK(dt_comm_allreduce(j % 2 ? dup : w, x + j * n, x + j * n, (size_t)n, DT_DTYPE_F64,
+                                DT_REDUCE_OP_SUM, &wk[j]));
     }
-    for (int k = K - 1; k >= 0; k--) {
-        CT_OK(dt_work_wait(wk[k], -1));
-        dt_work_release(wk[k]);
-        for (int i = 0; i < 1000; i++)
-            assert_true(x[k][i] == (double)(k + 1) * p * (p - 1) / 2 + (double)p * i);
+    for (int j = k - 1; j >= 0; j--) {
+        CT_OK(dt_work_wait(wk[j], -1));
+        dt_work_release(wk[j]);
+        for (int i = 0; i < n; i++)
+            assert_true(x[j * n + i] == (double)(j + 1) * p * (p - 1) / 2 + (double)p * i);
     }
+    free(wk);
+    free(x);
     dt_comm_destroy(dup);
+}
+
+/* 8000-byte messages: UCX's path. */
+static void test_reverse_wait_two_comms(void **state)
+{
+    (void)state;
+    reverse_wait_two_comms(6, 1000);
+}
+
+/* 24-byte messages, more in flight than a shared-memory ring has slots:
+ * they arrive before their receives are posted (ucx_shm.c). */
+static void test_reverse_wait_two_comms_small(void **state)
+{
+    (void)state;
+    reverse_wait_two_comms(40, 3);
 }
 
 int main(void)
@@ -105,6 +121,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_many_in_flight),
         cmocka_unit_test(test_reverse_wait_two_comms),
+        cmocka_unit_test(test_reverse_wait_two_comms_small),
     };
     return cmocka_run_group_tests(tests, ct_setup, ct_teardown);
 }
