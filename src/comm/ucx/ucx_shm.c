@@ -138,7 +138,9 @@ static void *seg_map(int fd, size_t bytes)
     return p == MAP_FAILED ? NULL : p;
 }
 
-/* My segment (zero-filled by ftruncate) and wake socket; false on failure. */
+/* My segment (zero-filled) and wake socket; false on failure. The pages are
+ * reserved now: a sparse segment on a small /dev/shm (64 MiB in a default
+ * Docker container) would raise SIGBUS at the first slot past the limit. */
 static bool create_mine(dt_ucx_shm *shm, const dt_ucx_info *me)
 {
     seg_name(shm->name, sizeof(shm->name), me);
@@ -152,8 +154,11 @@ static bool create_mine(dt_ucx_shm *shm, const dt_ucx_info *me)
         return false;
     }
     shm->linked = true;
-    if (ftruncate(fd, (off_t)shm->seg_bytes) == 0)
+    int rc = posix_fallocate(fd, 0, (off_t)shm->seg_bytes);
+    if (rc == 0)
         shm->ctl = seg_map(fd, shm->seg_bytes);
+    else
+        errno = rc;
     close(fd);
     if (shm->ctl == NULL) {
         DT_LOG_INFO("comm", "ucx: no %zu-byte segment %s: %s", shm->seg_bytes, shm->name,
