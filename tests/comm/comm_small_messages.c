@@ -12,7 +12,7 @@
 
 #include "comm/ucx/ucx_impl.h"
 
-enum { NMSG = 40, MAXLEN = 5000 };
+enum { NMSG = 80, MAXLEN = 5000 }; /* ~380 ring slots: more than a ring holds */
 
 /* Bytes of message @p m: both sides of DT_UCX_SHM_MAX_BYTES, some tiny. */
 static size_t msg_len(int m)

@@ -88,9 +88,9 @@ void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force, double now);
 
 /*
  * Small messages between ranks of one host (ucx_shm.c): each rank owns a
- * POSIX shared-memory segment with one ring of slots per same-host sender; a
- * message of at most DT_UCX_SHM_MAX_BYTES is one slot (an 8 B message one
- * cache line), matched by (comm, tag) in order like UCX's tags, at a fraction
+ * POSIX shared-memory segment with one ring of 512-byte slots per same-host
+ * sender; a message of at most DT_UCX_SHM_MAX_BYTES takes consecutive slots
+ * (an 8 B message one cache line), matched by (comm, tag) in order like UCX's tags, at a fraction
  * of UCX's per-message cost. Larger messages, other hosts and DT_SHM=0 go
  * through UCX. Which transport a pair uses is agreed world-wide.
  */

@@ -9,10 +9,16 @@
  *
  * Layout: the segment of rank r is a control page (r's `sleeping` flag) and
  * one ring per rank of the host (indexed by its local index, r's own unused).
- * A ring is single-producer single-consumer: the sender writes slot
- * (n % SHM_SLOTS) of its n-th message, publishing it by storing n + 1 into
- * the slot's seq last; the receiver consumes in order and publishes how many
- * it consumed in `tail`, which the sender reads only when the ring looks full.
+ * A ring is single-producer single-consumer, SHM_SLOTS slots of SHM_SLOT
+ * bytes: a message takes as many consecutive slots as its bytes need (an 8 B
+ * one a single cache line; 256 of them fit, so a sender that runs ahead, a
+ * broadcast root, rarely waits). Every slot of a message starting at absolute
+ * slot index i carries seq = i + 1; the first slot's seq is stored last and
+ * publishes the message. The receiver, at absolute index n, takes a message
+ * when slot n's seq is n + 1: at any one slot seq only grows from lap to lap,
+ * so what an older lap left there (a header or a continuation) never passes
+ * for a new message. It publishes the slots it consumed in `tail`, which the
+ * sender reads only when the ring looks full.
  *
  * Matching: a receive takes the oldest message of its (comm, tag) from the
  * peer, first among those that arrived before it was posted (the unexpected
@@ -45,21 +51,22 @@
 #include "core/log.h"
 #include "dtensor/store.h"
 
-#define SHM_SLOTS 16
-#define SHM_SLOT  4096
-#define SHM_HDR   16
-#define SHM_PAGE  4096
+#define SHM_SLOTS   256
+#define SHM_SLOT    512
+#define SHM_HDR     16
+#define SHM_PAYLOAD (SHM_SLOT - SHM_HDR)
+#define SHM_PAGE    4096
 
 typedef struct shm_slot {
-    _Atomic uint64_t seq; /* message number + 1 once written; stored last */
-    uint32_t tag;
+    _Atomic uint64_t seq; /* the message's first absolute slot index + 1 */
+    uint32_t tag;         /* tag, comm and len: in a message's first slot */
     uint16_t comm;
     uint16_t len;
-    char data[SHM_SLOT - SHM_HDR];
+    char data[SHM_PAYLOAD];
 } shm_slot;
 
 typedef struct shm_ring {
-    _Atomic uint64_t tail; /* messages the owner has consumed */
+    _Atomic uint64_t tail; /* slots the owner has consumed */
     char pad[SHM_PAGE - sizeof(uint64_t)];
     shm_slot slot[SHM_SLOTS];
 } shm_ring;
@@ -69,9 +76,10 @@ typedef struct shm_ctl {
     char pad[SHM_PAGE - sizeof(uint32_t)];
 } shm_ctl;
 
-_Static_assert(sizeof(shm_slot) == SHM_SLOT, "a slot is one page");
-_Static_assert(SHM_SLOT - SHM_HDR == DT_UCX_SHM_MAX_BYTES,
-               "DT_UCX_SHM_MAX_BYTES is a slot's payload");
+_Static_assert(sizeof(shm_slot) == SHM_SLOT, "slots are packed");
+_Static_assert(DT_UCX_SHM_MAX_BYTES <= UINT16_MAX, "a length fits a slot header");
+_Static_assert((DT_UCX_SHM_MAX_BYTES + SHM_PAYLOAD - 1) / SHM_PAYLOAD <= SHM_SLOTS,
+               "the largest message fits a ring");
 
 /* A message that arrived before its receive was posted. */
 typedef struct shm_msg {
@@ -89,8 +97,8 @@ typedef struct shm_peer {
     void *map;     /* its segment */
     struct sockaddr_un wake;
     socklen_t wake_len;
-    uint64_t head, tail_seen;           /* out: messages written; its tail as last read */
-    uint64_t next;                      /* in: the next message to consume */
+    uint64_t head, tail_seen;           /* out: slots written; its tail as last read */
+    uint64_t next;                      /* in: the next slot to consume */
     dt_ucx_req *posted, **posted_end;   /* receives waiting, in posting order */
     dt_ucx_req *pending, **pending_end; /* sends waiting for a slot, in order */
     shm_msg *unexp, **unexp_end;        /* arrived, not yet received, in order */
@@ -315,36 +323,59 @@ static void wake_if_asleep(const dt_ucx_shm *shm, const shm_peer *p)
                      p->wake_len);
 }
 
+/* Slots a message of @p len bytes takes (an empty one still takes one). */
+static uint64_t slots_for(size_t len)
+{
+    return len == 0 ? 1 : (len + SHM_PAYLOAD - 1) / SHM_PAYLOAD;
+}
+
 /* Write one message into @p p's ring; false when the ring is full. */
 static bool ring_put(shm_peer *p, const void *buf, size_t len, uint32_t tag, uint16_t comm)
 {
-    if (p->head - p->tail_seen >= SHM_SLOTS) {
+    uint64_t k = slots_for(len);
+    if (p->head + k - p->tail_seen > SHM_SLOTS) {
         p->tail_seen = atomic_load_explicit(&p->out->tail, memory_order_acquire);
-        if (p->head - p->tail_seen >= SHM_SLOTS)
+        if (p->head + k - p->tail_seen > SHM_SLOTS)
             return false;
     }
-    shm_slot *s = &p->out->slot[p->head % SHM_SLOTS];
-    s->tag = tag;
-    s->comm = comm;
-    s->len = (uint16_t)len;
-    if (len > 0) /* an empty message may come from a NULL buffer */
-        memcpy(s->data, buf, len);
-    atomic_store_explicit(&s->seq, ++p->head, memory_order_release);
+    const char *src = buf;
+    for (uint64_t i = k; i-- > 0;) { /* the first slot last: it publishes */
+        shm_slot *s = &p->out->slot[(p->head + i) % SHM_SLOTS];
+        size_t off = i * SHM_PAYLOAD, n = len - off < SHM_PAYLOAD ? len - off : SHM_PAYLOAD;
+        if (n > 0) /* an empty message may come from a NULL buffer */
+            memcpy(s->data, src + off, n);
+        if (i > 0) {
+            atomic_store_explicit(&s->seq, p->head + 1, memory_order_relaxed);
+            continue;
+        }
+        s->tag = tag;
+        s->comm = comm;
+        s->len = (uint16_t)len;
+        atomic_store_explicit(&s->seq, p->head + 1, memory_order_release);
+    }
+    p->head += k;
     return true;
 }
 
-static void finish_recv(dt_ucx_req *r, const void *data, size_t len)
+/* Copy the first @p n bytes of the message whose first slot is @p first. */
+static void ring_get(const shm_ring *ring, uint64_t first, void *dst, size_t n)
 {
-    size_t n = len < r->expect ? len : r->expect;
-    if (n > 0)
-        memcpy(r->buf, data, n);
+    for (size_t off = 0; off < n; off += SHM_PAYLOAD) {
+        const shm_slot *s = &ring->slot[(first + off / SHM_PAYLOAD) % SHM_SLOTS];
+        memcpy((char *)dst + off, s->data, n - off < SHM_PAYLOAD ? n - off : SHM_PAYLOAD);
+    }
+}
+
+static void finish_recv(dt_ucx_req *r, size_t len)
+{
     r->got = len; /* a different length fails the request (dt__ucx_req_status) */
     r->status = UCS_OK;
     r->done = true;
 }
 
-/* Hand the message in slot @p s to the oldest matching receive, else keep
- * a copy as unexpected; false when that copy found no memory. */
+/* Hand the message starting at slot p->next (@p s) to the oldest matching
+ * receive, else keep a copy as unexpected; false when that copy found no
+ * memory. */
 static bool deliver(shm_peer *p, const shm_slot *s)
 {
     for (dt_ucx_req **rp = &p->posted; *rp != NULL; rp = &(*rp)->next_q) {
@@ -354,14 +385,15 @@ static bool deliver(shm_peer *p, const shm_slot *s)
         *rp = r->next_q;
         if (p->posted_end == &r->next_q)
             p->posted_end = rp;
-        finish_recv(r, s->data, s->len);
+        ring_get(p->in, p->next, r->buf, s->len < r->expect ? s->len : r->expect);
+        finish_recv(r, s->len);
         return true;
     }
     shm_msg *m = malloc(sizeof(*m) + s->len);
     if (m == NULL)
         return false; /* leave it in the ring; retried at the next progress */
     *m = (shm_msg){.tag = s->tag, .comm = s->comm, .len = s->len};
-    memcpy(m->data, s->data, s->len);
+    ring_get(p->in, p->next, m->data, s->len);
     *p->unexp_end = m;
     p->unexp_end = &m->next;
     return true;
@@ -377,7 +409,7 @@ static int drain(const dt_ucx_shm *shm, shm_peer *p)
             break;
         if (!deliver(p, s))
             break;
-        p->next++;
+        p->next += slots_for(s->len);
         n++;
     }
     if (n > 0) {
@@ -476,7 +508,10 @@ dt_status dt__ucx_shm_irecv(dt_comm *c, void *buf, size_t bytes, int wp, uint32_
         *mp = m->next;
         if (p->unexp_end == &m->next)
             p->unexp_end = mp;
-        finish_recv(r, m->data, m->len);
+        size_t n = m->len < bytes ? m->len : bytes;
+        if (n > 0)
+            memcpy(buf, m->data, n);
+        finish_recv(r, m->len);
         free(m);
         break;
     }
