@@ -158,7 +158,7 @@ struct dt_ucx_req {
     bool done, orphaned; /* orphaned: cancelled by the core, the callback frees */
     ucs_status_t status;
     bool is_recv;
-    size_t expect; /* receive: bytes expected */
+    size_t expect; /* receive: bytes expected; ring send: bytes to send */
     size_t got;
     int world_peer;
     dt_ucx_shared *shared;

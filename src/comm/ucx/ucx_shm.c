@@ -93,8 +93,7 @@ typedef struct shm_msg {
 typedef struct shm_peer {
     shm_ring *in;  /* its messages to me, in my segment (NULL: not a ring peer) */
     shm_ring *out; /* mine to it, in its segment */
-    shm_ctl *ctl;  /* its control page */
-    void *map;     /* its segment */
+    shm_ctl *ctl;  /* its segment, which starts with its control page */
     struct sockaddr_un wake;
     socklen_t wake_len;
     uint64_t head, tail_seen;           /* out: slots written; its tail as last read */
@@ -200,7 +199,6 @@ static bool attach_peer(dt_ucx_shm *shm, const dt_ucx_info *infos, int q, int my
     if (seg == NULL)
         return false;
     shm_peer *p = &shm->peer[q];
-    p->map = seg;
     p->ctl = seg;
     p->out = seg_ring(seg, my_local);
     p->in = seg_ring(shm->ctl, q_local);
@@ -255,9 +253,10 @@ dt_status dt__ucx_shm_agree(dt_comm *world)
 {
     dt_ucx_shared *sh = ((dt_ucx_comm *)world->impl)->shared;
     dt_ucx_shm *shm = sh->shm;
-    int32_t ok = shm != NULL && shm->ready && shm->nring_peers > 0 ? 1 : 0;
-    int32_t any = shm != NULL && shm->nlocal > 1 ? 1 : 0; /* ranks without host peers abstain */
-    int32_t v[2] = {any ? ok : 1, any};
+    /* ready with host peers means every one of them is mapped; ranks without
+     * host peers abstain */
+    int32_t any = shm != NULL && shm->nlocal > 1 ? 1 : 0;
+    int32_t v[2] = {any ? (int32_t)shm->ready : 1, any};
     DT_CHECK(dt_comm_allreduce(world, v, v, 2, DT_DTYPE_I32, DT_REDUCE_OP_MIN, NULL));
     if (shm == NULL)
         return DT_OK;
@@ -265,8 +264,8 @@ dt_status dt__ucx_shm_agree(dt_comm *world)
     if (shm->linked)
         shm_unlink(shm->name);
     shm->linked = false;
-    shm->on = v[0] == 1 && shm->nring_peers > 0;
-    if (!shm->on && shm->nlocal > 1)
+    shm->on = v[0] == 1 && any;
+    if (!shm->on && any)
         DT_LOG_INFO("comm",
                     "ucx: same-host small messages go through UCX (DT_SHM=%lld, "
                     "rings ready on every rank: %s)",
@@ -281,8 +280,8 @@ void dt__ucx_shm_close(dt_ucx_shared *sh)
         return;
     for (int i = 0; shm->peer != NULL && i < sh->world_size; i++) {
         shm_peer *p = &shm->peer[i];
-        if (p->map != NULL)
-            munmap(p->map, shm->seg_bytes);
+        if (p->ctl != NULL)
+            munmap(p->ctl, shm->seg_bytes);
         while (p->unexp != NULL) {
             shm_msg *m = p->unexp;
             p->unexp = m->next;
@@ -321,6 +320,16 @@ static void wake_if_asleep(const dt_ucx_shm *shm, const shm_peer *p)
     if (atomic_load_explicit(&p->ctl->sleeping, memory_order_relaxed) != 0)
         (void)sendto(shm->wake_fd, "", 1, MSG_DONTWAIT, (const struct sockaddr *)&p->wake,
                      p->wake_len);
+}
+
+/* Unlink the request at *@p rp from a list whose last link is *@p end. */
+static dt_ucx_req *unlink_at(dt_ucx_req **rp, dt_ucx_req ***end)
+{
+    dt_ucx_req *r = *rp;
+    *rp = r->next_q;
+    if (*end == &r->next_q)
+        *end = rp;
+    return r;
 }
 
 /* Slots a message of @p len bytes takes (an empty one still takes one). */
@@ -379,12 +388,9 @@ static void finish_recv(dt_ucx_req *r, size_t len)
 static bool deliver(shm_peer *p, const shm_slot *s)
 {
     for (dt_ucx_req **rp = &p->posted; *rp != NULL; rp = &(*rp)->next_q) {
-        dt_ucx_req *r = *rp;
-        if (r->comm != s->comm || r->tag != s->tag)
+        if ((*rp)->comm != s->comm || (*rp)->tag != s->tag)
             continue;
-        *rp = r->next_q;
-        if (p->posted_end == &r->next_q)
-            p->posted_end = rp;
+        dt_ucx_req *r = unlink_at(rp, &p->posted_end);
         ring_get(p->in, p->next, r->buf, s->len < r->expect ? s->len : r->expect);
         finish_recv(r, s->len);
         return true;
@@ -427,9 +433,7 @@ static int flush(const dt_ucx_shm *shm, shm_peer *p)
         dt_ucx_req *r = p->pending;
         if (!ring_put(p, r->buf, r->expect, r->tag, r->comm))
             break;
-        p->pending = r->next_q;
-        if (p->pending == NULL)
-            p->pending_end = &p->pending;
+        unlink_at(&p->pending, &p->pending_end);
         r->status = UCS_OK;
         r->done = true;
         n++;
@@ -530,16 +534,14 @@ dt_status dt__ucx_shm_irecv(dt_comm *c, void *buf, size_t bytes, int wp, uint32_
     return st;
 }
 
-/* Unlink @p r from the list at @p head (ending at *end); true if it was there. */
+/* Unlink @p r from the list at @p head; true if it was there. */
 static bool unlink_req(dt_ucx_req **head, dt_ucx_req ***end, const dt_ucx_req *r)
 {
     for (dt_ucx_req **rp = head; *rp != NULL; rp = &(*rp)->next_q) {
-        if (*rp != r)
-            continue;
-        *rp = r->next_q;
-        if (*end == &r->next_q)
-            *end = rp;
-        return true;
+        if (*rp == r) {
+            unlink_at(rp, end);
+            return true;
+        }
     }
     return false;
 }
