@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/copy.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -94,7 +95,7 @@ static dt_status run_local(dt_work *w, size_t r)
             dt__reduce(op->dst, op->src, op->n, s->dtype, s->op);
             break;
         case DT__OP_COPY:
-            memmove(op->dst, op->src, op->n);
+            dt__move_bytes(op->dst, op->src, op->n);
             break;
         case DT__OP_SCALE:
             dt__reduce_divide(op->dst, op->n, s->dtype, op->peer);

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/copy.h"
 #include "core/error.h"
 #include "core/tensor_impl.h"
 #include "kernels/kernel_ops.h"
@@ -136,7 +137,7 @@ static void copy_row(void *vctx, char *d, int64_t sd, const char *s, int64_t ss,
     if (c->dt == c->st) {
         size_t es = c->des;
         if (sd == 1 && ss == 1) {
-            memcpy(d, s, (size_t)n * es);
+            dt__copy_bytes(d, s, (size_t)n * es);
             return;
         }
         switch (es) { /* typed strided moves: memcpy of a variable size is a call */

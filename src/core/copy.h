@@ -1,0 +1,22 @@
+/*
+ * Byte copies that avoid a slow case of `rep movsb`.
+ *
+ * On AMD Zen 3 (measured here, glibc 2.36), glibc's memcpy copies 2 KiB to
+ * ~1 MiB with `rep movsb`, which runs at 2-3 GB/s instead of 40-50 when the
+ * destination lies 1-31 bytes past the source modulo 4 KiB (the microcode
+ * then takes the slow, overlap-safe path). That is the common case for a
+ * malloc'd block (16 bytes into its page) copied from a page-aligned one,
+ * e.g. a message copied out of a shared-memory window.
+ */
+#ifndef DT_CORE_COPY_H
+#define DT_CORE_COPY_H
+
+#include <stddef.h>
+
+/* memcpy(dst, src, n) for non-overlapping buffers, at full speed whatever
+ * their relative alignment. */
+void dt__copy_bytes(void *dst, const void *src, size_t n);
+/* memmove(dst, src, n): dt__copy_bytes when the buffers do not overlap. */
+void dt__move_bytes(void *dst, const void *src, size_t n);
+
+#endif
