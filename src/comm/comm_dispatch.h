@@ -24,4 +24,10 @@ static inline bool dt__comm_can_peer_copy(const dt_comm *comm)
     return comm->size > 1 && comm->ops->peer_copy != NULL && comm->ops->peer_copy_ok(comm);
 }
 
+/* Whether point-to-point reaches every member of @p comm through shared memory. */
+static inline bool dt__comm_p2p_shm(const dt_comm *comm)
+{
+    return comm->ops->p2p_shm != NULL && comm->ops->p2p_shm(comm);
+}
+
 #endif

@@ -176,6 +176,13 @@ struct dt_comm_ops {
     dt_status (*peer_copy)(dt_comm *comm, int peer, bool to_peer, const dt__block2d *local,
                            const dt__block2d *remote, uint64_t offset, uint64_t bytes);
     bool (*peer_copy_ok)(const dt_comm *comm);
+    /*
+     * (optional) Whether point-to-point between any two members goes through
+     * shared memory at memcpy speed (the same answer on all members). The
+     * collectives then prefer send/recv algorithms to peer_copy: two memcpys
+     * beat one cross-memory-attach copy (ucx_shm_bulk.c).
+     */
+    bool (*p2p_shm)(const dt_comm *comm);
 
     /* REQUIRED: free the backend state and the dt_comm itself. Not collective. */
     void (*destroy)(dt_comm *comm);

@@ -2,8 +2,8 @@
  * Faults: one rank SIGKILLs itself in the middle of a collective; every
  * other rank must get DT_ERR_PEER_LOST or DT_ERR_TIMEOUT within 10 s (with
  * DT_TIMEOUT_S=5) and still be able to destroy its runtime. Collectives of
- * 1 Mi elements travel through UCX; "-small" ones (16 elements) through the
- * same-host shared-memory rings.
+ * 1 Mi elements travel through the same-host shared-memory windows (the
+ * victim dies mid-stream); "-small" ones (16 elements) through the rings.
  *
  * The test starts its ranks itself (fork + exec of this program with the
  * launcher's variables) instead of going through dtrun, which would tear the

@@ -1,8 +1,8 @@
 #!/bin/sh
-# A /dev/shm too small for every rank's shared-memory ring segment (1200 KiB
-# for four segments of 540 KiB; Docker's default of 64 MiB holds the rings of
-# about 20 local ranks): the ranks that cannot reserve theirs turn the rings off, the world
-# agrees, and the collectives run through UCX. With a sparse segment this died
+# A /dev/shm too small for every rank's shared-memory segment (6000 KiB for
+# four segments of 2.6 MiB: rings and bulk windows; Docker's default of 64 MiB
+# holds those of 9 local ranks): the ranks that cannot reserve theirs turn
+# shared memory off, the world agrees, and the collectives run through UCX. With a sparse segment this died
 # of SIGBUS at the first slot past the limit. UCX itself is kept off /dev/shm
 # (UCX_TLS=self,tcp) so the test does not depend on how much UCX wants there.
 # Needs a private mount namespace (root); skipped (77) where that is refused.
@@ -11,7 +11,7 @@ set -u
 dtrun=$1 test=$2
 unshare -m true 2>/dev/null || { echo "no mount namespace here: skipped"; exit 77; }
 exec unshare -m sh -c '
-  mount -t tmpfs -o size=1200k tmpfs /dev/shm || { echo "cannot mount a tmpfs: skipped"; exit 77; }
+  mount -t tmpfs -o size=6000k tmpfs /dev/shm || { echo "cannot mount a tmpfs: skipped"; exit 77; }
   UCX_TLS=self,tcp DT_LOG=info DT_LOG_SUBSYS=comm "$0" -n 4 --tag-output "$1" > out.txt 2>&1
   rc=$?
   cat out.txt

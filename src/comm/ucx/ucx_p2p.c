@@ -164,7 +164,7 @@ dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uin
     if (sh->peers[wp].dead)
         return DT_ERR(DT_ERR_PEER_LOST, "ucx: send to world rank %d: peer lost (%s)", wp,
                       peer_why(&sh->peers[wp]));
-    if (dt__ucx_shm_carries(sh, wp, bytes))
+    if (dt__ucx_shm_carries(sh, wp))
         return dt__ucx_shm_isend(c, buf, bytes, wp, tag, req);
     dt_ucx_req *r = dt__ucx_req_new(sh);
     if (r == NULL)
@@ -185,7 +185,7 @@ dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t 
     dt_ucx_comm *uc = c->impl;
     dt_ucx_shared *sh = uc->shared;
     int wp = uc->members[peer];
-    if (dt__ucx_shm_carries(sh, wp, bytes))
+    if (dt__ucx_shm_carries(sh, wp))
         return dt__ucx_shm_irecv(c, buf, bytes, wp, tag, req);
     dt_ucx_req *r = dt__ucx_req_new(sh);
     if (r == NULL)

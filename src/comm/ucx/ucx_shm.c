@@ -20,6 +20,10 @@
  * for a new message. It publishes the slots it consumed in `tail`, which the
  * sender reads only when the ring looks full.
  *
+ * A message over DT_UCX_SHM_MAX_BYTES sends only an RTS through the ring; the
+ * receive that matches it answers with a CTS and the bytes follow through
+ * the pair's window of chunks behind the ring (ucx_shm_bulk.c).
+ *
  * Matching: a receive takes the oldest message of its (comm, tag) from the
  * peer, first among those that arrived before it was posted (the unexpected
  * list, copied out of the ring so it never blocks the messages behind it),
@@ -32,7 +36,7 @@
  * other (store, fence, load on both sides), so no message is slept through.
  */
 #define _GNU_SOURCE
-#include "comm/ucx/ucx_impl.h"
+#include "comm/ucx/ucx_shm_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -50,72 +54,6 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "dtensor/store.h"
-
-#define SHM_SLOTS   256
-#define SHM_SLOT    512
-#define SHM_HDR     16
-#define SHM_PAYLOAD (SHM_SLOT - SHM_HDR)
-#define SHM_PAGE    4096
-
-typedef struct shm_slot {
-    _Atomic uint64_t seq; /* the message's first absolute slot index + 1 */
-    uint32_t tag;         /* tag, comm and len: in a message's first slot */
-    uint16_t comm;
-    uint16_t len;
-    char data[SHM_PAYLOAD];
-} shm_slot;
-
-typedef struct shm_ring {
-    _Atomic uint64_t tail; /* slots the owner has consumed */
-    char pad[SHM_PAGE - sizeof(uint64_t)];
-    shm_slot slot[SHM_SLOTS];
-} shm_ring;
-
-typedef struct shm_ctl {
-    _Atomic uint32_t sleeping; /* the owner sleeps (or is about to): wake it */
-    char pad[SHM_PAGE - sizeof(uint32_t)];
-} shm_ctl;
-
-_Static_assert(sizeof(shm_slot) == SHM_SLOT, "slots are packed");
-_Static_assert(DT_UCX_SHM_MAX_BYTES <= UINT16_MAX, "a length fits a slot header");
-_Static_assert((DT_UCX_SHM_MAX_BYTES + SHM_PAYLOAD - 1) / SHM_PAYLOAD <= SHM_SLOTS,
-               "the largest message fits a ring");
-
-/* A message that arrived before its receive was posted. */
-typedef struct shm_msg {
-    struct shm_msg *next;
-    uint32_t tag;
-    uint16_t comm, len;
-    char data[];
-} shm_msg;
-
-/* What this rank keeps about one same-host peer. */
-typedef struct shm_peer {
-    shm_ring *in;  /* its messages to me, in my segment (NULL: not a ring peer) */
-    shm_ring *out; /* mine to it, in its segment */
-    shm_ctl *ctl;  /* its segment, which starts with its control page */
-    struct sockaddr_un wake;
-    socklen_t wake_len;
-    uint64_t head, tail_seen;           /* out: slots written; its tail as last read */
-    uint64_t next;                      /* in: the next slot to consume */
-    dt_ucx_req *posted, **posted_end;   /* receives waiting, in posting order */
-    dt_ucx_req *pending, **pending_end; /* sends waiting for a slot, in order */
-    shm_msg *unexp, **unexp_end;        /* arrived, not yet received, in order */
-} shm_peer;
-
-struct dt_ucx_shm {
-    bool on;    /* agreed world-wide: the rings carry small messages */
-    bool ready; /* this rank mapped every same-host peer's segment */
-    int nlocal;
-    size_t seg_bytes;
-    shm_ctl *ctl; /* my segment */
-    char name[64];
-    bool linked; /* my segment's name still exists */
-    int wake_fd;
-    int *ring_peers; /* world ranks of the same-host peers */
-    int nring_peers;
-    shm_peer *peer; /* world_size entries */
-};
 
 /* ------------------------------------------------------------ set-up */
 
@@ -206,6 +144,10 @@ static bool attach_peer(dt_ucx_shm *shm, const dt_ucx_info *infos, int q, int my
     p->posted_end = &p->posted;
     p->pending_end = &p->pending;
     p->unexp_end = &p->unexp;
+    p->announced_end = &p->announced;
+    p->streams_end = &p->streams;
+    p->cts_due_end = &p->cts_due;
+    p->sinks_end = &p->sinks;
     shm->ring_peers[shm->nring_peers++] = q;
     return true;
 }
@@ -267,7 +209,7 @@ dt_status dt__ucx_shm_agree(dt_comm *world)
     shm->on = v[0] == 1 && any;
     if (!shm->on && any)
         DT_LOG_INFO("comm",
-                    "ucx: same-host small messages go through UCX (DT_SHM=%lld, "
+                    "ucx: same-host messages go through UCX (DT_SHM=%lld, "
                     "rings ready on every rank: %s)",
                     (long long)dt__config_int("DT_SHM"), v[0] == 1 ? "yes" : "no");
     return DT_OK;
@@ -300,10 +242,16 @@ void dt__ucx_shm_close(dt_ucx_shared *sh)
     sh->shm = NULL;
 }
 
-bool dt__ucx_shm_carries(const dt_ucx_shared *sh, int wp, size_t bytes)
+bool dt__ucx_shm_carries(const dt_ucx_shared *sh, int wp)
 {
     const dt_ucx_shm *shm = sh->shm;
-    return shm != NULL && shm->on && bytes <= DT_UCX_SHM_MAX_BYTES && shm->peer[wp].in != NULL;
+    return shm != NULL && shm->on && shm->peer[wp].in != NULL;
+}
+
+bool dt__ucx_shm_p2p_ok(const dt_comm *c)
+{
+    const dt_ucx_comm *uc = c->impl;
+    return uc->all_local && uc->shared->shm != NULL && uc->shared->shm->on;
 }
 
 int dt__ucx_shm_wake_fd(const dt_ucx_shared *sh)
@@ -313,8 +261,7 @@ int dt__ucx_shm_wake_fd(const dt_ucx_shared *sh)
 
 /* ------------------------------------------------------------ rings */
 
-/* Wake @p p if it sleeps (after my store to its ring or to my tail). */
-static void wake_if_asleep(const dt_ucx_shm *shm, const shm_peer *p)
+void dt__shm_wake_if_asleep(const dt_ucx_shm *shm, const shm_peer *p)
 {
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&p->ctl->sleeping, memory_order_relaxed) != 0)
@@ -332,14 +279,21 @@ static dt_ucx_req *unlink_at(dt_ucx_req **rp, dt_ucx_req ***end)
     return r;
 }
 
+void dt__shm_append(dt_ucx_req ***end, dt_ucx_req *r)
+{
+    r->next_q = NULL;
+    **end = r;
+    *end = &r->next_q;
+}
+
 /* Slots a message of @p len bytes takes (an empty one still takes one). */
 static uint64_t slots_for(size_t len)
 {
     return len == 0 ? 1 : (len + SHM_PAYLOAD - 1) / SHM_PAYLOAD;
 }
 
-/* Write one message into @p p's ring; false when the ring is full. */
-static bool ring_put(shm_peer *p, const void *buf, size_t len, uint32_t tag, uint16_t comm)
+bool dt__shm_ring_put(shm_peer *p, const void *buf, size_t len, uint16_t kind, uint32_t tag,
+                      uint16_t comm)
 {
     uint64_t k = slots_for(len);
     if (p->head + k - p->tail_seen > SHM_SLOTS) {
@@ -359,7 +313,7 @@ static bool ring_put(shm_peer *p, const void *buf, size_t len, uint32_t tag, uin
         }
         s->tag = tag;
         s->comm = comm;
-        s->len = (uint16_t)len;
+        s->len = (uint16_t)(len | kind);
         atomic_store_explicit(&s->seq, p->head + 1, memory_order_release);
     }
     p->head += k;
@@ -375,31 +329,39 @@ static void ring_get(const shm_ring *ring, uint64_t first, void *dst, size_t n)
     }
 }
 
-static void finish_recv(dt_ucx_req *r, size_t len)
+void dt__shm_finish_recv(dt_ucx_req *r, size_t len)
 {
     r->got = len; /* a different length fails the request (dt__ucx_req_status) */
     r->status = UCS_OK;
     r->done = true;
 }
 
-/* Hand the message starting at slot p->next (@p s) to the oldest matching
- * receive, else keep a copy as unexpected; false when that copy found no
- * memory. */
-static bool deliver(shm_peer *p, const shm_slot *s)
+/* Hand the message starting at slot p->next (@p s, @p len payload bytes) to
+ * the oldest matching receive, else keep a copy as unexpected (a bulk one's
+ * RTS only); false when that copy found no memory. */
+static bool deliver(shm_peer *p, const shm_slot *s, size_t len, bool bulk)
 {
+    shm_rts rts = {0, 0};
+    if (bulk)
+        ring_get(p->in, p->next, &rts, sizeof(rts));
     for (dt_ucx_req **rp = &p->posted; *rp != NULL; rp = &(*rp)->next_q) {
         if ((*rp)->comm != s->comm || (*rp)->tag != s->tag)
             continue;
         dt_ucx_req *r = unlink_at(rp, &p->posted_end);
-        ring_get(p->in, p->next, r->buf, s->len < r->expect ? s->len : r->expect);
-        finish_recv(r, s->len);
+        if (bulk) {
+            dt__shm_bulk_accept(p, r, &rts);
+            return true;
+        }
+        ring_get(p->in, p->next, r->buf, len < r->expect ? len : r->expect);
+        dt__shm_finish_recv(r, len);
         return true;
     }
-    shm_msg *m = malloc(sizeof(*m) + s->len);
+    size_t keep = bulk ? 0 : len;
+    shm_msg *m = malloc(sizeof(*m) + keep);
     if (m == NULL)
         return false; /* leave it in the ring; retried at the next progress */
-    *m = (shm_msg){.tag = s->tag, .comm = s->comm, .len = s->len};
-    ring_get(p->in, p->next, m->data, s->len);
+    *m = (shm_msg){.tag = s->tag, .comm = s->comm, .len = (uint16_t)keep, .bulk = bulk, .rts = rts};
+    ring_get(p->in, p->next, m->data, keep);
     *p->unexp_end = m;
     p->unexp_end = &m->next;
     return true;
@@ -413,33 +375,46 @@ static int drain(const dt_ucx_shm *shm, shm_peer *p)
         const shm_slot *s = &p->in->slot[p->next % SHM_SLOTS];
         if (atomic_load_explicit(&s->seq, memory_order_acquire) != p->next + 1)
             break;
-        if (!deliver(p, s))
+        size_t len = s->len & SHM_LEN_MASK;
+        if (s->len & SHM_CTS) {
+            uint64_t id;
+            ring_get(p->in, p->next, &id, sizeof(id));
+            dt__shm_bulk_cleared(p, id);
+        } else if (!deliver(p, s, len, (s->len & SHM_RTS) != 0)) {
             break;
-        p->next += slots_for(s->len);
+        }
+        p->next += slots_for(len);
         n++;
     }
     if (n > 0) {
         atomic_store_explicit(&p->in->tail, p->next, memory_order_release);
-        wake_if_asleep(shm, p); /* it may wait for these slots */
+        dt__shm_wake_if_asleep(shm, p); /* it may wait for these slots */
     }
     return n;
 }
 
-/* Write queued sends while the ring has room; returns how many. */
+/* Write queued sends (a bulk one: its RTS) while the ring has room; returns how many. */
 static int flush(const dt_ucx_shm *shm, shm_peer *p)
 {
     int n = 0;
     while (p->pending != NULL) {
         dt_ucx_req *r = p->pending;
-        if (!ring_put(p, r->buf, r->expect, r->tag, r->comm))
-            break;
-        unlink_at(&p->pending, &p->pending_end);
-        r->status = UCS_OK;
-        r->done = true;
+        if (r->bulk) {
+            if (!dt__shm_bulk_announce(p, r))
+                break;
+            unlink_at(&p->pending, &p->pending_end);
+            dt__shm_append(&p->announced_end, r);
+        } else {
+            if (!dt__shm_ring_put(p, r->buf, r->expect, 0, r->tag, r->comm))
+                break;
+            unlink_at(&p->pending, &p->pending_end);
+            r->status = UCS_OK;
+            r->done = true;
+        }
         n++;
     }
     if (n > 0)
-        wake_if_asleep(shm, p);
+        dt__shm_wake_if_asleep(shm, p);
     return n;
 }
 
@@ -454,6 +429,8 @@ int dt__ucx_shm_progress(dt_ucx_shared *sh)
         n += drain(shm, p);
         if (p->pending != NULL)
             n += flush(shm, p);
+        if (dt__shm_bulk_busy(p))
+            n += dt__shm_bulk_progress(shm, p);
     }
     return n;
 }
@@ -482,18 +459,41 @@ dt_status dt__ucx_shm_isend(dt_comm *c, const void *buf, size_t bytes, int wp, u
     dt_ucx_shm *shm = sh->shm;
     shm_peer *p = &shm->peer[wp];
     uint16_t comm = (uint16_t)((dt_ucx_comm *)c->impl)->id;
-    if (p->pending == NULL && ring_put(p, buf, bytes, tag, comm)) {
-        wake_if_asleep(shm, p);
+    bool bulk = bytes > DT_UCX_SHM_MAX_BYTES;
+    if (!bulk && p->pending == NULL && dt__shm_ring_put(p, buf, bytes, 0, tag, comm)) {
+        dt__shm_wake_if_asleep(shm, p);
         *req = NULL;
         return DT_OK;
     }
     dt_ucx_req *r = shm_req(sh, c, (void *)buf, bytes, wp, tag);
     if (r == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a send request");
-    *p->pending_end = r;
-    p->pending_end = &r->next_q;
+    r->bulk = bulk;
+    if (bulk)
+        r->bulk_id = ++p->bulk_ids;
+    if (bulk && p->pending == NULL && dt__shm_bulk_announce(p, r)) {
+        dt__shm_wake_if_asleep(shm, p);
+        dt__shm_append(&p->announced_end, r);
+    } else {
+        dt__shm_append(&p->pending_end, r);
+    }
     *req = r;
     return DT_OK;
+}
+
+/* The oldest unexpected message of @p r's (comm, tag) from @p p, unlinked; NULL if none. */
+static shm_msg *take_unexpected(shm_peer *p, const dt_ucx_req *r)
+{
+    for (shm_msg **mp = &p->unexp; *mp != NULL; mp = &(*mp)->next) {
+        shm_msg *m = *mp;
+        if (m->comm != r->comm || m->tag != r->tag)
+            continue;
+        *mp = m->next;
+        if (p->unexp_end == &m->next)
+            p->unexp_end = mp;
+        return m;
+    }
+    return NULL;
 }
 
 dt_status dt__ucx_shm_irecv(dt_comm *c, void *buf, size_t bytes, int wp, uint32_t tag, void **req)
@@ -505,25 +505,20 @@ dt_status dt__ucx_shm_irecv(dt_comm *c, void *buf, size_t bytes, int wp, uint32_
     if (r == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a receive request");
     r->is_recv = true;
-    for (shm_msg **mp = &p->unexp; *mp != NULL; mp = &(*mp)->next) {
-        shm_msg *m = *mp;
-        if (m->comm != r->comm || m->tag != tag)
-            continue;
-        *mp = m->next;
-        if (p->unexp_end == &m->next)
-            p->unexp_end = mp;
+    shm_msg *m = take_unexpected(p, r);
+    if (m != NULL && m->bulk) {
+        dt__shm_bulk_accept(p, r, &m->rts);
+        dt__shm_wake_if_asleep(shm, p); /* the sender may sleep until this CTS */
+    } else if (m != NULL) {
         size_t n = m->len < bytes ? m->len : bytes;
         if (n > 0)
             memcpy(buf, m->data, n);
-        finish_recv(r, m->len);
-        free(m);
-        break;
-    }
-    if (!r->done) { /* post it, then look at the ring: it may be there already */
-        *p->posted_end = r;
-        p->posted_end = &r->next_q;
+        dt__shm_finish_recv(r, m->len);
+    } else { /* post it, then look at the ring: it may be there already */
+        dt__shm_append(&p->posted_end, r);
         drain(shm, p);
     }
+    free(m);
     if (!r->done) {
         *req = r;
         return DT_OK;
@@ -534,8 +529,7 @@ dt_status dt__ucx_shm_irecv(dt_comm *c, void *buf, size_t bytes, int wp, uint32_
     return st;
 }
 
-/* Unlink @p r from the list at @p head; true if it was there. */
-static bool unlink_req(dt_ucx_req **head, dt_ucx_req ***end, const dt_ucx_req *r)
+bool dt__shm_unlink_req(dt_ucx_req **head, dt_ucx_req ***end, const dt_ucx_req *r)
 {
     for (dt_ucx_req **rp = head; *rp != NULL; rp = &(*rp)->next_q) {
         if (*rp == r) {
@@ -549,8 +543,9 @@ static bool unlink_req(dt_ucx_req **head, dt_ucx_req ***end, const dt_ucx_req *r
 void dt__ucx_shm_cancel(dt_ucx_shared *sh, dt_ucx_req *r)
 {
     shm_peer *p = &sh->shm->peer[r->world_peer];
-    if (!r->done && !unlink_req(&p->posted, &p->posted_end, r))
-        unlink_req(&p->pending, &p->pending_end, r);
+    if (!r->done && !dt__shm_unlink_req(&p->posted, &p->posted_end, r) &&
+        !dt__shm_unlink_req(&p->pending, &p->pending_end, r))
+        dt__shm_bulk_cancel(p, r);
     dt__ucx_req_put(r);
 }
 

@@ -359,4 +359,5 @@ const dt_comm_ops dt__ucx_ops = {
     .destroy = ucx_destroy,
     .peer_copy = dt__ucx_peer_copy,
     .peer_copy_ok = dt__ucx_peer_copy_ok,
+    .p2p_shm = dt__ucx_shm_p2p_ok,
 };
