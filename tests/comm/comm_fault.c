@@ -39,7 +39,8 @@ static int rank_main(int victim, const char *coll)
     dt_comm *w = dt_runtime_world(rt);
     const int me = dt_comm_rank(w);
     const size_t n = strstr(coll, "small") ? 16 : 1 << 20;
-    float *buf = calloc(n, sizeof(float)), *out = calloc(n * (size_t)dt_comm_size(w), sizeof(float));
+    float *buf = calloc(n, sizeof(float)),
+          *out = calloc(n * (size_t)dt_comm_size(w), sizeof(float));
     dt_status st = DT_OK;
     double t_fail = 0;
     for (int it = 0; it < 1000 && st == DT_OK; it++) {
@@ -64,10 +65,12 @@ static int rank_main(int victim, const char *coll)
     if (st != DT_ERR_PEER_LOST && st != DT_ERR_TIMEOUT) {
         fprintf(stderr, "rank %d: expected PEER_LOST or TIMEOUT, got %s\n", me, dt_status_str(st));
         rc = 1;
-    } else if (strstr(coll, "stop") && (st != DT_ERR_TIMEOUT ||
-                                        strstr(dt_last_error(), "waiting for rank") == NULL)) {
-        fprintf(stderr, "rank %d: a hung (stopped) peer must give a timeout naming the rank "
-                "waited for; got %s: %s\n", me, dt_status_str(st), dt_last_error());
+    } else if (strstr(coll, "stop") &&
+               (st != DT_ERR_TIMEOUT || strstr(dt_last_error(), "waiting for rank") == NULL)) {
+        fprintf(stderr,
+                "rank %d: a hung (stopped) peer must give a timeout naming the rank "
+                "waited for; got %s: %s\n",
+                me, dt_status_str(st), dt_last_error());
         rc = 4;
     } else if (t_fail > 10.0) {
         fprintf(stderr, "rank %d: the failure took %.1f s to report\n", me, t_fail);
