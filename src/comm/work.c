@@ -94,7 +94,7 @@ static void copy_progressing(dt_comm *c, void *dst, const void *src, size_t n)
 {
     const char *s = src;
     char *d = dst;
-    if (n <= 2 * DT_COPY_SLICE || (d < s + n && s < d + n)) {
+    if (n <= 2 * DT_COPY_SLICE || !dt__bytes_disjoint(dst, src, n)) {
         dt__move_bytes(dst, src, n);
         return;
     }

@@ -53,9 +53,8 @@ void dt__copy_bytes(void *dst, const void *src, size_t n)
 
 void dt__move_bytes(void *dst, const void *src, size_t n)
 {
-    const char *d = dst, *s = src;
-    if (d + n <= s || s + n <= d)
+    if (dt__bytes_disjoint(dst, src, n))
         dt__copy_bytes(dst, src, n);
-    else if (d != s)
+    else if (dst != src)
         memmove(dst, src, n);
 }

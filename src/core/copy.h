@@ -11,11 +11,19 @@
 #ifndef DT_CORE_COPY_H
 #define DT_CORE_COPY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* memcpy(dst, src, n) for non-overlapping buffers, at full speed whatever
  * their relative alignment. */
 void dt__copy_bytes(void *dst, const void *src, size_t n);
+/* Whether [dst, dst + n) and [src, src + n) share no byte. */
+static inline bool dt__bytes_disjoint(const void *dst, const void *src, size_t n)
+{
+    const char *d = dst, *s = src;
+    return d + n <= s || s + n <= d;
+}
+
 /* memmove(dst, src, n): dt__copy_bytes when the buffers do not overlap. */
 void dt__move_bytes(void *dst, const void *src, size_t n);
 

@@ -16,66 +16,15 @@ static const size_t bulk_lens[] = {
 };
 #define NLENS (sizeof(bulk_lens) / sizeof(bulk_lens[0]))
 
-static unsigned char msg_byte(int from, int m, size_t i)
-{
-    return (unsigned char)(from * 131 + m * 17 + (int)(i % 251));
-}
-
-static unsigned char *filled(int from, int m, size_t n)
-{
-    unsigned char *b = malloc(n);
-    assert_non_null(b);
-    for (size_t i = 0; i < n; i++)
-        b[i] = msg_byte(from, m, i);
-    return b;
-}
-
-/* Fails naming the first byte of @p got that is not message @p m from @p from. */
-static void check_msg(const unsigned char *got, int from, int m, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (got[i] != msg_byte(from, m, i))
-            fail_msg("message %d (%zu bytes) from rank %d, byte %zu: %u, expected %u", m, n, from,
-                     i, got[i], msg_byte(from, m, i));
-}
-
 /* Every rank sends each size to its right on two comms under one tag before
  * it posts a receive; the receives go up in another order (dup's first) and
  * are waited for in reverse. */
 static void test_sizes_sent_before_received(void **state)
 {
     (void)state;
-    dt_comm *w = dt_runtime_world(ct_rt);
-    const int p = dt_comm_size(w), me = dt_comm_rank(w);
-    if (p < 2)
+    if (dt_comm_size(dt_runtime_world(ct_rt)) < 2)
         skip();
-    const int right = (me + 1) % p, left = (me + p - 1) % p;
-    dt_comm *dup = NULL;
-    CT_OK(dt_comm_split(w, 0, me, &dup));
-    unsigned char *out[NLENS], *in[NLENS];
-    dt_work *sw[NLENS], *rw[NLENS];
-    for (size_t m = 0; m < NLENS; m++) {
-        out[m] = filled(me, (int)m, bulk_lens[m]);
-        in[m] = calloc(1, bulk_lens[m]);
-        CT_OK(dt_comm_send(m % 2 ? w : dup, out[m], bulk_lens[m], DT_DTYPE_U8, right, 5, &sw[m]));
-    }
-    for (int odd = 0; odd < 2; odd++)
-        for (size_t m = 0; m < NLENS; m++)
-            if ((int)(m % 2) == odd)
-                CT_OK(
-                    dt_comm_recv(odd ? w : dup, in[m], bulk_lens[m], DT_DTYPE_U8, left, 5, &rw[m]));
-    for (size_t m = NLENS; m-- > 0;) {
-        CT_OK(dt_work_wait(rw[m], -1));
-        dt_work_release(rw[m]);
-        check_msg(in[m], left, (int)m, bulk_lens[m]);
-    }
-    for (size_t m = 0; m < NLENS; m++) {
-        CT_OK(dt_work_wait(sw[m], -1));
-        dt_work_release(sw[m]);
-        free(out[m]);
-        free(in[m]);
-    }
-    dt_comm_destroy(dup);
+    ct_sent_before_received(bulk_lens, (int)NLENS, 2, 5);
 }
 
 /* Rank 0 sends A then B (tags 1, 2; each bigger than the window) without
@@ -91,7 +40,7 @@ static void test_late_receive_does_not_block(void **state)
         skip();
     const size_t n = 3 * WINDOW + 5;
     if (me == 0) {
-        unsigned char *a = filled(0, 1, n), *b = filled(0, 2, n);
+        unsigned char *a = ct_msg_filled(0, 1, n), *b = ct_msg_filled(0, 2, n);
         dt_work *wa, *wb;
         CT_OK(dt_comm_send(w, a, n, DT_DTYPE_U8, 1, 1, &wa));
         CT_OK(dt_comm_send(w, b, n, DT_DTYPE_U8, 1, 2, &wb));
@@ -104,9 +53,9 @@ static void test_late_receive_does_not_block(void **state)
     } else if (me == 1) {
         unsigned char *got = malloc(n);
         CT_OK(dt_comm_recv(w, got, n, DT_DTYPE_U8, 0, 2, NULL));
-        check_msg(got, 0, 2, n);
+        ct_msg_check(got, 0, 2, n);
         CT_OK(dt_comm_recv(w, got, n, DT_DTYPE_U8, 0, 1, NULL));
-        check_msg(got, 0, 1, n);
+        ct_msg_check(got, 0, 1, n);
         free(got);
     }
     CT_OK(dt_comm_barrier(w, NULL));
@@ -127,7 +76,7 @@ static void test_both_ways(void **state)
     const size_t n = 2 * WINDOW + CHUNK / 2;
     unsigned char *in = malloc(n);
     for (int it = 0; it < 20; it++) {
-        unsigned char *out = filled(me, it, n);
+        unsigned char *out = ct_msg_filled(me, it, n);
         dt_work *sw, *rw;
         CT_OK(dt_comm_recv(w, in, n, DT_DTYPE_U8, peer, 3, &rw));
         CT_OK(dt_comm_send(w, out, n, DT_DTYPE_U8, peer, 3, &sw));
@@ -135,7 +84,7 @@ static void test_both_ways(void **state)
         CT_OK(dt_work_wait(rw, -1));
         dt_work_release(sw);
         dt_work_release(rw);
-        check_msg(in, peer, it, n);
+        ct_msg_check(in, peer, it, n);
         free(out);
     }
     free(in);
@@ -157,7 +106,7 @@ static void test_length_mismatch(void **state)
     const char *env = getenv("DT_SHM");
     const bool longer = env == NULL || strcmp(env, "0") != 0;
     const size_t big = 300 * 1024, small = 200 * 1024;
-    unsigned char *buf = filled(0, 7, big);
+    unsigned char *buf = ct_msg_filled(0, 7, big);
     if (me == 0) {
         CT_OK(dt_comm_send(w, buf, small, DT_DTYPE_U8, 1, 21, NULL));
         if (longer)
@@ -176,7 +125,7 @@ static void test_length_mismatch(void **state)
         }
         memset(buf, 0, big);
         CT_OK(dt_comm_recv(w, buf, big, DT_DTYPE_U8, 0, 23, NULL));
-        check_msg(buf, 0, 7, big);
+        ct_msg_check(buf, 0, 7, big);
     }
     free(buf);
     CT_OK(dt_comm_barrier(w, NULL));

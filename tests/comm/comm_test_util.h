@@ -26,11 +26,11 @@ static const dt_dtype ct_dtypes[] = {DT_DTYPE_F32, DT_DTYPE_F64, DT_DTYPE_BF16,
 static const size_t ct_sizes[] = {0, 1, 7, 4095, (1u << 20) + 3};
 #define CT_NSIZES (sizeof(ct_sizes) / sizeof(ct_sizes[0]))
 
-#define CT_OK(call)                                                                    \
-    do {                                                                               \
-        dt_status ct_s_ = (call);                                                      \
-        if (ct_s_ != DT_OK)                                                            \
-            fail_msg("%s -> %s: %s", #call, dt_status_str(ct_s_), dt_last_error());    \
+#define CT_OK(call)                                                                                \
+    do {                                                                                           \
+        dt_status ct_s_ = (call);                                                                  \
+        if (ct_s_ != DT_OK)                                                                        \
+            fail_msg("%s -> %s: %s", #call, dt_status_str(ct_s_), dt_last_error());                \
     } while (0)
 
 /* The integer-valued input of (rank, i) for reduce op @p op. */
@@ -46,13 +46,26 @@ static inline double ct_value(int rank, size_t i, dt_reduce_op op)
 static inline void ct_store(void *buf, size_t i, dt_dtype dt, double v)
 {
     switch (dt) {
-    case DT_DTYPE_F32: ((float *)buf)[i] = (float)v; break;
-    case DT_DTYPE_F64: ((double *)buf)[i] = v; break;
-    case DT_DTYPE_BF16: ((uint16_t *)buf)[i] = dt_f32_to_bf16((float)v); break;
-    case DT_DTYPE_F16: ((uint16_t *)buf)[i] = dt_f32_to_f16((float)v); break;
-    case DT_DTYPE_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case DT_DTYPE_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    default: break;
+    case DT_DTYPE_F32:
+        ((float *)buf)[i] = (float)v;
+        break;
+    case DT_DTYPE_F64:
+        ((double *)buf)[i] = v;
+        break;
+    case DT_DTYPE_BF16:
+        ((uint16_t *)buf)[i] = dt_f32_to_bf16((float)v);
+        break;
+    case DT_DTYPE_F16:
+        ((uint16_t *)buf)[i] = dt_f32_to_f16((float)v);
+        break;
+    case DT_DTYPE_I32:
+        ((int32_t *)buf)[i] = (int32_t)v;
+        break;
+    case DT_DTYPE_I64:
+        ((int64_t *)buf)[i] = (int64_t)v;
+        break;
+    default:
+        break;
     }
 }
 
@@ -60,8 +73,7 @@ static inline void ct_store(void *buf, size_t i, dt_dtype dt, double v)
 #define CT_PERIOD 39
 
 /* Fill @p n elements of rank @p rank's input, element i having global index base + i. */
-static inline void ct_fill(void *buf, size_t n, size_t base, dt_dtype dt, int rank,
-                           dt_reduce_op op)
+static inline void ct_fill(void *buf, size_t n, size_t base, dt_dtype dt, int rank, dt_reduce_op op)
 {
     size_t esz = dt_dtype_size(dt);
     char tab[CT_PERIOD * 8];
@@ -72,17 +84,24 @@ static inline void ct_fill(void *buf, size_t n, size_t base, dt_dtype dt, int ra
 }
 
 /* The reduction over @p p ranks of element @p i, stored as the collective computes it. */
-static inline void ct_reduced(void *buf, size_t at, size_t i, dt_dtype dt, int p,
-                              dt_reduce_op op)
+static inline void ct_reduced(void *buf, size_t at, size_t i, dt_dtype dt, int p, dt_reduce_op op)
 {
     double acc = ct_value(0, i, op);
     for (int r = 1; r < p; r++) {
         double v = ct_value(r, i, op);
         switch (op) {
-        case DT_REDUCE_OP_MAX: acc = v > acc ? v : acc; break;
-        case DT_REDUCE_OP_MIN: acc = v < acc ? v : acc; break;
-        case DT_REDUCE_OP_PROD: acc *= v; break;
-        default: acc += v; break;
+        case DT_REDUCE_OP_MAX:
+            acc = v > acc ? v : acc;
+            break;
+        case DT_REDUCE_OP_MIN:
+            acc = v < acc ? v : acc;
+            break;
+        case DT_REDUCE_OP_PROD:
+            acc *= v;
+            break;
+        default:
+            acc += v;
+            break;
         }
     }
     if (op != DT_REDUCE_OP_AVG) {
@@ -90,19 +109,31 @@ static inline void ct_reduced(void *buf, size_t at, size_t i, dt_dtype dt, int p
         return;
     }
     switch (dt) { /* avg: the sum is exact; one division in the dtype's arithmetic */
-    case DT_DTYPE_F32: ((float *)buf)[at] = (float)acc / (float)p; break;
-    case DT_DTYPE_F64: ((double *)buf)[at] = acc / (double)p; break;
-    case DT_DTYPE_BF16: ((uint16_t *)buf)[at] = dt_f32_to_bf16((float)acc / (float)p); break;
-    case DT_DTYPE_F16: ((uint16_t *)buf)[at] = dt_f32_to_f16((float)acc / (float)p); break;
-    case DT_DTYPE_I32: ((int32_t *)buf)[at] = (int32_t)acc / p; break;
-    case DT_DTYPE_I64: ((int64_t *)buf)[at] = (int64_t)acc / p; break;
-    default: break;
+    case DT_DTYPE_F32:
+        ((float *)buf)[at] = (float)acc / (float)p;
+        break;
+    case DT_DTYPE_F64:
+        ((double *)buf)[at] = acc / (double)p;
+        break;
+    case DT_DTYPE_BF16:
+        ((uint16_t *)buf)[at] = dt_f32_to_bf16((float)acc / (float)p);
+        break;
+    case DT_DTYPE_F16:
+        ((uint16_t *)buf)[at] = dt_f32_to_f16((float)acc / (float)p);
+        break;
+    case DT_DTYPE_I32:
+        ((int32_t *)buf)[at] = (int32_t)acc / p;
+        break;
+    case DT_DTYPE_I64:
+        ((int64_t *)buf)[at] = (int64_t)acc / p;
+        break;
+    default:
+        break;
     }
 }
 
 /* want[i] = the reduction over p ranks of global element base + i, for n elements. */
-static inline void ct_want(void *want, size_t n, size_t base, dt_dtype dt, int p,
-                           dt_reduce_op op)
+static inline void ct_want(void *want, size_t n, size_t base, dt_dtype dt, int p, dt_reduce_op op)
 {
     size_t esz = dt_dtype_size(dt);
     char tab[CT_PERIOD * 8];
@@ -161,6 +192,78 @@ static inline int ct_teardown(void **state)
     dt_runtime_destroy(ct_rt);
     ct_rt = NULL;
     return 0;
+}
+
+/* ------------------------------------------------------------ point-to-point */
+
+/* Byte @p i of message @p m from rank @p from. */
+static inline unsigned char ct_msg_byte(int from, int m, size_t i)
+{
+    return (unsigned char)(from * 131 + m * 17 + (int)(i % 251));
+}
+
+/* Message @p m of rank @p from, @p n bytes (caller frees). */
+static inline unsigned char *ct_msg_filled(int from, int m, size_t n)
+{
+    unsigned char *b = malloc(n > 0 ? n : 1);
+    assert_non_null(b);
+    for (size_t i = 0; i < n; i++)
+        b[i] = ct_msg_byte(from, m, i);
+    return b;
+}
+
+/* Fails naming the first byte of @p got that is not message @p m from @p from. */
+static inline void ct_msg_check(const unsigned char *got, int from, int m, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != ct_msg_byte(from, m, i))
+            fail_msg("message %d (%zu bytes) from rank %d, byte %zu: %u, expected %u", m, n, from,
+                     i, got[i], ct_msg_byte(from, m, i));
+}
+
+/*
+ * Every rank sends @p n messages (message m: lens[m] bytes) to its right
+ * under @p tag, on a duplicate of the world when m % every == 0 and on the
+ * world otherwise, before it posts a receive. The receives go up the
+ * duplicate's first, in order within each comm, and are waited for in
+ * reverse; every message must arrive intact.
+ */
+static inline void ct_sent_before_received(const size_t *lens, int n, int every, int tag)
+{
+    dt_comm *w = dt_runtime_world(ct_rt);
+    const int p = dt_comm_size(w), me = dt_comm_rank(w);
+    const int right = (me + 1) % p, left = (me + p - 1) % p;
+    dt_comm *dup = NULL;
+    CT_OK(dt_comm_split(w, 0, me, &dup));
+    unsigned char **out = calloc((size_t)n, sizeof(*out)), **in = calloc((size_t)n, sizeof(*in));
+    dt_work **sw = calloc((size_t)n, sizeof(*sw)), **rw = calloc((size_t)n, sizeof(*rw));
+    assert_true(out != NULL && in != NULL && sw != NULL && rw != NULL);
+    for (int m = 0; m < n; m++) {
+        out[m] = ct_msg_filled(me, m, lens[m]);
+        in[m] = calloc(1, lens[m] > 0 ? lens[m] : 1);
+        CT_OK(dt_comm_send(m % every ? w : dup, out[m], lens[m], DT_DTYPE_U8, right, tag, &sw[m]));
+    }
+    for (int on_world = 0; on_world < 2; on_world++)
+        for (int m = 0; m < n; m++)
+            if ((m % every != 0) == on_world)
+                CT_OK(dt_comm_recv(on_world ? w : dup, in[m], lens[m], DT_DTYPE_U8, left, tag,
+                                   &rw[m]));
+    for (int m = n - 1; m >= 0; m--) {
+        CT_OK(dt_work_wait(rw[m], -1));
+        dt_work_release(rw[m]);
+        ct_msg_check(in[m], left, m, lens[m]);
+    }
+    for (int m = 0; m < n; m++) {
+        CT_OK(dt_work_wait(sw[m], -1));
+        dt_work_release(sw[m]);
+        free(out[m]);
+        free(in[m]);
+    }
+    free(out);
+    free(in);
+    free(sw);
+    free(rw);
+    dt_comm_destroy(dup);
 }
 
 #endif

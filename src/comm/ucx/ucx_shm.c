@@ -269,8 +269,7 @@ void dt__shm_wake_if_asleep(const dt_ucx_shm *shm, const shm_peer *p)
                      p->wake_len);
 }
 
-/* Unlink the request at *@p rp from a list whose last link is *@p end. */
-static dt_ucx_req *unlink_at(dt_ucx_req **rp, dt_ucx_req ***end)
+dt_ucx_req *dt__shm_unlink_at(dt_ucx_req **rp, dt_ucx_req ***end)
 {
     dt_ucx_req *r = *rp;
     *rp = r->next_q;
@@ -347,7 +346,7 @@ static bool deliver(shm_peer *p, const shm_slot *s, size_t len, bool bulk)
     for (dt_ucx_req **rp = &p->posted; *rp != NULL; rp = &(*rp)->next_q) {
         if ((*rp)->comm != s->comm || (*rp)->tag != s->tag)
             continue;
-        dt_ucx_req *r = unlink_at(rp, &p->posted_end);
+        dt_ucx_req *r = dt__shm_unlink_at(rp, &p->posted_end);
         if (bulk) {
             dt__shm_bulk_accept(p, r, &rts);
             return true;
@@ -402,12 +401,12 @@ static int flush(const dt_ucx_shm *shm, shm_peer *p)
         if (r->bulk) {
             if (!dt__shm_bulk_announce(p, r))
                 break;
-            unlink_at(&p->pending, &p->pending_end);
+            dt__shm_unlink_at(&p->pending, &p->pending_end);
             dt__shm_append(&p->announced_end, r);
         } else {
             if (!dt__shm_ring_put(p, r->buf, r->expect, 0, r->tag, r->comm))
                 break;
-            unlink_at(&p->pending, &p->pending_end);
+            dt__shm_unlink_at(&p->pending, &p->pending_end);
             r->status = UCS_OK;
             r->done = true;
         }
@@ -533,7 +532,7 @@ bool dt__shm_unlink_req(dt_ucx_req **head, dt_ucx_req ***end, const dt_ucx_req *
 {
     for (dt_ucx_req **rp = head; *rp != NULL; rp = &(*rp)->next_q) {
         if (*rp == r) {
-            unlink_at(rp, end);
+            dt__shm_unlink_at(rp, end);
             return true;
         }
     }

@@ -46,12 +46,10 @@ void dt__shm_bulk_accept(shm_peer *p, dt_ucx_req *r, const shm_rts *rts)
 void dt__shm_bulk_cleared(shm_peer *p, uint64_t id)
 {
     for (dt_ucx_req **rp = &p->announced; *rp != NULL; rp = &(*rp)->next_q) {
-        dt_ucx_req *r = *rp;
-        if (r->bulk_id != id)
-            continue;
-        dt__shm_unlink_req(&p->announced, &p->announced_end, r);
-        dt__shm_append(&p->streams_end, r);
-        return;
+        if ((*rp)->bulk_id == id) {
+            dt__shm_append(&p->streams_end, dt__shm_unlink_at(rp, &p->announced_end));
+            return;
+        }
     }
     /* not found: the send was cancelled (its collective failed) */
 }
@@ -61,9 +59,7 @@ static int flush_cts(shm_peer *p)
 {
     int n = 0;
     while (p->cts_due != NULL && send_cts(p, p->cts_due)) {
-        dt_ucx_req *r = p->cts_due;
-        dt__shm_unlink_req(&p->cts_due, &p->cts_due_end, r);
-        dt__shm_append(&p->sinks_end, r);
+        dt__shm_append(&p->sinks_end, dt__shm_unlink_at(&p->cts_due, &p->cts_due_end));
         n++;
     }
     return n;
@@ -95,7 +91,7 @@ static int stream_out(shm_peer *p)
             atomic_store_explicit(&w->written, ++p->written, memory_order_release);
             n++;
         }
-        dt__shm_unlink_req(&p->streams, &p->streams_end, r);
+        dt__shm_unlink_at(&p->streams, &p->streams_end);
         r->status = UCS_OK; /* all of it is in the window: the buffer is free */
         r->done = true;
     }
@@ -113,8 +109,8 @@ static int stream_in(shm_peer *p)
         while (r->moved < r->total && p->read < written) {
             size_t len = chunk_len(r->total, r->moved);
             /* a longer message than expected fails; only what fits is kept */
-            size_t keep = r->moved >= r->expect ? 0 : chunk_len(r->expect, r->moved);
-            keep = keep < len ? keep : len;
+            size_t room = r->moved < r->expect ? r->expect - r->moved : 0;
+            size_t keep = room < len ? room : len;
             if (keep > 0)
                 dt__copy_bytes((char *)r->buf + r->moved, w->chunk[p->read % SHM_BULK_CHUNKS],
                                keep);
@@ -124,7 +120,7 @@ static int stream_in(shm_peer *p)
         }
         if (r->moved < r->total)
             break;
-        dt__shm_unlink_req(&p->sinks, &p->sinks_end, r);
+        dt__shm_unlink_at(&p->sinks, &p->sinks_end);
         dt__shm_finish_recv(r, r->total);
     }
     return n;

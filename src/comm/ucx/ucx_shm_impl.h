@@ -121,6 +121,8 @@ bool dt__shm_ring_put(shm_peer *p, const void *buf, size_t len, uint16_t kind, u
 void dt__shm_wake_if_asleep(const dt_ucx_shm *shm, const shm_peer *p);
 /* Append @p r to a list whose last link is *@p end. */
 void dt__shm_append(dt_ucx_req ***end, dt_ucx_req *r);
+/* Unlink the request at *@p rp from a list whose last link is *@p end. */
+dt_ucx_req *dt__shm_unlink_at(dt_ucx_req **rp, dt_ucx_req ***end);
 /* Unlink @p r from the list at @p head; true if it was there. */
 bool dt__shm_unlink_req(dt_ucx_req **head, dt_ucx_req ***end, const dt_ucx_req *r);
 /* Complete receive @p r with a message of @p len bytes (a different length
