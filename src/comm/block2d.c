@@ -10,6 +10,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "core/copy.h"
 #include "core/error.h"
 
 /* Blocks of at least this many bytes are copied with streaming stores: they
@@ -83,7 +84,7 @@ void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src, uint64_t o
 {
     dt__run_cursor d = dt__run_cursor_at(dst, offset), s = dt__run_cursor_at(src, offset);
     if (d.rows == 1 && s.rows == 1) { /* one run: glibc picks its own stores */
-        memcpy(dt__run_ptr(&d), dt__run_ptr(&s), bytes);
+        dt__copy_bytes(dt__run_ptr(&d), dt__run_ptr(&s), bytes);
         return;
     }
     bool stream = block_bytes(src) >= DT_BLOCK2D_STREAM_BYTES;
@@ -92,8 +93,8 @@ void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src, uint64_t o
         n = n < bytes ? n : bytes;
         if (stream)
             copy_stream(dt__run_ptr(&d), dt__run_ptr(&s), n);
-        else
-            memcpy(dt__run_ptr(&d), dt__run_ptr(&s), n);
+        else /* rows at any relative alignment: see core/copy.h */
+            dt__copy_bytes(dt__run_ptr(&d), dt__run_ptr(&s), n);
         dt__run_skip(&d, n);
         dt__run_skip(&s, n);
         bytes -= n;
