@@ -183,12 +183,28 @@ static void test_runtime_info(void **state)
     assert_int_equal(dt_runtime_info_get(NULL), DT_ERR_INVALID_ARG);
 }
 
+/*
+ * The kernels this test may force: those auto-selection could choose here,
+ * capped at the environment's OPENBLAS_CORETYPE when it sets one (machines
+ * set it on purpose where an OpenBLAS build is wrong on a better kernel).
+ */
+static int allowed_cores(const char **names, int max)
+{
+    const char *user = getenv("OPENBLAS_CORETYPE");
+    int cap = user != NULL && user[0] != '\0' ? dt__blas_core_level(user) : -1;
+    int n = dt__blas_candidates(names, max), kept = 0;
+    for (int i = 0; i < n; i++)
+        if (user == NULL || user[0] == '\0' || dt__blas_core_level(names[i]) <= cap)
+            names[kept++] = names[i];
+    return kept;
+}
+
 /* Switching an already-loaded OpenBLAS (the path for programs that link it). */
 static void test_force_core_switches(void **state)
 {
     (void)state;
     const char *cand[8];
-    int n = dt__blas_candidates(cand, 8);
+    int n = allowed_cores(cand, 8);
     if (n < 2)
         skip();
     dt_runtime_info before;
@@ -210,8 +226,9 @@ static void test_gemm_every_candidate(void **state)
 {
     (void)state;
     const char *cand[8];
-    int n = dt__blas_candidates(cand, 8);
-    assert_true(n >= 1);
+    int n = allowed_cores(cand, 8);
+    if (n < 1)
+        skip(); /* the environment's kernel is not one auto-selection knows */
     for (int i = 0; i < n; i++) {
         pid_t pid = fork();
         assert_true(pid >= 0);
