@@ -23,8 +23,8 @@ struct dt_runtime {
     dt_launch_env env;
     dt_device device;
     double timeout_s;
-    dt_store *store;   /* NULL for a world of one */
-    dt_comm *host;     /* UCX (or self) world: host buffers */
+    dt_store *store;       /* NULL for a world of one */
+    dt_comm *host;         /* UCX (or self) world: host buffers */
     dt_comm *device_world; /* NCCL world on a CUDA device with size > 1, else NULL */
 };
 
@@ -38,40 +38,41 @@ static dt_comm *world_of(const dt_runtime *rt)
 static bool cuda_usable(void)
 {
 #ifdef DT_HAVE_CUDA
-    return dt__kernels_for((dt_device){DT_DEVICE_CUDA, 0}) != NULL &&
-           dt__cuda_device_count() > 0;
+    return dt__kernels_for((dt_device){DT_DEVICE_CUDA, 0}) != NULL && dt__cuda_device_count() > 0;
 #else
     return false;
 #endif
 }
 
-static dt_status pick_device(const dt_init_params *params, const dt_launch_env *env,
-                             dt_device *out)
+static dt_status pick_device(const dt_init_params *params, const dt_launch_env *env, dt_device *out)
 {
     dt_device_type type = DT_DEVICE_CPU;
     if (params != NULL && (params->field_mask & DT_INIT_PARAM_FIELD_DEVICE)) {
         type = params->device;
     } else {
         const char *s = dt__config_str("DT_DEVICE");
-        if (s != NULL && strcmp(s, "cuda") == 0)
-            type = DT_DEVICE_CUDA;
-        else if (s == NULL || strcmp(s, "auto") == 0)
+        dt_device parsed;
+        if (s == NULL || strcmp(s, "auto") == 0)
             type = cuda_usable() ? DT_DEVICE_CUDA : DT_DEVICE_CPU;
-        else if (strcmp(s, "cpu") != 0)
-            return DT_ERR(DT_ERR_INVALID_ARG, "dt_init: DT_DEVICE='%s' is not cpu, cuda or auto",
-                          s);
+        else if (strchr(s, ':') == NULL && dt_device_parse(s, &parsed) == DT_OK)
+            type = parsed.type;
+        else
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "dt_init: DT_DEVICE='%s' is not cpu, cuda, sim or auto", s);
     }
-    if (type != DT_DEVICE_CPU && type != DT_DEVICE_CUDA)
+    if ((int)type < 0 || type >= DT_DEVICE_TYPE_COUNT)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_init: invalid device type %d", (int)type);
     dt_device d = {type, type == DT_DEVICE_CUDA ? env->local_rank : 0};
     if (dt__kernels_for(d) == NULL)
         return DT_ERR(DT_ERR_UNSUPPORTED, "dt_init: device %s is not built into this library",
-                      type == DT_DEVICE_CUDA ? "cuda" : "cpu");
+                      dt_device_type_name(type));
 #ifdef DT_HAVE_CUDA
     /* one GPU per local rank (NCCL refuses two ranks on one device) */
     if (type == DT_DEVICE_CUDA && d.index >= dt__cuda_device_count())
-        return DT_ERR(DT_ERR_INVALID_ARG, "dt_init: local rank %d needs CUDA device %d, but %d "
-                      "device(s) are visible", env->local_rank, d.index, dt__cuda_device_count());
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_init: local rank %d needs CUDA device %d, but %d "
+                      "device(s) are visible",
+                      env->local_rank, d.index, dt__cuda_device_count());
 #endif
     *out = d;
     return DT_OK;
@@ -118,8 +119,8 @@ static dt_status create_worlds(dt_runtime *rt)
         return DT_OK;
     }
     DT_CHECK(connect_store(rt));
-    dt_status st = dt__comm_ucx_create_world(rt->store, rt->env.rank, rt->env.size,
-                                             rt->timeout_s, &rt->host);
+    dt_status st =
+        dt__comm_ucx_create_world(rt->store, rt->env.rank, rt->env.size, rt->timeout_s, &rt->host);
     if (st != DT_OK)
         goto err_store;
 #ifdef DT_HAVE_CUDA
@@ -170,8 +171,8 @@ dt_status dt_init(const dt_init_params *params, dt_runtime **out)
     report_blas();
     DT_CHECK_GOTO(create_worlds(rt), st, err_free);
     DT_LOG_DEBUG("comm", "dt_init: rank %d of %d (local %d of %d, from %s), world backend %s",
-                 rt->env.rank, rt->env.size, rt->env.local_rank, rt->env.local_size,
-                 rt->env.source, dt_comm_backend(world_of(rt)));
+                 rt->env.rank, rt->env.size, rt->env.local_rank, rt->env.local_size, rt->env.source,
+                 dt_comm_backend(world_of(rt)));
     *out = rt;
     return DT_OK;
 

@@ -127,11 +127,26 @@ DT_API float dt_f16_to_f32(uint16_t x);
 
 /* ---------------------------------------------------------------- devices */
 
-typedef enum dt_device_type { DT_DEVICE_CPU = 0, DT_DEVICE_CUDA = 1 } dt_device_type;
+/*
+ * Where a tensor's storage lives and its kernels run.
+ *   cpu:  host memory, the reference kernels.
+ *   cuda: a GPU (built with DT_CUDA), cuBLAS and dtensor's .cu kernels.
+ *   sim:  a strict simulated device for tests (always built): its memory is
+ *         not host memory (a host read or write of it crashes), its kernels
+ *         are the CPU ones run asynchronously, in order, on a stream (a worker
+ *         thread), so a missing synchronisation shows up as a wrong value; its
+ *         results are bit-identical to the CPU's. See docs/DEVICES.md.
+ */
+typedef enum dt_device_type {
+    DT_DEVICE_CPU = 0,
+    DT_DEVICE_CUDA = 1,
+    DT_DEVICE_SIM = 2,
+    DT_DEVICE_TYPE_COUNT
+} dt_device_type;
 
 typedef struct dt_device {
     dt_device_type type;
-    int index; /* CUDA ordinal; 0 for the CPU */
+    int index; /* CUDA ordinal; 0 for the CPU and the sim device */
 } dt_device;
 
 /** The host device. */
@@ -140,6 +155,23 @@ static inline dt_device dt_device_cpu(void)
     dt_device d = {DT_DEVICE_CPU, 0};
     return d;
 }
+
+/** "cpu", "cuda", "sim"; "unknown" otherwise. */
+DT_API const char *dt_device_type_name(dt_device_type type);
+
+/**
+ * Parse "cpu", "sim", "cuda" or "cuda:N" into *out. DT_ERR_INVALID_ARG naming
+ * @p name when it is none of these. Does not check the device exists.
+ */
+DT_API dt_status dt_device_parse(const char *name, dt_device *out);
+
+/**
+ * Wait until every kernel and copy queued on @p device has finished, and
+ * report an error one of them raised (asynchronous errors surface here once,
+ * as CUDA's do). DT_OK at once for the CPU. DT_ERR_UNSUPPORTED for a device
+ * not built in. Not collective.
+ */
+DT_API dt_status dt_device_synchronize(dt_device device);
 
 /* ---------------------------------------------------------------- params */
 

@@ -23,8 +23,9 @@
  * read or write elements need a tensor with local storage: a distributed
  * handle gives DT_ERR_INVALID_ARG ("use dt_to_local"). fill, clone, copy_,
  * to_dtype and contiguous run on any device through its kernel table
- * (copy_ between host and device uses the device's copy kernel); item, item_at, equal,
- * print values and the random fills need CPU tensors (else DT_ERR_UNSUPPORTED).
+ * (copy_ between host and device uses the device's copy kernel); item, item_at, equal
+ * and print read device tensors through a host copy (they wait for the device);
+ * the random fills need CPU tensors (else DT_ERR_UNSUPPORTED).
  * Creation on a device without a registered allocator: DT_ERR_UNSUPPORTED;
  * allocation failure: DT_ERR_NO_MEMORY. *out is written only on success.
  * Negative dims count from the end wherever a dim index is taken.
@@ -169,9 +170,23 @@ DT_API dt_status dt_tensor_clone(const dt_tensor *t, dt_tensor **out);
  * dst and src must not overlap partially.
  */
 DT_API dt_status dt_tensor_copy_(dt_tensor *dst, const dt_tensor *src);
+/**
+ * Same as dt_tensor_copy_, but may return before the data has arrived, as
+ * PyTorch's copy_(non_blocking=True): until dt_device_synchronize of the
+ * non-CPU side returns, a host dst must not be read and a host src must not be
+ * changed or freed. On the CPU and synchronous devices it is dt_tensor_copy_.
+ */
+DT_API dt_status dt_tensor_copy_async_(dt_tensor *dst, const dt_tensor *src);
 /** A contiguous copy converted to @p dtype. */
 DT_API dt_status dt_tensor_to_dtype(const dt_tensor *t, dt_dtype dtype, dt_tensor **out);
-/** Bitwise equality of shape, dtype and values (test helper; CPU). */
+/**
+ * A contiguous copy of @p t on @p device (PyTorch's t.to(device)); @p t itself,
+ * retained, when it is already there. Caller releases *out. Blocking: when it
+ * returns to a host tensor the data has arrived. DT_ERR_UNSUPPORTED for a
+ * device not built in.
+ */
+DT_API dt_status dt_tensor_to_device(dt_tensor *t, dt_device device, dt_tensor **out);
+/** Bitwise equality of shape, dtype and values (test helper; any devices: staged to the host). */
 DT_API bool dt_tensor_equal(const dt_tensor *a, const dt_tensor *b);
 
 /* ------------------------------------------------------------ memory category */

@@ -35,7 +35,8 @@ static const dt_config_entry config_table[] = {
     {"DT_STORE_BIND", "127.0.0.1", "address the rank-0 store binds to"},
     {"DT_STORE_STALL_S", "10", "seconds the store waits on a half-sent message or a missing AUTH before dropping the client"},
     {"DT_JOB_TOKEN", NULL, "secret every store client must present (set by dtrun)"},
-    {"DT_DEVICE", "auto", "device of this rank: cpu|cuda|auto"},
+    {"DT_DEVICE", "auto", "device of this rank: cpu|cuda|sim|auto (auto: cuda when a GPU is usable)"},
+    {"DT_SIM_DELAY_US", "0", "sim device: microseconds each queued kernel or copy waits first"},
 };
 
 static const dt_config_entry *config_find(const char *name)

@@ -13,18 +13,22 @@
 #include "core/tensor_impl.h"
 
 #define DT_MAX_CUDA_DEVICES 16
-#define DT_ACCT_SLOTS       (1 + DT_MAX_CUDA_DEVICES) /* CPU, then CUDA 0..15 */
+#define DT_ACCT_SIM         (1 + DT_MAX_CUDA_DEVICES)
+#define DT_ACCT_SLOTS       (2 + DT_MAX_CUDA_DEVICES) /* CPU, CUDA 0..15, sim */
 
 static pthread_mutex_t acct_lock = PTHREAD_MUTEX_INITIALIZER;
 static dt_memory_stats acct[DT_ACCT_SLOTS];
+/* Referenced here, not only registered from a constructor in src/kernels/,
+ * so a statically linked program that never touches a kernel table still
+ * gets the device allocators. */
+extern const dt_allocator_ops dt__sim_allocator;
 #ifdef DT_HAVE_CUDA
-/* Referenced here, not only registered from a constructor in src/kernels/cuda/,
- * so a statically linked program that never touches the kernel table still
- * gets the device allocator. */
 extern const dt_allocator_ops dt__cuda_allocator;
-static const dt_allocator_ops *allocators[2] = {&dt__host_allocator, &dt__cuda_allocator};
+static const dt_allocator_ops *allocators[DT_DEVICE_TYPE_COUNT] = {
+    &dt__host_allocator, &dt__cuda_allocator, &dt__sim_allocator};
 #else
-static const dt_allocator_ops *allocators[2] = {&dt__host_allocator, NULL};
+static const dt_allocator_ops *allocators[DT_DEVICE_TYPE_COUNT] = {&dt__host_allocator, NULL,
+                                                                   &dt__sim_allocator};
 #endif
 static _Thread_local dt_mem_category default_category = DT_MEM_OTHER;
 
@@ -34,17 +38,14 @@ static int acct_slot(dt_device device)
         return 0;
     if (device.type == DT_DEVICE_CUDA && device.index >= 0 && device.index < DT_MAX_CUDA_DEVICES)
         return 1 + device.index;
+    if (device.type == DT_DEVICE_SIM && device.index == 0)
+        return DT_ACCT_SIM;
     return -1;
-}
-
-static const char *device_type_name(dt_device_type type)
-{
-    return type == DT_DEVICE_CPU ? "cpu" : type == DT_DEVICE_CUDA ? "cuda" : "unknown";
 }
 
 void dt__allocator_register(dt_device_type type, const dt_allocator_ops *ops)
 {
-    if ((int)type >= 0 && (int)type < 2) {
+    if ((int)type >= 0 && (int)type < DT_DEVICE_TYPE_COUNT) {
         pthread_mutex_lock(&acct_lock);
         allocators[type] = ops;
         pthread_mutex_unlock(&acct_lock);
@@ -53,7 +54,7 @@ void dt__allocator_register(dt_device_type type, const dt_allocator_ops *ops)
 
 static const dt_allocator_ops *allocator_for(dt_device device)
 {
-    if ((int)device.type < 0 || (int)device.type >= 2)
+    if ((int)device.type < 0 || (int)device.type >= DT_DEVICE_TYPE_COUNT)
         return NULL;
     pthread_mutex_lock(&acct_lock);
     const dt_allocator_ops *ops = allocators[device.type];
@@ -97,7 +98,7 @@ dt_status dt__storage_create(size_t nbytes, dt_device device, dt_storage **out)
     const dt_allocator_ops *ops = allocator_for(device);
     if (slot < 0 || ops == NULL)
         return DT_ERR(DT_ERR_UNSUPPORTED, "dt__storage_create: no allocator for device %s:%d",
-                      device_type_name(device.type), device.index);
+                      dt_device_type_name(device.type), device.index);
     if (nbytes > (size_t)INT64_MAX)
         return DT_ERR(DT_ERR_NO_MEMORY, "dt__storage_create: %zu bytes is too large", nbytes);
     dt_storage *s = calloc(1, sizeof(*s));
@@ -156,7 +157,7 @@ dt_status dt_memory_stats_get(dt_device device, dt_memory_stats *out)
     int slot = acct_slot(device);
     if (slot < 0)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_memory_stats_get: unknown device %s:%d",
-                      device_type_name(device.type), device.index);
+                      dt_device_type_name(device.type), device.index);
     const dt_allocator_ops *ops = allocator_for(device);
     int64_t cached =
         (ops != NULL && ops->cached_bytes != NULL) ? ops->cached_bytes(device.index) : 0;
@@ -182,7 +183,7 @@ void dt_memory_reset_peak(dt_device device)
 
 void dt_memory_empty_cache(void)
 {
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < DT_DEVICE_TYPE_COUNT; t++) {
         const dt_allocator_ops *ops = allocator_for((dt_device){(dt_device_type)t, 0});
         if (ops != NULL && ops->empty_cache != NULL)
             ops->empty_cache();

@@ -277,7 +277,7 @@ static void fill_row(void *vctx, char *d, int64_t sd, const char *s, int64_t ss,
 
 static const char *dev_name(dt_device d, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s:%d", d.type == DT_DEVICE_CPU ? "cpu" : "cuda", d.index);
+    snprintf(buf, len, "%s:%d", dt_device_type_name(d.type), d.index);
     return buf;
 }
 
@@ -381,6 +381,18 @@ dt_status dt_tensor_copy_(dt_tensor *dst, const dt_tensor *src)
     return copy_any(__func__, dst, src);
 }
 
+dt_status dt_tensor_copy_async_(dt_tensor *dst, const dt_tensor *src)
+{
+    DT_CHECK(dt__check_local_tensor(__func__, "dst", dst));
+    DT_CHECK(dt__check_local_tensor(__func__, "src", src));
+    dt_device dev = dst->device.type != DT_DEVICE_CPU ? dst->device : src->device;
+    const dt_kernel_ops *k = dt__kernels_for(dev);
+    if (k == NULL || k->copy_async == NULL || dst->ndim != src->ndim ||
+        memcmp(dst->shape, src->shape, (size_t)dst->ndim * sizeof(int64_t)) != 0)
+        return dt_tensor_copy_(dst, src); /* checks, errors and synchronous devices */
+    return k->copy_async(dst, src);
+}
+
 dt_status dt_tensor_to_dtype(const dt_tensor *t, dt_dtype dtype, dt_tensor **out)
 {
     DT_ARG_NOT_NULL(out);
@@ -389,11 +401,34 @@ dt_status dt_tensor_to_dtype(const dt_tensor *t, dt_dtype dtype, dt_tensor **out
     return copy_as(__func__, t, dtype, out);
 }
 
-bool dt_tensor_equal(const dt_tensor *a, const dt_tensor *b)
+dt_status dt_tensor_to_device(dt_tensor *t, dt_device device, dt_tensor **out)
 {
-    if (dt__check_host_tensor(__func__, "a", a) != DT_OK ||
-        dt__check_host_tensor(__func__, "b", b) != DT_OK)
-        return false;
+    DT_ARG_NOT_NULL(out);
+    DT_CHECK(dt__check_local_tensor(__func__, "t", t));
+    if (t->device.type == device.type && t->device.index == device.index) {
+        *out = dt_tensor_retain(t);
+        return DT_OK;
+    }
+    dt_tensor *c = NULL;
+    DT_CHECK(dt_tensor_empty(t->ndim, t->shape, t->dtype, device, &c));
+    dt_status status = copy_any(__func__, c, t);
+    if (status != DT_OK) {
+        dt_tensor_release(c);
+        return status;
+    }
+    *out = c;
+    return DT_OK;
+}
+
+/* @p t itself when on the host, else a host copy of it (waits for the device). */
+static dt_status on_host(const char *fn, const char *what, const dt_tensor *t, dt_tensor **out)
+{
+    DT_CHECK(dt__check_local_tensor(fn, what, t));
+    return dt_tensor_to_device((dt_tensor *)t, dt_device_cpu(), out);
+}
+
+static bool host_equal(const dt_tensor *a, const dt_tensor *b)
+{
     if (a->dtype != b->dtype || a->ndim != b->ndim ||
         memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int64_t)) != 0)
         return false;
@@ -409,11 +444,27 @@ bool dt_tensor_equal(const dt_tensor *a, const dt_tensor *b)
     return true;
 }
 
+bool dt_tensor_equal(const dt_tensor *a, const dt_tensor *b)
+{
+    dt_tensor *ha = NULL, *hb = NULL;
+    bool eq = on_host(__func__, "a", a, &ha) == DT_OK && on_host(__func__, "b", b, &hb) == DT_OK &&
+              host_equal(ha, hb);
+    dt_tensor_release(ha);
+    dt_tensor_release(hb);
+    return eq;
+}
+
 /* ------------------------------------------------------------ items, print */
+
+static double host_item_at(const dt_tensor *t, int64_t i)
+{
+    const char *p = dt_tensor_data(t);
+    return dt__load_elem(p + dt__elem_offset(t, i) * (int64_t)dt_dtype_size(t->dtype), t->dtype);
+}
 
 double dt_tensor_item_at(const dt_tensor *t, int64_t i)
 {
-    if (dt__check_host_tensor(__func__, "t", t) != DT_OK)
+    if (dt__check_local_tensor(__func__, "t", t) != DT_OK)
         return NAN;
     int64_t n = dt_tensor_numel(t);
     if (i < 0 || i >= n) {
@@ -422,19 +473,33 @@ double dt_tensor_item_at(const dt_tensor *t, int64_t i)
                n);
         return NAN;
     }
-    const char *p = dt_tensor_data(t);
-    return dt__load_elem(p + dt__elem_offset(t, i) * (int64_t)dt_dtype_size(t->dtype), t->dtype);
+    if (t->device.type == DT_DEVICE_CPU)
+        return host_item_at(t, i);
+    /* one element: a 0-d view of it, staged to the host */
+    dt_tensor *elem = NULL, *h = NULL;
+    double v = NAN;
+    int64_t none[1] = {0};
+    if (dt__tensor_make_view((dt_tensor *)t, 0, none, none, t->offset + dt__elem_offset(t, i),
+                             &elem) == DT_OK &&
+        on_host(__func__, "t", elem, &h) == DT_OK)
+        v = host_item_at(h, 0);
+    dt_tensor_release(elem);
+    dt_tensor_release(h);
+    return v;
 }
 
 dt_status dt_tensor_item(const dt_tensor *t, double *out)
 {
     DT_ARG_NOT_NULL(out);
-    DT_CHECK(dt__check_host_tensor(__func__, "t", t));
+    DT_CHECK(dt__check_local_tensor(__func__, "t", t));
     int64_t n = dt_tensor_numel(t);
     if (n != 1)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_tensor_item: tensor has %" PRId64 " elements, not 1",
                       n);
-    *out = dt_tensor_item_at(t, 0);
+    dt_tensor *h = NULL;
+    DT_CHECK(on_host(__func__, "t", t, &h));
+    *out = host_item_at(h, 0);
+    dt_tensor_release(h);
     return DT_OK;
 }
 
@@ -449,16 +514,18 @@ void dt_tensor_print(const dt_tensor *t, FILE *f, int max_elems)
     char buf[256];
     fprintf(f, "tensor(shape=%s, dtype=%s, device=%s:%d%s",
             dt__shape_str(t->ndim, t->shape, buf, sizeof(buf)), dt_dtype_name(t->dtype),
-            t->device.type == DT_DEVICE_CPU ? "cpu" : "cuda", t->device.index,
+            dt_device_type_name(t->device.type), t->device.index,
             t->dist != NULL ? ", distributed" : "");
-    if (t->dist != NULL || t->storage == NULL || t->device.type != DT_DEVICE_CPU) {
+    dt_tensor *h = NULL;
+    if (t->dist != NULL || t->storage == NULL || on_host(__func__, "t", t, &h) != DT_OK) {
         fprintf(f, ")\n");
         return;
     }
-    int64_t n = dt_tensor_numel(t);
+    int64_t n = dt_tensor_numel(h);
     int64_t show = max_elems < 0 ? n : (n < max_elems ? n : max_elems);
     fprintf(f, ", values=[");
     for (int64_t i = 0; i < show; i++)
-        fprintf(f, i ? ", %.6g" : "%.6g", dt_tensor_item_at(t, i));
+        fprintf(f, i ? ", %.6g" : "%.6g", host_item_at(h, i));
     fprintf(f, "%s])\n", show < n ? ", ..." : "");
+    dt_tensor_release(h);
 }

@@ -62,8 +62,16 @@ typedef struct dt_kernel_ops {
 
     /* out[...] = value */
     dt_status (*fill)(dt_tensor *out, double value);
-    /* dst = src elementwise, same shape, dtype conversion allowed, src strided */
+    /* dst = src elementwise, same shape, dtype conversion allowed, src strided; on
+     * a device table also between host and device: returns once a host side is
+     * done with (host data read, or arrived) */
     dt_status (*copy)(dt_tensor *dst, const dt_tensor *src);
+    /* (optional) the same, returning once queued: the host side is in use until
+     * synchronize (NULL: copy is used) */
+    dt_status (*copy_async)(dt_tensor *dst, const dt_tensor *src);
+    /* (optional) wait for device @p index's queued work and report an error it
+     * raised (NULL: the device computes synchronously) */
+    dt_status (*synchronize)(int index);
 
     /*
      * c = alpha * op(a) @ op(b) + beta * c over the last two dims; a [B.., M, K]

@@ -10,6 +10,7 @@
 #include "kernels/kernel_ops.h"
 
 extern const dt_kernel_ops dt__kernels_cpu;
+extern const dt_kernel_ops dt__kernels_sim;
 #ifdef DT_HAVE_CUDA
 extern const dt_kernel_ops dt__kernels_cuda;
 #endif
@@ -25,6 +26,10 @@ const dt_kernel_ops *dt__kernels_for(dt_device device)
 #else
         return NULL;
 #endif
+    case DT_DEVICE_SIM:
+        return &dt__kernels_sim;
+    case DT_DEVICE_TYPE_COUNT:
+        break;
     }
     return NULL;
 }

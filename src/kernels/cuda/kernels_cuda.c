@@ -51,11 +51,20 @@ int dt__cuda_device_count(void)
     return n;
 }
 
+/* Wait for the compute stream of device @p index. */
+static dt_status cuda_synchronize(int index)
+{
+    DT_CUDA_CHECK(cudaSetDevice(index), "dt_device_synchronize");
+    DT_CUDA_CHECK(cudaStreamSynchronize(DT_CUDA_STREAM), "dt_device_synchronize");
+    return DT_OK;
+}
+
 const dt_kernel_ops dt__kernels_cuda = {
     .name = "cuda",
     .supports = cuda_supports,
     .fill = dt__cuda_fill,
     .copy = dt__cuda_copy,
+    .synchronize = cuda_synchronize,
     .gemm = dt__cuda_gemm,
     .binary = dt__cuda_binary,
     .unary = dt__cuda_unary,
