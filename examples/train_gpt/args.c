@@ -56,6 +56,8 @@ static const opt_row rows[] = {
     {"--every", OPT_INT, FIELD(every), "N", "with --save-checkpoint: also every N steps"},
     {"--resume", OPT_STR, FIELD(resume), "DIR",
      "continue from a sharded checkpoint (any mesh) at its step, up to --steps"},
+    {"--device", OPT_STR, FIELD(device), "cpu|sim|cuda",
+     "where parameters, activations and optimizer state live (default: DT_DEVICE's)"},
     {"--help", OPT_FLAG, FIELD(help), NULL, "this text"},
 };
 

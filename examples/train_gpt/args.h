@@ -35,6 +35,7 @@ typedef struct train_args {
     const char *save_checkpoint; /* --save-checkpoint DIR (sharded; NULL: none) */
     int64_t every;               /* --every N: checkpoint every N steps (0: at the end only) */
     const char *resume;          /* --resume DIR (sharded checkpoint to continue from) */
+    const char *device;          /* --device cpu|sim|cuda (NULL: the rank's, DT_DEVICE) */
     bool help;
 } train_args;
 

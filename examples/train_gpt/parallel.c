@@ -108,7 +108,7 @@ enum { REPORT_FIELDS = 2 + DT_MEM_CATEGORY_COUNT };
 dt_status train_parallel_report_memory(train_parallel *p, dt_module *model, FILE *f)
 {
     dt_memory_stats ms;
-    DT_CHECK(dt_memory_stats_get(dt_device_cpu(), &ms));
+    DT_CHECK(dt_memory_stats_get(p->device, &ms));
     int64_t mine[REPORT_FIELDS];
     mine[0] = dt_module_param_bytes_local(model);
     mine[1] = ms.total_peak;

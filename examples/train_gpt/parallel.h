@@ -14,7 +14,8 @@
 
 typedef struct train_parallel {
     dt_runtime *rt;
-    dt_mesh *mesh; /* NULL when not parallelized */
+    dt_mesh *mesh;    /* NULL when not parallelized */
+    dt_device device; /* of the model, its optimizer state and the batches */
     int rank, world, tp;
 } train_parallel;
 

@@ -54,6 +54,16 @@ static dt_status make_optimizer(const train_args *a, dt_module *model, dt_optim 
     return dt_optim_adamw_create(model, &p, out);
 }
 
+/* Replace *t by its copy on @p device (nothing to do when it is there). */
+static dt_status to_device(dt_tensor **t, dt_device device)
+{
+    dt_tensor *moved = NULL;
+    DT_CHECK(dt_tensor_to_device(*t, device, &moved));
+    dt_tensor_release(*t);
+    *t = moved;
+    return DT_OK;
+}
+
 /* One step: forward, loss, backward, optional clipping, update. */
 static dt_status train_step(const train_args *a, const train_parallel *par, dt_module *model,
                             dt_optim *opt, const dt_token_data *data, int64_t step, int64_t seq,
@@ -65,6 +75,10 @@ static dt_status train_step(const train_args *a, const train_parallel *par, dt_m
     train_dp_rows(par, a->batch, &lo, &hi);
     dt_optim_zero_grad(opt);
     s = dt_token_data_batch(data, step, a->batch, seq, lo, hi, &x, &y);
+    if (s == DT_OK)
+        s = to_device(&x, par->device);
+    if (s == DT_OK)
+        s = to_device(&y, par->device);
     if (s == DT_OK)
         s = dt_module_call(model, x, &logits);
     if (s == DT_OK)
@@ -159,6 +173,10 @@ int main(int argc, char **argv)
     TRY(dt_gpt_create(&cfg, a.seed, &model));
     if (a.init != NULL)
         TRY(dt_load_full(model, a.init)); /* validated before anything is written */
+    par.device = dt_runtime_device(par.rt);
+    if (a.device != NULL)
+        TRY(dt_device_parse(a.device, &par.device));
+    TRY(dt_module_to(model, par.device)); /* before sharding: styles keep the device */
     /* shard the full weights every rank holds: any mesh trains the same model */
     TRY(train_parallel_apply(&par, a.mesh, a.sequence_parallel, a.plan, a.explain_plan, model));
     TRY(train_dp_apply(&par, a.data_parallel, a.batch, model)); /* then dp, then the optimizer */
@@ -172,8 +190,10 @@ int main(int argc, char **argv)
            " heads, ffn %" PRId64 ", vocab %" PRId64 ")\n",
            a.config, dt_module_param_numel(model), cfg.dim, cfg.n_layers, cfg.n_heads, cfg.ffn_dim,
            cfg.vocab_size);
-    printf("data %s: %" PRId64 " tokens; batch %" PRId64 " x seq %" PRId64 "; %s lr %g\n", a.data,
-           dt_token_data_size(data), a.batch, seq, a.optim, dt_optim_lr(opt));
+    printf("data %s: %" PRId64 " tokens; batch %" PRId64 " x seq %" PRId64
+           "; %s lr %g; device %s\n",
+           a.data, dt_token_data_size(data), a.batch, seq, a.optim, dt_optim_lr(opt),
+           dt_device_type_name(par.device.type));
     fflush(stdout);
 
     TRY(train_loop(&a, &par, model, opt, data, first, seq));
@@ -182,7 +202,7 @@ int main(int argc, char **argv)
         printf("saved %s\n", a.save);
     }
     dt_memory_stats ms;
-    TRY(dt_memory_stats_get(dt_device_cpu(), &ms));
+    TRY(dt_memory_stats_get(par.device, &ms));
     dt_memory_print(&ms, stdout);
     TRY(train_parallel_report_memory(&par, model, stdout));
     if (a.memory_report)

@@ -164,6 +164,16 @@ typedef dt_status (*dt_param_visit_fn)(const char *fqn, dt_module *owner, const 
                                        dt_tensor *param, void *user);
 /** Visit every parameter of the subtree in the stable order (see top of file). */
 DT_API dt_status dt_module_foreach_param(dt_module *root, dt_param_visit_fn fn, void *user);
+/**
+ * Move every parameter of the subtree, and its gradient, to @p device, in
+ * place (PyTorch's module.to(device)): the parameter handles stay valid and
+ * distributed parameters move their local shards. All or nothing: when a copy
+ * fails (no memory on the device), nothing has moved. Call it before creating
+ * an optimizer (its state is created on the parameters' device) and apply
+ * data parallelism after it. DT_ERR_UNSUPPORTED for a device not built in.
+ * Not collective.
+ */
+DT_API dt_status dt_module_to(dt_module *root, dt_device device);
 /** Number of parameter tensors in the subtree. */
 DT_API int dt_module_param_count(dt_module *root);
 /** Total elements of the subtree's parameters (global numel for distributed ones). */

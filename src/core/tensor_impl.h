@@ -78,6 +78,17 @@ dt_status dt__storage_create(size_t nbytes, dt_device device, dt_storage **out);
 void dt__storage_release(dt_storage *s);
 void dt__storage_set_category(dt_storage *s, dt_mem_category cat);
 
+/*
+ * Moving @p t's data (a distributed tensor's local shard) to another device
+ * in place, in two steps so a caller moving many tensors changes nothing
+ * unless every copy succeeded: prepare makes a contiguous copy on @p device;
+ * commit (which cannot fail) gives it to @p t as its storage and releases
+ * @p moved. The handle stays, so every holder sees the move; views of the old
+ * storage keep the old data. Not for tensors recorded in an autograd graph.
+ */
+dt_status dt__tensor_move_prepare(const dt_tensor *t, dt_device device, dt_tensor **moved);
+void dt__tensor_move_commit(dt_tensor *t, dt_tensor *moved);
+
 /* Strided host copy with dtype conversion: dst and src have the same shape.
  * Integer -> integer conversions go through int64 (saturating), the rest
  * through double; f64 -> f16/bf16 is correctly rounded (via f32 rounded to odd). */

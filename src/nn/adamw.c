@@ -14,7 +14,7 @@ static dt_status adamw_update(const dt_optim_hparams *h, int64_t step, dt_tensor
     const dt_kernel_ops *k = dt__kernels_for(p->device);
     if (k == NULL || k->adamw_step == NULL || !k->supports(DT_KOP_OPTIM, DT_DTYPE_F32))
         return DT_ERR(DT_ERR_UNSUPPORTED, "adamw: the %s device has no adamw_step kernel",
-                      p->device.type == DT_DEVICE_CPU ? "cpu" : "cuda");
+                      dt_device_type_name(p->device.type));
     return k->adamw_step(p, g, state[0], state[1], (float)h->lr, (float)h->beta1, (float)h->beta2,
                          (float)h->eps, (float)h->weight_decay, step);
 }

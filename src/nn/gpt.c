@@ -62,15 +62,19 @@ static dt_status check_config(const dt_gpt_config *c)
 static dt_status embed(dt_module *m, dt_tensor *ids, dt_tensor **out)
 {
     int64_t t = dt_tensor_dim(ids, 1);
-    dt_tensor *tok = NULL, *pos_ids = NULL, *pos = NULL;
+    dt_tensor *tok = NULL, *pos_host = NULL, *pos_ids = NULL, *pos = NULL;
     dt_status status;
     DT_CHECK(dt__module_call_child(m, "tok_embeddings", ids, &tok));
-    DT_CHECK_GOTO(dt_tensor_arange(t, DT_DTYPE_I64, &pos_ids), status, out_release);
+    /* positions live where the ids do (arange builds them on the host) */
+    DT_CHECK_GOTO(dt_tensor_arange(t, DT_DTYPE_I64, &pos_host), status, out_release);
+    DT_CHECK_GOTO(dt_tensor_to_device(pos_host, dt_tensor_device(ids), &pos_ids), status,
+                  out_release);
     DT_CHECK_GOTO(dt__module_call_child(m, "pos_embeddings", pos_ids, &pos), status, out_release);
     status = dt_add(tok, pos, out);
 out_release:
     dt_tensor_release(pos);
     dt_tensor_release(pos_ids);
+    dt_tensor_release(pos_host);
     dt_tensor_release(tok);
     return status;
 }

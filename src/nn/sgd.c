@@ -14,7 +14,7 @@ static dt_status sgd_update(const dt_optim_hparams *h, int64_t step, dt_tensor *
     const dt_kernel_ops *k = dt__kernels_for(p->device);
     if (k == NULL || k->sgd_step == NULL || !k->supports(DT_KOP_OPTIM, DT_DTYPE_F32))
         return DT_ERR(DT_ERR_UNSUPPORTED, "sgd: the %s device has no sgd_step kernel",
-                      p->device.type == DT_DEVICE_CPU ? "cpu" : "cuda");
+                      dt_device_type_name(p->device.type));
     return k->sgd_step(p, g, buf, (float)h->lr, (float)h->momentum, (float)h->weight_decay);
 }
 

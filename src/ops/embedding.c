@@ -9,23 +9,25 @@ dt_status dt__ops_check_id_range(const char *op, const char *what, const dt_tens
                                  int64_t ignore, int64_t *n_valid)
 {
     int64_t count = 0, numel = dt_tensor_numel(ids);
-    if (ids->device.type != DT_DEVICE_CPU) {
-        *n_valid = numel;
-        return DT_OK;
-    }
-    const char *base = dt_tensor_data(ids);
-    size_t esz = dt_dtype_size(ids->dtype);
-    for (int64_t i = 0; i < numel; i++) {
-        int64_t v = dt__load_elem_int(base + dt__elem_offset(ids, i) * (int64_t)esz, ids->dtype);
+    /* device ids are checked on a host copy: an id out of range is an error on
+     * every device (a kernel would read outside the table), not zeros */
+    dt_tensor *h = NULL;
+    DT_CHECK(dt_tensor_to_device((dt_tensor *)ids, dt_device_cpu(), &h));
+    const char *base = dt_tensor_data(h);
+    size_t esz = dt_dtype_size(h->dtype);
+    dt_status st = DT_OK;
+    for (int64_t i = 0; i < numel && st == DT_OK; i++) {
+        int64_t v = dt__load_elem_int(base + dt__elem_offset(h, i) * (int64_t)esz, h->dtype);
         if (v == ignore)
             continue;
         if (v < 0 || v >= n)
-            return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s[%lld] = %lld is outside [0, %lld)", op, what,
-                          (long long)i, (long long)v, (long long)n);
+            st = DT_ERR(DT_ERR_INVALID_ARG, "%s: %s[%lld] = %lld is outside [0, %lld)", op, what,
+                        (long long)i, (long long)v, (long long)n);
         count++;
     }
+    dt_tensor_release(h);
     *n_valid = count;
-    return DT_OK;
+    return st;
 }
 
 /* Contiguous 1-d [numel] view of ids (a copy when strided). */

@@ -80,11 +80,6 @@ dt_status dt_cross_entropy(dt_tensor *logits, dt_tensor *targets, int64_t ignore
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
     DT__DIST_DISPATCH(name, 2, ins, cross_entropy, logits, targets, ignore_index, out);
     int64_t c = logits->shape[logits->ndim - 1], rows = dt_tensor_numel(targets);
-    if (targets->device.type != DT_DEVICE_CPU) /* the mean's divisor is counted on the host */
-        return DT_ERR(DT_ERR_UNSUPPORTED,
-                      "%s: targets on device type %d; counting non-ignored targets needs "
-                      "host ids for now",
-                      name, (int)targets->device.type);
     DT_CHECK(dt__ops_check_id_range(name, "targets", targets, c, ignore_index, &n_valid));
     DT_CHECK(dt__ops_kernels(name, logits->device, DT_KOP_CROSS_ENTROPY, &k));
     DT_CHECK_GOTO(flat2(logits, 2, rows, c, &lg), s, out_release);

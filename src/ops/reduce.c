@@ -33,12 +33,11 @@ static dt_status max_backward(dt_ag_node *node, dt_tensor *gy, dt_tensor **out)
 {
     const dt_kernel_ops *k = NULL;
     dt_ag_meta *m = &node->inputs[0].meta;
-    dt_tensor *am = node->saved[0], *ids = NULL, *gw = NULL, *g2 = NULL;
+    dt_tensor *am = node->saved[0], *ids = NULL, *gw = NULL, *g2 = NULL, *ah = NULL;
+    dt_tensor *ids_dev = NULL;
     int d = (int)node->iv[RED_DIM];
     int64_t outer = 1, len = m->shape[d], inner = 1, numel, st[DT_MAX_DIMS];
     dt_status s;
-    if (am->device.type != DT_DEVICE_CPU)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "dt_max: backward needs host arg-max indices");
     for (int i = 0; i < d; i++)
         outer *= m->shape[i];
     for (int i = d + 1; i < m->ndim; i++)
@@ -46,21 +45,26 @@ static dt_status max_backward(dt_ag_node *node, dt_tensor *gy, dt_tensor **out)
     numel = outer * len * inner;
     int64_t n = outer * inner, wshape[2] = {numel, 1}, gshape[2] = {n, 1}, gst[2] = {1, 1};
     DT_CHECK(dt__ops_kernels("dt_max", gy->device, DT_KOP_EMBEDDING, &k));
-    DT_CHECK(dt__ops_empty_as(1, &n, DT_DTYPE_I64, am->device, DT_MEM_ACTIVATION, &ids));
-    const int64_t *a = dt_tensor_data(am);
+    /* flat indices are built on the host (a host copy of a device arg-max) */
+    DT_CHECK(dt__ops_empty_as(1, &n, DT_DTYPE_I64, dt_device_cpu(), DT_MEM_ACTIVATION, &ids));
+    DT_CHECK_GOTO(dt_tensor_to_device(am, dt_device_cpu(), &ah), s, err);
+    const int64_t *a = dt_tensor_data(ah);
     int64_t *p = dt_tensor_data(ids);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++)
             p[o * inner + i] = o * len * inner + a[o * inner + i] * inner + i;
+    DT_CHECK_GOTO(dt_tensor_to_device(ids, gy->device, &ids_dev), s, err);
     DT_CHECK_GOTO(dt__ops_zeros(2, wshape, gy->device, &gw), s, err);
     DT_CHECK_GOTO(dt__tensor_make_view(gy, 2, gshape, gst, gy->offset, &g2), s, err);
-    DT_CHECK_GOTO(k->embedding_backward(ids, g2, 0, gw), s, err);
+    DT_CHECK_GOTO(k->embedding_backward(ids_dev, g2, 0, gw), s, err);
     dt__contiguous_strides(m->ndim, m->shape, st);
     DT_CHECK_GOTO(dt__tensor_make_view(gw, m->ndim, m->shape, st, 0, out), s, err);
 err:
     dt_tensor_release(g2);
     dt_tensor_release(gw);
     dt_tensor_release(ids);
+    dt_tensor_release(ids_dev);
+    dt_tensor_release(ah);
     return s;
 }
 
