@@ -11,8 +11,10 @@
  * each rank sums the losses of its rows and divides by the GLOBAL number of
  * counted targets (one tiny all-reduce), so the result is Partial(sum) over
  * those mesh dims and no logits move; the targets are sharded like the rows.
- * Partial logits and a second class shard are replicated first. CPU tensors
- * only (for the sharded paths).
+ * Partial logits and a second class shard are replicated first. Any device:
+ * the [rows, cols] work runs on the logits' device (the target logits are
+ * gathered and the one-hot scattered by the embedding kernels); only per-row
+ * values (targets, maxima, sums) are read on the host.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -94,103 +96,135 @@ out:
     return s;
 }
 
-/* saved[0]: logits [rows, cols] contiguous; saved[1]: targets; saved[2]: lse [rows, 1].
+/*
+ * Flat indices into x [rows, cols] (viewed as [rows * cols, 1]) of each row's
+ * target class when this rank holds it, else -1, on @p device: the embedding
+ * kernels then gather the target logits and scatter the one-hot, so neither
+ * needs the logits on the host. @p th holds the targets on the host.
+ */
+static dt_status target_slots(const dt_tensor *th, int64_t rows, int64_t cols, int64_t vstart,
+                              int64_t ignore, dt_device device, dt_tensor **out)
+{
+    dt_tensor *h = NULL;
+    DT_CHECK(dt__ops_empty_as(1, &rows, DT_DTYPE_I64, dt_device_cpu(), DT_MEM_ACTIVATION, &h));
+    int64_t *p = dt_tensor_data(h);
+    for (int64_t i = 0; i < rows; i++) {
+        int64_t tg = target_at(th, i);
+        p[i] = tg != ignore && tg >= vstart && tg < vstart + cols ? i * cols + (tg - vstart) : -1;
+    }
+    dt_status s = dt_tensor_to_device(h, device, out);
+    dt_tensor_release(h);
+    return s;
+}
+
+/* @p t [rows, cols] as the one-column table [rows * cols, 1] the embedding kernels index. */
+static dt_status as_column(dt_tensor *t, int64_t rows, int64_t cols, dt_tensor **out)
+{
+    int64_t sh[2] = {rows * cols, 1};
+    return dt_tensor_view(t, 2, sh, out);
+}
+
+/* saved[0]: logits [rows, cols] contiguous; saved[1]: targets (host); saved[2]: lse [rows, 1].
  * glogits = (softmax - onehot) * g / count, zero rows for ignored targets. */
 static dt_status pce_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
 {
-    dt_tensor *x = node->saved[0], *t = node->saved[1], *lse = node->saved[2];
-    dt_tensor *g = NULL, *g2 = NULL, *sr = NULL;
+    dt_tensor *x = node->saved[0], *th = node->saved[1], *lse = node->saved[2];
+    dt_tensor *g = NULL, *g2 = NULL, *gcol = NULL, *sr = NULL, *srh = NULL, *slots = NULL;
+    dt_tensor *neg = NULL;
     int64_t rows = node->iv[0], cols = node->iv[1], vstart = node->iv[2], ignore = node->iv[3];
     int64_t s2[2] = {rows, cols}, s1[2] = {rows, 1};
     const dt_ag_meta *m = &node->inputs[0].meta;
     const dt_kernel_ops *k = NULL;
+    double gv = 0.0;
     dt_status s;
     if (!dt__ag_input_needs_grad(node, 0))
         return DT_OK;
     DT_CHECK(dt__ops_kernels(node->name, m->device, DT_KOP_UNARY, &k));
+    DT_CHECK(dt_tensor_item(gy[0], &gv));
+    float scale = (float)(gv / node->dv[0]);
     DT_CHECK(dt__ops_empty(m->ndim, m->shape, m->device, &g));
     DT_CHECK_GOTO(dt_tensor_view(g, 2, s2, &g2), s, err);
-    DT_CHECK_GOTO(dt__ops_empty(2, s1, m->device, &sr), s, err);
-    float scale = (float)((double)*(const float *)dt_tensor_data(gy[0]) / node->dv[0]);
-    float *srp = dt_tensor_data(sr);
+    /* per-row scale (0 for ignored targets), made on the host */
+    DT_CHECK_GOTO(dt__ops_empty(2, s1, dt_device_cpu(), &srh), s, err);
+    float *srp = dt_tensor_data(srh);
     for (int64_t i = 0; i < rows; i++)
-        srp[i] = target_at(t, i) == ignore ? 0.0f : scale;
+        srp[i] = target_at(th, i) == ignore ? 0.0f : scale;
+    DT_CHECK_GOTO(dt_tensor_to_device(srh, m->device, &sr), s, err);
     DT_CHECK_GOTO(exp_rows(k, x, lse, NULL, sr, g2), s, err);
-    float *gp = dt_tensor_data(g2);
-    for (int64_t i = 0; i < rows; i++) { /* minus the one-hot, on the rank owning the class */
-        int64_t tg = target_at(t, i);
-        if (tg != ignore && tg >= vstart && tg < vstart + cols)
-            gp[i * cols + (tg - vstart)] -= scale;
-    }
-    dt_tensor_release(sr);
-    dt_tensor_release(g2);
+    /* minus the one-hot, on the rank owning the class: += -scale at the target slots */
+    DT_CHECK_GOTO(target_slots(th, rows, cols, vstart, ignore, m->device, &slots), s, err);
+    DT_CHECK_GOTO(dt__ops_empty(2, s1, m->device, &neg), s, err);
+    DT_CHECK_GOTO(dt_tensor_fill(neg, -(double)scale), s, err);
+    DT_CHECK_GOTO(as_column(g2, rows, cols, &gcol), s, err);
+    DT_CHECK_GOTO(k->embedding_backward(slots, neg, 0, gcol), s, err);
     gx[0] = g;
-    return DT_OK;
+    g = NULL;
+    s = DT_OK;
 err:
-    dt_tensor_release(sr);
-    dt_tensor_release(g2);
-    dt_tensor_release(g);
+    dt_tensor *tmp[] = {g, g2, gcol, sr, srh, slots, neg};
+    dt__ops_release_all(7, tmp);
     return s;
 }
 
 /* Forward on this rank's shard x [rows, cols] of the classes [vstart, vstart + cols):
- * lse [rows, 1] and the sum of the counted rows' losses. */
+ * lse [rows, 1] and the sum of the counted rows' losses. @p th: the targets, on the host. */
 static dt_status pce_forward(const pce_args *a, dt_comm *comm, dt_mesh *mesh, dt_tensor *x,
-                             dt_tensor *t, dt_tensor *lse, double *sum)
+                             dt_tensor *th, dt_tensor *lse, double *sum)
 {
-    int64_t rows = a->rows, cols = a->cols, s1[2] = {rows, 1};
-    const float *xp = dt_tensor_data(x);
-    float *lp = dt_tensor_data(lse), *acc = NULL;
+    int64_t rows = a->rows, cols = a->cols, s1[2] = {rows, 1}, s2[1] = {2 * rows + 1};
     const dt_kernel_ops *k = NULL;
-    dt_tensor *mx = NULL, *se = NULL;
+    dt_tensor *mx = NULL, *acc = NULL, *sums = NULL, *se = NULL, *tl = NULL, *slots = NULL;
+    dt_tensor *xcol = NULL;
+    dt_tensor *mxh = NULL, *acch = NULL, *lseh = NULL;
     dt_status s;
     DT_CHECK(dt__ops_kernels("dt_cross_entropy", x->device, DT_KOP_REDUCE, &k));
     DT_CHECK(dt__ops_empty(2, s1, x->device, &mx));
-    DT_CHECK_GOTO(dt__ops_zeros(2, s1, x->device, &se), s, out);
-    acc = malloc(sizeof(float) * (size_t)(2 * rows + 1)); /* [sum exp | target logit] */
-    if (acc == NULL) {
-        s = DT_ERR(DT_ERR_NO_MEMORY, "dt_cross_entropy: %lld rows", (long long)rows);
-        goto out;
-    }
-    float *mp = dt_tensor_data(mx);
+    /* [sum exp | target logit], all-reduced together */
+    DT_CHECK_GOTO(dt__ops_zeros(1, s2, x->device, &acc), s, out);
+    DT_CHECK_GOTO(dt_tensor_narrow(acc, 0, 0, rows, &sums), s, out);
+    DT_CHECK_GOTO(dt_tensor_view(sums, 2, s1, &se), s, out);
     if (cols > 0 && rows > 0)
         DT_CHECK_GOTO(k->reduce(DT_REDUCE_KIND_MAX, x, 1, mx, NULL), s, out);
     else
-        for (int64_t i = 0; i < rows; i++)
-            mp[i] = -INFINITY;
+        DT_CHECK_GOTO(dt_tensor_fill(mx, -INFINITY), s, out);
     if (comm != NULL && rows > 0) {
-        DT_CHECK_GOTO(
-            dt_comm_allreduce(comm, mp, mp, (size_t)rows, DT_DTYPE_F32, DT_REDUCE_OP_MAX, NULL), s,
-            out);
+        DT_CHECK_GOTO(dt_comm_allreduce(comm, dt_tensor_data(mx), dt_tensor_data(mx), (size_t)rows,
+                                        DT_DTYPE_F32, DT_REDUCE_OP_MAX, NULL),
+                      s, out);
         dt__mesh_count_coll(mesh, DT_COLL_ALLREDUCE, rows * 4);
     }
     DT_CHECK_GOTO(exp_rows(k, x, mx, se, NULL, NULL), s, out);
-    const float *sp = dt_tensor_data(se);
-    for (int64_t i = 0; i < rows; i++) {
-        int64_t tg = target_at(t, i);
-        acc[i] = sp[i];
-        acc[rows + i] = tg >= a->vstart && tg < a->vstart + cols && tg != a->ignore
-                            ? xp[i * cols + (tg - a->vstart)]
-                            : 0.0f;
+    if (rows > 0 && cols > 0) { /* the target logits, gathered where they live */
+        DT_CHECK_GOTO(target_slots(th, rows, cols, a->vstart, a->ignore, x->device, &slots), s,
+                      out);
+        DT_CHECK_GOTO(as_column(x, rows, cols, &xcol), s, out);
+        DT_CHECK_GOTO(dt_tensor_narrow(acc, 0, rows, rows, &tl), s, out);
+        DT_CHECK_GOTO(k->embedding(xcol, slots, 0, tl), s, out);
     }
     if (comm != NULL && rows > 0) {
-        DT_CHECK_GOTO(dt_comm_allreduce(comm, acc, acc, (size_t)(2 * rows), DT_DTYPE_F32,
-                                        DT_REDUCE_OP_SUM, NULL),
+        DT_CHECK_GOTO(dt_comm_allreduce(comm, dt_tensor_data(acc), dt_tensor_data(acc),
+                                        (size_t)(2 * rows), DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL),
                       s, out);
         dt__mesh_count_coll(mesh, DT_COLL_ALLREDUCE, rows * 8);
     }
+    /* rows values each: finished on the host, in double as the reference does */
+    DT_CHECK_GOTO(dt_tensor_to_device(mx, dt_device_cpu(), &mxh), s, out);
+    DT_CHECK_GOTO(dt_tensor_to_device(acc, dt_device_cpu(), &acch), s, out);
+    DT_CHECK_GOTO(dt__ops_empty(2, s1, dt_device_cpu(), &lseh), s, out);
+    const float *mp = dt_tensor_data(mxh), *ap = dt_tensor_data(acch);
+    float *lp = dt_tensor_data(lseh);
     double total = 0.0;
     for (int64_t i = 0; i < rows; i++) {
-        lp[i] = (float)((double)mp[i] + log((double)acc[i]));
-        if (target_at(t, i) != a->ignore)
-            total += (double)lp[i] - (double)acc[rows + i];
+        lp[i] = (float)((double)mp[i] + log((double)ap[i]));
+        if (target_at(th, i) != a->ignore)
+            total += (double)lp[i] - (double)ap[rows + i];
     }
+    DT_CHECK_GOTO(dt_tensor_copy_(lse, lseh), s, out);
     *sum = total;
     s = DT_OK;
-out:
-    free(acc);
-    dt_tensor_release(mx);
-    dt_tensor_release(se);
+out:;
+    dt_tensor *tmp[] = {mx, acc, sums, se, tl, slots, xcol, mxh, acch, lseh};
+    dt__ops_release_all(10, tmp);
     return s;
 }
 
@@ -242,18 +276,17 @@ static dt_status pce_local(const pce_args *a, dt_comm *comm, dt_mesh *mesh, dt_t
     dt_ag_node *node = NULL;
     double sum = 0.0, divisor = 0.0;
     dt_status s;
-    if (ll->device.type != DT_DEVICE_CPU || lt->device.type != DT_DEVICE_CPU)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: CPU tensors only", name);
-    DT_CHECK(pce_count(name, a, mesh, lt, &divisor));
-    DT_CHECK(dt__ops_contiguous(ll, &xc));
+    /* the targets are read on the host (rows ids): a host copy of device ones */
+    DT_CHECK(dt_tensor_to_device(lt, dt_device_cpu(), &tc));
+    DT_CHECK_GOTO(pce_count(name, a, mesh, tc, &divisor), s, out);
+    DT_CHECK_GOTO(dt__ops_contiguous(ll, &xc), s, out);
     DT_CHECK_GOTO(dt_tensor_view(xc, 2, s2, &x2), s, out);
-    DT_CHECK_GOTO(dt__ops_contiguous(lt, &tc), s, out);
     int64_t s1[2] = {a->rows, 1};
     DT_CHECK_GOTO(dt__ops_empty(2, s1, ll->device, &lse), s, out);
     DT_CHECK_GOTO(pce_forward(a, comm, mesh, x2, tc, lse, &sum), s, out);
     DT_CHECK_GOTO(dt__ops_empty(0, s2, ll->device, &y), s, out);
     /* NaN when no target counts anywhere, as PyTorch */
-    *(float *)dt_tensor_data(y) = divisor > 0.0 ? (float)(sum / divisor) : NAN;
+    DT_CHECK_GOTO(dt_tensor_fill(y, divisor > 0.0 ? (double)(float)(sum / divisor) : NAN), s, out);
     if (dt__ag_should_record(1, &ll)) {
         DT_CHECK_GOTO(dt__ag_node_create(name, pce_backward, 1, &ll, &node), s, out);
         node->iv[0] = a->rows, node->iv[1] = a->cols, node->iv[2] = a->vstart;

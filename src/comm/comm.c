@@ -6,6 +6,7 @@
  */
 #include "comm/comm_impl.h"
 #include "comm/comm_dispatch.h"
+#include "comm/comm_staged.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,9 @@ static dt_status check_reduce(const char *fn, dt_dtype dtype, dt_reduce_op op)
                       dt_reduce_op_name(op), dt_dtype_name(dtype));
     return DT_OK;
 }
+
+/* Device memory on a host-memory transport: the collective runs on host copies. */
+#define STAGED(a, b) dt__comm_staged_needed(comm, 2, (const void *const[]){(a), (b)})
 
 static dt_status check_buf(const char *fn, const char *name, const void *p, size_t count,
                            dt_dtype dtype)
@@ -200,6 +204,8 @@ dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t 
     DT_CHECK(check_reduce(fn, dtype, op));
     DT_CHECK(check_buf(fn, "send", send, count, dtype));
     DT_CHECK(check_buf(fn, "recv", recv, count, dtype));
+    if (STAGED(send, recv))
+        return dt__staged_allreduce(comm, send, recv, count, dtype, op, work);
     if (comm->size > 1 && comm->ops->allreduce != NULL)
         return comm->ops->allreduce(comm, send, recv, count, dtype, op, work);
 
@@ -318,6 +324,8 @@ dt_status dt_comm_allgather(dt_comm *comm, const void *send, void *recv, size_t 
     DT_CHECK(dt__comm_check_dtype(fn, dtype));
     DT_CHECK(check_buf(fn, "send", send, count, dtype));
     DT_CHECK(check_buf(fn, "recv", recv, count * (size_t)comm->size, dtype));
+    if (STAGED(send, recv))
+        return dt__staged_allgather(comm, send, recv, count, dtype, work);
     size_t *counts = NULL, *displs = NULL;
     DT_CHECK(equal_counts(fn, comm->size, count, &counts, &displs));
     dt_status st = allgatherv_impl(fn, comm, send, recv, counts, displs, dtype, work);
@@ -336,6 +344,8 @@ dt_status dt_comm_allgatherv(dt_comm *comm, const void *send, void *recv, const 
     for (int i = 0; i < comm->size; i++)
         DT_CHECK(check_buf(fn, "recv", recv, recv_counts[i], dtype));
     DT_CHECK(check_buf(fn, "send", send, recv_counts[comm->rank], dtype));
+    if (STAGED(send, recv))
+        return dt__staged_allgatherv(comm, send, recv, recv_counts, displs, dtype, work);
     if (displs != NULL)
         return allgatherv_impl(fn, comm, send, recv, recv_counts, displs, dtype, work);
     size_t *packed = malloc((size_t)comm->size * sizeof(*packed));
@@ -395,6 +405,8 @@ dt_status dt_comm_reduce_scatter(dt_comm *comm, const void *send, void *recv, si
     DT_CHECK(check_reduce(fn, dtype, op));
     DT_CHECK(check_buf(fn, "send", send, count * (size_t)comm->size, dtype));
     DT_CHECK(check_buf(fn, "recv", recv, count, dtype));
+    if (STAGED(send, recv))
+        return dt__staged_reduce_scatter(comm, send, recv, count, dtype, op, work);
     size_t *counts = NULL, *displs = NULL;
     DT_CHECK(equal_counts(fn, comm->size, count, &counts, &displs));
     dt_status st = reduce_scatterv_impl(fn, comm, send, recv, counts, dtype, op, work);
@@ -414,6 +426,8 @@ dt_status dt_comm_reduce_scatterv(dt_comm *comm, const void *send, void *recv,
     for (int i = 0; i < comm->size; i++)
         DT_CHECK(check_buf(fn, "send", send, recv_counts[i], dtype));
     DT_CHECK(check_buf(fn, "recv", recv, recv_counts[comm->rank], dtype));
+    if (STAGED(send, recv))
+        return dt__staged_reduce_scatterv(comm, send, recv, recv_counts, dtype, op, work);
     return reduce_scatterv_impl(fn, comm, send, recv, recv_counts, dtype, op, work);
 }
 
@@ -463,6 +477,8 @@ dt_status dt_comm_alltoall(dt_comm *comm, const void *send, void *recv, size_t c
     DT_CHECK(check_buf(fn, "recv", recv, count * (size_t)comm->size, dtype));
     if (send == recv && count > 0 && comm->size > 1)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: in-place (send == recv) is not supported", fn);
+    if (STAGED(send, recv))
+        return dt__staged_alltoall(comm, send, recv, count, dtype, work);
     if (count == 0 && comm->ops->alltoallv == NULL) { /* nothing moves anywhere (as in MPI) */
         dt__sched s;
         dt__comm_sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
@@ -498,6 +514,9 @@ dt_status dt_comm_alltoallv(dt_comm *comm, const void *send, const size_t *send_
                       "%s: rank %d sends itself %zu elements but expects "
                       "%zu",
                       fn, comm->rank, send_counts[comm->rank], recv_counts[comm->rank]);
+    if (STAGED(send, recv))
+        return dt__staged_alltoallv(comm, send, send_counts, send_displs, recv, recv_counts,
+                                    recv_displs, dtype, work);
     return alltoallv_impl(fn, comm, send, send_counts, send_displs, recv, recv_counts, recv_displs,
                           dtype, work);
 }
@@ -514,6 +533,8 @@ dt_status dt_comm_broadcast(dt_comm *comm, void *buf, size_t count, dt_dtype dty
     if (root < 0 || root >= comm->size)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: root %d is not a rank of a comm of size %d", fn,
                       root, comm->size);
+    if (STAGED(buf, buf))
+        return dt__staged_broadcast(comm, buf, count, dtype, root, work);
     if (comm->size > 1 && comm->ops->broadcast != NULL)
         return comm->ops->broadcast(comm, buf, count, dtype, root, work);
     dt__sched s;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "comm/comm_dispatch.h"
+#include "comm/comm_staged.h"
 #include "core/error.h"
 
 /* @p b (elements) as bytes at its absolute address in @p base; checked. */
@@ -66,6 +67,8 @@ dt_status dt_comm_alltoallw(dt_comm *comm, const void *send, const dt_comm_block
     DT_CHECK(dt__comm_check_dtype(fn, dtype));
     if (send_blocks == NULL || recv_blocks == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: send_blocks and recv_blocks must not be NULL", fn);
+    if (dt__comm_staged_needed(comm, 2, (const void *const[]){send, recv}))
+        return dt__staged_alltoallw(comm, send, send_blocks, recv, recv_blocks, dtype, work);
     if (comm->ops->alltoallv != NULL && comm->ops->peer_copy == NULL)
         return DT_ERR(DT_ERR_UNSUPPORTED,
                       "%s: the %s backend has no 2-D all-to-all (use "

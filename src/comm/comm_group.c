@@ -8,6 +8,7 @@
  * ranks, so it differs from every live comm on every member.
  */
 #include "comm/comm_impl.h"
+#include "comm/comm_staged.h"
 
 #include <stdlib.h>
 
@@ -51,12 +52,16 @@ static dt_status p2p(const char *fn, dt_comm *comm, void *buf, size_t count, dt_
 dt_status dt_comm_send(dt_comm *comm, const void *buf, size_t count, dt_dtype dtype, int peer,
                        int tag, dt_work **work)
 {
+    if (comm != NULL && dt__comm_staged_needed(comm, 1, (const void *const[]){buf}))
+        return dt__staged_send(comm, buf, count, dtype, peer, tag, work);
     return p2p("dt_comm_send", comm, (void *)buf, count, dtype, peer, tag, true, work);
 }
 
 dt_status dt_comm_recv(dt_comm *comm, void *buf, size_t count, dt_dtype dtype, int peer, int tag,
                        dt_work **work)
 {
+    if (comm != NULL && dt__comm_staged_needed(comm, 1, (const void *const[]){buf}))
+        return dt__staged_recv(comm, buf, count, dtype, peer, tag, work);
     return p2p("dt_comm_recv", comm, buf, count, dtype, peer, tag, false, work);
 }
 

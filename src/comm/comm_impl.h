@@ -124,6 +124,9 @@ struct dt_comm {
  */
 struct dt_comm_ops {
     const char *name; /* "ucx", "nccl", "self" */
+    /* The transport reads and writes device memory itself (NCCL). Otherwise
+     * device buffers are staged through host copies (comm_staged.h). */
+    bool device_memory;
 
     /* REQUIRED: start sending @p bytes of @p buf to @p peer with logical @p tag. */
     dt_status (*isend)(dt_comm *comm, const void *buf, size_t bytes, int peer, uint32_t tag,

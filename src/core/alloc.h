@@ -27,6 +27,10 @@ typedef struct dt_allocator_ops {
 /* Install the allocator of a device type (replaces the previous one). */
 void dt__allocator_register(dt_device_type type, const dt_allocator_ops *ops);
 
+/* Whether this process has ever allocated storage on a non-CPU device (lets
+ * host-only paths skip asking whether a pointer is device memory). */
+bool dt__device_memory_used(void);
+
 /* The caching host allocator (alloc.c). */
 extern const dt_allocator_ops dt__host_allocator;
 

@@ -4,6 +4,7 @@
  * allocator (alloc.h). The thread-local default category tags new storage.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,12 @@ static const dt_allocator_ops *allocators[DT_DEVICE_TYPE_COUNT] = {&dt__host_all
                                                                    &dt__sim_allocator};
 #endif
 static _Thread_local dt_mem_category default_category = DT_MEM_OTHER;
+static atomic_bool device_memory_used;
+
+bool dt__device_memory_used(void)
+{
+    return atomic_load_explicit(&device_memory_used, memory_order_relaxed);
+}
 
 static int acct_slot(dt_device device)
 {
@@ -111,6 +118,8 @@ dt_status dt__storage_create(size_t nbytes, dt_device device, dt_storage **out)
         return st;
     }
     atomic_init(&s->refcount, 1);
+    if (device.type != DT_DEVICE_CPU)
+        atomic_store(&device_memory_used, true);
     s->nbytes = nbytes;
     s->device = device;
     s->category = default_category;

@@ -72,6 +72,11 @@ typedef struct dt_kernel_ops {
     /* (optional) wait for device @p index's queued work and report an error it
      * raised (NULL: the device computes synchronously) */
     dt_status (*synchronize)(int index);
+    /* (optional) whether @p p points into this device's memory (and which index) */
+    bool (*owns)(const void *p, int *index);
+    /* (optional) copy @p n bytes where either side may be this device's memory;
+     * returns once the host side is done with (as copy) */
+    dt_status (*copy_bytes)(void *dst, const void *src, size_t n);
 
     /*
      * c = alpha * op(a) @ op(b) + beta * c over the last two dims; a [B.., M, K]
@@ -167,6 +172,12 @@ dt_status dt__kernel_embedding_dims(const char *fn, const char *tname, const dt_
 
 /* The table for @p device (NULL when that device type is not built in). */
 const dt_kernel_ops *dt__kernels_for(dt_device device);
+
+/*
+ * Whether @p p is device memory (a non-CPU table's `owns`), and of which
+ * device. Cheap when no device memory was ever allocated in this process.
+ */
+bool dt__kernels_device_of(const void *p, dt_device *out);
 
 /*
  * Compute threads of this process: dt__kernels_set_num_threads's value, else

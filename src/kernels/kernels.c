@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "kernels/cpu/blas.h"
@@ -32,6 +33,21 @@ const dt_kernel_ops *dt__kernels_for(dt_device device)
         break;
     }
     return NULL;
+}
+
+bool dt__kernels_device_of(const void *p, dt_device *out)
+{
+    if (p == NULL || !dt__device_memory_used())
+        return false;
+    for (int t = DT_DEVICE_CPU + 1; t < DT_DEVICE_TYPE_COUNT; t++) {
+        const dt_kernel_ops *k = dt__kernels_for((dt_device){(dt_device_type)t, 0});
+        int index = 0;
+        if (k != NULL && k->owns != NULL && k->owns(p, &index)) {
+            *out = (dt_device){(dt_device_type)t, index};
+            return true;
+        }
+    }
+    return false;
 }
 
 dt_status dt__kernel_reduce_args(const char *fn, dt_reduce_kind kind, const dt_tensor *x, int dim,

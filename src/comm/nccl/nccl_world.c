@@ -306,6 +306,7 @@ dt_status dt__nccl_barrier(dt_comm *comm, dt_work **work);
 
 const dt_comm_ops dt__nccl_ops = {
     .name = "nccl",
+    .device_memory = true,
     .isend = dt__nccl_isend,
     .irecv = dt__nccl_irecv,
     .req_test = dt__nccl_req_test,

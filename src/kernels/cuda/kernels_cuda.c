@@ -59,12 +59,33 @@ static dt_status cuda_synchronize(int index)
     return DT_OK;
 }
 
+/* Whether @p p is device (or managed) memory, through unified addressing. */
+static bool cuda_owns(const void *p, int *index)
+{
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError(); /* an unknown host pointer: not sticky, clear it */
+        return false;
+    }
+    *index = a.device;
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+/* Bytes between host and device or device and device; synchronous. */
+static dt_status cuda_copy_bytes(void *dst, const void *src, size_t n)
+{
+    DT_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDefault), "copy_bytes");
+    return DT_OK;
+}
+
 const dt_kernel_ops dt__kernels_cuda = {
     .name = "cuda",
     .supports = cuda_supports,
     .fill = dt__cuda_fill,
     .copy = dt__cuda_copy,
     .synchronize = cuda_synchronize,
+    .owns = cuda_owns,
+    .copy_bytes = cuda_copy_bytes,
     .gemm = dt__cuda_gemm,
     .binary = dt__cuda_binary,
     .unary = dt__cuda_unary,

@@ -115,4 +115,9 @@ dt_status dt__sim_copy(dt_tensor *dst, const dt_tensor *src);
 /* Asynchronous copy entry (kernel_ops.copy_async): returns once queued. */
 dt_status dt__sim_copy_async(dt_tensor *dst, const dt_tensor *src);
 
+/* kernel_ops.copy_bytes: either side may be sim memory (blocking when one is host). */
+dt_status dt__sim_copy_bytes(void *dst, const void *src, size_t n);
+/* kernel_ops.owns: whether @p p carries the sim tag. */
+bool dt__sim_owns(const void *p, int *index);
+
 #endif
