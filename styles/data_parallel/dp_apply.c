@@ -208,16 +208,16 @@ static dt_status shard_param(dp_state *s, dp_param *p)
     memcpy(pshape, p->lshape, sizeof(pshape));
     pshape[p->k] = p->klen[s->dp_rank];
     dt_mem_category prev = dt_memory_set_default_category(DT_MEM_PARAMETER);
-    dt_status st = dt_tensor_empty(p->ndim, pshape, DT_DTYPE_F32, dt_device_cpu(), &piece);
+    dt_status st = dt_tensor_empty(p->ndim, pshape, DT_DTYPE_F32, loc->device, &piece);
     if (st == DT_OK)
-        st = dt_tensor_empty(p->ndim, p->lshape, DT_DTYPE_F32, dt_device_cpu(), &p->gathered);
+        st = dt_tensor_empty(p->ndim, p->lshape, DT_DTYPE_F32, loc->device, &p->gathered);
     dt_memory_set_default_category(prev);
     if (st == DT_OK && !dt_tensor_is_contiguous(loc))
         st = DT_ERR(DT_ERR_UNSUPPORTED, "dt_fully_shard: parameter '%s' is not contiguous", p->fqn);
-    if (st == DT_OK) {
-        dp__slice(p, s->dp_rank, dt_tensor_data(loc), dt_tensor_data(piece));
+    if (st == DT_OK)
+        st = dp__slice(p, s->dp_rank, loc, piece);
+    if (st == DT_OK)
         st = dt_tensor_set_requires_grad(piece, true);
-    }
     if (st == DT_OK)
         st = dt_from_local(piece, s->mesh, nd, pl, gshape, &shard);
     dt_tensor_release(piece);

@@ -57,7 +57,7 @@ dt_status dp__gather_post(dp_state *s, int i)
                                   DT_DTYPE_F32, &p->gwork);
     int64_t n = dt_tensor_numel(p->gathered);
     dt_mem_category prev = dt_memory_set_default_category(DT_MEM_COMM);
-    dt_status st = dt_tensor_empty(1, &n, DT_DTYPE_F32, dt_device_cpu(), &p->recv);
+    dt_status st = dt_tensor_empty(1, &n, DT_DTYPE_F32, p->gathered->device, &p->recv);
     dt_memory_set_default_category(prev);
     DT_CHECK(st);
     st = dt_comm_allgatherv(s->dp, send, dt_tensor_data(p->recv), p->counts, NULL, DT_DTYPE_F32,
@@ -80,7 +80,7 @@ dt_status dp__gather_wait(dp_state *s, int i)
     dt_work_release(p->gwork);
     p->gwork = NULL;
     if (st == DT_OK && p->recv != NULL)
-        dp__unpack(p, dt_tensor_data(p->recv), dt_tensor_data(p->gathered));
+        st = dp__unpack(p, p->recv, p->gathered);
     dt_tensor_release(p->recv);
     p->recv = NULL;
     DT_CHECK(st);

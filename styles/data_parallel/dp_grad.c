@@ -19,6 +19,7 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "kernels/kernel_ops.h"
 #include "styles/data_parallel/dp_impl.h"
 
 static dp_state *state_of(const dt_ag_node *node)
@@ -45,20 +46,59 @@ static dt_status wrap_as(const dt_spec *spec, dt_tensor *local, dt_tensor **out)
     return st;
 }
 
-static dt_status new_grad(int ndim, const int64_t *shape, dt_tensor **out)
+static dt_status new_grad(int ndim, const int64_t *shape, dt_device device, dt_tensor **out)
 {
     dt_mem_category prev = dt_memory_set_default_category(DT_MEM_GRADIENT);
-    dt_status st = dt_tensor_empty(ndim, shape, DT_DTYPE_F32, dt_device_cpu(), out);
+    dt_status st = dt_tensor_empty(ndim, shape, DT_DTYPE_F32, device, out);
     dt_memory_set_default_category(prev);
     return st;
 }
 
-static void scale(dt_tensor *t, double f)
+/* The kernels of @p t's device, for the element-wise steps below. */
+static dt_status kernels(const dt_tensor *t, const dt_kernel_ops **out)
 {
-    float *d = dt_tensor_data(t);
-    int64_t n = dt_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++)
-        d[i] = (float)(d[i] * f);
+    *out = dt__kernels_for(t->device);
+    if (*out == NULL)
+        return DT_ERR(DT_ERR_UNSUPPORTED, "data parallel: no kernels for device %s:%d",
+                      dt_device_type_name(t->device.type), t->device.index);
+    return DT_OK;
+}
+
+/* t *= f in place (t contiguous); nothing to do for 1. */
+static dt_status scale(dt_tensor *t, double f)
+{
+    const dt_kernel_ops *k = NULL;
+    if (f == 1.0)
+        return DT_OK;
+    DT_CHECK(kernels(t, &k));
+    return k->unary(DT_UNARY_SCALE, t, (float)f, t);
+}
+
+/* A 1-d view of @p n elements of @p buf (contiguous) from element @p at. */
+static dt_status span_of(dt_tensor *buf, int64_t at, int64_t n, dt_tensor **out)
+{
+    int64_t one = 1;
+    return dt__tensor_make_view(buf, 1, &n, &one, buf->offset + at, out);
+}
+
+/* buf[at : at + numel(g)] = g, or 0 when g is NULL. */
+static dt_status put(dt_tensor *buf, int64_t at, int64_t n, const dt_tensor *g)
+{
+    dt_tensor *dst = NULL, *src = NULL;
+    DT_CHECK(span_of(buf, at, n, &dst));
+    dt_status st = DT_OK;
+    if (g == NULL) {
+        st = dt_tensor_fill(dst, 0.0);
+    } else {
+        st = dt__tensor_make_view((dt_tensor *)g, 1, &n, (int64_t[]){1}, g->offset, &src);
+        if (st == DT_OK && !dt_tensor_is_contiguous(g))
+            st = DT_ERR(DT_ERR_INTERNAL, "data parallel: a gradient is not contiguous");
+        if (st == DT_OK)
+            st = dt_tensor_copy_(dst, src);
+    }
+    dt_tensor_release(dst);
+    dt_tensor_release(src);
+    return st;
 }
 
 /* ---------------------------------------------------------------- posting */
@@ -84,9 +124,8 @@ static dt_status ddp_ready(dp_state *s, dp_param *p, dt_tensor *g)
 {
     dp_bucket *b = &s->b[p->bucket];
     if (b->buf == NULL)
-        DT_CHECK(new_grad(1, &b->numel, &b->buf));
-    memcpy((float *)dt_tensor_data(b->buf) + p->boff, dt_tensor_data(g),
-           (size_t)dt_tensor_numel(g) * sizeof(float));
+        DT_CHECK(new_grad(1, &b->numel, g->device, &b->buf));
+    DT_CHECK(put(b->buf, p->boff, dt_tensor_numel(g), g));
     b->n_ready++;
     return ddp_post_ready(s);
 }
@@ -100,15 +139,19 @@ static dt_status zero_ready(dp_state *s, dp_param *p, dt_tensor *g)
         return dt_comm_allreduce(s->dp, d, d, (size_t)dt_tensor_numel(g), DT_DTYPE_F32,
                                  DT_REDUCE_OP_SUM, &p->rwork);
     dt_tensor *local = dt_to_local(p->slot);
-    DT_CHECK(new_grad(local->ndim, local->shape, &p->rdst));
+    DT_CHECK(new_grad(local->ndim, local->shape, g->device, &p->rdst));
     if (p->k > 0) { /* pieces of a later dim: pack them in rank order first */
         dt_tensor *packed = NULL;
         int64_t n = dt_tensor_numel(g);
         dt_mem_category prev = dt_memory_set_default_category(DT_MEM_COMM);
-        dt_status st = dt_tensor_empty(1, &n, DT_DTYPE_F32, dt_device_cpu(), &packed);
+        dt_status st = dt_tensor_empty(1, &n, DT_DTYPE_F32, g->device, &packed);
         dt_memory_set_default_category(prev);
         DT_CHECK(st);
-        dp__pack(p, d, dt_tensor_data(packed));
+        st = dp__pack(p, g, packed);
+        if (st != DT_OK) {
+            dt_tensor_release(packed);
+            return st;
+        }
         dt_tensor_release(p->rsrc);
         p->rsrc = packed;
     }
@@ -131,11 +174,18 @@ static dt_status install(dt_tensor *leaf, dt_tensor *g)
                       (long long)dt_tensor_numel(leaf->grad),
                       dt_tensor_is_contiguous(leaf->grad) ? "" : "not ",
                       (long long)dt_tensor_numel(g));
-    float *a = dt_tensor_data(leaf->grad);
-    const float *b = dt_tensor_data(g);
-    for (int64_t i = 0, n = dt_tensor_numel(g); i < n; i++)
-        a[i] += b[i];
-    return DT_OK;
+    const dt_kernel_ops *k = NULL;
+    DT_CHECK(kernels(g, &k));
+    dt_tensor *a = NULL, *b = NULL; /* flat views: the shapes may differ, the counts do not */
+    int64_t n = dt_tensor_numel(g);
+    dt_status st = span_of(leaf->grad, 0, n, &a);
+    if (st == DT_OK)
+        st = span_of(g, 0, n, &b);
+    if (st == DT_OK)
+        st = k->binary(DT_BINARY_ADD, a, b, a);
+    dt_tensor_release(a);
+    dt_tensor_release(b);
+    return st;
 }
 
 static dt_status finish_ddp(dp_state *s)
@@ -183,9 +233,9 @@ static dt_status finish_param(dp_state *s, dp_param *p)
         if (p->k < 0) {
             g = dt_tensor_retain(p->rsrc);
         } else if (s->stage == DT_DP_ZERO1) {
-            st = new_grad(leaf->ndim, leaf->shape, &g);
+            st = new_grad(leaf->ndim, leaf->shape, leaf->device, &g);
             if (st == DT_OK)
-                dp__slice(p, s->dp_rank, dt_tensor_data(p->rsrc), dt_tensor_data(g));
+                st = dp__slice(p, s->dp_rank, p->rsrc, g);
         } else {
             g = dt_tensor_retain(p->rdst);
         }
@@ -257,8 +307,8 @@ static dt_status param_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tenso
 {
     dp_state *s = state_of(node);
     dp_param *p = &s->p[node->iv[0]];
-    gx[0] = NULL;           /* the gradient is installed by finish() */
-    scale(gy[0], s->scale); /* before the sum: the scale may differ between ranks */
+    gx[0] = NULL;                     /* the gradient is installed by finish() */
+    DT_CHECK(scale(gy[0], s->scale)); /* before the sum: the scale may differ between ranks */
     if (s->stage == DT_DP_DDP)
         DT_CHECK(ddp_ready(s, p, gy[0]));
     else
@@ -291,11 +341,12 @@ dt_status dp__forward_done(dp_state *s)
         if (s->stage == DT_DP_DDP) { /* its bucket still needs all its entries */
             dp_param *p = &s->p[i];
             dp_bucket *b = &s->b[p->bucket];
+            dt_tensor *leaf = dp__local(p->slot);
             if (b->buf == NULL)
-                st = new_grad(1, &b->numel, &b->buf);
+                st = new_grad(1, &b->numel, leaf->device, &b->buf);
+            if (st == DT_OK)
+                st = put(b->buf, p->boff, dt_tensor_numel(leaf), NULL);
             if (st == DT_OK) {
-                memset((float *)dt_tensor_data(b->buf) + p->boff, 0,
-                       (size_t)dt_tensor_numel(dp__local(p->slot)) * sizeof(float));
                 b->n_ready++;
                 st = ddp_post_ready(s);
             }

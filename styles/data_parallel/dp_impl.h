@@ -114,10 +114,11 @@ void dp__grads_reset(dp_state *s);
  * backward; count them out now (DDP: they enter their bucket as zeros). */
 dt_status dp__forward_done(dp_state *s);
 
-/* dp_pack.c: piece r of dim k = [outer, klen[r], inner] */
-void dp__pack(const dp_param *p, const float *full, float *packed);
-void dp__unpack(const dp_param *p, const float *packed, float *full);
+/* dp_pack.c: piece r of dim k = [outer, klen[r], inner]; tensor copies on their device.
+ * full is a contiguous tp-local tensor, packed a contiguous 1-d buffer. */
+dt_status dp__pack(const dp_param *p, dt_tensor *full, dt_tensor *packed);
+dt_status dp__unpack(const dp_param *p, dt_tensor *packed, dt_tensor *full);
 /* The piece of this rank out of a full tp-local tensor, contiguous, into @p piece. */
-void dp__slice(const dp_param *p, int rank, const float *full, float *piece);
+dt_status dp__slice(const dp_param *p, int rank, dt_tensor *full, dt_tensor *piece);
 
 #endif

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Usage: same_on_devices.sh DTRUN NP TRAIN_GPT [train_gpt options...]
+# Usage: same_on_devices.sh [--resume-at K] DTRUN NP TRAIN_GPT [train_gpt options...]
 #
 # Trains with the same options on NP ranks twice, --device cpu and --device
 # sim, and fails unless both exit 0 and print the same losses (every step
@@ -7,8 +7,15 @@
 # the CPU kernels behind a strict device boundary, so any difference is a
 # device-genericity bug above the kernels. DT_SIM_DELAY_US holds every sim job
 # back a little, so a missing synchronisation reads poison instead of passing
-# by luck.
+# by luck. With --resume-at K, each device first trains K steps and saves a
+# sharded checkpoint, and the compared run resumes from it (save, reshard and
+# load of device tensors).
 set -u
+resume_at=""
+if [ "$1" = "--resume-at" ]; then
+    resume_at=$2
+    shift 2
+fi
 dtrun=$1
 np=$2
 train=$3
@@ -16,9 +23,26 @@ shift 3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
+run() { # run DEVICE OUT [options...]
+    d=$1
+    o=$2
+    shift 2
+    DT_DEVICE=cpu DT_SIM_DELAY_US=20 "$dtrun" -n "$np" "$train" --device "$d" "$@" >"$o" 2>&1
+}
+
 for dev in cpu sim; do
-    if ! DT_DEVICE=cpu DT_SIM_DELAY_US=20 "$dtrun" -n "$np" "$train" --device "$dev" \
-        --save "$dir/w_$dev.safetensors" "$@" >"$dir/out_$dev" 2>&1; then
+    resume=""
+    if [ -n "$resume_at" ]; then
+        if ! run "$dev" "$dir/first_$dev" "$@" --steps "$resume_at" \
+            --save-checkpoint "$dir/ck_$dev"; then
+            echo "FAIL: --device $dev: the first $resume_at steps exited non-zero:"
+            cat "$dir/first_$dev"
+            exit 1
+        fi
+        resume="--resume $dir/ck_$dev"
+    fi
+    # shellcheck disable=SC2086 # $resume is two words or none
+    if ! run "$dev" "$dir/out_$dev" --save "$dir/w_$dev.safetensors" "$@" $resume; then
         echo "FAIL: --device $dev exited non-zero:"
         cat "$dir/out_$dev"
         exit 1
