@@ -93,13 +93,16 @@ static dt_status stage_out(staged *s)
     return DT_OK;
 }
 
-/* The host address standing for @p p (p itself when it is host memory). */
-static void *map(const staged *s, const void *p)
+/* The host address standing for @p p (p itself when it is host memory). A
+ * device buffer of no bytes (an empty shard) maps to a host address that is
+ * never touched, so the host collective never sees device memory. */
+static void *map(staged *s, const void *p)
 {
+    dt_device d;
     for (int i = 0; i < s->n; i++)
         if ((const char *)p >= s->r[i].dev && (const char *)p < s->r[i].dev + s->r[i].bytes)
             return s->r[i].host + ((const char *)p - s->r[i].dev);
-    return (void *)p;
+    return dt__kernels_device_of(p, &d) ? (void *)s : (void *)p;
 }
 
 static dt_status begin(const char *fn, staged **out)

@@ -78,13 +78,50 @@ static inline dt_mesh *do_mesh_2x2(void)
     return m;
 }
 
-/* A full f32 tensor ~ N(0, std^2) from @p seed (the same on every rank). */
+/* The device the ops run on: the runtime's (DT_DEVICE; ctest runs cpu and sim). */
+static inline dt_device do_device(void)
+{
+    return dt_runtime_device(do_rt);
+}
+
+/* @p t (a host tensor, consumed) moved to the test's device. */
+static inline dt_tensor *do_on_device(dt_tensor *t)
+{
+    dt_tensor *d = NULL;
+    DO_OK(dt_tensor_to_device(t, do_device(), &d));
+    dt_tensor_release(t);
+    return d;
+}
+
+/* A host copy of @p t (any device, any layout), contiguous: what the checks read. */
+static inline dt_tensor *do_host(dt_tensor *t)
+{
+    dt_tensor *h = NULL, *c = NULL;
+    DO_OK(dt_tensor_to_device(t, dt_device_cpu(), &h));
+    DO_OK(dt_tensor_contiguous(h, &c));
+    dt_tensor_release(h);
+    return c;
+}
+
+/* t[i] = v for a contiguous integer tensor on any device (through a host copy). */
+static inline void do_set_int(dt_tensor *t, int64_t i, int64_t v)
+{
+    dt_tensor *h = do_host(t);
+    if (dt_tensor_dtype(h) == DT_DTYPE_U8)
+        ((uint8_t *)dt_tensor_data(h))[i] = (uint8_t)v;
+    else
+        ((int64_t *)dt_tensor_data(h))[i] = v;
+    DO_OK(dt_tensor_copy_(t, h));
+    dt_tensor_release(h);
+}
+
+/* A full f32 tensor ~ N(0, std^2) from @p seed (the same on every rank), on the device. */
 static inline dt_tensor *do_randn_std(int ndim, const int64_t *shape, double std, uint64_t seed)
 {
     dt_tensor *t = NULL;
     DO_OK(dt_tensor_empty(ndim, shape, DT_DTYPE_F32, dt_device_cpu(), &t));
     DO_OK(dt_tensor_fill_normal(t, 0.0, std, seed, NULL, NULL));
-    return t;
+    return do_on_device(t);
 }
 
 /* A full f32 tensor ~ N(0, 1) from @p seed (the same on every rank). */
@@ -93,7 +130,7 @@ static inline dt_tensor *do_randn(int ndim, const int64_t *shape, uint64_t seed)
     return do_randn_std(ndim, shape, 1.0, seed);
 }
 
-/* Integer ids in [0, n) from @p seed, i64. */
+/* Integer ids in [0, n) from @p seed, i64, on the device. */
 static inline dt_tensor *do_ids(int ndim, const int64_t *shape, int64_t n, uint64_t seed)
 {
     dt_tensor *u = NULL, *t = NULL;
@@ -107,7 +144,7 @@ static inline dt_tensor *do_ids(int ndim, const int64_t *shape, int64_t n, uint6
         tv[i] = v >= n ? n - 1 : v;
     }
     dt_tensor_release(u);
-    return t;
+    return do_on_device(t);
 }
 
 /* max |a - b| <= tol * max(max |b|, @p scale, 1e-3), the shapes equal. */
@@ -120,8 +157,8 @@ static inline void do_assert_close_scaled(dt_tensor *a, dt_tensor *b, double tol
         if (dt_tensor_shape(a)[d] != dt_tensor_shape(b)[d])
             fail_msg("%s: shape mismatch at dim %d: %lld vs %lld", what, d,
                      (long long)dt_tensor_shape(a)[d], (long long)dt_tensor_shape(b)[d]);
-    DO_OK(dt_tensor_contiguous(a, &ac));
-    DO_OK(dt_tensor_contiguous(b, &bc));
+    ac = do_host(a);
+    bc = do_host(b);
     const float *x = dt_tensor_data(ac), *y = dt_tensor_data(bc);
     double md = 0.0, mb = scale > 1e-3 ? scale : 1e-3;
     for (int64_t i = 0; i < dt_tensor_numel(ac); i++) {
@@ -147,9 +184,7 @@ static inline void do_assert_close(dt_tensor *a, dt_tensor *b, double tol, const
  * error of sum(a * b), whatever its cancellation. */
 static inline double do_sum_abs_product(dt_tensor *a, dt_tensor *b)
 {
-    dt_tensor *ac = NULL, *bc = NULL;
-    DO_OK(dt_tensor_contiguous(a, &ac));
-    DO_OK(dt_tensor_contiguous(b, &bc));
+    dt_tensor *ac = do_host(a), *bc = do_host(b);
     const float *x = dt_tensor_data(ac), *y = dt_tensor_data(bc);
     double s = 0.0;
     for (int64_t i = 0; i < dt_tensor_numel(ac); i++)

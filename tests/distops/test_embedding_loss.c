@@ -72,7 +72,7 @@ static void test_embedding(void **state)
     int64_t wsz[2] = {10, 6};
     dt_tensor *fw = do_randn(2, wsz, 10010), *dw = NULL, *y = NULL;
     DO_OK(dt_distribute(fw, m, 1, &s0, &dw));
-    ((int64_t *)dt_tensor_data(ctx.ids))[3] = 10;
+    do_set_int(ctx.ids, 3, 10);
     assert_int_equal(dt_embedding(dw, ctx.ids, &y), DT_ERR_INVALID_ARG);
     assert_null(y);
     dt_tensor_release(dw);
@@ -94,7 +94,7 @@ static void test_parallel_cross_entropy(void **state)
     dt_mesh *m = do_mesh1();
     int64_t ts[1] = {6}, ts2[2] = {2, 3};
     emb_ctx ctx = {.ids = do_ids(1, ts, 11, 21), .ignore = -100};
-    ((int64_t *)dt_tensor_data(ctx.ids))[4] = -100; /* one ignored row */
+    do_set_int(ctx.ids, 4, -100); /* one ignored row */
     /* classes sharded: Replicate loss; rows sharded: Partial (global mean) */
     const dt_placement pl[][2] = {{S(1), R}, {S(0), P}, {P, R}, {R, R}};
     for (int i = 0; i < 4; i++) {
@@ -156,7 +156,7 @@ static void test_parallel_cross_entropy(void **state)
     /* a bad target seen by one rank only: every rank fails, none hangs */
     int64_t lsz[2] = {6, 11};
     dt_tensor *fl = do_randn(2, lsz, 11020), *dl = NULL, *bad = do_ids(1, ts, 11, 23), *y = NULL;
-    ((int64_t *)dt_tensor_data(bad))[5] = 11;
+    do_set_int(bad, 5, 11);
     dt_placement rows = dt_shard(0);
     DO_OK(dt_distribute(fl, m, 1, &rows, &dl));
     assert_int_equal(dt_cross_entropy(dl, bad, -100, &y), DT_ERR_INVALID_ARG);
@@ -187,8 +187,8 @@ static void test_parallel_cross_entropy_memory(void **state)
     DO_OK(dt_tensor_set_requires_grad(x, true));
     dt_memory_stats before, after;
     dt_coll_stats st;
-    DO_OK(dt_memory_stats_get(dt_device_cpu(), &before));
-    dt_memory_reset_peak(dt_device_cpu());
+    DO_OK(dt_memory_stats_get(do_device(), &before));
+    dt_memory_reset_peak(do_device());
     dt_mesh_coll_stats_reset(m);
     DO_OK(dt_cross_entropy(x, tg, -100, &loss));
     dt_mesh_coll_stats(m, &st);
@@ -196,7 +196,7 @@ static void test_parallel_cross_entropy_memory(void **state)
     assert_int_equal(st.count[DT_COLL_ALLGATHER], 0);
     assert_true(dt_placement_equal(dt_tensor_placements(loss)[0], dt_replicate()));
     DO_OK(dt_backward(loss, NULL));
-    DO_OK(dt_memory_stats_get(dt_device_cpu(), &after));
+    DO_OK(dt_memory_stats_get(do_device(), &after));
     int64_t grown = after.peak[DT_MEM_ACTIVATION] - before.current[DT_MEM_ACTIVATION];
     int64_t local_bytes = dt_tensor_numel(dt_to_local(x)) * 4;
     print_message("parallel CE: activation peak grew %lld bytes (local logits %lld, full %lld)\n",
@@ -230,10 +230,9 @@ static void test_fallback(void **state)
     dt_mesh *m = do_mesh1();
     int64_t s[2] = {5, 7};
     mf_ctx ctx;
-    DO_OK(dt_tensor_zeros(2, s, DT_DTYPE_U8, dt_device_cpu(), &ctx.mask));
-    uint8_t *mk = dt_tensor_data(ctx.mask);
+    DO_OK(dt_tensor_zeros(2, s, DT_DTYPE_U8, do_device(), &ctx.mask));
     for (int i = 0; i < 35; i += 3)
-        mk[i] = 1;
+        do_set_int(ctx.mask, i, 1);
     const dt_placement pl[] = {S(0), S(1), P, R};
     for (int i = 0; i < 4; i++) {
         do_case c = {.name = "masked_fill fallback",
@@ -275,9 +274,8 @@ static void test_autograd_entry_points(void **state)
     DO_OK(dt_backward(l, NULL));
     dt_tensor *g = dt_tensor_grad(x);
     assert_non_null(g);
-    const float *gv = dt_tensor_data(g);
     for (int64_t i = 0; i < dt_tensor_numel(g); i++)
-        assert_float_equal(gv[i], 2.0f, 0.0f);
+        assert_float_equal(dt_tensor_item_at(g, i), 2.0f, 0.0f);
     DO_OK(dt_tensor_set_grad(x, NULL));
     assert_null(dt_tensor_grad(x));
     /* a non-scalar distributed root needs a gradient */
