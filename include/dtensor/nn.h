@@ -223,17 +223,46 @@ DT_API void dt_module_clear_hooks(dt_module *m);
 /* ================================================================ built-in layers */
 
 /*
- * Each constructor makes a new root module with freshly allocated parameters:
- * weights zero (initialise them with dt_param_init; dt_gpt_create does), LayerNorm
- * weight one; biases zero. Types: "Linear", "Embedding", "LayerNorm",
+ * Each constructor makes a new root module with freshly allocated f32 CPU
+ * parameters, initialised like PyTorch's: Linear and Embedding as their
+ * constructors say below (so are the Linears inside Attention, FeedForward and
+ * Block), LayerNorm weight one and bias zero. dt_gpt_create then overwrites
+ * every parameter with dt_gpt_init. Types: "Linear", "Embedding", "LayerNorm",
  * "Attention", "FeedForward", "Block", "Sequential", "GPT".
- * All forwards take one input.
+ * All forwards take one input. The constructors are not collective.
+ *
+ * Default initialisation happens at creation, when the module has no parent
+ * and so no FQN: each parameter is filled by global index (as dt_param_init
+ * does) under the seed dt_param_seed(DT_NN_DEFAULT_INIT_SEED, key), where key
+ * stands for the FQN and names the type and sizes: "Linear(<in>,<out>).weight",
+ * "Linear(<in>,<out>).bias", "Embedding(<num>,<dim>).weight". The values
+ * depend only on the sizes, never on the process, rank or mesh, so every rank
+ * of a job builds the same full tensors and a parallel plan applied afterwards
+ * (dt_parallelize_module, which slices each rank's full parameter) gives
+ * exactly the model a single process trains. The flip side: two new layers of
+ * the same type and sizes (an Attention's wq, wk and wv) start equal; give
+ * them distinct values by their real FQNs after building the model, e.g.
+ * dt_module_foreach_param with dt_param_init, as dt_gpt_init does.
  */
 
-/** y = x W^T + b; parameters "weight" [out, in] and, with @p bias, "bias" [out]. */
+/** The seed of the default initialisation of new Linear and Embedding modules. */
+#define DT_NN_DEFAULT_INIT_SEED 0
+
+/**
+ * y = x W^T + b; parameters "weight" [out, in] and, with @p bias, "bias" [out],
+ * both U(-1/sqrt(in_features), 1/sqrt(in_features)) (PyTorch's nn.Linear:
+ * kaiming_uniform with a = sqrt(5)) drawn with dt_tensor_fill_uniform by
+ * the default rule above. Errors: DT_ERR_INVALID_ARG naming a size <= 0;
+ * DT_ERR_NO_MEMORY.
+ */
 DT_API dt_status dt_linear_create(int64_t in_features, int64_t out_features, bool bias,
                                   dt_module **out);
-/** out = weight[ids]; ids any shape (i32/i64/u16); parameter "weight" [num, dim]. */
+/**
+ * out = weight[ids]; ids any shape (i32/i64/u16); parameter "weight" [num, dim],
+ * N(0, 1) (PyTorch's nn.Embedding) drawn with dt_tensor_fill_normal by the
+ * default rule above. Errors: DT_ERR_INVALID_ARG naming a size <= 0;
+ * DT_ERR_NO_MEMORY.
+ */
 DT_API dt_status dt_embedding_create(int64_t num_embeddings, int64_t dim, dt_module **out);
 /** LayerNorm over the last dim (biased variance); parameters "weight", "bias" [dim]. */
 DT_API dt_status dt_layer_norm_create(int64_t dim, double eps, dt_module **out);

@@ -6,17 +6,18 @@
 set -u
 train=$1 dtrun=$2 work=$3
 mkdir -p "$work"
-. "$(dirname "$0")/../common/train_gpt_lib.sh" # fail, losses, same, expect_error
+. "$(dirname "$0")/../common/train_gpt_lib.sh" # fail, losses, run_losses, same, expect_error
 args=(--steps 3 --batch 4 --seq 32 --optim adamw)
 
-single=$("$train" "${args[@]}" | losses)
+run_losses "single-rank run" "$train" "${args[@]}"
+single=$got
 [ "$(echo "$single" | wc -l)" = 3 ] || fail "single-rank run printed no losses"
 
 for st in ddp zero1 zero2 zero3; do
-    same "dp=2,tp=2 $st" "$("$dtrun" -n 4 "$train" "${args[@]}" --mesh dp=2,tp=2 --data-parallel $st | losses)"
+    same "dp=2,tp=2 $st" "$dtrun" -n 4 "$train" "${args[@]}" --mesh dp=2,tp=2 --data-parallel $st
 done
-same "dp=2,tp=2 zero3 +sp" "$("$dtrun" -n 4 "$train" "${args[@]}" --mesh dp=2,tp=2 --sequence-parallel --data-parallel zero3 | losses)"
-same "dp=2 default (zero2)" "$("$dtrun" -n 2 "$train" "${args[@]}" --mesh dp=2,tp=1 | losses)"
+same "dp=2,tp=2 zero3 +sp" "$dtrun" -n 4 "$train" "${args[@]}" --mesh dp=2,tp=2 --sequence-parallel --data-parallel zero3
+same "dp=2 default (zero2)" "$dtrun" -n 2 "$train" "${args[@]}" --mesh dp=2,tp=1
 
 out=$("$dtrun" -n 4 "$train" "${args[@]}" --mesh dp=2,tp=2 --data-parallel zero3 --memory-report \
       --save "$work/z3.safetensors") || fail "zero3 --memory-report --save"

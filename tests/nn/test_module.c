@@ -423,9 +423,13 @@ static void test_param_set_and_hooks(void **state)
     assert_ptr_equal(dt_module_param(lin, "weight"), w);
     assert_true(dt_tensor_requires_grad(w));
     assert_int_equal(dt_tensor_mem_category(w), DT_MEM_PARAMETER);
-    double *wv = nn_vals(w), *xv = nn_vals(x), want[2];
-    for (int o = 0; o < 2; o++)
-        want[o] = xv[0] * wv[o * 3] + xv[1] * wv[o * 3 + 1] + xv[2] * wv[o * 3 + 2];
+    /* the bias keeps its (nonzero) default init */
+    double *wv = nn_vals(w), *xv = nn_vals(x), *bv = nn_vals(dt_module_param(lin, "bias"));
+    double wx[2], want[2];
+    for (int o = 0; o < 2; o++) {
+        wx[o] = xv[0] * wv[o * 3] + xv[1] * wv[o * 3 + 1] + xv[2] * wv[o * 3 + 2];
+        want[o] = wx[o] + bv[o];
+    }
     NN_OK(dt_module_call(lin, x, &y));
     nn_expect_close("linear with a replaced weight", want, y, 1e-5, 1e-6);
     dt_tensor_release(y);
@@ -436,7 +440,7 @@ static void test_param_set_and_hooks(void **state)
     NN_OK(dt_module_add_post_hook(lin, add_one_output, &post_calls, NULL));
     NN_OK(dt_module_add_post_hook(lin, add_one_output, &post_calls, count_free));
     NN_OK(dt_module_call(lin, x, &y));
-    double want2[2] = {2 * want[0] + 2, 2 * want[1] + 2};
+    double want2[2] = {2 * wx[0] + bv[0] + 2, 2 * wx[1] + bv[1] + 2}; /* W (2x) + b, +1 twice */
     nn_expect_close("linear with hooks", want2, y, 1e-5, 1e-6);
     assert_int_equal(pre_calls, 1);
     assert_int_equal(post_calls, 2);
@@ -454,6 +458,7 @@ static void test_param_set_and_hooks(void **state)
     assert_int_equal(freed_users, 2);
     free(wv);
     free(xv);
+    free(bv);
     dt_tensor_release(w);
     dt_tensor_release(x);
 }

@@ -6,25 +6,27 @@
 set -u
 train=$1 dtrun=$2 work=$3 plans=$4
 mkdir -p "$work"
-. "$(dirname "$0")/../common/train_gpt_lib.sh" # fail, losses, same, expect_error
+. "$(dirname "$0")/../common/train_gpt_lib.sh" # fail, losses, run_losses, same, expect_error
 args=(--steps 3 --batch 4 --seq 32 --optim adamw)
 
-single=$("$train" "${args[@]}" | losses)
+run_losses "single-rank run" "$train" "${args[@]}"
+single=$got
 [ "$(echo "$single" | wc -l)" = 3 ] || fail "single-rank run printed no losses"
 
-same "tp=2" "$("$dtrun" -n 2 "$train" "${args[@]}" --mesh tp=2 | losses)"
-same "tp=2 +sp" "$("$dtrun" -n 2 "$train" "${args[@]}" --mesh dp=1,tp=2 --sequence-parallel | losses)"
+same "tp=2" "$dtrun" -n 2 "$train" "${args[@]}" --mesh tp=2
+same "tp=2 +sp" "$dtrun" -n 2 "$train" "${args[@]}" --mesh dp=1,tp=2 --sequence-parallel
 for plan in tp sp pairwise; do # the plan files shipped with train_gpt
-    same "tp=2 --plan $plan.plan" "$("$dtrun" -n 2 "$train" "${args[@]}" --plan "$plans/$plan.plan" | losses)"
+    same "tp=2 --plan $plan.plan" "$dtrun" -n 2 "$train" "${args[@]}" --plan "$plans/$plan.plan"
 done
 
 # tp=3: 6 heads of 8, uneven ffn and vocabulary shards (86, 86, 84)
 args3=(--steps 3 --batch 4 --seq 30 --optim sgd --dim 48 --n-heads 6)
-single3=$("$train" "${args3[@]}" | losses)
+run_losses "single-rank run (dim 48)" "$train" "${args3[@]}"
+single3=$got
 single_save=$single single=$single3
-same "tp=3 (dim 48, 6 heads)" "$("$dtrun" -n 3 "$train" "${args3[@]}" --mesh tp=3 | losses)"
+same "tp=3 (dim 48, 6 heads)" "$dtrun" -n 3 "$train" "${args3[@]}" --mesh tp=3
 same "tp=3 +sp (uneven sequence shards)" \
-    "$("$dtrun" -n 3 "$train" "${args3[@]}" --mesh tp=3 --sequence-parallel | losses)"
+    "$dtrun" -n 3 "$train" "${args3[@]}" --mesh tp=3 --sequence-parallel
 single=$single_save
 
 # save from tp=2, load in one process, save again: identical bytes
@@ -36,7 +38,8 @@ cmp "$work/a.safetensors" "$work/b.safetensors" || fail "tp=2 save / load / save
 echo "ok: tp=2 --save round-trips through one process exactly"
 
 # --explain-plan prints every parameter's placement before training
-explained=$("$dtrun" -n 2 "$train" --steps 0 --explain-plan --sequence-parallel)
+explained=$("$dtrun" -n 2 "$train" --steps 0 --explain-plan --sequence-parallel) ||
+    fail "--explain-plan exited non-zero"
 echo "$explained" | grep -q "layers.1.feed_forward.w2 .*rowwise(output=S(1), local=false)" ||
     fail "--explain-plan: no style line for layers.1.feed_forward.w2"
 echo "$explained" | grep -q "weight   S(1)     global \[64, 256\]      local \[64, 128\]" ||

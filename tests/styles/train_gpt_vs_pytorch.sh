@@ -9,15 +9,18 @@ set -u
 train=$1 dtrun=$2 tokens=$3 ref=$4 work=$5
 /usr/bin/python3 -c "import torch" 2>/dev/null || { echo "python3-torch not installed: skipped"; exit 77; }
 mkdir -p "$work"
-fail() { echo "FAIL: $*"; exit 1; }
-losses() { grep '^step' | awk '{print $4}'; }
-theirs=$(/usr/bin/python3 "$ref" compare "$tokens" "$work/pt.safetensors" tiny 4 adamw 0.003 | losses)
-[ "$(echo "$theirs" | wc -l)" = 4 ] || fail "gpt_ref.py printed no losses"
+. "$(dirname "$0")/../common/train_gpt_lib.sh" # fail, losses, run_losses
+run_losses "gpt_ref.py compare" /usr/bin/python3 "$ref" compare "$tokens" "$work/pt.safetensors" \
+    tiny 4 adamw 0.003
+theirs=$got
+[ "$(echo "$theirs" | wc -l)" = 4 ] || fail "gpt_ref.py printed $(echo "$theirs" | wc -l) losses, want 4"
 run() { # $1 name, $2 ranks, rest: options
-    local name=$1 n=$2
+    local name=$1 n=$2 ours
     shift 2
-    ours=$("$dtrun" -n "$n" "$train" --data "$tokens" --init "$work/pt.safetensors" --steps 4 \
-        --optim adamw --lr 0.003 "$@" | losses)
+    run_losses "$name" "$dtrun" -n "$n" "$train" --data "$tokens" --init "$work/pt.safetensors" \
+        --steps 4 --optim adamw --lr 0.003 "$@"
+    ours=$got
+    [ "$(echo "$ours" | wc -l)" = 4 ] || fail "$name printed $(echo "$ours" | wc -l) losses, want 4"
     paste <(echo "$theirs") <(echo "$ours") | awk -v n="$name" '
         { d = $1 - $2; if (d < 0) d = -d; if ($2 == "" || d > 1e-5 * $1) { print n ": " $2 " vs PyTorch " $1; bad = 1 } }
         END { exit bad }' || fail "$name differs from PyTorch"
