@@ -34,12 +34,25 @@ static inline void ck_params_of(dt_module *m, ck_params *p)
     CK_OK(dt_module_foreach_param(m, ck_params_visit, p));
 }
 
+/* The device the tests' models live on: DT_DEVICE's when it names one (ctest
+ * runs the multi-rank checkpoint tests on cpu and on sim), else the CPU. */
+static inline dt_device ck_device(void)
+{
+    dt_device d = dt_device_cpu();
+    const char *name = getenv("DT_DEVICE");
+    if (name != NULL && strcmp(name, "auto") != 0)
+        CK_OK(dt_device_parse(name, &d));
+    return d;
+}
+
+/* A GPT of @p preset initialised from @p seed, on ck_device(). */
 static inline dt_module *ck_gpt(const char *preset, uint64_t seed)
 {
     dt_gpt_config cfg;
     dt_module *m = NULL;
     CK_OK(dt_gpt_config_preset(preset, &cfg));
     CK_OK(dt_gpt_create(&cfg, seed, &m));
+    CK_OK(dt_module_to(m, ck_device()));
     return m;
 }
 

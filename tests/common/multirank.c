@@ -69,6 +69,29 @@ dt_tensor *mr_param_at(dt_module *root, const char *fqn)
     return dt_module_param(m, dot != NULL ? dot + 1 : fqn);
 }
 
+dt_tensor *mr_on_device(dt_tensor *t)
+{
+    dt_tensor *d = NULL;
+    MR_OK(dt_tensor_to_device(t, dt_runtime_device(mr_rt), &d));
+    dt_tensor_release(t);
+    return d;
+}
+
+dt_tensor *mr_host(dt_tensor *t)
+{
+    dt_tensor *h = NULL, *c = NULL;
+    MR_OK(dt_tensor_to_device(t, dt_device_cpu(), &h));
+    MR_OK(dt_tensor_contiguous(h, &c));
+    dt_tensor_release(h);
+    return c;
+}
+
+void mr_gpt_create(const dt_gpt_config *cfg, uint64_t seed, dt_module **out)
+{
+    MR_OK(dt_gpt_create(cfg, seed, out));
+    MR_OK(dt_module_to(*out, dt_runtime_device(mr_rt)));
+}
+
 static double loss_value(dt_tensor *loss)
 {
     double v = 0.0;
@@ -99,6 +122,8 @@ void mr_train(dt_module *model, mr_optim which, dt_comm *dp, double clip, const 
         dt_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
         dt_optim_zero_grad(opt);
         MR_OK(dt_token_data_batch(data, s, batch, seq, lo, hi, &x, &y));
+        x = mr_on_device(x);
+        y = mr_on_device(y);
         MR_OK(dt_module_call(model, x, &logits));
         MR_OK(dt_nn_cross_entropy(logits, y, &loss));
         dt_tensor_release(logits);
@@ -115,7 +140,7 @@ void mr_train(dt_module *model, mr_optim which, dt_comm *dp, double clip, const 
         dt_tensor_release(y);
     }
     if (end != NULL)
-        MR_OK(dt_memory_stats_get(dt_device_cpu(), end));
+        MR_OK(dt_memory_stats_get(dt_runtime_device(mr_rt), end));
     dt_optim_destroy(opt);
 }
 
@@ -144,7 +169,8 @@ static dt_status cmp_param(const char *fqn, dt_module *owner, const char *name, 
     dt_tensor *r = mr_param_at(c->ref, fqn);
     assert_int_equal(dt_tensor_numel(full), dt_tensor_numel(r));
     assert_int_equal(dt_tensor_ndim(full), dt_tensor_ndim(r));
-    const float *a = dt_tensor_data(full), *b = dt_tensor_data(r);
+    dt_tensor *fh = mr_host(full), *rh = mr_host(r);
+    const float *a = dt_tensor_data(fh), *b = dt_tensor_data(rh);
     double diff = 0.0, norm = 0.0, maxabs = 0.0;
     for (int64_t i = 0; i < dt_tensor_numel(r); i++) {
         double d = (double)a[i] - (double)b[i];
@@ -166,6 +192,8 @@ static dt_status cmp_param(const char *fqn, dt_module *owner, const char *name, 
         snprintf(c->out.worst_fqn, sizeof(c->out.worst_fqn), "%s", fqn);
     }
     dt_tensor_release(full);
+    dt_tensor_release(fh);
+    dt_tensor_release(rh);
     return DT_OK;
 }
 

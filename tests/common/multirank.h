@@ -49,6 +49,15 @@ void mr_barrier(void);
  * GPT learns in a few steps. NULL on failure (for use in a group setup). */
 dt_token_data *mr_learnable_tokens(void);
 
+/* The device the tests run on: the runtime's (DT_DEVICE; ctest runs cpu and sim). */
+/* @p t (consumed) moved to that device. */
+dt_tensor *mr_on_device(dt_tensor *t);
+/* A contiguous host copy of @p t (any device): what the checks read. */
+dt_tensor *mr_host(dt_tensor *t);
+/* dt_gpt_create, then the model moved to the test's device (before any
+ * parallelism is applied, as a user does). */
+void mr_gpt_create(const dt_gpt_config *cfg, uint64_t seed, dt_module **out);
+
 /* A 1-d mesh over the whole world whose dim is named @p dim. */
 dt_mesh *mr_world_mesh(const char *dim);
 
@@ -62,8 +71,9 @@ typedef enum mr_optim { MR_SGD, MR_ADAMW } mr_optim;
  * (lr 3e-3). With @p dp (a data-parallel comm, or NULL) rank r takes rows
  * [r*B/R, (r+1)*B/R) and losses[s] gets the global batch's loss (the local
  * means weighted by the local rows, summed over dp). @p clip > 0: clip the
- * gradient norm to it at every step. @p end (may be NULL) gets the CPU memory
- * stats after the last step, while the optimizer state and gradients live.
+ * gradient norm to it at every step. Batches go to the test's device. @p end
+ * (may be NULL) gets the test device's memory stats after the last step, while the optimizer state
+ * and gradients live.
  */
 void mr_train(dt_module *model, mr_optim which, dt_comm *dp, double clip, const dt_token_data *data,
               int steps, int64_t batch, int64_t seq, double *losses, dt_memory_stats *end);

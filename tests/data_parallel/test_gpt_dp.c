@@ -50,7 +50,7 @@ static dt_module *reference(mr_optim which, int64_t batch, double clip, double *
 {
     dt_module *m = NULL;
     dp_run run = {.stage = -1, .clip = clip};
-    DP_OK(dt_gpt_create(&cfg, 1234, &m));
+    mr_gpt_create(&cfg, 1234, &m);
     dp_train(m, &run, which, data, STEPS, batch, SEQ, loss);
     return m;
 }
@@ -83,7 +83,7 @@ static void run_case(dt_dp_stage stage, mr_optim which, int64_t batch, double cl
     dp_run run = {.mesh = mesh, .stage = (int)stage, .fsdp = &fp, .clip = clip};
     dt_module *m = NULL;
     double loss[STEPS];
-    DP_OK(dt_gpt_create(&cfg, 1234, &m));
+    mr_gpt_create(&cfg, 1234, &m);
     dp_parallelize(m, &run);
     dp_train(m, &run, which, data, STEPS, batch, SEQ, loss);
     mr_cmp c = mr_compare_weights(m, r, 0.0);

@@ -80,7 +80,7 @@ static inline int pt_meshes(int w, int shapes[4][3], int *ndims)
 static inline dt_tensor *pt_tensor(int ndim, const int64_t *shape, dt_dtype dt, int seed)
 {
     dt_tensor *t = NULL;
-    PT_OK(dt_tensor_empty(ndim, shape, dt, dt_device_cpu(), &t));
+    PT_OK(dt_tensor_empty(ndim, shape, dt, dt_runtime_device(pt_rt), &t)); /* DT_DEVICE */
     int64_t n = dt_tensor_numel(t);
     dt_tensor *f = NULL;
     float *v = malloc(sizeof(float) * (size_t)(n + 1));

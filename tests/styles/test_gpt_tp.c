@@ -56,10 +56,10 @@ static void run_case(mr_optim which, bool sp)
     dt_gpt_config cfg = config_for(w);
     double ref_loss[STEPS], loss[STEPS];
     dt_module *ref = NULL, *m = NULL;
-    ST_OK(dt_gpt_create(&cfg, 1234, &ref));
+    mr_gpt_create(&cfg, 1234, &ref);
     mr_train(ref, which, NULL, 0.0, data, STEPS, BATCH, SEQ, ref_loss, NULL);
 
-    ST_OK(dt_gpt_create(&cfg, 1234, &m));
+    mr_gpt_create(&cfg, 1234, &m);
     dt_mesh *mesh = mr_world_mesh("tp");
     dt_plan *plan = NULL;
     ST_OK(dt_plan_gpt_default(sp, &plan));
