@@ -14,7 +14,8 @@
 #include "core/error.h"
 #include "placement/placement_impl.h"
 
-/* ndim (-1: bad), dtype, shape, then the placements as (kind, dim, op) */
+/* ndim (-1: bad), dtype, shape, then the placements as (kind, dim, op); the
+ * header of dt_distribute_from puts the source's device type at REC_PL. */
 #define REC_PL  (2 + DT_MAX_DIMS)
 #define REC_LEN (REC_PL + 3 * DT_MESH_MAX_DIMS)
 
@@ -231,7 +232,8 @@ static dt_status bcast_header(dt_mesh *m, const int *src, int64_t *hdr)
 
 /* Stage k: the root of this rank's group along mesh dim k holds @p cur (the
  * tensor cut by mesh dims < k); afterwards every member holds its piece. */
-static dt_status scatter_stage(const dt_spec *sp, const int *src, int k, dt_tensor **cur)
+static dt_status scatter_stage(const dt_spec *sp, const int *src, int k, dt_device dev,
+                               dt_tensor **cur)
 {
     dt_mesh *m = sp->mesh;
     dt_comm *comm = m->dim_comm[k];
@@ -245,7 +247,7 @@ static dt_status scatter_stage(const dt_spec *sp, const int *src, int k, dt_tens
     dt__local_shape(sp->ndim, sp->shape, m->ndim, m->shape, pre, m->coord, shape, NULL);
     if (sp->pl[k].kind != DT_PLACEMENT_SHARD) {
         if (me != root)
-            DT_CHECK(dt_tensor_empty(sp->ndim, shape, sp->dtype, dt_device_cpu(), cur));
+            DT_CHECK(dt_tensor_empty(sp->ndim, shape, sp->dtype, dev, cur));
         DT_CHECK(dt_comm_broadcast(comm, dt_tensor_data(*cur), (size_t)dt_tensor_numel(*cur),
                                    sp->dtype, root, NULL));
         dt__mesh_count_coll(m, DT_COLL_BROADCAST, me == root ? 0 : (int64_t)dt_tensor_nbytes(*cur));
@@ -258,7 +260,7 @@ static dt_status scatter_stage(const dt_spec *sp, const int *src, int k, dt_tens
         return DT_ERR(DT_ERR_NO_MEMORY, "dt_distribute_from: no memory for %d counts", 4 * n);
     dt_shard_chunk(shape[d], n, me, &sz, NULL);
     shape[d] = sz;
-    DT_CHECK_GOTO(dt_tensor_empty(sp->ndim, shape, sp->dtype, dt_device_cpu(), &y), s, err_release);
+    DT_CHECK_GOTO(dt_tensor_empty(sp->ndim, shape, sp->dtype, dev, &y), s, err_release);
     if (me == root) {
         DT_CHECK_GOTO(dt__pack_chunks(*cur, d, n, -1, sc, &sbuf), s, err_release);
         for (int q = 1; q < n; q++)
@@ -299,8 +301,13 @@ dt_status dt_distribute_from(dt_tensor *full, int src_rank, dt_mesh *mesh, int n
         hdr[0] = full->ndim;
         hdr[1] = full->dtype;
         memcpy(hdr + 2, full->shape, sizeof(int64_t) * (size_t)full->ndim);
+        hdr[REC_PL] = full->device.type;
     }
     DT_CHECK(bcast_header(mesh, src, hdr));
+    /* every rank receives on the source's device type (its own GPU for CUDA) */
+    dt_device dev = {(dt_device_type)hdr[REC_PL], 0};
+    if (dev.type == DT_DEVICE_CUDA && mesh->rt != NULL)
+        dev.index = dt_runtime_device(mesh->rt).index;
     if (hdr[0] < 0)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: source mesh rank %d passed no full local tensor", fn,
                       src_rank);
@@ -311,7 +318,7 @@ dt_status dt_distribute_from(dt_tensor *full, int src_rank, dt_mesh *mesh, int n
     for (int k = 0; k < mesh->ndim; k++) {
         if (!in_stage(mesh, src, k))
             continue;
-        DT_CHECK_GOTO(scatter_stage(spec, src, k, &cur), s, out);
+        DT_CHECK_GOTO(scatter_stage(spec, src, k, dev, &cur), s, out);
     }
     if (cur == full) { /* nothing was received (all Replicate/Partial): own the data */
         dt_tensor *c = NULL;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "autograd/node.h"
+#include "comm/comm_impl.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "placement/placement_impl.h"
@@ -424,9 +425,9 @@ static dt_status exec_step(const step_ctx *c, dt_tensor *x, dt_tensor **out)
     case DT__STEP_REDUCE_SCATTER:
         s = exec_reduce_scatter(c, xc, out);
         break;
-    case DT__STEP_ALLTOALL: /* device memory: pack + all-to-all(v) + unpack */
-        s = dt_tensor_device(xc).type == DT_DEVICE_CPU ? exec_alltoall_blocks(c, xc, out)
-                                                       : exec_alltoall(c, xc, out);
+    case DT__STEP_ALLTOALL: /* NCCL: pack + all-to-all(v) + unpack */
+        s = dt__comm_has_alltoallw(c->comm) ? exec_alltoall_blocks(c, xc, out)
+                                            : exec_alltoall(c, xc, out);
         break;
     default:
         s = DT_ERR(DT_ERR_INTERNAL, "dt_redistribute: bad step kind %d", (int)c->st->kind);

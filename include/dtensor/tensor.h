@@ -25,7 +25,7 @@
  * to_dtype and contiguous run on any device through its kernel table
  * (copy_ between host and device uses the device's copy kernel); item, item_at, equal
  * and print read device tensors through a host copy (they wait for the device);
- * the random fills need CPU tensors (else DT_ERR_UNSUPPORTED).
+ * the random fills of a device tensor are made on the host and copied over.
  * Creation on a device without a registered allocator: DT_ERR_UNSUPPORTED;
  * allocation failure: DT_ERR_NO_MEMORY. *out is written only on success.
  * Negative dims count from the end wherever a dim index is taken.

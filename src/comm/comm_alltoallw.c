@@ -69,7 +69,7 @@ dt_status dt_comm_alltoallw(dt_comm *comm, const void *send, const dt_comm_block
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: send_blocks and recv_blocks must not be NULL", fn);
     if (dt__comm_staged_needed(comm, 2, (const void *const[]){send, recv}))
         return dt__staged_alltoallw(comm, send, send_blocks, recv, recv_blocks, dtype, work);
-    if (comm->ops->alltoallv != NULL && comm->ops->peer_copy == NULL)
+    if (!dt__comm_has_alltoallw(comm))
         return DT_ERR(DT_ERR_UNSUPPORTED,
                       "%s: the %s backend has no 2-D all-to-all (use "
                       "dt_comm_alltoallv on packed blocks)",

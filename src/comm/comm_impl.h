@@ -364,6 +364,13 @@ struct dt_work {
     void *native;
 };
 
+/* Whether dt_comm_alltoallw runs on @p comm: NCCL has a native all-to-all of
+ * packed blocks and no 2-D one. */
+static inline bool dt__comm_has_alltoallw(const dt_comm *comm)
+{
+    return comm->ops->alltoallv == NULL || comm->ops->peer_copy != NULL;
+}
+
 /* Take ownership of @p s (on success and failure) and start it as a work. */
 dt_status dt__work_start(dt_comm *comm, const char *what, dt__sched *s, dt_work **out);
 /* A work whose progress is the backend's own (optional natives). */

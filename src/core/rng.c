@@ -67,8 +67,28 @@ static double rng_value(const rng_fill *f, uint64_t g)
     return f->p0 + f->p1 * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
 
+static dt_status rng_fill_host(const char *fn, dt_tensor *t, const rng_fill *f,
+                               const int64_t *global_shape, const int64_t *global_offset);
+
+/* A device tensor is filled on a host copy of its shape, then copied over:
+ * the values are a function of the global index, wherever they live. */
 static dt_status rng_fill_tensor(const char *fn, dt_tensor *t, const rng_fill *f,
                                  const int64_t *global_shape, const int64_t *global_offset)
+{
+    DT_CHECK(dt__check_local_tensor(fn, "t", t));
+    if (t->device.type == DT_DEVICE_CPU)
+        return rng_fill_host(fn, t, f, global_shape, global_offset);
+    dt_tensor *h = NULL;
+    DT_CHECK(dt_tensor_empty(t->ndim, t->shape, t->dtype, dt_device_cpu(), &h));
+    dt_status st = rng_fill_host(fn, h, f, global_shape, global_offset);
+    if (st == DT_OK)
+        st = dt_tensor_copy_(t, h);
+    dt_tensor_release(h);
+    return st;
+}
+
+static dt_status rng_fill_host(const char *fn, dt_tensor *t, const rng_fill *f,
+                               const int64_t *global_shape, const int64_t *global_offset)
 {
     DT_CHECK(dt__check_host_tensor(fn, "t", t));
     if (!dt__dtype_is_float(t->dtype))

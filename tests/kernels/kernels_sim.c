@@ -194,6 +194,24 @@ static void test_devices_named(void **state)
     dt_tensor_release(o);
 }
 
+/* The counter-based random fills give a device tensor the CPU's values. */
+static void test_random_fills_match_the_cpu(void **state)
+{
+    (void)state;
+    int64_t shape[2] = {9, 13}, global[2] = {20, 13}, off[2] = {4, 0};
+    dt_tensor *c = NULL, *d = NULL;
+    S_OK(dt_tensor_empty(2, shape, DT_DTYPE_F32, dt_device_cpu(), &c));
+    S_OK(dt_tensor_empty(2, shape, DT_DTYPE_F32, sim, &d));
+    S_OK(dt_tensor_fill_normal(c, 0.5, 2.0, 77, global, off));
+    S_OK(dt_tensor_fill_normal(d, 0.5, 2.0, 77, global, off));
+    assert_true(dt_tensor_equal(c, d));
+    S_OK(dt_tensor_fill_uniform(c, -1.0, 3.0, 78, NULL, NULL));
+    S_OK(dt_tensor_fill_uniform(d, -1.0, 3.0, 78, NULL, NULL));
+    assert_true(dt_tensor_equal(c, d));
+    dt_tensor_release(c);
+    dt_tensor_release(d);
+}
+
 int main(void)
 {
     setenv("DT_SIM_DELAY_US", "20000", 1); /* read when the stream starts */
@@ -205,6 +223,7 @@ int main(void)
         cmocka_unit_test(test_free_waits_for_queued_kernels),
         cmocka_unit_test(test_fresh_memory_is_poisoned),
         cmocka_unit_test(test_devices_named),
+        cmocka_unit_test(test_random_fills_match_the_cpu),
     };
     return cmocka_run_group_tests_name("sim_device", tests, NULL, NULL);
 }
