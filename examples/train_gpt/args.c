@@ -58,6 +58,8 @@ static const opt_row rows[] = {
      "continue from a sharded checkpoint (any mesh) at its step, up to --steps"},
     {"--device", OPT_STR, FIELD(device), "cpu|sim|cuda",
      "where parameters, activations and optimizer state live (default: DT_DEVICE's)"},
+    {"--cpu-offload", OPT_FLAG, FIELD(cpu_offload), NULL,
+     "with ZeRO on a device: master weights, optimizer state and step in host memory"},
     {"--help", OPT_FLAG, FIELD(help), NULL, "this text"},
 };
 

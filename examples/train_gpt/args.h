@@ -36,6 +36,7 @@ typedef struct train_args {
     int64_t every;               /* --every N: checkpoint every N steps (0: at the end only) */
     const char *resume;          /* --resume DIR (sharded checkpoint to continue from) */
     const char *device;          /* --device cpu|sim|cuda (NULL: the rank's, DT_DEVICE) */
+    bool cpu_offload;            /* --cpu-offload: ZeRO master weights and optimizer on the host */
     bool help;
 } train_args;
 

@@ -21,7 +21,8 @@ void train_dp_rows(const train_parallel *p, int64_t batch, int64_t *lo, int64_t 
     *hi = (r + 1) * batch / R;
 }
 
-dt_status train_dp_apply(train_parallel *p, const char *style, int64_t batch, dt_module *model)
+dt_status train_dp_apply(train_parallel *p, const char *style, bool cpu_offload, int64_t batch,
+                         dt_module *model)
 {
     dt_comm *c = dp_comm(p);
     if (c == NULL) {
@@ -34,7 +35,9 @@ dt_status train_dp_apply(train_parallel *p, const char *style, int64_t batch, dt
     }
     if (style == NULL && dt_comm_size(c) == 1)
         return DT_OK; /* dp=1 and nothing asked: plain tensor parallelism */
-    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_GRAD_SCALE};
+    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_GRAD_SCALE |
+                                       DT_FSDP_PARAM_FIELD_CPU_OFFLOAD,
+                         .cpu_offload = cpu_offload};
     DT_CHECK(dt_dp_stage_parse(style != NULL ? style : "zero2", &fp.stage));
     int64_t lo = 0, hi = 0;
     train_dp_rows(p, batch, &lo, &hi);
@@ -45,8 +48,9 @@ dt_status train_dp_apply(train_parallel *p, const char *style, int64_t batch, dt
     fp.grad_scale = (double)(hi - lo) / (double)batch; /* the mean over the global batch */
     DT_CHECK(dt_fully_shard(model, p->mesh, "dp", &fp));
     printf("data parallel: %s over dp=%d (rows %" PRId64 "..%" PRId64 " of %" PRId64
-           " on rank 0)\n",
-           dt_dp_stage_name(fp.stage), dt_comm_size(c), lo, hi, batch);
+           " on rank 0)%s\n",
+           dt_dp_stage_name(fp.stage), dt_comm_size(c), lo, hi, batch,
+           cpu_offload ? ", master weights and optimizer offloaded to the host" : "");
     return DT_OK;
 }
 

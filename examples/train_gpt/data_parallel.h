@@ -15,7 +15,8 @@
  * by its share of the global batch @p batch. A style without a dp dim (or
  * without a mesh) is an error naming it.
  */
-dt_status train_dp_apply(train_parallel *p, const char *style, int64_t batch, dt_module *model);
+dt_status train_dp_apply(train_parallel *p, const char *style, bool cpu_offload, int64_t batch,
+                         dt_module *model);
 
 /* This rank's rows [lo, hi) of a global batch of @p batch: rank r of R takes [r*B/R, (r+1)*B/R). */
 void train_dp_rows(const train_parallel *p, int64_t batch, int64_t *lo, int64_t *hi);

@@ -179,7 +179,8 @@ int main(int argc, char **argv)
     TRY(dt_module_to(model, par.device)); /* before sharding: styles keep the device */
     /* shard the full weights every rank holds: any mesh trains the same model */
     TRY(train_parallel_apply(&par, a.mesh, a.sequence_parallel, a.plan, a.explain_plan, model));
-    TRY(train_dp_apply(&par, a.data_parallel, a.batch, model)); /* then dp, then the optimizer */
+    /* then dp, then the optimizer */
+    TRY(train_dp_apply(&par, a.data_parallel, a.cpu_offload, a.batch, model));
     TRY(make_optimizer(&a, model, &opt));
     int64_t first = 0; /* a resumed run continues at the checkpoint's step */
     if (a.resume != NULL)

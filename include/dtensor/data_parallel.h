@@ -91,7 +91,11 @@ typedef struct dt_fsdp_params {
     const char *units;   /* ZeRO units: comma-separated FQN patterns ('*' = one segment),
                             default: see the top of this file */
     bool prefetch;       /* ZeRO-3: gather the next unit while this one runs, default true */
-    bool cpu_offload;    /* optimizer state in host memory: accepted; a no-op on CPU ranks */
+    bool cpu_offload;    /* ZeRO on a device (sim, cuda): the dp shards (f32 master weights)
+                            and so the optimizer state and step live in host memory; each
+                            unit's parameters are copied/gathered to the device for compute
+                            (prefetched as without offload), gradients reduced on the device
+                            and copied to the host. A no-op for DDP and on CPU ranks. */
     double grad_scale;   /* factor on this rank's gradients before the dp sum, default 1/dp */
 } dt_fsdp_params;
 
@@ -136,9 +140,11 @@ DT_API dt_status dt_optim_state_placed(const dt_optim *o, int i, const char *nam
  * dt_memory_stats_get(cpu) is gathered to rank 0 of @p comm, which prints to
  * @p f (ignored elsewhere, may be NULL there) a header and one row per rank:
  * current and peak MiB of parameters, gradients, optimizer state,
- * activations, communication buffers and the total. When @p rows is not NULL
- * it receives, on every rank, comm-size snapshots in rank order (caller
- * allocates size entries).
+ * activations, communication buffers and the total. When a rank has used a
+ * device (sim, cuda), a second table shows that device's memory the same way,
+ * so host and device memory read apart (e.g. optimizer state offloaded to the
+ * host). When @p rows is not NULL it receives, on every rank, the host
+ * snapshots in rank order (caller allocates comm-size entries).
  */
 DT_API dt_status dt_memory_report(dt_comm *comm, const char *title, FILE *f, dt_memory_stats *rows);
 

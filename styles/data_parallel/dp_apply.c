@@ -187,6 +187,45 @@ static dt_status piece_layout(dp_param *p, int R)
     return DT_OK;
 }
 
+/* Offload of a parameter replicated over dp: its slot becomes a host copy
+ * (the master the optimizer updates), p->gathered a device copy refreshed
+ * from it before each use. */
+static dt_status offload_replicated(dp_state *s, dp_param *p, const dt_placement *pl,
+                                    const int64_t *gshape)
+{
+    dt_tensor *loc = dp__local(p->slot), *host = NULL, *shard = NULL;
+    dt_mem_category prev = dt_memory_set_default_category(DT_MEM_PARAMETER);
+    dt_status st = dt_tensor_to_device(loc, dt_device_cpu(), &host);
+    if (st == DT_OK)
+        st = dt_tensor_clone(loc, &p->gathered);
+    dt_memory_set_default_category(prev);
+    if (st == DT_OK)
+        st = dt_tensor_set_requires_grad(host, true);
+    if (st == DT_OK)
+        st = dt_from_local(host, s->mesh, dt_mesh_ndim(s->mesh), pl, gshape, &shard);
+    dt_tensor_release(host);
+    if (st == DT_OK && s->stage == DT_DP_ZERO3)
+        st = dp__storage_drop(p->gathered);
+    if (st != DT_OK) {
+        dt_tensor_release(shard);
+        return st;
+    }
+    dt_tensor_release(p->slot);
+    p->slot = shard;
+    return DT_OK;
+}
+
+/* Whether cpu_offload applies: a ZeRO stage and parameters off the host. */
+static bool wants_offload(const dp_state *s, bool asked)
+{
+    if (!asked || s->stage == DT_DP_DDP)
+        return false;
+    for (int i = 0; i < s->n_params; i++)
+        if (dp__local(s->p[i].slot)->device.type != DT_DEVICE_CPU)
+            return true;
+    return false;
+}
+
 static dt_status shard_param(dp_state *s, dp_param *p)
 {
     int nd = dt_mesh_ndim(s->mesh);
@@ -197,18 +236,21 @@ static dt_status shard_param(dp_state *s, dp_param *p)
         return DT_OK;
     dt_tensor *loc = dp__local(p->slot), *piece = NULL, *shard = NULL;
     const int64_t *gshape = p->tp_spec != NULL ? dt_spec_shape(p->tp_spec) : p->lshape;
-    if (p->k < 0) { /* replicated over dp: the same local tensor on the whole mesh */
+    if (p->k < 0 && !s->offload) { /* replicated over dp: the same local tensor everywhere */
         DT_CHECK(dt_from_local(loc, s->mesh, nd, pl, gshape, &shard));
         dt_tensor_release(p->slot);
         p->slot = shard;
         return DT_OK;
     }
+    if (p->k < 0) /* offloaded: the host copy is the master, the device one computes */
+        return offload_replicated(s, p, pl, gshape);
     DT_CHECK(piece_layout(p, s->dp_size));
     int64_t pshape[DT_MAX_DIMS];
     memcpy(pshape, p->lshape, sizeof(pshape));
     pshape[p->k] = p->klen[s->dp_rank];
     dt_mem_category prev = dt_memory_set_default_category(DT_MEM_PARAMETER);
-    dt_status st = dt_tensor_empty(p->ndim, pshape, DT_DTYPE_F32, loc->device, &piece);
+    dt_device master = s->offload ? dt_device_cpu() : loc->device;
+    dt_status st = dt_tensor_empty(p->ndim, pshape, DT_DTYPE_F32, master, &piece);
     if (st == DT_OK)
         st = dt_tensor_empty(p->ndim, p->lshape, DT_DTYPE_F32, loc->device, &p->gathered);
     dt_memory_set_default_category(prev);
@@ -438,6 +480,8 @@ static dt_status state_create(dt_module *root, dt_mesh *mesh, const char *dp_dim
     }
     collect_ctx c = {.s = s};
     DT_CHECK_GOTO(dt_module_foreach_param(root, collect, &c), st, err_state);
+    s->offload =
+        wants_offload(s, DT_PARAM_VALUE(prm, cpu_offload, DT_FSDP_PARAM_FIELD_CPU_OFFLOAD, false));
     for (int i = 0; i < s->n_params; i++)
         DT_CHECK_GOTO(shard_param(s, &s->p[i]), st, err_state);
     s->fwd_nodes = calloc((size_t)s->n_params + 1, sizeof(*s->fwd_nodes));

@@ -45,12 +45,23 @@ dt_status dp__storage_fill(dt_tensor *t, dt_mem_category cat)
     return storage_swap(t, want, cat);
 }
 
+/* Whether param @p p computes on a gathered (or offloaded) copy. */
+static bool has_copy(const dp_state *s, const dp_param *p)
+{
+    return p->k >= 0 || s->offload;
+}
+
 dt_status dp__gather_post(dp_state *s, int i)
 {
     dp_param *p = &s->p[i];
-    if (p->k < 0 || p->resident || p->gwork != NULL)
+    if (!has_copy(s, p) || p->resident || p->gwork != NULL)
         return DT_OK;
     DT_CHECK(dp__storage_fill(p->gathered, DT_MEM_PARAMETER));
+    if (p->k < 0) { /* offloaded, replicated over dp: the master to the device */
+        DT_CHECK(dt_tensor_copy_(p->gathered, dt_to_local(p->slot)));
+        p->resident = true;
+        return DT_OK;
+    }
     const void *send = dt_tensor_data(dt_to_local(p->slot));
     if (p->k == 0)
         return dt_comm_allgatherv(s->dp, send, dt_tensor_data(p->gathered), p->counts, p->displs,
@@ -72,10 +83,12 @@ dt_status dp__gather_post(dp_state *s, int i)
 dt_status dp__gather_wait(dp_state *s, int i)
 {
     dp_param *p = &s->p[i];
-    if (p->k < 0 || p->resident)
+    if (!has_copy(s, p) || p->resident)
         return DT_OK;
     if (p->gwork == NULL)
         DT_CHECK(dp__gather_post(s, i));
+    if (p->resident) /* copied at once */
+        return DT_OK;
     dt_status st = dt_work_wait(p->gwork, -1.0);
     dt_work_release(p->gwork);
     p->gwork = NULL;
@@ -108,7 +121,7 @@ void dp__unit_drop(dp_state *s, int u)
 {
     for (int j = 0; j < s->u[u].n; j++) {
         dp_param *p = &s->p[s->u[u].idx[j]];
-        if (p->k < 0 || p->gwork != NULL)
+        if (!has_copy(s, p) || p->gwork != NULL)
             continue;
         p->resident = false;
         (void)dp__storage_drop(p->gathered); /* a 0-byte block: cannot fail in practice */

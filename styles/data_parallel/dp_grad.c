@@ -164,6 +164,17 @@ static dt_status zero_ready(dp_state *s, dp_param *p, dt_tensor *g)
 /* leaf.grad = g, or += g when it has one (gradient accumulation). */
 static dt_status install(dt_tensor *leaf, dt_tensor *g)
 {
+    if (g->device.type != leaf->device.type || g->device.index != leaf->device.index) {
+        /* offload: reduced on the device, the master and its optimizer on the host */
+        dt_tensor *h = NULL;
+        dt_mem_category prev = dt_memory_set_default_category(DT_MEM_GRADIENT);
+        dt_status st = dt_tensor_to_device(g, leaf->device, &h);
+        dt_memory_set_default_category(prev);
+        DT_CHECK(st);
+        st = install(leaf, h);
+        dt_tensor_release(h);
+        return st;
+    }
     dt__storage_set_category(g->storage, DT_MEM_GRADIENT);
     if (leaf->grad == NULL)
         return dt_tensor_set_grad(leaf, g);
@@ -313,7 +324,7 @@ static dt_status param_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tenso
         DT_CHECK(ddp_ready(s, p, gy[0]));
     else
         DT_CHECK(zero_ready(s, p, gy[0]));
-    if (s->stage == DT_DP_ZERO3 && p->k >= 0 && p->gwork == NULL) {
+    if (s->stage == DT_DP_ZERO3 && (p->k >= 0 || s->offload) && p->gwork == NULL) {
         p->resident = false; /* every user of the gathered tensor has run */
         DT_CHECK(dp__storage_drop(p->gathered));
     }
@@ -361,7 +372,7 @@ dt_status dp__param_for_forward(dp_state *s, int i, dt_tensor **out)
 {
     dp_param *p = &s->p[i];
     dt_tensor *leaf = dp__local(p->slot);
-    dt_tensor *src = (s->stage != DT_DP_DDP && p->k >= 0) ? p->gathered : leaf;
+    dt_tensor *src = (s->stage != DT_DP_DDP && (p->k >= 0 || s->offload)) ? p->gathered : leaf;
     dt_tensor *view = NULL;
     dt_ag_node *node = NULL;
     dt_status st;

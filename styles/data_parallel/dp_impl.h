@@ -31,7 +31,8 @@ typedef struct dp_param {
     int64_t outer, inner;    /* elements before / after dim k */
     int64_t *klen, *koff;    /* [dp] piece of dim k held by each dp rank */
     size_t *counts, *displs; /* [dp] elements of each piece, and its offset when k == 0 */
-    /* gathered tp-local tensor (ZeRO); storage dropped between uses in ZeRO-3 */
+    /* gathered tp-local tensor (ZeRO; with offload also for k < 0); storage
+     * dropped between uses in ZeRO-3 */
     dt_tensor *gathered;
     bool resident;   /* gathered holds current values */
     dt_tensor *recv; /* packed receive buffer of a k > 0 gather in flight */
@@ -66,6 +67,10 @@ typedef struct dp_state {
     int dp_dim, dp_size, dp_rank;
     double scale;
     bool prefetch;
+    /* cpu_offload on a compute device: the dp shards (f32 master weights, so
+     * the optimizer state and step too) live in host memory; the module
+     * computes on device copies (gathered, or copied for k < 0) */
+    bool offload;
     int n_params;
     dp_param *p;
     int n_units;

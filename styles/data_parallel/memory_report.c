@@ -32,24 +32,61 @@ static void print_rows(FILE *f, const char *title, int n, const dt_memory_stats 
     fflush(f);
 }
 
+/* This rank's device memory: the first non-CPU device that ever held any
+ * (zeros when none), and its name for the title. */
+static void device_stats(dt_memory_stats *out, char *name, size_t len)
+{
+    memset(out, 0, sizeof(*out));
+    snprintf(name, len, "device");
+    dt_device cands[1 + 16] = {{DT_DEVICE_SIM, 0}};
+    for (int i = 0; i < 16; i++)
+        cands[1 + i] = (dt_device){DT_DEVICE_CUDA, i};
+    for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++) {
+        dt_memory_stats st;
+        if (dt_memory_stats_get(cands[i], &st) == DT_OK && st.total_peak > 0) {
+            *out = st;
+            snprintf(name, len, "%s", dt_device_type_name(cands[i].type));
+            return;
+        }
+    }
+}
+
 dt_status dt_memory_report(dt_comm *comm, const char *title, FILE *f, dt_memory_stats *rows)
 {
-    dt_memory_stats mine;
-    DT_CHECK(dt_memory_stats_get(dt_device_cpu(), &mine));
+    dt_memory_stats mine[2]; /* host, device */
+    char dev[16], head[160];
+    DT_CHECK(dt_memory_stats_get(dt_device_cpu(), &mine[0]));
+    device_stats(&mine[1], dev, sizeof(dev));
     int n = comm != NULL ? dt_comm_size(comm) : 1, me = comm != NULL ? dt_comm_rank(comm) : 0;
-    dt_memory_stats *all = calloc((size_t)n, sizeof(*all));
-    if (all == NULL)
-        return DT_ERR(DT_ERR_NO_MEMORY, "dt_memory_report: no memory for %d rows", n);
+    dt_memory_stats *all = calloc(2 * (size_t)n, sizeof(*all));
+    dt_memory_stats *host = calloc((size_t)n, sizeof(*host)),
+                    *devs = calloc((size_t)n, sizeof(*devs));
     dt_status st = DT_OK;
-    size_t words = sizeof(mine) / sizeof(int64_t); /* the struct is all int64_t */
-    if (comm != NULL)
-        st = dt_comm_allgather(comm, &mine, all, words, DT_DTYPE_I64, NULL);
-    else
-        all[0] = mine;
-    if (st == DT_OK && me == 0 && f != NULL)
-        print_rows(f, title, n, all);
+    if (all == NULL || host == NULL || devs == NULL)
+        st = DT_ERR(DT_ERR_NO_MEMORY, "dt_memory_report: no memory for %d rows", n);
+    size_t words = 2 * (sizeof(mine[0]) / sizeof(int64_t)); /* the struct is all int64_t */
+    if (st == DT_OK && comm != NULL)
+        st = dt_comm_allgather(comm, mine, all, words, DT_DTYPE_I64, NULL);
+    else if (st == DT_OK)
+        memcpy(all, mine, sizeof(mine));
+    bool any_device = false;
+    for (int r = 0; st == DT_OK && r < n; r++) {
+        host[r] = all[2 * r];
+        devs[r] = all[2 * r + 1];
+        any_device = any_device || devs[r].total_peak > 0;
+    }
+    if (st == DT_OK && me == 0 && f != NULL) {
+        const char *t = title != NULL ? title : "memory";
+        snprintf(head, sizeof(head), "%s, host memory", t);
+        print_rows(f, any_device ? head : t, n, host);
+        snprintf(head, sizeof(head), "%s, %s memory", t, dev);
+        if (any_device)
+            print_rows(f, head, n, devs);
+    }
     if (st == DT_OK && rows != NULL)
-        memcpy(rows, all, (size_t)n * sizeof(*all));
+        memcpy(rows, host, (size_t)n * sizeof(*host));
     free(all);
+    free(host);
+    free(devs);
     return st;
 }
