@@ -67,12 +67,13 @@ static dt_status pick_device(const dt_init_params *params, const dt_launch_env *
         return DT_ERR(DT_ERR_UNSUPPORTED, "dt_init: device %s is not built into this library",
                       dt_device_type_name(type));
 #ifdef DT_HAVE_CUDA
-    /* one GPU per local rank (NCCL refuses two ranks on one device) */
-    if (type == DT_DEVICE_CUDA && d.index >= dt__cuda_device_count())
-        return DT_ERR(DT_ERR_INVALID_ARG,
-                      "dt_init: local rank %d needs CUDA device %d, but %d "
-                      "device(s) are visible",
-                      env->local_rank, d.index, dt__cuda_device_count());
+    /* one GPU per local rank, else ranks share them round-robin (and then talk
+     * over UCX with staged device buffers: NCCL refuses two ranks on one GPU) */
+    int gpus = dt__cuda_device_count();
+    if (type == DT_DEVICE_CUDA && gpus == 0)
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_init: DT_DEVICE=cuda but no CUDA device is visible");
+    if (type == DT_DEVICE_CUDA && d.index >= gpus)
+        d.index = env->local_rank % gpus;
 #endif
     *out = d;
     return DT_OK;
@@ -124,7 +125,12 @@ static dt_status create_worlds(dt_runtime *rt)
     if (st != DT_OK)
         goto err_store;
 #ifdef DT_HAVE_CUDA
-    if (rt->device.type == DT_DEVICE_CUDA) {
+    if (rt->device.type == DT_DEVICE_CUDA && rt->env.local_size > dt__cuda_device_count())
+        DT_LOG_INFO("comm",
+                    "dt_init: %d local ranks share %d GPU(s): device buffers go over "
+                    "UCX through host copies, not NCCL",
+                    rt->env.local_size, dt__cuda_device_count());
+    else if (rt->device.type == DT_DEVICE_CUDA && dt__config_int("DT_NCCL") != 0) {
         st = dt__comm_nccl_create_world(rt->store, rt->env.rank, rt->env.size, rt->device.index,
                                         rt->timeout_s, &rt->device_world);
         if (st != DT_OK)

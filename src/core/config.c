@@ -36,6 +36,7 @@ static const dt_config_entry config_table[] = {
     {"DT_STORE_STALL_S", "10", "seconds the store waits on a half-sent message or a missing AUTH before dropping the client"},
     {"DT_JOB_TOKEN", NULL, "secret every store client must present (set by dtrun)"},
     {"DT_DEVICE", "auto", "device of this rank: cpu|cuda|sim|auto (auto: cuda when a GPU is usable)"},
+    {"DT_NCCL", "1", "0: CUDA ranks talk over UCX with staged device buffers instead of NCCL"},
     {"DT_SIM_DELAY_US", "0", "sim device: microseconds each queued kernel or copy waits first"},
 };
 

@@ -79,7 +79,7 @@ static void test_device_cuda_explicit(void **state)
     dt_status st = dt_init(NULL, &rt);
 #ifdef DT_HAVE_CUDA
     assert_int_equal(st, DT_ERR_INVALID_ARG); /* built in, but no device */
-    assert_non_null(strstr(dt_last_error(), "device(s) are visible"));
+    assert_non_null(strstr(dt_last_error(), "no CUDA device is visible"));
 #else
     assert_int_equal(st, DT_ERR_UNSUPPORTED);
 #endif
