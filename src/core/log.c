@@ -101,6 +101,19 @@ static FILE *log_sink(void)
     return log_file;
 }
 
+bool dt__log_host_leader(void)
+{
+    /* the launchers' local-rank variables (torchrun/dtrun, Open MPI, MPICH, Slurm) */
+    static const char *const vars[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                       "MPI_LOCALRANKID", "SLURM_LOCALID"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+        if (v != NULL && v[0] != '\0')
+            return strtol(v, NULL, 10) == 0;
+    }
+    return true;
+}
+
 void dt__log(dt_log_level level, const char *subsys, const char *file, int line, const char *fmt,
              ...)
 {

@@ -14,6 +14,11 @@ bool dt__log_subsys_enabled(const char *subsys);
 void dt__log(dt_log_level level, const char *subsys, const char *file, int line, const char *fmt,
              ...) __attribute__((format(printf, 5, 6)));
 
+/* Whether this process is the first rank of its host (local rank 0, from the
+ * launcher's environment; true when launched alone): a warning every rank
+ * of a host would print the same is printed by that one only. */
+bool dt__log_host_leader(void);
+
 /* The rank written on every log line and error message (-1 = unknown yet). */
 void dt__log_set_rank(int rank);
 int dt__log_rank(void);
@@ -22,6 +27,13 @@ int dt__log_rank(void);
     do {                                                                                           \
         if ((int)(level) <= (int)dt__log_level() && dt__log_subsys_enabled(subsys))                \
             dt__log((level), (subsys), __FILE__, __LINE__, __VA_ARGS__);                           \
+    } while (0)
+
+/* A warning that every rank of a host would print identically: once per host. */
+#define DT_LOG_WARN_HOST(subsys, ...)                                                              \
+    do {                                                                                           \
+        if (dt__log_host_leader())                                                                 \
+            DT_LOG_AT(DT_LOG_LEVEL_WARN, subsys, __VA_ARGS__);                                     \
     } while (0)
 
 #define DT_LOG_ERROR(subsys, ...) DT_LOG_AT(DT_LOG_LEVEL_ERROR, subsys, __VA_ARGS__)

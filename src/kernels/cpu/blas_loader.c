@@ -123,11 +123,12 @@ static void warn_if_generic(void)
         return;
     char feat[128];
     dt__cpu_features_str(feat, sizeof(feat));
-    DT_LOG_WARN("kernel",
-                "OpenBLAS uses kernel %s, a fallback below what this CPU supports [%s]: GEMM "
-                "runs several times slower. Fix: unset OPENBLAS_CORETYPE and DT_BLAS_AUTOSELECT "
-                "so dtensor picks the kernel, or set OPENBLAS_CORETYPE=%s",
-                blas.get_corename(), feat, dt__blas_core_for_level(dt__cpu_level()));
+    DT_LOG_WARN_HOST("kernel",
+                     "OpenBLAS uses kernel %s, a fallback below what this CPU supports [%s]: "
+                     "GEMM runs several times slower (every rank of this host). Fix: unset "
+                     "OPENBLAS_CORETYPE and DT_BLAS_AUTOSELECT so dtensor picks the kernel, or "
+                     "set OPENBLAS_CORETYPE=%s",
+                     blas.get_corename(), feat, dt__blas_core_for_level(dt__cpu_level()));
 }
 
 static void load_once(void)
