@@ -218,6 +218,19 @@ static void test_p2p_nonblocking_split(void **state)
     dt_work_release(w);
     expect(dr, want, 4, "ring send/recv");
 
+    /* NCCL has no tags: a second tag to the same peer while one is outstanding
+     * is refused (it would match by order), the first one still completes */
+    dt_work *ws = NULL, *wr = NULL;
+    NC_OK(dt_comm_send(world, ds, 4, DT_DTYPE_F32, to, 7, &ws));
+    assert_int_equal(dt_comm_send(world, ds, 4, DT_DTYPE_F32, to, 8, NULL), DT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(dt_last_error(), "by order, not by tag"));
+    NC_OK(dt_comm_recv(world, dr, 4, DT_DTYPE_F32, from, 7, &wr));
+    NC_OK(dt_work_wait(ws, -1));
+    NC_OK(dt_work_wait(wr, -1));
+    dt_work_release(ws);
+    dt_work_release(wr);
+    expect(dr, want, 4, "tagged send/recv");
+
     /* non-blocking all-reduce completes through dt_work_test */
     float one = 1.0f, sz = (float)np;
     float *d1 = dev(&one, 1);

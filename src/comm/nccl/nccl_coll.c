@@ -15,13 +15,27 @@
 static dt_status nccl_type(const char *fn, dt_dtype dtype, ncclDataType_t *out)
 {
     switch (dtype) {
-    case DT_DTYPE_F32: *out = ncclFloat32; return DT_OK;
-    case DT_DTYPE_F64: *out = ncclFloat64; return DT_OK;
-    case DT_DTYPE_F16: *out = ncclFloat16; return DT_OK;
-    case DT_DTYPE_BF16: *out = ncclBfloat16; return DT_OK;
-    case DT_DTYPE_I32: *out = ncclInt32; return DT_OK;
-    case DT_DTYPE_I64: *out = ncclInt64; return DT_OK;
-    case DT_DTYPE_U8: *out = ncclUint8; return DT_OK;
+    case DT_DTYPE_F32:
+        *out = ncclFloat32;
+        return DT_OK;
+    case DT_DTYPE_F64:
+        *out = ncclFloat64;
+        return DT_OK;
+    case DT_DTYPE_F16:
+        *out = ncclFloat16;
+        return DT_OK;
+    case DT_DTYPE_BF16:
+        *out = ncclBfloat16;
+        return DT_OK;
+    case DT_DTYPE_I32:
+        *out = ncclInt32;
+        return DT_OK;
+    case DT_DTYPE_I64:
+        *out = ncclInt64;
+        return DT_OK;
+    case DT_DTYPE_U8:
+        *out = ncclUint8;
+        return DT_OK;
     default:
         return DT_ERR(DT_ERR_UNSUPPORTED, "%s: NCCL cannot reduce dtype %s", fn,
                       dt_dtype_name(dtype));
@@ -31,20 +45,32 @@ static dt_status nccl_type(const char *fn, dt_dtype dtype, ncclDataType_t *out)
 static dt_status nccl_op(const char *fn, dt_reduce_op op, ncclRedOp_t *out)
 {
     switch (op) {
-    case DT_REDUCE_OP_SUM: *out = ncclSum; return DT_OK;
-    case DT_REDUCE_OP_AVG: *out = ncclAvg; return DT_OK;
-    case DT_REDUCE_OP_MAX: *out = ncclMax; return DT_OK;
-    case DT_REDUCE_OP_MIN: *out = ncclMin; return DT_OK;
-    case DT_REDUCE_OP_PROD: *out = ncclProd; return DT_OK;
+    case DT_REDUCE_OP_SUM:
+        *out = ncclSum;
+        return DT_OK;
+    case DT_REDUCE_OP_AVG:
+        *out = ncclAvg;
+        return DT_OK;
+    case DT_REDUCE_OP_MAX:
+        *out = ncclMax;
+        return DT_OK;
+    case DT_REDUCE_OP_MIN:
+        *out = ncclMin;
+        return DT_OK;
+    case DT_REDUCE_OP_PROD:
+        *out = ncclProd;
+        return DT_OK;
     default:
         return DT_ERR(DT_ERR_UNSUPPORTED, "%s: reduce op %d", fn, (int)op);
     }
 }
 
-/* Common prologue: usable comm on its device, ordered after the compute stream. */
+/* Common prologue: usable comm on its device, point-to-point posted before
+ * launched, ordered after the compute stream. */
 static dt_status begin(dt_nccl_comm *c, const char *fn)
 {
     DT_CHECK(dt__nccl_usable(c, fn));
+    DT_CHECK(dt__nccl_flush(c, fn));
     return dt__nccl_order(c, fn);
 }
 
@@ -69,8 +95,7 @@ static dt_status group_end(dt_nccl_comm *c, ncclResult_t r, const char *fn, cons
     return enqueued(c, r != ncclSuccess ? r : e, fn, what, st);
 }
 
-static dt_status post_and_finish(dt_nccl_comm *c, const char *fn, dt_nccl_stage *st,
-                                 dt_work **work)
+static dt_status post_and_finish(dt_nccl_comm *c, const char *fn, dt_nccl_stage *st, dt_work **work)
 {
     dt_nccl_op *op = NULL;
     DT_CHECK(dt__nccl_op_post(c, fn, st, &op));
@@ -97,25 +122,20 @@ dt_status dt__nccl_isend(dt_comm *comm, const void *buf, size_t bytes, int peer,
 {
     const char *fn = "dt_comm_send";
     dt_nccl_comm *c = dt__nccl(comm);
-    dt_nccl_stage st;
-    DT_CHECK(begin(c, fn));
-    DT_CHECK(dt__nccl_stage_in(c, fn, buf, bytes, NULL, 0, &st));
-    DT_CHECK(enqueued(c, ncclSend(st.send, bytes, ncclUint8, peer, c->nccl, c->stream), fn,
-                      "ncclSend", &st));
-    return dt__nccl_op_post(c, fn, &st, (dt_nccl_op **)req);
+    DT_CHECK(dt__nccl_usable(c, fn));
+    if (!c->group_open) /* the group's operations run after the compute stream's work */
+        DT_CHECK(dt__nccl_order(c, fn));
+    return dt__nccl_p2p_post(c, fn, true, (void *)buf, bytes, peer, tag, (dt_nccl_op **)req);
 }
 
-dt_status dt__nccl_irecv(dt_comm *comm, void *buf, size_t bytes, int peer, uint32_t tag,
-                         void **req)
+dt_status dt__nccl_irecv(dt_comm *comm, void *buf, size_t bytes, int peer, uint32_t tag, void **req)
 {
     const char *fn = "dt_comm_recv";
     dt_nccl_comm *c = dt__nccl(comm);
-    dt_nccl_stage st;
-    DT_CHECK(begin(c, fn));
-    DT_CHECK(dt__nccl_stage_in(c, fn, NULL, 0, buf, bytes, &st));
-    DT_CHECK(enqueued(c, ncclRecv(st.recv, bytes, ncclUint8, peer, c->nccl, c->stream), fn,
-                      "ncclRecv", &st));
-    return dt__nccl_op_post(c, fn, &st, (dt_nccl_op **)req);
+    DT_CHECK(dt__nccl_usable(c, fn));
+    if (!c->group_open)
+        DT_CHECK(dt__nccl_order(c, fn));
+    return dt__nccl_p2p_post(c, fn, false, buf, bytes, peer, tag, (dt_nccl_op **)req);
 }
 
 dt_status dt__nccl_req_test(dt_comm *comm, void *req)
@@ -169,9 +189,9 @@ dt_status dt__nccl_allgatherv(dt_comm *comm, const void *send, void *recv, const
     DT_CHECK(dt__nccl_stage_in(c, fn, send, counts[comm->rank] * esz, recv,
                                blocks_extent(n, counts, displs) * esz, &st));
     if (uniform_blocks(n, counts, displs)) {
-        DT_CHECK(enqueued(c, ncclAllGather(st.send, st.recv, counts[0] * esz, ncclUint8, c->nccl,
-                                           c->stream),
-                          fn, "ncclAllGather", &st));
+        DT_CHECK(enqueued(
+            c, ncclAllGather(st.send, st.recv, counts[0] * esz, ncclUint8, c->nccl, c->stream), fn,
+            "ncclAllGather", &st));
         return post_and_finish(c, fn, &st, work);
     }
     /* uneven: every rank broadcasts its block, in one group */
@@ -207,8 +227,8 @@ dt_status dt__nccl_reduce_scatterv(dt_comm *comm, const void *send, void *recv,
     DT_CHECK(dt__nccl_stage_in(c, fn, send, blocks_extent(n, counts, NULL) * esz, recv,
                                counts[comm->rank] * esz, &st));
     if (uniform_blocks(n, counts, NULL)) {
-        DT_CHECK(enqueued(c, ncclReduceScatter(st.send, st.recv, counts[0], t, o, c->nccl,
-                                               c->stream),
+        DT_CHECK(enqueued(c,
+                          ncclReduceScatter(st.send, st.recv, counts[0], t, o, c->nccl, c->stream),
                           fn, "ncclReduceScatter", &st));
         return post_and_finish(c, fn, &st, work);
     }
@@ -236,8 +256,8 @@ dt_status dt__nccl_alltoallv(dt_comm *comm, const void *send, const size_t *send
     int n = comm->size, me = comm->rank;
     dt_nccl_stage st;
     DT_CHECK(begin(c, fn));
-    DT_CHECK(dt__nccl_stage_in(c, fn, send, blocks_extent(n, send_counts, send_displs) * esz,
-                               recv, blocks_extent(n, recv_counts, recv_displs) * esz, &st));
+    DT_CHECK(dt__nccl_stage_in(c, fn, send, blocks_extent(n, send_counts, send_displs) * esz, recv,
+                               blocks_extent(n, recv_counts, recv_displs) * esz, &st));
     size_t soff = 0, roff = 0, my_s = 0, my_r = 0;
     for (int p = 0; p < n; p++) { /* own block: a device copy, not a message */
         if (p == me) {
@@ -271,8 +291,8 @@ dt_status dt__nccl_alltoallv(dt_comm *comm, const void *send, const size_t *send
             r = ncclSend((const char *)st.send + s_at * esz, send_counts[p] * esz, ncclUint8, p,
                          c->nccl, c->stream);
         if (r == ncclSuccess && recv_counts[p] > 0)
-            r = ncclRecv((char *)st.recv + r_at * esz, recv_counts[p] * esz, ncclUint8, p,
-                         c->nccl, c->stream);
+            r = ncclRecv((char *)st.recv + r_at * esz, recv_counts[p] * esz, ncclUint8, p, c->nccl,
+                         c->stream);
     }
     DT_CHECK(group_end(c, r, fn, "grouped ncclSend/ncclRecv", &st));
     return post_and_finish(c, fn, &st, work);
@@ -287,8 +307,8 @@ dt_status dt__nccl_broadcast(dt_comm *comm, void *buf, size_t count, dt_dtype dt
     dt_nccl_stage st;
     DT_CHECK(begin(c, fn));
     DT_CHECK(dt__nccl_stage_in(c, fn, buf, bytes, buf, bytes, &st));
-    DT_CHECK(enqueued(c, ncclBroadcast(st.send, st.recv, bytes, ncclUint8, root, c->nccl,
-                                       c->stream),
+    DT_CHECK(enqueued(c,
+                      ncclBroadcast(st.send, st.recv, bytes, ncclUint8, root, c->nccl, c->stream),
                       fn, "ncclBroadcast", &st));
     return post_and_finish(c, fn, &st, work);
 }
@@ -300,8 +320,9 @@ dt_status dt__nccl_barrier(dt_comm *comm, dt_work **work)
     dt_nccl_stage st;
     DT_CHECK(begin(c, fn));
     DT_CHECK(dt__nccl_stage_in(c, fn, NULL, 0, NULL, 0, &st));
-    DT_CHECK(enqueued(c, ncclAllReduce(c->barrier_buf, c->barrier_buf, 1, ncclFloat32, ncclSum,
-                                       c->nccl, c->stream),
-                      fn, "ncclAllReduce (barrier)", &st));
+    DT_CHECK(enqueued(
+        c,
+        ncclAllReduce(c->barrier_buf, c->barrier_buf, 1, ncclFloat32, ncclSum, c->nccl, c->stream),
+        fn, "ncclAllReduce (barrier)", &st));
     return post_and_finish(c, fn, &st, work);
 }

@@ -48,8 +48,8 @@ void dt__nccl_stage_release(dt_nccl_comm *c, dt_nccl_stage *st)
     memset(st, 0, sizeof(*st));
 }
 
-dt_status dt__nccl_stage_in(dt_nccl_comm *c, const char *fn, const void *send,
-                            size_t send_bytes, void *recv, size_t recv_bytes, dt_nccl_stage *st)
+dt_status dt__nccl_stage_in(dt_nccl_comm *c, const char *fn, const void *send, size_t send_bytes,
+                            void *recv, size_t recv_bytes, dt_nccl_stage *st)
 {
     memset(st, 0, sizeof(*st));
     st->send = send;
@@ -85,8 +85,8 @@ static dt_status stage_out(dt_nccl_comm *c, const char *fn, dt_nccl_stage *st)
     if (st->host_recv != NULL) {
         /* the event is done, so the data is there; the copy uses the compute
          * stream, never the comm stream where later operations may wait */
-        cudaError_t e = cudaMemcpy(st->host_recv, st->dev_recv, st->recv_bytes,
-                                   cudaMemcpyDeviceToHost);
+        cudaError_t e =
+            cudaMemcpy(st->host_recv, st->dev_recv, st->recv_bytes, cudaMemcpyDeviceToHost);
         if (e != cudaSuccess)
             s = DT_ERR(DT_ERR_BACKEND, "%s: copying %zu staged bytes back failed: %s", fn,
                        st->recv_bytes, cudaGetErrorString(e));
@@ -97,8 +97,7 @@ static dt_status stage_out(dt_nccl_comm *c, const char *fn, dt_nccl_stage *st)
 
 /* ------------------------------------------------------------ requests */
 
-dt_status dt__nccl_op_post(dt_nccl_comm *c, const char *fn, dt_nccl_stage *stage,
-                           dt_nccl_op **out)
+dt_status dt__nccl_op_post(dt_nccl_comm *c, const char *fn, dt_nccl_stage *stage, dt_nccl_op **out)
 {
     dt_nccl_op *op = calloc(1, sizeof(*op));
     if (op == NULL) {
@@ -107,6 +106,7 @@ dt_status dt__nccl_op_post(dt_nccl_comm *c, const char *fn, dt_nccl_stage *stage
         return dt__nccl_fail(c, DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for a request", fn));
     }
     op->comm = c;
+    op->p2p_dir = -1; /* a collective: not a counted point-to-point */
     if (stage != NULL)
         op->stage = *stage;
     cudaError_t e = cudaEventCreateWithFlags(&op->done, cudaEventDisableTiming);
@@ -118,8 +118,10 @@ dt_status dt__nccl_op_post(dt_nccl_comm *c, const char *fn, dt_nccl_stage *stage
             cudaEventDestroy(op->done);
         free(op);
         /* the operation is queued but cannot be tracked: the comm is unusable */
-        return dt__nccl_fail(c, DT_ERR(DT_ERR_BACKEND, "%s: recording its completion event "
-                                       "failed: %s", fn, cudaGetErrorString(e)));
+        return dt__nccl_fail(c, DT_ERR(DT_ERR_BACKEND,
+                                       "%s: recording its completion event "
+                                       "failed: %s",
+                                       fn, cudaGetErrorString(e)));
     }
     *out = op;
     return DT_OK;
@@ -127,8 +129,10 @@ dt_status dt__nccl_op_post(dt_nccl_comm *c, const char *fn, dt_nccl_stage *stage
 
 static void op_release(dt_nccl_op *op)
 {
+    dt__nccl_p2p_done(op);
     dt__nccl_stage_release(op->comm, &op->stage);
-    cudaEventDestroy(op->done);
+    if (op->done != NULL)
+        cudaEventDestroy(op->done);
     free(op);
 }
 
@@ -136,6 +140,8 @@ dt_status dt__nccl_op_test(dt_nccl_op *op, const char *fn)
 {
     dt_nccl_comm *c = op->comm;
     dt_status st = DT_OK;
+    if (c->broken == DT_OK && op->done == NULL) /* its point-to-point group is still open */
+        (void)dt__nccl_flush(c, fn);
     if (c->broken != DT_OK) {
         st = dt__nccl_usable(c, fn);
         op_release(op);
@@ -166,6 +172,8 @@ void dt__nccl_op_free(dt_nccl_op *op)
         return;
     dt_nccl_comm *c = op->comm;
     (void)cudaSetDevice(c->device);
+    if (c->broken == DT_OK && op->done == NULL)
+        (void)dt__nccl_flush(c, "dt_work_release");
     if (c->broken == DT_OK && cudaEventQuery(op->done) != cudaSuccess) {
         /* abandoned (timeout or error elsewhere): its kernel may wait forever */
         DT_LOG_WARN("comm", "nccl: abandoning an unfinished operation (rank %d of %d)",

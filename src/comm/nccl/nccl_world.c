@@ -197,13 +197,13 @@ dt_status dt__comm_nccl_create_world(struct dt_store *store, int rank, int size,
     if (r == ncclInProgress || (r == ncclSuccess && nc != NULL))
         r = dt__nccl_wait_ready(nc, timeout_s);
     if (r != ncclSuccess) {
-        dt_status s = r == ncclInProgress
-                          ? DT_ERR(DT_ERR_TIMEOUT,
-                                   "%s: rank %d waited %.3g s for all %d ranks to join the NCCL "
-                                   "world",
-                                   fn, rank, timeout_s, size)
-                          : dt__nccl_error(r, NULL, fn, "ncclCommInitRankConfig", __FILE__,
-                                           __LINE__);
+        dt_status s =
+            r == ncclInProgress
+                ? DT_ERR(DT_ERR_TIMEOUT,
+                         "%s: rank %d waited %.3g s for all %d ranks to join the NCCL "
+                         "world",
+                         fn, rank, timeout_s, size)
+                : dt__nccl_error(r, NULL, fn, "ncclCommInitRankConfig", __FILE__, __LINE__);
         if (nc != NULL)
             ncclCommAbort(nc);
         return s;
@@ -244,6 +244,8 @@ static void nccl_destroy(dt_comm *comm)
         return;
     dt_nccl_comm *c = dt__nccl(comm);
     (void)cudaSetDevice(c->device);
+    if (c->nccl != NULL && c->broken == DT_OK)
+        (void)dt__nccl_flush(c, "dt_comm_destroy"); /* an open point-to-point group */
     if (c->nccl != NULL) {
         /* finalize flushes what is still queued; a comm that cannot is aborted */
         ncclResult_t r = ncclCommFinalize(c->nccl);
@@ -252,8 +254,8 @@ static void nccl_destroy(dt_comm *comm)
         if (r == ncclSuccess) {
             r = ncclCommDestroy(c->nccl);
             if (r != ncclSuccess)
-                DT_LOG_WARN("comm", "ncclCommDestroy (rank %d of %d): %s", comm->rank,
-                            comm->size, ncclGetErrorString(r));
+                DT_LOG_WARN("comm", "ncclCommDestroy (rank %d of %d): %s", comm->rank, comm->size,
+                            ncclGetErrorString(r));
             c->nccl = NULL;
         } else {
             DT_LOG_WARN("comm", "nccl comm (rank %d of %d) did not finalize (%s): aborting",
@@ -267,6 +269,7 @@ static void nccl_destroy(dt_comm *comm)
         cudaEventDestroy(c->ordered);
     if (c->stream != NULL)
         cudaStreamDestroy(c->stream);
+    dt__nccl_p2p_free(c);
     free(c);
 }
 
@@ -278,6 +281,7 @@ static dt_status nccl_progress(dt_comm *comm, double wait_s)
 {
     dt_nccl_comm *c = dt__nccl(comm);
     DT_CHECK(dt__nccl_async_status(c, "dt_comm_progress"));
+    DT_CHECK(dt__nccl_flush(c, "dt_comm_progress")); /* posted point-to-point must run */
     if (wait_s > 0)
         sleep_s(wait_s < 50e-6 ? wait_s : 50e-6);
     return DT_OK;
