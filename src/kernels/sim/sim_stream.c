@@ -79,11 +79,25 @@ static void install_fork_handler(void)
     pthread_atfork(NULL, NULL, after_fork_child);
 }
 
+/* At exit, let the queued kernels finish first: a GEMM still running on the
+ * worker while the exit handlers tear OpenBLAS down crashed or hung the
+ * process about one exit in six. Runs before every library destructor. */
+static void drain_at_exit(void)
+{
+    pthread_mutex_lock(&lock);
+    while (started && head != NULL)
+        pthread_cond_wait(&idle_cv, &lock);
+    pthread_mutex_unlock(&lock);
+}
+
 /* Caller holds the lock. */
 static dt_status start_locked(void)
 {
     if (started)
         return DT_OK;
+    static bool at_exit;
+    if (!at_exit)
+        at_exit = atexit(drain_at_exit) == 0;
     delay_us = (long)dt__config_int("DT_SIM_DELAY_US");
     pthread_t t;
     pthread_attr_t attr;
