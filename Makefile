@@ -26,6 +26,14 @@ bench:
 	@$(MAKE) --no-print-directory build
 	@scripts/bench.sh $(BUILD)
 
+# One report on a device (docs/DEVICES.md, "make gpu-check"): DEVICE=cuda builds
+# in build-gpu and needs a GPU for most checks; DEVICE=sim reuses $(BUILD) and
+# runs anywhere (CI). No deps step: the GPU machine is offline (gpu-deps/).
+DEVICE ?= cuda
+.PHONY: gpu-check
+gpu-check:
+	@DEVICE=$(DEVICE) BUILD=$(BUILD) JOBS=$(JOBS) CMAKE_FLAGS="$(CMAKE_FLAGS)" scripts/gpu_check.sh
+
 sanitize:
 	@$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DDT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug"
 

@@ -3,6 +3,11 @@
 # cuBLAS) and NCCL are all found; ON requires them; OFF skips the search. It
 # only needs the toolkit to build: no GPU (and no driver) has to be present.
 #
+# NCCL and cuBLAS are looked for in the toolkit (and NCCL_HOME) first; only
+# when one is missing there, in NVIDIA's pip wheels as PyTorch installs them
+# (site-packages/nvidia/{nccl,cublas,cu13,...}/{include,lib}), where the
+# libraries carry only their versioned names (libnccl.so.2, libcublas.so.12).
+#
 # Knobs: DT_CUDA_ARCHITECTURES (default "75-real;80-real;90": SASS for Turing,
 # Ampere, Hopper plus compute_90 PTX that newer GPUs JIT; CUDA 13 dropped
 # everything below 7.5), CMAKE_CUDA_COMPILER / CUDACXX, CMAKE_CUDA_HOST_COMPILER.
@@ -13,6 +18,77 @@
 # they are rewritten to apply to C only, and CUDA gets its own equivalents:
 # the host-compiler warnings through -Xcompiler and nvcc's own warnings as errors.
 set(DT_HAVE_CUDA OFF)
+
+# The include and lib folders of NVIDIA's pip wheels (nvidia-nccl-cu12,
+# nvidia-cublas-cu12, the cu13 ones ...) for every site-packages python3 knows
+# of, plus wherever `import nvidia` resolves (a namespace package: it may span
+# several). Sets dt_wheel_include_dirs / dt_wheel_lib_dirs in the caller.
+function(dt_cuda_pip_wheel_dirs)
+  set(inc "")
+  set(lib "")
+  find_program(DT_PYTHON3 NAMES python3 python)
+  if(DT_PYTHON3)
+    execute_process(COMMAND ${DT_PYTHON3} -c [=[
+import os, site, sysconfig
+dirs = [sysconfig.get_paths()[k] for k in ("purelib", "platlib")]
+try:
+    dirs.append(site.getusersitepackages())
+except Exception:
+    pass
+try:
+    import nvidia
+    dirs += [os.path.dirname(p) for p in nvidia.__path__]
+except Exception:
+    pass
+seen = []
+for d in dirs:
+    n = os.path.join(d, "nvidia")
+    if os.path.isdir(n) and n not in seen:
+        seen.append(n)
+print(";".join(seen), end="")
+]=]
+      OUTPUT_VARIABLE nvidia_dirs ERROR_QUIET RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0)
+      set(nvidia_dirs "")
+    endif()
+    foreach(n IN LISTS nvidia_dirs)
+      file(GLOB pkg_inc LIST_DIRECTORIES true "${n}/*/include")
+      file(GLOB pkg_lib LIST_DIRECTORIES true "${n}/*/lib")
+      list(APPEND inc ${pkg_inc})
+      list(APPEND lib ${pkg_lib})
+    endforeach()
+  endif()
+  set(dt_wheel_include_dirs "${inc}" PARENT_SCOPE)
+  set(dt_wheel_lib_dirs "${lib}" PARENT_SCOPE)
+endfunction()
+
+# Fallback when the toolkit has no NCCL or cuBLAS: find them in the pip wheels.
+# A macro, so the results (cache entries, CUDAToolkit_INCLUDE_DIRS) stay in scope.
+macro(dt_cuda_from_pip_wheels)
+  dt_cuda_pip_wheel_dirs()
+  message(STATUS "dtensor CUDA backend: NCCL/cuBLAS not all in the toolkit; "
+    "trying pip wheels in: ${dt_wheel_lib_dirs}")
+  # NAMES with the versioned files: the wheels ship no unversioned symlink
+  if(NOT NCCL_INCLUDE_DIR)
+    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${dt_wheel_include_dirs} NO_DEFAULT_PATH)
+  endif()
+  if(NOT NCCL_LIBRARY)
+    find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${dt_wheel_lib_dirs} NO_DEFAULT_PATH)
+  endif()
+  if(NOT CUDA_cublas_LIBRARY)
+    find_library(CUDA_cublas_LIBRARY NAMES cublas libcublas.so.13 libcublas.so.12
+      HINTS ${dt_wheel_lib_dirs} NO_DEFAULT_PATH)
+    find_path(DT_CUBLAS_INCLUDE_DIR cublas_v2.h HINTS ${CUDAToolkit_INCLUDE_DIRS}
+      ${dt_wheel_include_dirs} NO_DEFAULT_PATH)
+    if(CUDA_cublas_LIBRARY AND DT_CUBLAS_INCLUDE_DIR)
+      # the targets' include path is CUDAToolkit_INCLUDE_DIRS (dt_cuda_use ...)
+      list(APPEND CUDAToolkit_INCLUDE_DIRS ${DT_CUBLAS_INCLUDE_DIR})
+      list(REMOVE_DUPLICATES CUDAToolkit_INCLUDE_DIRS)
+    else()
+      set(CUDA_cublas_LIBRARY CUDA_cublas_LIBRARY-NOTFOUND)
+    endif()
+  endif()
+endmacro()
 set(DT_CUDA_ARCHITECTURES "75-real;80-real;90" CACHE STRING
   "CUDA_ARCHITECTURES of the CUDA backend's kernels")
 
@@ -35,6 +111,9 @@ if(NOT DT_CUDA STREQUAL "OFF")
     find_package(CUDAToolkit QUIET)
     find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include)
     find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib)
+    if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY OR NOT CUDA_cublas_LIBRARY)
+      dt_cuda_from_pip_wheels()
+    endif()
     if(NOT CUDAToolkit_FOUND OR NOT CUDA_cudart_LIBRARY OR NOT CUDA_cublas_LIBRARY)
       string(APPEND dt_cuda_missing " cudart/cuBLAS")
     endif()
