@@ -1,4 +1,5 @@
 /* The device mesh as a data structure: layout, rank <-> coordinate, slicing, printing. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,12 @@ dt_status dt__mesh_layout_create(const char *fn, int ndim, const int *shape,
             return DT_ERR(DT_ERR_INVALID_ARG, "%s: mesh dim %d has size %d (must be >= 1)", fn, d,
                           shape[d]);
         prod *= shape[d];
+        if (prod > INT_MAX) { /* ranks are ints: a bigger product would wrap */
+            char s[64];
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "%s: mesh shape %s holds more than %d ranks (at dim %d of size %d)", fn,
+                          dt__mesh_shape_str(ndim, shape, s, sizeof(s)), INT_MAX, d, shape[d]);
+        }
     }
     if (prod != world_size) {
         char s[64];
@@ -91,9 +98,11 @@ dt_status dt_mesh_create_virtual(int ndim, const int *shape, const char *const *
     /* ndim is validated (with its message) by dt__mesh_layout_create; read no
      * more of shape than a valid ndim allows before that */
     int64_t prod = 1;
-    for (int d = 0; ndim <= DT_MESH_MAX_DIMS && d < ndim; d++)
+    for (int d = 0; ndim <= DT_MESH_MAX_DIMS && d < ndim && prod <= INT_MAX; d++)
         prod *= shape[d] > 0 ? shape[d] : 1;
-    return dt__mesh_layout_create(__func__, ndim, shape, dim_names, (int)prod, my_rank, out);
+    /* too many ranks: refused by the layout check, which names the shape */
+    int world = prod <= INT_MAX ? (int)prod : INT_MAX;
+    return dt__mesh_layout_create(__func__, ndim, shape, dim_names, world, my_rank, out);
 }
 
 dt_mesh *dt_mesh_retain(dt_mesh *m)

@@ -153,6 +153,7 @@ err_store:
 dt_status dt_init(const dt_init_params *params, dt_runtime **out)
 {
     DT_ARG_NOT_NULL(out);
+    DT_CHECK(dt__config_validate("dt_init")); /* a bad DT_* value fails here, named */
     dt_status st = DT_OK;
     dt_runtime *rt = calloc(1, sizeof(*rt));
     if (rt == NULL)

@@ -225,6 +225,29 @@ static dt_status check_overlap(const dt__plan_match *ms, const staged *st, int n
     return DT_OK;
 }
 
+/*
+ * Shard dims the matched module can never have. A layer's rank is only known
+ * at its forward (a Linear takes any rank, and S(7) is valid on 8 dims), so
+ * what is left is the Embedding: its ids have one dim fewer than its output,
+ * at most DT_MAX_DIMS - 1. dt_style_create has refused dims >= DT_MAX_DIMS.
+ */
+static dt_status check_input_dims(const dt_style *s, dt_module *m, const char *fqn)
+{
+    if (!dt__module_is(m, "Embedding") || s->n_inputs < 1)
+        return DT_OK;
+    const dt_layout *ls[2] = {&s->input_layouts[0], &s->desired_input_layouts[0]};
+    static const char *const what[2] = {"input", "desired input"};
+    for (int k = 0; k < 2; k++) {
+        dt_placement p = ls[k]->placement;
+        if (ls[k]->present && p.kind == DT_PLACEMENT_SHARD && p.dim >= DT_MAX_DIMS - 1)
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "parallelize: '%s', an Embedding: %s %s S(%d): its ids have at most "
+                          "%d dims",
+                          fqn, dt_style_kind_name(s->kind), what[k], p.dim, DT_MAX_DIMS - 1);
+    }
+    return DT_OK;
+}
+
 static void staged_free(staged *st, int n)
 {
     for (int i = 0; st != NULL && i < n; i++)
@@ -255,6 +278,7 @@ dt_status dt_parallelize_module(dt_module *root, dt_mesh *mesh, const dt_plan *p
     for (int i = 0; i < n; i++) {
         const dt_style *style = plan->entries[ms[i].entry].style;
         DT_CHECK_GOTO(dt_style_check(style, ms[i].module, ms[i].fqn, tp_size), s, out_free);
+        DT_CHECK_GOTO(check_input_dims(style, ms[i].module, ms[i].fqn), s, out_free);
         DT_CHECK_GOTO(dt__style_param_plan(style, ms[i].module, ms[i].fqn, st[i].pp, &st[i].n), s,
                       out_free);
     }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/file_open.h"
 #include "styles/style_impl.h"
 
 #define ENTRY_MAX 1024
@@ -267,9 +268,8 @@ dt_status dt_plan_load(const char *path, dt_plan **out)
 {
     DT_ARG_NOT_NULL(path);
     DT_ARG_NOT_NULL(out);
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return DT_ERR(DT_ERR_SYSTEM, "dt_plan_load: cannot open '%s': %s", path, strerror(errno));
+    FILE *f = NULL;
+    DT_CHECK(dt__fopen_regular("dt_plan_load", path, &f, NULL));
     char *text = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);

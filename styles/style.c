@@ -75,7 +75,8 @@ static const char *field_name(uint64_t bit)
     }
 }
 
-/* Shard dims must be >= 0 or -1 (the last): the tensor's rank is not known here. */
+/* Shard dims must be >= 0 or -1 (the last): the tensor's rank is not known
+ * here, only that no tensor has more than DT_MAX_DIMS dims. */
 static dt_status check_layout(const char *kind, const char *what, int i, dt_layout l,
                               bool partial_ok)
 {
@@ -85,6 +86,10 @@ static dt_status check_layout(const char *kind, const char *what, int i, dt_layo
     if (p.kind == DT_PLACEMENT_SHARD && p.dim < -1)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s style: %s[%d] S(%d): use a dim >= 0 or -1", kind,
                       what, i, p.dim);
+    if (p.kind == DT_PLACEMENT_SHARD && p.dim >= DT_MAX_DIMS)
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "%s style: %s[%d] S(%d): no tensor has that dim (at most %d dims)", kind,
+                      what, i, p.dim, DT_MAX_DIMS);
     if (p.kind == DT_PLACEMENT_PARTIAL && !partial_ok)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s style: %s[%d] cannot be Partial", kind, what, i);
     if (p.kind == DT_PLACEMENT_PARTIAL && p.op != DT_REDUCE_OP_SUM && p.op != DT_REDUCE_OP_AVG &&
@@ -120,9 +125,10 @@ static dt_status check_params(const dt__style_kind_ops *ops, const dt_style_para
     }
     DT_CHECK(check_layout(ops->name, "output_layout", 0, p->output_layout, true));
     DT_CHECK(check_layout(ops->name, "desired_output_layout", 0, p->desired_output_layout, false));
-    if ((p->field_mask & DT_STYLE_PARAM_FIELD_SEQUENCE_DIM) && p->sequence_dim < 0)
-        return DT_ERR(DT_ERR_INVALID_ARG, "%s style: sequence_dim %d must be >= 0", ops->name,
-                      p->sequence_dim);
+    if ((p->field_mask & DT_STYLE_PARAM_FIELD_SEQUENCE_DIM) &&
+        (p->sequence_dim < 0 || p->sequence_dim >= DT_MAX_DIMS))
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s style: sequence_dim %d is outside 0..%d", ops->name,
+                      p->sequence_dim, DT_MAX_DIMS - 1);
     return DT_OK;
 }
 

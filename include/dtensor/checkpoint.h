@@ -61,7 +61,9 @@ typedef struct dt_safetensors_info {
 
 /**
  * Open and validate the safetensors file @p path (mapped read-only).
- * Errors: DT_ERR_SYSTEM (cannot open/stat/map, with strerror), DT_ERR_FORMAT
+ * Errors: DT_ERR_SYSTEM (cannot open/stat/map, with strerror),
+ * DT_ERR_INVALID_ARG when @p path is not a regular file ("<path> is a FIFO,
+ * not a regular file"; checked without blocking), DT_ERR_FORMAT
  * (see the top of this file), DT_ERR_UNSUPPORTED (more than DT_MAX_DIMS dims).
  * Not collective. Close with dt_safetensors_close.
  */
@@ -254,10 +256,14 @@ DT_API dt_status dt_checkpoint_save(dt_module *root, dt_optim *optim, const char
  * overlap its own shards. Not collective. Everything (index, files, keys,
  * dtypes, shapes, coverage) is validated before any parameter is written.
  * Errors: DT_ERR_SYSTEM (cannot read index.json or a rank file),
- * DT_ERR_FORMAT (hostile or inconsistent index.json or rank file, shards that
- * do not cover a parameter), DT_ERR_INVALID_ARG naming the FQN (missing from
- * the checkpoint, not in the model, dtype or global shape mismatch),
- * DT_ERR_UNSUPPORTED (a Partial parameter).
+ * DT_ERR_INVALID_ARG "... is a FIFO, not a regular file" (or a directory, a
+ * device: refused without blocking), DT_ERR_FORMAT (hostile or inconsistent
+ * index.json or rank file, shards that do not cover a parameter, a rank file
+ * of another save; with @p optim, a rank file whose optimizer or step differs
+ * from index.json's, naming both: "<dir>/index.json records optimizer step
+ * 9, but <dir>/rank-0.<id>.safetensors holds step 5"), DT_ERR_INVALID_ARG
+ * naming the FQN (missing from the checkpoint, not in the model, dtype or
+ * global shape mismatch), DT_ERR_UNSUPPORTED (a Partial parameter).
  * With @p optim its state is loaded (resharded like the parameters) and its
  * step count set from the checkpoint: DT_ERR_INVALID_ARG when the checkpoint
  * holds no optimizer state, another optimizer's (sgd vs adamw), or other

@@ -37,7 +37,8 @@ typedef struct dt_mesh dt_mesh;
  * size), with optional @p dim_names (NULL, or ndim non-empty distinct names;
  * a NULL entry leaves that dim unnamed). Splits the world comm once per dim.
  * Errors (DT_ERR_INVALID_ARG naming the value): ndim outside 1..4, a size
- * < 1, product != world size, duplicate or over-long names.
+ * < 1, a product over INT_MAX (named as such, never wrapped), product !=
+ * world size, duplicate or over-long names.
  * The caller releases the mesh with dt_mesh_release. Distributed tensors, specs
  * and sliced meshes hold references too: drop them all before
  * dt_runtime_destroy (the mesh's comms are split from the world comm).

@@ -42,9 +42,18 @@ typedef struct dt_init_params {
  * CUDA (see dt_runtime_world). A world of one has no store and a "self" world
  * comm. Loads BLAS and reports its library, version, kernel and threads
  * (DT_LOG=info; a warning when the kernel is a generic fallback). Caller destroys with dt_runtime_destroy().
- * Errors: DT_ERR_INVALID_ARG (bad launcher variables, device, timeout),
- * DT_ERR_UNSUPPORTED (a device not built in), DT_ERR_TIMEOUT / store and
- * transport errors while connecting.
+ * Before anything else it checks every DT_* variable that is set against the
+ * registry (dt_config_print lists them): a value that is not a number where
+ * one is expected, out of range, or not one of the allowed words fails with
+ * DT_ERR_INVALID_ARG naming the variable and the value, e.g. "dt_init:
+ * environment variable DT_TIMEOUT_S='abc' is not a number (want a number > 0
+ * and <= 1e+07)" (also when @p params overrides that setting). Booleans
+ * take 0/1, true/false, yes/no, on/off. A DT_* variable dtensor does not read
+ * is warned about once (a misspelling). Code that reads a tunable before
+ * dt_init (or without it) uses the default for a bad value and warns once.
+ * Errors: DT_ERR_INVALID_ARG (a bad DT_* value, bad launcher variables,
+ * device, timeout), DT_ERR_UNSUPPORTED (a device not built in),
+ * DT_ERR_TIMEOUT / store and transport errors while connecting.
  */
 DT_API dt_status dt_init(const dt_init_params *params, dt_runtime **out);
 /**
@@ -77,7 +86,7 @@ DT_API dt_comm *dt_runtime_host_world(dt_runtime *rt);
 /** The bootstrap store. Borrowed; NULL in a world of one process. */
 DT_API dt_store *dt_runtime_store(dt_runtime *rt);
 
-/** What the runtime found: BLAS library, version, kernel, threads; CPU features. */
+/** What the runtime found: BLAS library, version, kernel, threads; CPU features; the GEMM engine. */
 typedef struct dt_runtime_info {
     char blas_library[64];
     char blas_version[64];
@@ -86,6 +95,15 @@ typedef struct dt_runtime_info {
     char cpu_features[128];  /* e.g. "avx2 fma avx512f avx512bw avx512vl avx512dq" */
     bool blas_kernel_generic; /* a fallback kernel on a CPU that supports a better one */
     int num_threads;
+    /* The engine every CPU matmul runs on (DT_GEMM=auto|onednn|openblas). */
+    char gemm_engine[16];  /* "onednn" or "openblas" */
+    char gemm_library[64]; /* e.g. "oneDNN (libdnnl.so.2)" */
+    char gemm_version[32]; /* e.g. "2.6.3" */
+    char gemm_kernel[64];  /* oneDNN: implementation of an f32 matmul, e.g. "brg:avx512_core";
+                              OpenBLAS: the core name, as blas_kernel */
+    int gemm_threads;
+    char gemm_detail[160]; /* e.g. "isa avx512_core_bf16, OpenMP runtime, idle threads passive" */
+    char gemm_reason[192]; /* why this engine, e.g. "default (DT_GEMM=auto)" */
 } dt_runtime_info;
 
 /** Fill @p out (works before dt_init too, for single-process programs). */

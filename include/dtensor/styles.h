@@ -120,7 +120,8 @@ typedef struct dt_style_params {
  * A new style of @p kind with options @p p (NULL: defaults). Caller releases.
  * Errors: DT_ERR_INVALID_ARG naming a field the kind does not take, a missing
  * required field, n_inputs out of range, a Shard layout on a negative dim
- * other than -1 or a Partial desired input.
+ * other than -1 or on a dim no tensor has (>= DT_MAX_DIMS), a sequence_dim
+ * outside 0..DT_MAX_DIMS-1, or a Partial desired input.
  */
 DT_API dt_status dt_style_create(dt_style_kind kind, const dt_style_params *p, dt_style **out);
 /** Shorthands with default options. */
@@ -222,10 +223,15 @@ DT_API const char *dt_plan_gpt_default_text(bool sequence_parallel);
  * parameter slots replaced and hooks added. Errors, with the model untouched:
  * DT_ERR_NOT_FOUND naming @p tp_dim when the mesh has no such dim, or a
  * plan key that matches no module; DT_ERR_INVALID_ARG naming a module matched
- * by two keys; the errors of dt_style_check. Run it on every rank of the
- * slice with the same plan (the checks are deterministic, so every rank fails
- * alike). Parameters keep their values: each rank keeps its shard of the full
- * tensor it held.
+ * by two keys, or a Shard dim the module's input cannot have (an Embedding's
+ * ids have at most DT_MAX_DIMS - 1 dims); the errors of dt_style_check.
+ * Other shard dims are checked at the first forward, where the rank of each
+ * input and output is known: a Linear takes inputs of any rank, so
+ * colwise(output=S(7)) is valid for 8-dim inputs and fails only on a forward
+ * with fewer dims ("shard dim 7 is out of range for a tensor of 3 dims").
+ * Run it on every rank of the slice with the same plan (the checks are
+ * deterministic, so every rank fails alike). Parameters keep their values:
+ * each rank keeps its shard of the full tensor it held.
  */
 DT_API dt_status dt_parallelize_module(dt_module *root, dt_mesh *mesh, const dt_plan *plan,
                                        const char *tp_dim);

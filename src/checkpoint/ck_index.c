@@ -2,7 +2,6 @@
  * index.json of sharded checkpoints: hostile-input parsing and validation.
  * (The writer side builds the JSON in sharded_save.c.)
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include "checkpoint/ck_index.h"
 #include "checkpoint/st_impl.h"
 #include "core/error.h"
+#include "core/file_open.h"
 
 #define IFMT(...) DT_ERR(DT_ERR_FORMAT, "checkpoint index " __VA_ARGS__)
 
@@ -300,15 +300,13 @@ dt_status dt__ck_index_read(const char *dir, dt_ck_index **out)
 {
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s", dir, DT_CK_INDEX_NAME);
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return DT_ERR(DT_ERR_SYSTEM, "dt_checkpoint_load: cannot open %s: %s", path,
-                      strerror(errno));
+    FILE *f = NULL;
     struct stat sb;
+    DT_CHECK(dt__fopen_regular("dt_checkpoint_load", path, &f, &sb));
     dt_status st = DT_OK;
     char *buf = NULL;
-    if (fstat(fileno(f), &sb) != 0 || sb.st_size < 0 || (size_t)sb.st_size > DT_CK_INDEX_MAX) {
-        st = IFMT("%s: missing or larger than %zu bytes", path, DT_CK_INDEX_MAX);
+    if (sb.st_size < 0 || (size_t)sb.st_size > DT_CK_INDEX_MAX) {
+        st = IFMT("%s: larger than %zu bytes", path, DT_CK_INDEX_MAX);
         goto out;
     }
     buf = malloc((size_t)sb.st_size + 1);

@@ -24,6 +24,7 @@ typedef struct sl_read {
 
 typedef struct sl_ctx {
     const char *dir;
+    bool with_optim; /* the optimizer's state and step are loaded too */
     dt_ck_index *ix;
     int n_files;
     char **file_names;
@@ -46,7 +47,42 @@ static void sl_free(sl_ctx *c)
     dt__ck_index_free(c->ix);
 }
 
-/* The open file called @p name (opened on first use). */
+/*
+ * A rank file must come from the save index.json describes: the same save id
+ * and, when the optimizer is loaded, the same optimizer and step (the step
+ * index.json records is the one training resumes from, so it must not be
+ * trusted alone). Files without dtensor metadata (written by other tools)
+ * are not checked for the save id.
+ */
+static dt_status sl_check_meta(const sl_ctx *c, const dt_safetensors *f)
+{
+    const char *id = dt_safetensors_metadata_get(f, "dtensor.save_id");
+    if (id != NULL && strcmp(id, c->ix->save_id) != 0)
+        return DT_ERR(DT_ERR_FORMAT,
+                      "dt_checkpoint_load: %s belongs to save %.40s, but %s/index.json is of "
+                      "save %.40s",
+                      f->path, id, c->dir, c->ix->save_id);
+    if (!c->with_optim || c->ix->optim_name == NULL)
+        return DT_OK;
+    const char *name = dt_safetensors_metadata_get(f, "dtensor.optim");
+    const char *step = dt_safetensors_metadata_get(f, "dtensor.optim_step");
+    char *end = NULL;
+    long long v = step != NULL ? strtoll(step, &end, 10) : -1;
+    if (name == NULL || strcmp(name, c->ix->optim_name) != 0)
+        return DT_ERR(DT_ERR_FORMAT,
+                      "dt_checkpoint_load: %s/index.json records %.32s optimizer state, but %s "
+                      "holds %.32s",
+                      c->dir, c->ix->optim_name, f->path, name != NULL ? name : "none");
+    if (step == NULL || end == step || *end != '\0' || v != c->ix->optim_step)
+        return DT_ERR(DT_ERR_FORMAT,
+                      "dt_checkpoint_load: %s/index.json records optimizer step %lld, but %s "
+                      "holds step %.32s",
+                      c->dir, (long long)c->ix->optim_step, f->path,
+                      step != NULL ? step : "(none)");
+    return DT_OK;
+}
+
+/* The open file called @p name (opened and checked on first use). */
 static dt_status sl_file(sl_ctx *c, const char *name, int *out)
 {
     for (int i = 0; i < c->n_files; i++)
@@ -66,6 +102,11 @@ static dt_status sl_file(sl_ctx *c, const char *name, int *out)
     snprintf(path, sizeof(path), "%s/%s", c->dir, name);
     dt_safetensors *f = NULL;
     DT_CHECK(dt_safetensors_open(path, &f));
+    dt_status st = sl_check_meta(c, f);
+    if (st != DT_OK) {
+        dt_safetensors_close(f);
+        return st;
+    }
     c->file_names[c->n_files] = strdup(name);
     c->files[c->n_files] = f;
     *out = c->n_files++;
@@ -244,7 +285,7 @@ dt_status dt_checkpoint_load(dt_module *root, dt_optim *optim, const char *dir)
     static const char *fn = "dt_checkpoint_load";
     DT_ARG_NOT_NULL(root);
     DT_ARG_NOT_NULL(dir);
-    sl_ctx c = {.dir = dir};
+    sl_ctx c = {.dir = dir, .with_optim = optim != NULL};
     dt_ck_params l = {0};
     dt_status st = DT_OK;
     DT_CHECK_GOTO(dt__ck_params_collect(fn, root, &l), st, out);

@@ -16,6 +16,7 @@
 
 #include "checkpoint/st_impl.h"
 #include "core/error.h"
+#include "core/file_open.h"
 #include "core/tensor_impl.h"
 
 /* A DT_ERR_FORMAT message; callers pass "%s: ..." with the path first. */
@@ -80,19 +81,8 @@ dt_status dt_safetensors_open(const char *path, dt_safetensors **out)
     dt_status st = DT_OK;
     dt_safetensors *f = NULL;
     struct stat sb;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return DT_ERR(DT_ERR_SYSTEM, "dt_safetensors_open: cannot open %s: %s", path,
-                      strerror(errno));
-    if (fstat(fd, &sb) != 0) {
-        st =
-            DT_ERR(DT_ERR_SYSTEM, "dt_safetensors_open: cannot stat %s: %s", path, strerror(errno));
-        goto err_close;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        st = DT_ERR(DT_ERR_INVALID_ARG, "dt_safetensors_open: %s is not a regular file", path);
-        goto err_close;
-    }
+    int fd = -1;
+    DT_CHECK(dt__open_regular("dt_safetensors_open", path, &fd, &sb));
     DT_CHECK_GOTO(st_alloc(path, &f), st, err_close);
     f->len = (size_t)sb.st_size;
     f->mapped = true;

@@ -1,61 +1,353 @@
-/* The registry of every environment tunable: name, default, help. */
+/* The registry of every environment tunable: name, default, help, and the values it takes. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/config.h"
+#include "core/error.h"
 #include "core/log.h"
+
+typedef enum cfg_kind {
+    CFG_STR,    /* any text (a path, an address), or text @p check accepts */
+    CFG_INT,    /* a decimal integer in [lo, hi] */
+    CFG_DOUBLE, /* a finite number in [lo, hi] (lo excluded when lo_open) */
+    CFG_BOOL,   /* 0|1|true|false|yes|no|on|off, read as 0 or 1 */
+    CFG_ENUM,   /* one of @p values (any case), read as the value's own spelling */
+    CFG_EXTERN, /* another program's variable (launchers, OpenBLAS): read leniently, never checked
+                 */
+} cfg_kind;
+
+/* Extra syntax check of a CFG_STR value: false with the reason in @p why. */
+typedef bool (*cfg_check_fn)(const char *v, char *why, size_t len);
 
 typedef struct dt_config_entry {
     const char *name;
     const char *dflt; /* NULL: unset */
     const char *help;
+    cfg_kind kind;
+    double lo, hi;
+    bool lo_open;
+    const char *const *values; /* CFG_ENUM, NULL-terminated */
+    cfg_check_fn check;
 } dt_config_entry;
+
+static const char *const log_levels[] = {"none", "error", "warn", "info", "debug", "trace", NULL};
+static const char *const alloc_modes[] = {"caching", "system", NULL};
+static const char *const devices[] = {"cpu", "cuda", "sim", "auto", NULL};
+static const char *const gemm_engines[] = {"auto", "onednn", "openblas", NULL};
+
+static bool check_subsys(const char *v, char *why, size_t len);
+static bool check_algo(const char *v, char *why, size_t len);
+
+/* One row per kind (clang-format would spread these initialisers over blocks). */
+// clang-format off
+#define STR(n, d, h)            {n, d, h, CFG_STR, 0, 0, false, NULL, NULL}
+#define STR_CHECKED(n, d, h, f) {n, d, h, CFG_STR, 0, 0, false, NULL, f}
+#define INT(n, d, lo, hi, h)    {n, d, h, CFG_INT, lo, hi, false, NULL, NULL}
+#define SECONDS(n, d, h)        {n, d, h, CFG_DOUBLE, 0, 1e7, true, NULL, NULL}
+#define BOOL(n, d, h)           {n, d, h, CFG_BOOL, 0, 0, false, NULL, NULL}
+#define ENUM(n, d, v, h)        {n, d, h, CFG_ENUM, 0, 0, false, v, NULL}
+#define EXTERN(n, h)            {n, NULL, h, CFG_EXTERN, 0, 0, false, NULL, NULL}
+// clang-format on
 
 /* Keep sorted by area; add a row here for every new tunable. */
 static const dt_config_entry config_table[] = {
-    {"DT_LOG", "warn", "log level: none|error|warn|info|debug|trace"},
-    {"DT_LOG_SUBSYS", "all", "comma list of subsystems to log (core,alloc,kernel,comm,mesh,redist,...)"},
-    {"DT_LOG_FILE", NULL, "log to this file instead of stderr; %r = rank, %p = pid"},
-    {"DT_ALLOC", "caching", "host allocator: caching|system"},
-    {"DT_NUM_THREADS", "0", "compute threads per rank; 0 = cores / local ranks"},
-    {"DT_BLAS_AUTOSELECT", "1", "pick the OpenBLAS kernel for this CPU when OPENBLAS_CORETYPE is unset"},
-    {"OPENBLAS_NUM_THREADS", NULL, "OpenBLAS threads at load (read by OpenBLAS); when unset dtensor loads it with DT_NUM_THREADS' count, since idle OpenBLAS workers poll for ~0.1 s"},
-    {"OPENBLAS_CORETYPE", NULL, "OpenBLAS kernel (read by OpenBLAS); when set, dtensor never overrides it"},
-    {"LOCAL_WORLD_SIZE", NULL, "ranks on this node (dtrun/torchrun); divides the cores for DT_NUM_THREADS"},
-    {"OMPI_COMM_WORLD_LOCAL_SIZE", NULL, "ranks on this node under Open MPI's mpirun"},
-    {"MPI_LOCALNRANKS", NULL, "ranks on this node under MPICH/Hydra"},
-    {"SLURM_NTASKS_PER_NODE", NULL, "ranks on this node under srun"},
-    {"DT_TIMEOUT_S", "300", "seconds a collective or store wait may take before DT_ERR_TIMEOUT"},
-    {"DT_ALGO", NULL, "force collective algorithms, e.g. allreduce:ring,allgather:ring"},
-    {"DT_SPIN_US", "-1", "microseconds a wait spins before sleeping on the event fd; -1 = auto: adaptive 5-200 us of polling (none with more local ranks than cores), then 50 us polling with sched_yield while the host is contended"},
-    {"DT_CMA", "1", "copy between ranks of one host with cross-memory attach (process_vm_readv/writev) where a collective can: 0 = never"},
-    {"DT_SHM", "1", "carry messages of up to 4080 bytes between ranks of one host through shared-memory rings instead of UCX: 0 = never"},
-    {"DT_RING_SEGMENT_KB", "4096", "segment size (KiB) of pipelined ring collectives"},
-    {"DT_STORE_BIND", "127.0.0.1", "address the rank-0 store binds to"},
-    {"DT_STORE_STALL_S", "10", "seconds the store waits on a half-sent message or a missing AUTH before dropping the client"},
-    {"DT_JOB_TOKEN", NULL, "secret every store client must present (set by dtrun)"},
-    {"DT_DEVICE", "auto", "device of this rank: cpu|cuda|sim|auto (auto: cuda when a GPU is usable)"},
-    {"DT_NCCL", "1", "0: CUDA ranks talk over UCX with staged device buffers instead of NCCL"},
-    {"DT_SIM_DELAY_US", "0", "sim device: microseconds each queued kernel or copy waits first"},
+    ENUM("DT_LOG", "warn", log_levels, "log level: none|error|warn|info|debug|trace"),
+    STR_CHECKED("DT_LOG_SUBSYS", "all",
+                "comma list of subsystems to log (core,alloc,kernel,comm,mesh,redist,...)",
+                check_subsys),
+    STR("DT_LOG_FILE", NULL, "log to this file instead of stderr; %r = rank, %p = pid"),
+    ENUM("DT_ALLOC", "caching", alloc_modes, "host allocator: caching|system"),
+    INT("DT_NUM_THREADS", "0", 0, 65536, "compute threads per rank; 0 = cores / local ranks"),
+    BOOL("DT_BLAS_AUTOSELECT", "1",
+         "pick the OpenBLAS kernel for this CPU when OPENBLAS_CORETYPE is unset"),
+    EXTERN("OPENBLAS_NUM_THREADS",
+           "OpenBLAS threads at load (read by OpenBLAS); when unset dtensor loads it with "
+           "DT_NUM_THREADS' count, since idle OpenBLAS workers poll for ~0.1 s"),
+    EXTERN("OPENBLAS_CORETYPE",
+           "OpenBLAS kernel (read by OpenBLAS); when set, dtensor never overrides it"),
+    ENUM("DT_GEMM", "auto", gemm_engines,
+         "CPU matmul engine: auto|onednn|openblas; auto = oneDNN when it loads, else OpenBLAS "
+         "(an info line says why); an engine named here that cannot load fails every matmul"),
+    INT("DT_GEMM_CACHE", "64", 1, 4096,
+        "oneDNN matmul primitives kept per process (LRU: one per shape, strides, transposes, "
+        "alpha/beta)"),
+    STR("DT_ONEDNN_LIB", "libdnnl.so.2", "the oneDNN 2.x library dtensor dlopens (name or path)"),
+    EXTERN("OMP_NUM_THREADS",
+           "OpenMP threads at load (read by OpenMP); when unset dtensor loads oneDNN with "
+           "DT_NUM_THREADS' count"),
+    EXTERN("OMP_WAIT_POLICY",
+           "what idle OpenMP threads do (read when OpenMP loads); when it, GOMP_SPINCOUNT and "
+           "KMP_BLOCKTIME are unset dtensor loads oneDNN with passive: spinning idle threads "
+           "slow the communication"),
+    EXTERN("GOMP_SPINCOUNT", "libgomp's spin count (read by libgomp); when set, dtensor leaves "
+                             "OMP_WAIT_POLICY alone"),
+    EXTERN("KMP_BLOCKTIME", "LLVM/Intel OpenMP's spin time (read by libomp); when set, dtensor "
+                            "leaves OMP_WAIT_POLICY alone"),
+    EXTERN("LOCAL_WORLD_SIZE",
+           "ranks on this node (dtrun/torchrun); divides the cores for DT_NUM_THREADS"),
+    EXTERN("OMPI_COMM_WORLD_LOCAL_SIZE", "ranks on this node under Open MPI's mpirun"),
+    EXTERN("MPI_LOCALNRANKS", "ranks on this node under MPICH/Hydra"),
+    EXTERN("SLURM_NTASKS_PER_NODE", "ranks on this node under srun"),
+    SECONDS("DT_TIMEOUT_S", "300",
+            "seconds a collective or store wait may take before DT_ERR_TIMEOUT"),
+    STR_CHECKED("DT_ALGO", NULL, "force collective algorithms, e.g. allreduce:ring,allgather:ring",
+                check_algo),
+    INT("DT_SPIN_US", "-1", -1, 1000000,
+        "microseconds a wait spins before sleeping on the event fd; -1 = auto: adaptive 5-200 "
+        "us of polling (none with more local ranks than cores), then 50 us polling with "
+        "sched_yield while the host is contended"),
+    BOOL("DT_CMA", "1",
+         "copy between ranks of one host with cross-memory attach (process_vm_readv/writev) "
+         "where a collective can: 0 = never"),
+    BOOL("DT_SHM", "1",
+         "carry messages of up to 4080 bytes between ranks of one host through shared-memory "
+         "rings instead of UCX: 0 = never"),
+    INT("DT_RING_SEGMENT_KB", "4096", 1, 1048576,
+        "segment size (KiB) of pipelined ring collectives"),
+    STR("DT_STORE_BIND", "127.0.0.1", "address the rank-0 store binds to"),
+    SECONDS("DT_STORE_STALL_S", "10",
+            "seconds the store waits on a half-sent message or a missing AUTH before dropping "
+            "the client"),
+    STR("DT_JOB_TOKEN", NULL, "secret every store client must present (set by dtrun)"),
+    ENUM("DT_DEVICE", "auto", devices,
+         "device of this rank: cpu|cuda|sim|auto (auto: cuda when a GPU is usable)"),
+    BOOL("DT_NCCL", "1", "0: CUDA ranks talk over UCX with staged device buffers instead of NCCL"),
+    INT("DT_SIM_DELAY_US", "0", 0, 10000000,
+        "sim device: microseconds each queued kernel or copy waits first"),
 };
+
+#define N_ENTRIES (sizeof(config_table) / sizeof(config_table[0]))
+
+/* One warning per variable for a bad value read before (or without) dt_init. */
+static atomic_bool warned[N_ENTRIES];
 
 static const dt_config_entry *config_find(const char *name)
 {
     /* callers pass literals, so the last few names are found by address:
      * collectives look tunables up on every call */
-    static _Thread_local struct { const char *name; const dt_config_entry *e; } memo[4];
+    static _Thread_local struct {
+        const char *name;
+        const dt_config_entry *e;
+    } memo[4];
     static _Thread_local unsigned next;
     for (int i = 0; i < 4; i++)
         if (memo[i].name == name)
             return memo[i].e;
-    for (size_t i = 0; i < sizeof(config_table) / sizeof(config_table[0]); i++)
+    for (size_t i = 0; i < N_ENTRIES; i++)
         if (strcmp(config_table[i].name, name) == 0) {
             memo[next % 4].name = name;
             memo[next++ % 4].e = &config_table[i];
             return &config_table[i];
         }
     return NULL;
+}
+
+/* ------------------------------------------------------------ value syntax */
+
+/* "a, b, c": the names of a NULL-terminated list. */
+static void list_names(const char *const *v, char *buf, size_t len)
+{
+    size_t p = 0;
+    buf[0] = '\0';
+    for (int i = 0; v[i] != NULL && p < len; i++) {
+        int w = snprintf(buf + p, len - p, "%s%s", i ? ", " : "", v[i]);
+        p += w > 0 ? (size_t)w : 0;
+    }
+}
+
+static bool word_char(char c)
+{
+    return isalnum((unsigned char)c) || c == '_';
+}
+
+/* "comm,mesh": names of letters, digits and '_' separated by single commas. */
+static bool check_subsys(const char *v, char *why, size_t len)
+{
+    for (const char *p = v;; p++) {
+        const char *start = p;
+        while (word_char(*p))
+            p++;
+        if (p == start || (*p != ',' && *p != '\0')) {
+            snprintf(why, len, "is not a comma list of subsystem names (e.g. comm,mesh)");
+            return false;
+        }
+        if (*p == '\0')
+            return true;
+    }
+}
+
+/* "allreduce:ring,broadcast:binomial": collective names are checked here; the
+ * algorithm names by the collective, which fails naming an unknown one. */
+static bool check_algo(const char *v, char *why, size_t len)
+{
+    static const char *const colls[] = {
+        "allreduce", "allgather", "reduce_scatter", "alltoall", "alltoallw", "broadcast", NULL};
+    for (const char *p = v;;) {
+        const char *c = p;
+        while (word_char(*p))
+            p++;
+        size_t cl = (size_t)(p - c);
+        const char *a = p + 1;
+        if (*p == ':')
+            for (p = a; word_char(*p); p++)
+                ;
+        if (cl == 0 || a[-1] != ':' || p == a || (*p != ',' && *p != '\0')) {
+            snprintf(why, len, "is not a comma list of collective:algorithm (e.g. allreduce:ring)");
+            return false;
+        }
+        bool known = false;
+        for (int i = 0; colls[i] != NULL && !known; i++)
+            known = strlen(colls[i]) == cl && strncmp(colls[i], c, cl) == 0;
+        if (!known) {
+            char names[128];
+            list_names(colls, names, sizeof(names));
+            snprintf(why, len, "names the collective '%.*s', not one of %s", (int)cl, c, names);
+            return false;
+        }
+        if (*p == '\0')
+            return true;
+        p++;
+    }
+}
+
+static const char *const bool_true[] = {"1", "true", "yes", "on", NULL};
+static const char *const bool_false[] = {"0", "false", "no", "off", NULL};
+
+static int enum_index(const char *const *values, const char *v)
+{
+    for (int i = 0; values[i] != NULL; i++)
+        if (strcasecmp(values[i], v) == 0)
+            return i;
+    return -1;
+}
+
+/* The "(want ...)" part of a message: what @p e accepts. */
+static void want_text(const dt_config_entry *e, char *buf, size_t len)
+{
+    char names[160];
+    switch (e->kind) {
+    case CFG_INT:
+        snprintf(buf, len, "an integer in %.0f..%.0f", e->lo, e->hi);
+        break;
+    case CFG_DOUBLE:
+        snprintf(buf, len, "a number %s %g and <= %g", e->lo_open ? ">" : ">=", e->lo, e->hi);
+        break;
+    case CFG_BOOL:
+        snprintf(buf, len, "0 or 1, true or false, yes or no, on or off");
+        break;
+    case CFG_ENUM:
+        list_names(e->values, names, sizeof(names));
+        snprintf(buf, len, "one of %s", names);
+        break;
+    default:
+        snprintf(buf, len, "%s", e->help);
+        break;
+    }
+}
+
+/*
+ * Whether @p v is a valid value of @p e; if not, "<NAME>='<v>' <why> (want
+ * ...)" into @p msg. @p canon gets the value as the getters hand it on
+ * (the enum's own spelling, "0"/"1" for a bool, else @p v itself).
+ */
+static bool value_check(const dt_config_entry *e, const char *v, const char **canon, char *msg,
+                        size_t len)
+{
+    char why[160] = "", want[200];
+    bool ok = true;
+    *canon = v;
+    switch (e->kind) {
+    case CFG_INT: {
+        char *end = NULL;
+        errno = 0;
+        long long x = strtoll(v, &end, 10);
+        if (isspace((unsigned char)v[0]) || end == v || *end != '\0') {
+            ok = false;
+            snprintf(why, sizeof(why), "is not an integer");
+        } else if (errno == ERANGE || (double)x < e->lo || (double)x > e->hi) {
+            ok = false;
+            snprintf(why, sizeof(why), "is out of range");
+        }
+        break;
+    }
+    case CFG_DOUBLE: {
+        char *end = NULL;
+        errno = 0;
+        double x = strtod(v, &end);
+        if (isspace((unsigned char)v[0]) || end == v || *end != '\0' || isnan(x)) {
+            ok = false;
+            snprintf(why, sizeof(why), "is not a number");
+        } else if (errno == ERANGE || !isfinite(x) || x < e->lo || (e->lo_open && x == e->lo) ||
+                   x > e->hi) {
+            ok = false;
+            snprintf(why, sizeof(why), "is out of range");
+        }
+        break;
+    }
+    case CFG_BOOL:
+        if (enum_index(bool_true, v) >= 0) {
+            *canon = "1";
+        } else if (enum_index(bool_false, v) >= 0) {
+            *canon = "0";
+        } else {
+            ok = false;
+            snprintf(why, sizeof(why), "is not a boolean");
+        }
+        break;
+    case CFG_ENUM: {
+        int i = enum_index(e->values, v);
+        if (i >= 0)
+            *canon = e->values[i];
+        else {
+            ok = false;
+            snprintf(why, sizeof(why), "is not an allowed value");
+        }
+        break;
+    }
+    case CFG_STR:
+        if (e->check != NULL && !e->check(v, why, sizeof(why)))
+            ok = false;
+        break;
+    case CFG_EXTERN:
+        break;
+    }
+    if (!ok) {
+        want_text(e, want, sizeof(want));
+        if (e->kind == CFG_STR)
+            snprintf(msg, len, "%s='%s' %s", e->name, v, why);
+        else
+            snprintf(msg, len, "%s='%s' %s (want %s)", e->name, v, why, want);
+    }
+    return ok;
+}
+
+/* ------------------------------------------------------------ getters */
+
+static const char *entry_value(const dt_config_entry *e)
+{
+    const char *v = getenv(e->name);
+    if (v == NULL || v[0] == '\0')
+        return e->dflt;
+    const char *canon = v;
+    char msg[512];
+    if (value_check(e, v, &canon, msg, sizeof(msg)))
+        return canon;
+    /* dt_init refuses the value; code that runs before it (or without it)
+     * takes the default, and says so once */
+    if (!atomic_exchange(&warned[e - config_table], true)) {
+        if (strncmp(e->name, "DT_LOG", 6) == 0) /* the logger reads these itself */
+            fprintf(stderr, "dtensor: %s; using the default %s\n", msg, e->dflt ? e->dflt : "");
+        else
+            DT_LOG_WARN("core", "%s; using the default %s", msg, e->dflt ? e->dflt : "(unset)");
+    }
+    return e->dflt;
 }
 
 const char *dt__config_str(const char *name)
@@ -66,8 +358,7 @@ const char *dt__config_str(const char *name)
         fprintf(stderr, "dtensor: internal: tunable %s is not in the registry\n", name);
         return getenv(name);
     }
-    const char *v = getenv(name);
-    return (v != NULL && v[0] != '\0') ? v : e->dflt;
+    return entry_value(e);
 }
 
 int64_t dt__config_int(const char *name)
@@ -82,9 +373,46 @@ double dt__config_double(const char *name)
     return v != NULL ? strtod(v, NULL) : 0.0;
 }
 
+extern char **environ;
+
+/* A DT_* variable the registry does not know is most likely a misspelt one. */
+static void warn_unknown(void)
+{
+    static atomic_bool done;
+    if (atomic_exchange(&done, true))
+        return;
+    for (char **ev = environ; ev != NULL && *ev != NULL; ev++) {
+        const char *eq = strchr(*ev, '=');
+        if (strncmp(*ev, "DT_", 3) != 0 || eq == NULL)
+            continue;
+        size_t n = (size_t)(eq - *ev);
+        bool known = false;
+        for (size_t i = 0; i < N_ENTRIES && !known; i++)
+            known = strlen(config_table[i].name) == n && strncmp(config_table[i].name, *ev, n) == 0;
+        if (!known)
+            DT_LOG_WARN_HOST("core", "%.*s is set, but dtensor reads no such variable (misspelt?)",
+                             (int)n, *ev);
+    }
+}
+
+dt_status dt__config_validate(const char *fn)
+{
+    for (size_t i = 0; i < N_ENTRIES; i++) {
+        const dt_config_entry *e = &config_table[i];
+        const char *v = getenv(e->name), *canon = NULL;
+        char msg[512];
+        if (v != NULL && v[0] != '\0' && !value_check(e, v, &canon, msg, sizeof(msg))) {
+            atomic_store(&warned[i], true); /* the error says it; no warning on top */
+            return DT_ERR(DT_ERR_INVALID_ARG, "%s: environment variable %s", fn, msg);
+        }
+    }
+    warn_unknown();
+    return DT_OK;
+}
+
 void dt_config_print(FILE *f)
 {
-    for (size_t i = 0; i < sizeof(config_table) / sizeof(config_table[0]); i++) {
+    for (size_t i = 0; i < N_ENTRIES; i++) {
         const dt_config_entry *e = &config_table[i];
         const char *cur = getenv(e->name);
         fprintf(f, "%-20s default=%-10s current=%-10s %s\n", e->name, e->dflt ? e->dflt : "-",

@@ -2,13 +2,13 @@
  * Token data: a flat little-endian uint16 file (nanoGPT .bin) held in memory,
  * and the batches of the spec's Data section.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/file_open.h"
 #include "dtensor/nn.h"
 
 struct dt_token_data {
@@ -48,21 +48,10 @@ dt_status dt_token_data_open(const char *path, dt_token_data **out)
     DT_ARG_NOT_NULL(path);
     DT_ARG_NOT_NULL(out);
     dt_status status;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return DT_ERR(DT_ERR_SYSTEM, "dt_token_data_open: cannot open '%s': %s", path,
-                      strerror(errno));
-    if (fseeko(f, 0, SEEK_END) != 0) {
-        status = DT_ERR(DT_ERR_SYSTEM, "dt_token_data_open: cannot seek '%s': %s", path,
-                        strerror(errno));
-        goto err_close;
-    }
-    off_t bytes = ftello(f);
-    if (bytes < 0 || fseeko(f, 0, SEEK_SET) != 0) {
-        status = DT_ERR(DT_ERR_SYSTEM, "dt_token_data_open: cannot size '%s': %s", path,
-                        strerror(errno));
-        goto err_close;
-    }
+    FILE *f = NULL;
+    struct stat sb;
+    DT_CHECK(dt__fopen_regular("dt_token_data_open", path, &f, &sb));
+    off_t bytes = sb.st_size;
     if (bytes % 2 != 0) {
         status = DT_ERR(DT_ERR_FORMAT,
                         "dt_token_data_open: '%s' has %" PRId64 " bytes, not a whole number of "

@@ -114,8 +114,9 @@ static void test_parse(void **state)
                  "duplicate tensor 'w'");
 }
 
-/* Rewrite <dir>/index.json through @p edit. */
-static void edit_index(const char *dir, void (*edit)(cJSON *tensors))
+/* Rewrite <dir>/index.json through @p edit_root (the whole object) or @p edit (its tensors). */
+static void rewrite_index(const char *dir, void (*edit_root)(cJSON *root),
+                          void (*edit)(cJSON *tensors))
 {
     char path[600];
     snprintf(path, sizeof(path), "%s/index.json", dir);
@@ -124,11 +125,35 @@ static void edit_index(const char *dir, void (*edit)(cJSON *tensors))
     text[len] = '\0';
     cJSON *root = cJSON_Parse(text);
     free(text);
-    edit(cJSON_GetObjectItem(root, "tensors"));
+    if (edit_root != NULL)
+        edit_root(root);
+    if (edit != NULL)
+        edit(cJSON_GetObjectItem(root, "tensors"));
     char *out = cJSON_Print(root);
     ck_write_all(path, out, strlen(out));
     free(out);
     cJSON_Delete(root);
+}
+
+static void edit_index(const char *dir, void (*edit)(cJSON *tensors))
+{
+    rewrite_index(dir, NULL, edit);
+}
+
+/* index.json claims another optimizer step than the rank files hold */
+static void e_step(cJSON *root)
+{
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(root, "optim"), "step", cJSON_CreateNumber(9));
+}
+static void e_optim_name(cJSON *root)
+{
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(root, "optim"), "name",
+                              cJSON_CreateString("sgd"));
+}
+/* index.json of another save naming this save's files */
+static void e_save_id(cJSON *root)
+{
+    cJSON_ReplaceItemInObject(root, "save_id", cJSON_CreateString("00000000000000ff"));
 }
 
 static cJSON *shard0(cJSON *ts, const char *fqn)
@@ -218,6 +243,32 @@ static void test_inconsistent(void **state)
         assert_true(dt_tensor_equal(ea, z));
         dt_tensor_release(z);
     }
+    /* the step training resumes from is checked against the rank files, both named */
+    CK_OK(dt_checkpoint_save(src, so, ck));
+    rewrite_index(ck, e_step, NULL);
+    CK_FAILS(dt_checkpoint_load(dst, dopt, ck), DT_ERR_FORMAT,
+             "/index.json records optimizer step 9, but ");
+    CK_FAILS(dt_checkpoint_load(dst, dopt, ck), DT_ERR_FORMAT, ".safetensors holds step 5");
+    assert_int_equal(dt_optim_step_count(dopt), 0);
+    ck_assert_params(dst, snap, n, "load with a step index.json and the rank files disagree on");
+    CK_OK(dt_checkpoint_load(dst, NULL, ck)); /* the step does not matter without the optimizer */
+    dt_optim_destroy(dopt);
+    dt_module_destroy(dst);
+    dst = ck_gpt("tiny", 12);
+    CK_OK(dt_optim_adamw_create(dst, &ap, &dopt));
+    CK_OK(dt_checkpoint_save(src, so, ck));
+    rewrite_index(ck, e_optim_name, NULL);
+    dt_optim *sgd = NULL;
+    dt_sgd_params sp = {0};
+    CK_OK(dt_optim_sgd_create(dst, &sp, &sgd));
+    CK_FAILS(dt_checkpoint_load(dst, sgd, ck), DT_ERR_FORMAT,
+             "/index.json records sgd optimizer state, but ");
+    dt_optim_destroy(sgd);
+    CK_OK(dt_checkpoint_save(src, so, ck));
+    rewrite_index(ck, e_save_id, NULL);
+    CK_FAILS(dt_checkpoint_load(dst, NULL, ck), DT_ERR_FORMAT,
+             "/index.json is of save 00000000000000ff");
+    ck_assert_params(dst, snap, n, "load of another save's files");
     CK_OK(dt_checkpoint_save(src, so, ck));
     CK_OK(dt_checkpoint_load(dst, dopt, ck));
     assert_int_equal(dt_optim_step_count(dopt), 5);

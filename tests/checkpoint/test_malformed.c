@@ -237,7 +237,8 @@ static void test_files(void **state)
     dt_safetensors *f = NULL;
     snprintf(path, sizeof(path), "%s/missing.safetensors", dir);
     CK_FAILS(dt_safetensors_open(path, &f), DT_ERR_SYSTEM, "cannot open");
-    CK_FAILS(dt_safetensors_open(dir, &f), DT_ERR_INVALID_ARG, "is not a regular file");
+    CK_FAILS(dt_safetensors_open(dir, &f), DT_ERR_INVALID_ARG,
+             "is a directory, not a regular file");
     snprintf(path, sizeof(path), "%s/empty.safetensors", dir);
     ck_write_all(path, "", 0);
     CK_FAILS(dt_safetensors_open(path, &f), DT_ERR_FORMAT, "empty.safetensors: 0 bytes");

@@ -100,6 +100,11 @@ static void test_bad_shape(void **state)
     const char *dup[2] = {"tp", "tp"};
     int ok[2] = {1, w};
     assert_int_equal(dt_mesh_create(rt, 2, ok, dup, &m), DT_ERR_INVALID_ARG);
+    /* a product past INT_MAX is named as such, not as the number it wraps to */
+    int huge[4] = {65536, 65536, 65536, 65536};
+    assert_int_equal(dt_mesh_create(rt, 4, huge, NULL, &m), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "holds more than 2147483647 ranks"));
+    assert_null(m);
     MT_OK(dt_comm_barrier(dt_runtime_world(rt), NULL)); /* everyone is still in step */
 }
 

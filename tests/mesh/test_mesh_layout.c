@@ -64,6 +64,16 @@ static void test_errors(void **state)
     /* shape product vs world size is checked by the layout builder used by dt_mesh_create */
     const char *empty[2] = {"", "tp"};
     assert_int_equal(dt_mesh_create_virtual(2, shape, empty, 0, &m), DT_ERR_INVALID_ARG);
+    /* more ranks than an int holds: refused naming the shape, never wrapped to a small world */
+    int big[4] = {65536, 65536, 65536, 65536};
+    assert_int_equal(dt_mesh_create_virtual(4, big, NULL, 0, &m), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(),
+                           "mesh shape 65536x65536x65536x65536 holds more than 2147483647 ranks "
+                           "(at dim 1 of size 65536)"));
+    int wide[2] = {65536, 65537}; /* 4295032832 ranks: 65536 after wrapping to 32 bits */
+    assert_int_equal(dt_mesh_create_virtual(2, wide, NULL, 0, &m), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "holds more than 2147483647 ranks"));
+    assert_null(m);
 }
 
 static void test_names_and_slices(void **state)

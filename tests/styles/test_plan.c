@@ -136,6 +136,21 @@ static void test_style_create_errors(void **state)
     ST_FAILS(dt_style_create(DT_STYLE_ROWWISE, &p, &s), DT_ERR_INVALID_ARG, "S(-2)");
     p = (dt_style_params){.field_mask = DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT};
     ST_FAILS(dt_style_create(DT_STYLE_PAIRWISE, &p, &s), DT_ERR_INVALID_ARG, "use_local_output");
+    /* dims no tensor has (the text form cannot write them, the C API can) */
+    p = (dt_style_params){.field_mask = DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT,
+                          .output_layout = dt_layout_of(dt_shard(DT_MAX_DIMS))};
+    ST_FAILS(dt_style_create(DT_STYLE_COLWISE, &p, &s), DT_ERR_INVALID_ARG,
+             "colwise style: output_layout[0] S(8): no tensor has that dim (at most 8 dims)");
+    p = (dt_style_params){.field_mask = DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS |
+                                        DT_STYLE_PARAM_FIELD_DESIRED_INPUT_LAYOUTS,
+                          .n_inputs = 1,
+                          .input_layouts = {dt_layout_of(dt_replicate())},
+                          .desired_input_layouts = {dt_layout_of(dt_shard(100))}};
+    ST_FAILS(dt_style_create(DT_STYLE_PREPARE_INPUT, &p, &s), DT_ERR_INVALID_ARG, "S(100)");
+    p = (dt_style_params){.field_mask = DT_STYLE_PARAM_FIELD_SEQUENCE_DIM, .sequence_dim = 8};
+    ST_FAILS(dt_style_create(DT_STYLE_SEQUENCE, &p, &s), DT_ERR_INVALID_ARG,
+             "sequence style: sequence_dim 8 is outside 0..7");
+    assert_null(s);
 }
 
 /* Parameters of the tiny GPT and how many are distributed. */
@@ -177,6 +192,26 @@ static void test_validation_leaves_model_untouched(void **state)
     ST_FAILS(dt_parallelize_module(m, mesh, p, "tp"), DT_ERR_INVALID_ARG, "n_heads 4");
     ST_FAILS(dt_parallelize_module(m, mesh, p, "tp"), DT_ERR_INVALID_ARG, "tp size 3");
     assert_untouched(m);
+
+    /* a shard dim the layer's input cannot have: an Embedding's ids have at most 7 dims */
+    dt_plan *q = NULL;
+    ST_OK(dt_plan_parse("output=colwise; tok_embeddings=colwise(input=S(7))", &q));
+    ST_FAILS(dt_parallelize_module(m, mesh, q, "tp"), DT_ERR_INVALID_ARG,
+             "parallelize: 'tok_embeddings', an Embedding: colwise input S(7): its ids have at "
+             "most 7 dims");
+    assert_untouched(m);
+    dt_plan_destroy(q);
+    ST_OK(dt_plan_parse("tok_embeddings=prepare_input(input=R, desired=S(7))", &q));
+    ST_FAILS(dt_parallelize_module(m, mesh, q, "tp"), DT_ERR_INVALID_ARG,
+             "prepare_input desired input S(7)");
+    assert_untouched(m);
+    dt_plan_destroy(q);
+    /* a Linear takes any rank: S(7) exists for 8-dim inputs, so only a forward can refuse it */
+    dt_module *g = tiny_gpt(4);
+    ST_OK(dt_plan_parse("output=colwise(output=S(7))", &q));
+    ST_OK(dt_parallelize_module(g, mesh, q, "tp"));
+    dt_plan_destroy(q);
+    dt_module_destroy(g);
 
     /* a mesh dim that does not exist */
     ST_FAILS(dt_parallelize_module(m, mesh, p, "mp"), DT_ERR_NOT_FOUND, "mp");
