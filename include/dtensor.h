@@ -14,7 +14,12 @@
  *
  * Areas, one header each: core (status, logging, dtypes), memory (accounting),
  * tensor (local tensors and views), autograd, ops (differentiable ops), store
- * and comm (bootstrap and collectives), runtime (start-up).
+ * and comm (bootstrap and collectives), runtime (start-up), mesh and placement
+ * (distributed tensors), nn (modules, optimizers, data-parallel batches),
+ * checkpoint, styles (tensor-parallel plans), data_parallel (DDP, ZeRO), and
+ * scope (for programs: DT_TRY error checks and scopes that release tensors).
+ * A program includes only this header and links -ldtensor (README.md, "Using
+ * it from your build"); examples/ are written that way.
  */
 #ifndef DTENSOR_H
 #define DTENSOR_H
@@ -33,5 +38,6 @@
 #include "dtensor/checkpoint.h"
 #include "dtensor/styles.h"
 #include "dtensor/data_parallel.h"
+#include "dtensor/scope.h"
 
 #endif /* DTENSOR_H */

@@ -3,7 +3,6 @@
 #include <stdio.h>
 
 #include "checkpointing.h"
-#include "core/error.h"
 
 static dt_status any_distributed(const char *fqn, dt_module *owner, const char *name,
                                  dt_tensor *param, void *user)
@@ -19,7 +18,7 @@ static dt_status any_distributed(const char *fqn, dt_module *owner, const char *
 dt_status train_ck_resume(const train_parallel *p, const char *dir, dt_module *model, dt_optim *opt,
                           int64_t *first_step)
 {
-    DT_CHECK(dt_checkpoint_load(model, opt, dir)); /* not collective: each rank its own pieces */
+    CHECK(dt_checkpoint_load(model, opt, dir)); /* not collective: each rank its own pieces */
     *first_step = dt_optim_step_count(opt);
     if (p->rank == 0)
         printf("resumed %s at step %" PRId64 "\n", dir, *first_step);
@@ -32,17 +31,17 @@ dt_status train_ck_after_step(const train_parallel *p, const char *dir, int64_t 
     if (dir == NULL || !((every > 0 && (s + 1) % every == 0) || s + 1 == steps))
         return DT_OK;
     bool dist = false;
-    DT_CHECK(dt_module_foreach_param(model, any_distributed, &dist));
+    CHECK(dt_module_foreach_param(model, any_distributed, &dist));
     /* an all-local model (one rank, or DDP without tp) is the same everywhere: rank 0 saves */
     dt_status st = (dist || p->rank == 0) ? dt_checkpoint_save(model, opt, dir) : DT_OK;
     if (!dist && p->rt != NULL && p->world > 1) { /* the others wait for rank 0's files */
         int32_t v = (int32_t)st;
-        DT_CHECK(dt_comm_allreduce(dt_runtime_world(p->rt), &v, &v, 1, DT_DTYPE_I32,
-                                   DT_REDUCE_OP_MIN, NULL));
+        CHECK(dt_comm_allreduce(dt_runtime_world(p->rt), &v, &v, 1, DT_DTYPE_I32, DT_REDUCE_OP_MIN,
+                                NULL));
         if (st == DT_OK && v != DT_OK)
-            return DT_ERR((dt_status)v, "train_gpt: rank 0 could not save %s", dir);
+            return dt_set_error((dt_status)v, "train_gpt: rank 0 could not save %s", dir);
     }
-    DT_CHECK(st);
+    CHECK(st);
     if (p->rank == 0)
         printf("checkpoint %s at step %" PRId64 "\n", dir, s + 1);
     return DT_OK;

@@ -1,8 +1,15 @@
 /* train_gpt's data parallelism and memory report (see data_parallel.h). */
 #include <inttypes.h>
 
-#include "core/error.h"
 #include "data_parallel.h"
+
+const char *train_dp_dim(const train_parallel *p)
+{
+    int d = -1;
+    if (p->mesh == NULL || dt_mesh_dim_index(p->mesh, "dp", &d) != DT_OK)
+        return NULL;
+    return "dp";
+}
 
 /* The dp comm of the mesh, or NULL when there is no mesh or no "dp" dim. */
 static dt_comm *dp_comm(const train_parallel *p)
@@ -13,24 +20,16 @@ static dt_comm *dp_comm(const train_parallel *p)
     return dt_mesh_dim_comm(p->mesh, d);
 }
 
-void train_dp_rows(const train_parallel *p, int64_t batch, int64_t *lo, int64_t *hi)
-{
-    dt_comm *c = dp_comm(p);
-    int64_t R = c != NULL ? dt_comm_size(c) : 1, r = c != NULL ? dt_comm_rank(c) : 0;
-    *lo = r * batch / R;
-    *hi = (r + 1) * batch / R;
-}
-
 dt_status train_dp_apply(train_parallel *p, const char *style, bool cpu_offload, int64_t batch,
                          dt_module *model)
 {
     dt_comm *c = dp_comm(p);
     if (c == NULL) {
         if (style != NULL)
-            return DT_ERR(DT_ERR_INVALID_ARG,
-                          "train_gpt: --data-parallel %s needs a 'dp' dim in --mesh "
-                          "(e.g. dp=2,tp=2)",
-                          style);
+            return dt_set_error(DT_ERR_INVALID_ARG,
+                                "train_gpt: --data-parallel %s needs a 'dp' dim in --mesh "
+                                "(e.g. dp=2,tp=2)",
+                                style);
         return DT_OK;
     }
     if (style == NULL && dt_comm_size(c) == 1)
@@ -38,31 +37,19 @@ dt_status train_dp_apply(train_parallel *p, const char *style, bool cpu_offload,
     dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_GRAD_SCALE |
                                        DT_FSDP_PARAM_FIELD_CPU_OFFLOAD,
                          .cpu_offload = cpu_offload};
-    DT_CHECK(dt_dp_stage_parse(style != NULL ? style : "zero2", &fp.stage));
+    CHECK(dt_dp_stage_parse(style != NULL ? style : "zero2", &fp.stage));
     int64_t lo = 0, hi = 0;
-    train_dp_rows(p, batch, &lo, &hi);
+    CHECK(dt_dp_rows(p->mesh, "dp", batch, &lo, &hi));
     if (hi <= lo)
-        return DT_ERR(DT_ERR_INVALID_ARG,
-                      "train_gpt: --batch %" PRId64 " leaves dp rank %d of %d without rows", batch,
-                      dt_comm_rank(c), dt_comm_size(c));
+        return dt_set_error(DT_ERR_INVALID_ARG,
+                            "train_gpt: --batch %" PRId64 " leaves dp rank %d of %d without rows",
+                            batch, dt_comm_rank(c), dt_comm_size(c));
     fp.grad_scale = (double)(hi - lo) / (double)batch; /* the mean over the global batch */
-    DT_CHECK(dt_fully_shard(model, p->mesh, "dp", &fp));
+    CHECK(dt_fully_shard(model, p->mesh, "dp", &fp));
     printf("data parallel: %s over dp=%d (rows %" PRId64 "..%" PRId64 " of %" PRId64
            " on rank 0)%s\n",
            dt_dp_stage_name(fp.stage), dt_comm_size(c), lo, hi, batch,
            cpu_offload ? ", master weights and optimizer offloaded to the host" : "");
-    return DT_OK;
-}
-
-dt_status train_dp_loss(const train_parallel *p, int64_t lo, int64_t hi, int64_t batch,
-                        double *loss)
-{
-    dt_comm *c = dp_comm(p);
-    if (c == NULL)
-        return DT_OK;
-    double v = *loss * (double)(hi - lo) / (double)batch;
-    DT_CHECK(dt_comm_allreduce(c, &v, &v, 1, DT_DTYPE_F64, DT_REDUCE_OP_SUM, NULL));
-    *loss = v;
     return DT_OK;
 }
 

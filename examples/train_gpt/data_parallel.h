@@ -18,12 +18,9 @@
 dt_status train_dp_apply(train_parallel *p, const char *style, bool cpu_offload, int64_t batch,
                          dt_module *model);
 
-/* This rank's rows [lo, hi) of a global batch of @p batch: rank r of R takes [r*B/R, (r+1)*B/R). */
-void train_dp_rows(const train_parallel *p, int64_t batch, int64_t *lo, int64_t *hi);
-
-/* Collective over dp: the loss of the global batch from this rank's mean over rows [lo, hi). */
-dt_status train_dp_loss(const train_parallel *p, int64_t lo, int64_t hi, int64_t batch,
-                        double *loss);
+/* "dp" when the mesh has a dp dim, else NULL: the dp_dim argument of
+ * dt_dp_rows and dt_dp_mean_loss (NULL: the whole batch on every rank). */
+const char *train_dp_dim(const train_parallel *p);
 
 /* Collective: one row per rank (current and peak bytes by category), printed by rank 0. */
 dt_status train_dp_memory_report(const train_parallel *p, FILE *f);

@@ -3,17 +3,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
 #include "parallel.h"
 
 dt_status train_parallel_init(train_parallel *p)
 {
     *p = (train_parallel){.tp = 1};
-    DT_CHECK(dt_init(NULL, &p->rt));
+    CHECK(dt_init(NULL, &p->rt));
     p->rank = dt_runtime_rank(p->rt);
     p->world = dt_runtime_size(p->rt);
     if (p->rank != 0 && freopen("/dev/null", "w", stdout) == NULL)
-        return DT_ERR(DT_ERR_SYSTEM, "train_gpt: rank %d cannot silence stdout", p->rank);
+        return dt_set_error(DT_ERR_SYSTEM, "train_gpt: rank %d cannot silence stdout", p->rank);
     return DT_OK;
 }
 
@@ -28,20 +27,21 @@ static dt_status parse_mesh(const char *text, int *ndim, int *shape,
          item = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(item, '='), *end = NULL;
         if (eq == NULL || eq == item || n == DT_MESH_MAX_DIMS)
-            return DT_ERR(DT_ERR_INVALID_ARG,
-                          "train_gpt: --mesh '%s': bad item '%s' (want name=size, at most %d)",
-                          text, item, DT_MESH_MAX_DIMS);
+            return dt_set_error(
+                DT_ERR_INVALID_ARG,
+                "train_gpt: --mesh '%s': bad item '%s' (want name=size, at most %d)", text, item,
+                DT_MESH_MAX_DIMS);
         *eq = '\0';
         long v = strtol(eq + 1, &end, 10);
         if (end == eq + 1 || *end != '\0' || v < 1 || v > 1 << 20 ||
             strlen(item) >= DT_MESH_NAME_MAX)
-            return DT_ERR(DT_ERR_INVALID_ARG, "train_gpt: --mesh '%s': bad size '%s' of '%s'", text,
-                          eq + 1, item);
+            return dt_set_error(DT_ERR_INVALID_ARG, "train_gpt: --mesh '%s': bad size '%s' of '%s'",
+                                text, eq + 1, item);
         snprintf(names[n], DT_MESH_NAME_MAX, "%s", item);
         shape[n++] = (int)v;
     }
     if (n == 0)
-        return DT_ERR(DT_ERR_INVALID_ARG, "train_gpt: --mesh '%s' names no dim", text);
+        return dt_set_error(DT_ERR_INVALID_ARG, "train_gpt: --mesh '%s' names no dim", text);
     *ndim = n;
     return DT_OK;
 }
@@ -50,22 +50,23 @@ static dt_status make_mesh(train_parallel *p, const char *text)
 {
     int ndim = 0, shape[DT_MESH_MAX_DIMS], tp_index = -1;
     char names[DT_MESH_MAX_DIMS][DT_MESH_NAME_MAX];
-    DT_CHECK(parse_mesh(text, &ndim, shape, names));
+    CHECK(parse_mesh(text, &ndim, shape, names));
     for (int d = 0; d < ndim; d++) {
         if (strcmp(names[d], "tp") == 0)
             tp_index = d;
         else if (shape[d] != 1 && strcmp(names[d], "dp") != 0) /* dp: data_parallel.c */
-            return DT_ERR(DT_ERR_UNSUPPORTED,
-                          "train_gpt: --mesh '%s': dim '%s' of size %d: only tensor ('tp') and "
-                          "data ('dp') parallelism are available; other dims must have size 1",
-                          text, names[d], shape[d]);
+            return dt_set_error(
+                DT_ERR_UNSUPPORTED,
+                "train_gpt: --mesh '%s': dim '%s' of size %d: only tensor ('tp') and "
+                "data ('dp') parallelism are available; other dims must have size 1",
+                text, names[d], shape[d]);
     }
     if (tp_index < 0)
-        return DT_ERR(DT_ERR_INVALID_ARG, "train_gpt: --mesh '%s' has no 'tp' dim", text);
+        return dt_set_error(DT_ERR_INVALID_ARG, "train_gpt: --mesh '%s' has no 'tp' dim", text);
     const char *np[DT_MESH_MAX_DIMS];
     for (int d = 0; d < ndim; d++)
         np[d] = names[d];
-    DT_CHECK(dt_mesh_create(p->rt, ndim, shape, np, &p->mesh));
+    CHECK(dt_mesh_create(p->rt, ndim, shape, np, &p->mesh));
     p->tp = shape[tp_index];
     return DT_OK;
 }
@@ -80,27 +81,23 @@ dt_status train_parallel_apply(train_parallel *p, const char *mesh_text, bool sp
         snprintf(def, sizeof(def), "tp=%d", p->world);
         mesh_text = def;
     }
-    DT_CHECK(make_mesh(p, mesh_text));
+    CHECK(make_mesh(p, mesh_text));
     dt_plan *plan = NULL;
-    dt_status s;
     if (plan_path != NULL)
-        DT_CHECK(dt_plan_load(plan_path, &plan));
+        CHECK(dt_plan_load(plan_path, &plan));
     else
-        DT_CHECK(dt_plan_gpt_default(sp, &plan));
+        CHECK(dt_plan_gpt_default(sp, &plan));
+    dt_status s = DT_OK;
     if (explain && p->rank == 0)
-        DT_CHECK_GOTO(dt_plan_explain(model, p->mesh, plan, "tp", stdout), s, out_destroy);
-    DT_CHECK_GOTO(dt_parallelize_module(model, p->mesh, plan, "tp"), s, out_destroy);
-    printf("mesh %s (%d ranks), plan %s%s\n", mesh_text, p->world,
-           plan_path != NULL ? plan_path : "default",
-           sp && plan_path == NULL ? " + sequence parallel" : "");
-out_destroy:
+        s = dt_plan_explain(model, p->mesh, plan, "tp", stdout);
+    if (s == DT_OK)
+        s = dt_parallelize_module(model, p->mesh, plan, "tp");
+    if (s == DT_OK)
+        printf("mesh %s (%d ranks), plan %s%s\n", mesh_text, p->world,
+               plan_path != NULL ? plan_path : "default",
+               sp && plan_path == NULL ? " + sequence parallel" : "");
     dt_plan_destroy(plan);
     return s;
-}
-
-dt_status train_loss_item(dt_tensor *loss, double *out)
-{
-    return dt_tensor_item(dt_tensor_is_distributed(loss) ? dt_to_local(loss) : loss, out);
 }
 
 enum { REPORT_FIELDS = 2 + DT_MEM_CATEGORY_COUNT };
@@ -108,7 +105,7 @@ enum { REPORT_FIELDS = 2 + DT_MEM_CATEGORY_COUNT };
 dt_status train_parallel_report_memory(train_parallel *p, dt_module *model, FILE *f)
 {
     dt_memory_stats ms;
-    DT_CHECK(dt_memory_stats_get(p->device, &ms));
+    CHECK(dt_memory_stats_get(p->device, &ms));
     int64_t mine[REPORT_FIELDS];
     mine[0] = dt_module_param_bytes_local(model);
     mine[1] = ms.total_peak;
@@ -116,7 +113,7 @@ dt_status train_parallel_report_memory(train_parallel *p, dt_module *model, FILE
         mine[2 + c] = ms.peak[c];
     int64_t *all = malloc(sizeof(int64_t) * REPORT_FIELDS * (size_t)p->world);
     if (all == NULL)
-        return DT_ERR(DT_ERR_NO_MEMORY, "train_gpt: no memory for the report");
+        return dt_set_error(DT_ERR_NO_MEMORY, "train_gpt: no memory for the report");
     dt_status s =
         dt_comm_allgather(dt_runtime_world(p->rt), mine, all, REPORT_FIELDS, DT_DTYPE_I64, NULL);
     if (s == DT_OK && p->rank == 0) {

@@ -10,7 +10,16 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "dtensor.h"
+#include <dtensor.h>
+
+/* Propagate a failure without printing: main() reports it once (DT_TRY_RETURN
+ * would print a line at every function on the way up). */
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        dt_status check_s_ = (call);                                                               \
+        if (check_s_ != DT_OK)                                                                     \
+            return check_s_;                                                                       \
+    } while (0)
 
 typedef struct train_parallel {
     dt_runtime *rt;
@@ -36,9 +45,6 @@ dt_status train_parallel_init(train_parallel *p);
  */
 dt_status train_parallel_apply(train_parallel *p, const char *mesh_text, bool sp,
                                const char *plan_path, bool explain, dt_module *model);
-
-/* The value of the loss, local or a replicated distributed scalar. */
-dt_status train_loss_item(dt_tensor *loss, double *out);
 
 /* Collective: rank 0 prints one line per rank: parameter bytes held and the
  * peak bytes per memory category. */

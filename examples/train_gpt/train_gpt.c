@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/clock.h"
-#include "core/error.h"
-#include "dtensor.h"
+#include <time.h>
+
+#include <dtensor.h>
 
 #include "args.h"
 #include "checkpointing.h"
@@ -29,6 +29,15 @@
 #define DT_DEFAULT_TOKENS "tokens.bin"
 #endif
 
+/* Seconds on a monotonic clock. */
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* main's checks: one message naming the program, then the cleanup at out */
 #define TRY(call)                                                                                  \
     do {                                                                                           \
         dt_status try_s_ = (call);                                                                 \
@@ -58,7 +67,7 @@ static dt_status make_optimizer(const train_args *a, dt_module *model, dt_optim 
 static dt_status to_device(dt_tensor **t, dt_device device)
 {
     dt_tensor *moved = NULL;
-    DT_CHECK(dt_tensor_to_device(*t, device, &moved));
+    CHECK(dt_tensor_to_device(*t, device, &moved));
     dt_tensor_release(*t);
     *t = moved;
     return DT_OK;
@@ -72,7 +81,7 @@ static dt_status train_step(const train_args *a, const train_parallel *par, dt_m
     dt_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
     dt_status s;
     int64_t lo = 0, hi = 0; /* this dp rank's rows of the global batch */
-    train_dp_rows(par, a->batch, &lo, &hi);
+    CHECK(dt_dp_rows(par->mesh, train_dp_dim(par), a->batch, &lo, &hi));
     dt_optim_zero_grad(opt);
     s = dt_token_data_batch(data, step, a->batch, seq, lo, hi, &x, &y);
     if (s == DT_OK)
@@ -84,10 +93,8 @@ static dt_status train_step(const train_args *a, const train_parallel *par, dt_m
     if (s == DT_OK)
         s = dt_nn_cross_entropy(logits, y, &loss);
     dt_tensor_release(logits); /* the graph keeps what backward needs */
-    if (s == DT_OK)
-        s = train_loss_item(loss, loss_out); /* local, or a replicated distributed scalar */
-    if (s == DT_OK)
-        s = train_dp_loss(par, lo, hi, a->batch, loss_out); /* the global batch's */
+    if (s == DT_OK)            /* the global batch's loss, whatever the mesh */
+        s = dt_dp_mean_loss(loss, par->mesh, train_dp_dim(par), a->batch, loss_out);
     if (s == DT_OK)
         s = dt_backward(loss, NULL);
     if (s == DT_OK && a->clip_grad > 0.0)
@@ -126,18 +133,18 @@ static int configure(const train_args *a, dt_gpt_config *cfg, int64_t *seq)
 static dt_status train_loop(const train_args *a, const train_parallel *par, dt_module *model,
                             dt_optim *opt, const dt_token_data *data, int64_t first, int64_t seq)
 {
-    double t0 = dt__clock_now();
+    double t0 = now();
     for (int64_t s = first; s < a->steps; s++) {
-        double loss = 0.0, norm = 0.0, ts = dt__clock_now();
-        DT_CHECK(train_step(a, par, model, opt, data, s, seq, &loss, &norm));
+        double loss = 0.0, norm = 0.0, ts = now();
+        CHECK(train_step(a, par, model, opt, data, s, seq, &loss, &norm));
         printf("step %4" PRId64 "  loss %.6f", s, loss);
         if (a->clip_grad > 0.0)
             printf("  grad_norm %.4f", norm);
-        printf("  (%.1f ms)\n", 1e3 * (dt__clock_now() - ts));
+        printf("  (%.1f ms)\n", 1e3 * (now() - ts));
         fflush(stdout);
-        DT_CHECK(train_ck_after_step(par, a->save_checkpoint, a->every, s, a->steps, model, opt));
+        CHECK(train_ck_after_step(par, a->save_checkpoint, a->every, s, a->steps, model, opt));
     }
-    double elapsed = dt__clock_now() - t0;
+    double elapsed = now() - t0;
     if (a->steps > first)
         printf("%.0f tokens/s (%" PRId64 " steps in %.2f s)\n",
                (double)((a->steps - first) * a->batch * seq) / elapsed, a->steps - first, elapsed);

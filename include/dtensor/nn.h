@@ -43,6 +43,7 @@
 #ifndef DTENSOR_NN_H
 #define DTENSOR_NN_H
 
+#include "dtensor/mesh.h" /* dt_dp_rows and friends take the mesh */
 #include "dtensor/tensor.h"
 
 #ifdef __cplusplus
@@ -508,6 +509,62 @@ DT_API int64_t dt_token_data_vocab(const dt_token_data *d);
 DT_API dt_status dt_token_data_batch(const dt_token_data *d, int64_t step, int64_t batch,
                                      int64_t seq, int64_t row_begin, int64_t row_end,
                                      dt_tensor **inputs, dt_tensor **targets);
+
+/* ========================================================== data-parallel batches and losses */
+
+/* (src/nn/batch.c) What every data-parallel training loop needs: this rank's
+ * rows of the global batch, and the loss of the global batch. */
+
+/**
+ * Rows [*lo, *hi) of a global batch of @p batch rows that this rank takes when
+ * the batch is split over mesh dim @p dp_dim of @p mesh: coordinate r of R on
+ * that dim takes [r*B/R, (r+1)*B/R) (sizes differ by at most one; every rank
+ * has rows when B >= R). @p mesh NULL or @p dp_dim NULL (no data
+ * parallelism): [0, batch). Works on a virtual mesh. Not collective.
+ * With uneven rows, pass grad_scale = (hi - lo) / batch to dt_fully_shard /
+ * dt_ddp_apply so that the gradient is the global batch's mean.
+ * Errors: DT_ERR_INVALID_ARG for batch < 0 or NULL @p lo / @p hi;
+ * DT_ERR_NOT_FOUND naming @p dp_dim when the mesh has no such dim.
+ */
+DT_API dt_status dt_dp_rows(const dt_mesh *mesh, const char *dp_dim, int64_t batch, int64_t *lo,
+                            int64_t *hi);
+
+/**
+ * This rank's share of @p batch, a local tensor whose first dim is the global
+ * batch (inputs, targets): a view of its rows [lo, hi) by dt_dp_rows, sharing
+ * @p batch's storage, without autograd history. *out is a new reference
+ * (@p batch itself, retained, when @p mesh or @p dp_dim is NULL). Not
+ * collective. Errors: DT_ERR_INVALID_ARG for a NULL, 0-d or distributed
+ * @p batch; those of dt_dp_rows.
+ */
+DT_API dt_status dt_dp_batch(dt_tensor *batch, const dt_mesh *mesh, const char *dp_dim,
+                             dt_tensor **out);
+
+/**
+ * The value of a one-element tensor, local or distributed (a loss), as a
+ * double. A local tensor: dt_tensor_item. A distributed one whose placements
+ * are all Replicate: its local value, read without communication. Any other
+ * (a Partial loss, a sharded one-element tensor): collective over its mesh
+ * (dt_full_tensor with autograd off, then the item), so call it on every
+ * rank of the mesh. Errors: DT_ERR_INVALID_ARG for NULL arguments or a tensor
+ * that has not exactly one element; those of dt_full_tensor.
+ */
+DT_API dt_status dt_item(dt_tensor *t, double *out);
+
+/**
+ * The loss of the global batch when each rank of mesh dim @p dp_dim computed
+ * @p loss as the mean over its rows of a @p batch-row global batch (split by
+ * dt_dp_rows): the sum over the dp ranks of value * (hi - lo) / batch, in
+ * double, the same on every rank. It equals the loss one process computes on
+ * the whole batch, up to rounding. Reads @p loss with dt_item. Collective over
+ * the @p dp_dim comm of @p mesh (one 8-byte all-reduce), and over @p loss's
+ * mesh when dt_item is. @p mesh or @p dp_dim NULL: dt_item(loss), no
+ * communication. Errors: those of dt_dp_rows and dt_item; batch <= 0 ->
+ * DT_ERR_INVALID_ARG; DT_ERR_UNSUPPORTED on a virtual mesh (no comms);
+ * communication errors.
+ */
+DT_API dt_status dt_dp_mean_loss(dt_tensor *loss, dt_mesh *mesh, const char *dp_dim, int64_t batch,
+                                 double *out);
 
 #ifdef __cplusplus
 }
