@@ -160,7 +160,7 @@ static dt_status pce_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor 
     gx[0] = g;
     g = NULL;
     s = DT_OK;
-err:
+err:;
     dt_tensor *tmp[] = {g, g2, gcol, sr, srh, slots, neg};
     dt__ops_release_all(7, tmp);
     return s;
