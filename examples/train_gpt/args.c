@@ -1,5 +1,6 @@
 /* train_gpt's options: one table row per option, typed parsers, usage text. */
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -50,7 +51,7 @@ static const opt_row rows[] = {
     {"--data-parallel", OPT_STR, FIELD(data_parallel), "ddp|zero1|zero2|zero3",
      "data-parallel style over the mesh's dp dim (default zero2)"},
     {"--memory-report", OPT_FLAG, FIELD(memory_report), NULL,
-     "one row per rank: current/peak bytes by category (rank 0 prints)"},
+     "one row per rank: current/peak MiB by category, host and device apart"},
     {"--save-checkpoint", OPT_STR, FIELD(save_checkpoint), "DIR",
      "sharded checkpoint (weights, optimizer state, step) after the last step"},
     {"--every", OPT_INT, FIELD(every), "N", "with --save-checkpoint: also every N steps"},
@@ -104,8 +105,8 @@ static int parse_value(const opt_row *r, const char *v, train_args *a, FILE *err
         return 0;
     }
     case OPT_DOUBLE: {
-        double x = strtod(v, &end);
-        if (errno != 0 || end == v || *end != '\0')
+        double x = strtod(v, &end); /* every double option is a finite x >= 0 */
+        if (errno != 0 || end == v || *end != '\0' || !isfinite(x) || x < 0.0)
             break;
         *(double *)dst = x;
         return 0;
@@ -113,7 +114,11 @@ static int parse_value(const opt_row *r, const char *v, train_args *a, FILE *err
     default:
         break;
     }
-    fprintf(err, "train_gpt: %s: bad value '%s' (expected %s)\n", r->name, v, r->meta);
+    static const char *const want[OPT_FLAG + 1] = {[OPT_INT] = "an integer >= 0",
+                                                   [OPT_DOUBLE] = "a finite number >= 0",
+                                                   [OPT_U64] = "an unsigned integer"};
+    fprintf(err, "train_gpt: %s: bad value '%s' (expected %s: %s)\n", r->name, v, r->meta,
+            want[r->kind] != NULL ? want[r->kind] : "a value");
     return -1;
 }
 

@@ -53,8 +53,31 @@ dt_status train_dp_apply(train_parallel *p, const char *style, bool cpu_offload,
     return DT_OK;
 }
 
-dt_status train_dp_memory_report(const train_parallel *p, FILE *f)
+/* The largest total peak over the ranks of @p world on @p device. */
+static dt_status max_peak(dt_comm *world, dt_device device, int64_t *out)
 {
-    return dt_memory_report(p->rt != NULL ? dt_runtime_world(p->rt) : NULL,
-                            "memory report per rank", f, NULL);
+    dt_memory_stats ms;
+    CHECK(dt_memory_stats_get(device, &ms));
+    *out = ms.total_peak;
+    if (world == NULL)
+        return DT_OK;
+    return dt_comm_allreduce(world, out, out, 1, DT_DTYPE_I64, DT_REDUCE_OP_MAX, NULL);
+}
+
+dt_status train_dp_memory_report(const train_parallel *p, bool table, FILE *f)
+{
+    dt_comm *world = p->rt != NULL ? dt_runtime_world(p->rt) : NULL;
+    if (table)
+        return dt_memory_report(world, "memory report per rank", f, NULL);
+    int64_t host = 0, dev = 0;
+    CHECK(max_peak(world, dt_device_cpu(), &host));
+    if (p->device.type != DT_DEVICE_CPU)
+        CHECK(max_peak(world, p->device, &dev));
+    if (p->rank != 0)
+        return DT_OK;
+    fprintf(f, "peak memory per rank: host %.2f MiB", (double)host / 1048576.0);
+    if (p->device.type != DT_DEVICE_CPU)
+        fprintf(f, ", %s %.2f MiB", dt_device_type_name(p->device.type), (double)dev / 1048576.0);
+    fprintf(f, " (the largest rank's; --memory-report shows each)\n");
+    return DT_OK;
 }

@@ -22,7 +22,9 @@ dt_status train_dp_apply(train_parallel *p, const char *style, bool cpu_offload,
  * dt_dp_rows and dt_dp_mean_loss (NULL: the whole batch on every rank). */
 const char *train_dp_dim(const train_parallel *p);
 
-/* Collective: one row per rank (current and peak bytes by category), printed by rank 0. */
-dt_status train_dp_memory_report(const train_parallel *p, FILE *f);
+/* Collective: with @p table one row per rank (current and peak MiB by
+ * category, host and device apart), else one line with the largest peak;
+ * rank 0 prints to @p f. */
+dt_status train_dp_memory_report(const train_parallel *p, bool table, FILE *f);
 
 #endif

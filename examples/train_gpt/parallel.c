@@ -100,40 +100,6 @@ dt_status train_parallel_apply(train_parallel *p, const char *mesh_text, bool sp
     return s;
 }
 
-enum { REPORT_FIELDS = 2 + DT_MEM_CATEGORY_COUNT };
-
-dt_status train_parallel_report_memory(train_parallel *p, dt_module *model, FILE *f)
-{
-    dt_memory_stats ms;
-    CHECK(dt_memory_stats_get(p->device, &ms));
-    int64_t mine[REPORT_FIELDS];
-    mine[0] = dt_module_param_bytes_local(model);
-    mine[1] = ms.total_peak;
-    for (int c = 0; c < DT_MEM_CATEGORY_COUNT; c++)
-        mine[2 + c] = ms.peak[c];
-    int64_t *all = malloc(sizeof(int64_t) * REPORT_FIELDS * (size_t)p->world);
-    if (all == NULL)
-        return dt_set_error(DT_ERR_NO_MEMORY, "train_gpt: no memory for the report");
-    dt_status s =
-        dt_comm_allgather(dt_runtime_world(p->rt), mine, all, REPORT_FIELDS, DT_DTYPE_I64, NULL);
-    if (s == DT_OK && p->rank == 0) {
-        fprintf(f, "memory per rank (MiB): params held | peak total");
-        for (int c = 0; c < DT_MEM_CATEGORY_COUNT; c++)
-            fprintf(f, " | %s", dt_mem_category_name((dt_mem_category)c));
-        fprintf(f, "\n");
-        for (int r = 0; r < p->world; r++) {
-            const int64_t *v = all + (size_t)r * REPORT_FIELDS;
-            fprintf(f, "  rank %d: %.3f | %.3f", r, (double)v[0] / 1048576.0,
-                    (double)v[1] / 1048576.0);
-            for (int c = 0; c < DT_MEM_CATEGORY_COUNT; c++)
-                fprintf(f, " | %.3f", (double)v[2 + c] / 1048576.0);
-            fprintf(f, "\n");
-        }
-    }
-    free(all);
-    return s;
-}
-
 void train_parallel_destroy(train_parallel *p)
 {
     if (p->rt != NULL)

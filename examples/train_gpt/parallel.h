@@ -46,10 +46,6 @@ dt_status train_parallel_init(train_parallel *p);
 dt_status train_parallel_apply(train_parallel *p, const char *mesh_text, bool sp,
                                const char *plan_path, bool explain, dt_module *model);
 
-/* Collective: rank 0 prints one line per rank: parameter bytes held and the
- * peak bytes per memory category. */
-dt_status train_parallel_report_memory(train_parallel *p, dt_module *model, FILE *f);
-
 /* Barrier, then release the mesh and the runtime. */
 void train_parallel_destroy(train_parallel *p);
 

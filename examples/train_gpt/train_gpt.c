@@ -12,11 +12,13 @@
  * data_parallel.c), not this loop.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <time.h>
+#include <unistd.h>
 
 #include <dtensor.h>
 
@@ -129,19 +131,39 @@ static int configure(const train_args *a, dt_gpt_config *cfg, int64_t *seq)
     return 0;
 }
 
-/* Steps [first, a->steps): one line per step, checkpoints as asked, then tokens/s. */
+/* Step @p s's report: on a terminal one line that rewrites itself (step,
+ * loss, tokens/s, time left), else a plain line per step for logs and scripts. */
+static void print_step(const train_args *a, int64_t s, int64_t first, double loss, double norm,
+                       double step_s, double elapsed, int64_t tokens_per_step, bool tty)
+{
+    if (!tty) {
+        printf("step %4" PRId64 "  loss %.6f", s, loss);
+        if (a->clip_grad > 0.0)
+            printf("  grad_norm %.4f", norm);
+        printf("  (%.1f ms)\n", 1e3 * step_s);
+    } else {
+        double done = (double)(s + 1 - first), left = (double)(a->steps - s - 1);
+        printf("\rstep %" PRId64 "/%" PRId64 "  loss %.6f", s + 1, a->steps, loss);
+        if (a->clip_grad > 0.0)
+            printf("  grad_norm %.4f", norm);
+        printf("  %.0f tokens/s  ETA %.0f s\033[K", done * (double)tokens_per_step / elapsed,
+               left * elapsed / done);
+        if (s + 1 == a->steps)
+            printf("\n");
+    }
+    fflush(stdout);
+}
+
+/* Steps [first, a->steps): a report per step, checkpoints as asked, then tokens/s. */
 static dt_status train_loop(const train_args *a, const train_parallel *par, dt_module *model,
                             dt_optim *opt, const dt_token_data *data, int64_t first, int64_t seq)
 {
+    bool tty = isatty(fileno(stdout));
     double t0 = now();
     for (int64_t s = first; s < a->steps; s++) {
         double loss = 0.0, norm = 0.0, ts = now();
         CHECK(train_step(a, par, model, opt, data, s, seq, &loss, &norm));
-        printf("step %4" PRId64 "  loss %.6f", s, loss);
-        if (a->clip_grad > 0.0)
-            printf("  grad_norm %.4f", norm);
-        printf("  (%.1f ms)\n", 1e3 * (now() - ts));
-        fflush(stdout);
+        print_step(a, s, first, loss, norm, now() - ts, now() - t0, a->batch * seq, tty);
         CHECK(train_ck_after_step(par, a->save_checkpoint, a->every, s, a->steps, model, opt));
     }
     double elapsed = now() - t0;
@@ -209,12 +231,7 @@ int main(int argc, char **argv)
         TRY(dt_save_full(model, a.save));
         printf("saved %s\n", a.save);
     }
-    dt_memory_stats ms;
-    TRY(dt_memory_stats_get(par.device, &ms));
-    dt_memory_print(&ms, stdout);
-    TRY(train_parallel_report_memory(&par, model, stdout));
-    if (a.memory_report)
-        TRY(train_dp_memory_report(&par, stdout));
+    TRY(train_dp_memory_report(&par, a.memory_report, stdout));
     rc = 0;
 out:
     dt_optim_destroy(opt);
