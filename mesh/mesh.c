@@ -178,6 +178,11 @@ static int names_str(const dt_mesh *m, char *buf, size_t len)
 
 dt_status dt_mesh_dim_index(const dt_mesh *m, const char *name, int *out)
 {
+    return dt__mesh_dim_find("dt_mesh_dim_index", m, name, out);
+}
+
+dt_status dt__mesh_dim_find(const char *fn, const dt_mesh *m, const char *name, int *out)
+{
     DT_ARG_NOT_NULL(m);
     DT_ARG_NOT_NULL(name);
     DT_ARG_NOT_NULL(out);
@@ -189,8 +194,8 @@ dt_status dt_mesh_dim_index(const dt_mesh *m, const char *name, int *out)
     }
     char names[160];
     names_str(m, names, sizeof(names));
-    return DT_ERR(DT_ERR_NOT_FOUND, "dt_mesh_dim_index: the mesh has no dim named '%s' (dims: %s)",
-                  name, names);
+    return DT_ERR(DT_ERR_NOT_FOUND, "%s: the mesh has no dim named '%s' (dims: %s)", fn, name,
+                  names);
 }
 
 void dt_mesh_coordinate(const dt_mesh *m, int *coord)

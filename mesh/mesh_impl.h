@@ -54,6 +54,9 @@ void dt__mesh_cache_put(dt_mesh *m, const void *key, size_t key_len, const void 
                         size_t value_len);
 
 /* Format a mesh shape as "2x3x4" into buf (truncated to len); returns buf. */
+/* dt_mesh_dim_index for a caller: the error names @p fn, the call the user made. */
+dt_status dt__mesh_dim_find(const char *fn, const dt_mesh *m, const char *name, int *out);
+
 const char *dt__mesh_shape_str(int ndim, const int *shape, char *buf, size_t len);
 
 /* Build the layout part of a root mesh (no comms): validation named after fn. */

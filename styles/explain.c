@@ -97,7 +97,7 @@ dt_status dt_plan_explain(dt_module *root, dt_mesh *mesh, const dt_plan *plan, c
         DT_ARG_NOT_NULL(mesh);
         DT_ARG_NOT_NULL(tp_dim);
         int d = -1, coord[DT_MESH_MAX_DIMS];
-        DT_CHECK(dt__plan_tp_dim(mesh, tp_dim, &d, &c.tp_size));
+        DT_CHECK(dt__plan_tp_dim("dt_plan_explain", mesh, tp_dim, &d, &c.tp_size));
         dt_mesh_coordinate(mesh, coord);
         c.tp_coord = coord[d];
         DT_CHECK(dt__plan_match_all(root, plan, &c.ms, &c.n_ms));

@@ -49,12 +49,16 @@ dt_status dt_style_check(const dt_style *s, dt_module *m, const char *fqn, int t
         if (t == NULL)
             return DT_ERR(DT_ERR_INTERNAL, "parallelize: '%s' has no parameter '%s'", fqn,
                           pp[i].name);
-        if (dt_tensor_is_distributed(t))
+        if (dt_tensor_is_distributed(t)) {
+            char spec[160];
+            dt_spec_format(dt_tensor_spec(t), spec, sizeof(spec));
             return DT_ERR(DT_ERR_INVALID_ARG,
                           "parallelize: '%s': parameter '%s' of %s '%s' is already distributed "
-                          "(parallelized twice?)",
+                          "(%s): apply tensor parallelism once, and before data parallelism "
+                          "(dt_parallelize_module, then dt_fully_shard / dt_ddp_apply)",
                           fqn, pp[i].name, dt_module_type_name(pp[i].owner),
-                          dt_module_name(pp[i].owner));
+                          dt_module_name(pp[i].owner), spec);
+        }
         DT_CHECK(check_heads(&pp[i], fqn, tp_size));
     }
     return DT_OK;

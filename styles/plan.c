@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "mesh/mesh_impl.h"
 #include "core/log.h"
 #include "styles/style_kind.h"
 
@@ -182,10 +183,10 @@ err_free:
     return s;
 }
 
-dt_status dt__plan_tp_dim(dt_mesh *mesh, const char *tp_dim, int *index, int *size)
+dt_status dt__plan_tp_dim(const char *fn, dt_mesh *mesh, const char *tp_dim, int *index, int *size)
 {
     int d = -1;
-    DT_CHECK(dt_mesh_dim_index(mesh, tp_dim, &d));
+    DT_CHECK(dt__mesh_dim_find(fn, mesh, tp_dim, &d));
     *index = d;
     *size = dt_mesh_dim_size(mesh, d);
     return DT_OK;
@@ -264,7 +265,7 @@ dt_status dt_parallelize_module(dt_module *root, dt_mesh *mesh, const dt_plan *p
     DT_ARG_NOT_NULL(plan);
     DT_ARG_NOT_NULL(tp_dim);
     int d = -1, tp_size = 0, n = 0;
-    DT_CHECK(dt__plan_tp_dim(mesh, tp_dim, &d, &tp_size));
+    DT_CHECK(dt__plan_tp_dim("dt_parallelize_module", mesh, tp_dim, &d, &tp_size));
     dt__plan_match *ms = NULL;
     DT_CHECK(dt__plan_match_all(root, plan, &ms, &n));
     dt_mesh *tp = NULL;

@@ -209,9 +209,7 @@ static dt_status parse_entry(dt_plan *plan, char *raw, int index)
     if (eq == NULL)
         return bad(&e, "no '=' in", t);
     *eq = '\0';
-    char *key = trim(t);
-    if (*key == '\0')
-        return bad(&e, "empty key before", "=");
+    char *key = trim(t); /* empty: the root module itself, as dt_plan_add's "" */
     for (char *c = key; *c != '\0'; c++)
         if (isspace((unsigned char)*c) || *c == '(' || *c == ')')
             return bad(&e, "bad key", key);

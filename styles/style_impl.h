@@ -99,6 +99,6 @@ dt_status dt__plan_match_all(dt_module *root, const dt_plan *plan, dt__plan_matc
 void dt__plan_matches_free(dt__plan_match *m, int n);
 
 /* The index and size of mesh dim @p tp_dim (DT_ERR_NOT_FOUND naming it). */
-dt_status dt__plan_tp_dim(dt_mesh *mesh, const char *tp_dim, int *index, int *size);
+dt_status dt__plan_tp_dim(const char *fn, dt_mesh *mesh, const char *tp_dim, int *index, int *size);
 
 #endif

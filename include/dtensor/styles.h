@@ -187,6 +187,7 @@ DT_API dt_style *dt_plan_style_at(const dt_plan *p, int i);
  *     layers.*.attention.wo = rowwise(output=S(1))
  *     layers.*.feed_forward = prepare_input(input=S(1), desired=R)
  *     output = colwise(input=S(1), output=S(-1), local=false)
+ *     = rowwise          (an empty key: the root module itself)
  *
  * Entries are separated by ';' or newlines. Style names: colwise, rowwise,
  * sequence, prepare_input, prepare_output, pairwise (PyTorch's class names

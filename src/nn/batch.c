@@ -6,6 +6,7 @@
 #include <inttypes.h>
 
 #include "core/error.h"
+#include "mesh/mesh_impl.h"
 #include "dtensor/autograd.h"
 #include "dtensor/mesh.h"
 #include "dtensor/nn.h"
@@ -15,9 +16,7 @@
 static dt_status dp_coord(const char *fn, const dt_mesh *mesh, const char *dp_dim, int *r, int *n)
 {
     int d = -1, coord[DT_MESH_MAX_DIMS];
-    dt_status s = dt_mesh_dim_index(mesh, dp_dim, &d);
-    if (s != DT_OK)
-        return DT_ERR(s, "%s: data-parallel dim: %s", fn, dt_last_error());
+    DT_CHECK(dt__mesh_dim_find(fn, mesh, dp_dim, &d));
     dt_mesh_coordinate(mesh, coord);
     *r = coord[d];
     *n = dt_mesh_dim_size(mesh, d);
@@ -103,7 +102,7 @@ dt_status dt_dp_mean_loss(dt_tensor *loss, dt_mesh *mesh, const char *dp_dim, in
     int64_t lo = 0, hi = 0;
     DT_CHECK(dt_dp_rows(mesh, dp_dim, batch, &lo, &hi));
     int d = -1;
-    DT_CHECK(dt_mesh_dim_index(mesh, dp_dim, &d));
+    DT_CHECK(dt__mesh_dim_find("dt_dp_mean_loss", mesh, dp_dim, &d));
     dt_comm *c = dt_mesh_dim_comm(mesh, d);
     if (c == NULL)
         return DT_ERR(DT_ERR_UNSUPPORTED,

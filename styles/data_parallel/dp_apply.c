@@ -9,6 +9,7 @@
 
 #include "autograd/node.h"
 #include "core/error.h"
+#include "mesh/mesh_impl.h"
 #include "nn/module_impl.h"
 #include "styles/data_parallel/dp_impl.h"
 
@@ -454,7 +455,7 @@ static dt_status state_create(dt_module *root, dt_mesh *mesh, const char *dp_dim
     dp_state *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "dt_fully_shard: no memory");
-    dt_status st = dt_mesh_dim_index(mesh, dp_dim, &s->dp_dim);
+    dt_status st = dt__mesh_dim_find("dt_fully_shard", mesh, dp_dim, &s->dp_dim);
     if (st != DT_OK)
         goto err_state;
     s->mesh = dt_mesh_retain(mesh);

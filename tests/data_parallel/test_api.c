@@ -60,7 +60,8 @@ static void test_errors(void **state)
     dt_module *m = NULL;
     DP_OK(dt_gpt_create(&cfg, 1234, &m));
     dt_tensor *w = mr_param_at(m, "output.weight");
-    FAILS(dt_fully_shard(m, mesh, "data", NULL), DT_ERR_NOT_FOUND, "data");
+    FAILS(dt_fully_shard(m, mesh, "data", NULL), DT_ERR_NOT_FOUND,
+          "dt_fully_shard: the mesh has no dim named 'data' (dims: dp)");
     dt_fsdp_params bad = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE, .stage = (dt_dp_stage)7};
     FAILS(dt_fully_shard(m, mesh, "dp", &bad), DT_ERR_INVALID_ARG, "stage 7");
     dt_fsdp_params units = {.field_mask = DT_FSDP_PARAM_FIELD_UNITS, .units = "layers.*,blocks.*"};
@@ -82,6 +83,13 @@ static void test_errors(void **state)
     dt_module_destroy(tied);
     DP_OK(dt_fully_shard(m, mesh, "dp", NULL));
     FAILS(dt_ddp_apply(m, mesh, "dp", NULL), DT_ERR_INVALID_ARG, "already data parallel");
+    dt_plan *plan = NULL; /* tensor parallelism after data parallelism: the order is named */
+    DP_OK(dt_plan_gpt_default(false, &plan));
+    FAILS(dt_parallelize_module(m, mesh, plan, "tp"), DT_ERR_NOT_FOUND,
+          "dt_parallelize_module: the mesh has no dim named 'tp'");
+    FAILS(dt_parallelize_module(m, mesh, plan, "dp"), DT_ERR_INVALID_ARG,
+          "before data parallelism (dt_parallelize_module, then dt_fully_shard");
+    dt_plan_destroy(plan);
     dt_dp_stage st;
     FAILS(dt_dp_stage_parse("zero4", &st), DT_ERR_INVALID_ARG, "zero4");
     for (int i = 0; i <= DT_DP_ZERO3; i++) {

@@ -98,8 +98,13 @@ static void test_parse_forms(void **state)
     dt_style_format(dt_plan_style_at(p, 3), buf, sizeof(buf));
     assert_string_equal(buf, "sequence(seq_dim=0)");
     dt_plan_destroy(p);
-    /* the root itself is the key "" (dt_plan_add), not an empty text key */
-    ST_FAILS(dt_plan_parse("=pairwise", &p), DT_ERR_INVALID_ARG, "empty key");
+    /* an empty key is the root itself, as dt_plan_add's "" */
+    ST_OK(dt_plan_parse(" = rowwise # the root\n", &p));
+    assert_int_equal(dt_plan_size(p), 1);
+    assert_string_equal(dt_plan_pattern_at(p, 0), "");
+    dt_style_format(dt_plan_style_at(p, 0), buf, sizeof(buf));
+    assert_string_equal(buf, "rowwise");
+    dt_plan_destroy(p);
 }
 
 static void test_parse_errors(void **state)
@@ -212,9 +217,18 @@ static void test_validation_leaves_model_untouched(void **state)
     ST_OK(dt_parallelize_module(g, mesh, q, "tp"));
     dt_plan_destroy(q);
     dt_module_destroy(g);
+    /* the root module named in plan text: a bare Linear, rowwise */
+    dt_module *lin = NULL;
+    ST_OK(dt_linear_create(8, 4, true, &lin));
+    ST_OK(dt_plan_parse(" = rowwise", &q));
+    ST_OK(dt_parallelize_module(lin, mesh, q, "tp"));
+    assert_true(dt_tensor_is_distributed(mr_param_at(lin, "weight")));
+    dt_plan_destroy(q);
+    dt_module_destroy(lin);
 
     /* a mesh dim that does not exist */
-    ST_FAILS(dt_parallelize_module(m, mesh, p, "mp"), DT_ERR_NOT_FOUND, "mp");
+    ST_FAILS(dt_parallelize_module(m, mesh, p, "mp"), DT_ERR_NOT_FOUND,
+             "dt_parallelize_module: the mesh has no dim named 'mp' (dims: dp, tp)");
     assert_untouched(m);
     dt_plan_destroy(p);
 
