@@ -11,8 +11,12 @@
  * full_tensor(redistribute(distribute(x))) == x bit for bit.
  * Run without dtrun (one process) on a bigger mesh, it only plans: every
  * rank's shapes and plan, computed on virtual meshes, no communication.
- * (--in/--out safetensors files need the checkpoint module: not available yet.)
+ * --in reads the tensor from a safetensors file (--name picks one of several),
+ * --out writes the redistributed tensor's full value to one.
  */
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,21 +52,27 @@ static void usage(void)
     exit(2);
 }
 
-static int parse_ints(const char *s, char sep, int64_t *out, int max)
+/* The @p sep separated integers of option @p opt, each in [lo, hi]; a bad
+ * one ends the program naming the option and the value. */
+static int parse_ints(const char *opt, const char *s, char sep, int64_t lo, int64_t hi,
+                      int64_t *out, int max)
 {
     int n = 0;
-    while (*s && n < max) {
+    for (const char *p = s; *p;) {
         char *end = NULL;
-        out[n++] = strtoll(s, &end, 10);
-        if (end == s)
-            return -1;
-        s = end;
-        if (*s == sep)
-            s++;
-        else if (*s)
-            return -1;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno == ERANGE || v < lo || v > hi || n == max || (*end && *end != sep)) {
+            fprintf(stderr,
+                    "redistribute: %s '%s': want up to %d integers in [%lld, %lld] separated "
+                    "by '%c'\n",
+                    opt, s, max, (long long)lo, (long long)hi, sep);
+            exit(2);
+        }
+        out[n++] = v;
+        p = *end ? end + 1 : end;
     }
-    return *s ? -1 : n;
+    return n;
 }
 
 static args parse(int argc, char **argv)
@@ -81,11 +91,11 @@ static args parse(int argc, char **argv)
             usage();
         if (strcmp(argv[i], "--mesh") == 0) {
             int64_t m[DT_MESH_MAX_DIMS];
-            a.mesh_ndim = parse_ints(v, 'x', m, DT_MESH_MAX_DIMS);
+            a.mesh_ndim = parse_ints("--mesh", v, 'x', 1, INT_MAX, m, DT_MESH_MAX_DIMS);
             for (int k = 0; k < a.mesh_ndim; k++)
                 a.mesh[k] = (int)m[k];
         } else if (strcmp(argv[i], "--shape") == 0) {
-            a.ndim = parse_ints(v, ',', a.shape, DT_MAX_DIMS);
+            a.ndim = parse_ints("--shape", v, ',', 0, INT64_MAX, a.shape, DT_MAX_DIMS);
         } else if (strcmp(argv[i], "--from") == 0) {
             a.from = v;
         } else if (strcmp(argv[i], "--to") == 0) {

@@ -10,7 +10,9 @@
 #      --libs` with libdtensor.a named in place of -ldtensor.
 # Each program runs once as one process with no LD_LIBRARY_PATH (rpaths must
 # do) and DT_DEVICE=cpu; a static one must not need libdtensor.so at all.
-# Inputs: BUILD_DIR SRC_DIR (consumer) EXAMPLES_DIR WORK_DIR LIBDIR SANITIZE.
+#   3. README.md's example (its first ```c block), as a reader copies it, with
+#      pkg-config.
+# Inputs: BUILD_DIR SRC_DIR (consumer) EXAMPLES_DIR WORK_DIR LIBDIR SANITIZE README.
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 # A sanitized libdtensor needs the sanitizer runtime first: build the consumers the same way.
@@ -99,3 +101,18 @@ else()
   expect_static(${WORK_DIR}/consumer_pc_static)
   run_program(${WORK_DIR}/consumer_pc_static "consumer: dtensor [0-9]+ ok")
 endif()
+
+# 3. README.md's example, compiled as printed
+file(READ ${README} readme)
+string(FIND "${readme}" "```c\n" start)
+if(start LESS 0)
+  message(FATAL_ERROR "${README} has no ```c block")
+endif()
+math(EXPR start "${start} + 5")
+string(SUBSTRING "${readme}" ${start} -1 readme)
+string(FIND "${readme}" "```" end)
+string(SUBSTRING "${readme}" 0 ${end} readme)
+file(WRITE ${WORK_DIR}/readme_example.c "${readme}")
+run(cc ${cflags_list} -Wall -Wextra -Werror ${WORK_DIR}/readme_example.c ${shared} ${rpath}
+    -o ${WORK_DIR}/readme_example)
+run_program(${WORK_DIR}/readme_example "rank 0 of 1: ok")
