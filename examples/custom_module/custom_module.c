@@ -127,8 +127,8 @@ static dt_status classifier_create(dt_module **out)
     return DT_OK;
 }
 
-/* New Linears of the same sizes start equal (their default init depends on the
- * sizes only): give every matrix its own values, by FQN, as dt_gpt_init does. */
+/* Every matrix initialised by its FQN, as dt_gpt_init does: the values no
+ * longer depend on the order the layers were created in (the default init's). */
 static dt_status init_weight(const char *fqn, dt_module *owner, const char *name, dt_tensor *param,
                              void *user)
 {

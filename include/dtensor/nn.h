@@ -234,20 +234,31 @@ DT_API void dt_module_clear_hooks(dt_module *m);
  *
  * Default initialisation happens at creation, when the module has no parent
  * and so no FQN: each parameter is filled by global index (as dt_param_init
- * does) under the seed dt_param_seed(DT_NN_DEFAULT_INIT_SEED, key), where key
- * stands for the FQN and names the type and sizes: "Linear(<in>,<out>).weight",
- * "Linear(<in>,<out>).bias", "Embedding(<num>,<dim>).weight". The values
- * depend only on the sizes, never on the process, rank or mesh, so every rank
- * of a job builds the same full tensors and a parallel plan applied afterwards
- * (dt_parallelize_module, which slices each rank's full parameter) gives
- * exactly the model a single process trains. The flip side: two new layers of
- * the same type and sizes (an Attention's wq, wk and wv) start equal; give
- * them distinct values by their real FQNs after building the model, e.g.
- * dt_module_foreach_param with dt_param_init, as dt_gpt_init does.
+ * does) under the seed dt_param_seed(seed, key), where seed is the last
+ * dt_nn_manual_seed's (DT_NN_DEFAULT_INIT_SEED until one is made) and key
+ * stands for the FQN: the type and sizes, '#', and how many modules of that
+ * type and sizes this process created before since that call (from 0), then
+ * the parameter: "Linear(<in>,<out>)#<k>.weight", "Linear(<in>,<out>)#<k>.bias",
+ * "Embedding(<num>,<dim>)#<k>.weight". So two layers of the same sizes (an
+ * Attention's wq, wk and wv) start apart, as in PyTorch, and the values never
+ * depend on the rank or the mesh: every rank of a job that builds the same
+ * model in the same order (as SPMD programs do) holds the same full tensors,
+ * and a parallel plan applied afterwards (dt_parallelize_module, which
+ * slices each rank's full parameter) gives exactly the model a single process
+ * trains. To build the same model twice in one process, call
+ * dt_nn_manual_seed before each, as torch.manual_seed.
  */
 
-/** The seed of the default initialisation of new Linear and Embedding modules. */
+/** The seed of the default initialisation before any dt_nn_manual_seed. */
 #define DT_NN_DEFAULT_INIT_SEED 0
+
+/**
+ * Restart the default initialisation of new Linear and Embedding modules at
+ * @p seed with every count at 0 (the rule above), like torch.manual_seed
+ * before building a model. Not collective: a job calls it with the same seed
+ * on every rank, or never. Thread-safe.
+ */
+DT_API void dt_nn_manual_seed(uint64_t seed);
 
 /**
  * y = x W^T + b; parameters "weight" [out, in] and, with @p bias, "bias" [out],

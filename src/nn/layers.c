@@ -9,31 +9,6 @@
 #include "dtensor/ops.h"
 #include "nn/module_impl.h"
 
-/* ---------------------------------------------------------------- default initialisation */
-
-/*
- * Fill new (CPU, unsharded) parameter @p name of @p m by the default rule of
- * nn.h: U(-bound, bound), or N(0, 1) when @p bound is 0, under
- * dt_param_seed(DT_NN_DEFAULT_INIT_SEED, "<key>.<name>"). A new module has no
- * FQN yet, so @p key (type and sizes) stands for it: the values are a pure
- * function of the layer's sizes, the same in every process whatever the mesh,
- * and dt_distribute of the parameter gives the slice of these very values.
- */
-static dt_status default_init(dt_module *m, const char *key, const char *name, double bound)
-{
-    char fqn[96];
-    if (snprintf(fqn, sizeof(fqn), "%s.%s", key, name) >= (int)sizeof(fqn))
-        return DT_ERR(DT_ERR_INTERNAL, "default init: key '%s.%s' too long", key, name);
-    dt_tensor *p = dt_module_param(m, name);
-    uint64_t seed = dt_param_seed(DT_NN_DEFAULT_INIT_SEED, fqn);
-    /* Writing a leaf's data in place is not an op: keep it off the tape. */
-    bool prev = dt_grad_set_enabled(false);
-    dt_status status = bound > 0.0 ? dt_tensor_fill_uniform(p, -bound, bound, seed, NULL, NULL)
-                                   : dt_tensor_fill_normal(p, 0.0, 1.0, seed, NULL, NULL);
-    dt_grad_set_enabled(prev);
-    return status;
-}
-
 /* ---------------------------------------------------------------- Linear */
 
 static dt_status linear_forward(dt_module *m, int n_in, dt_tensor *const *in, dt_tensor **out)
@@ -61,14 +36,13 @@ dt_status dt_linear_create(int64_t in_features, int64_t out_features, bool bias,
     int64_t wshape[2] = {out_features, in_features};
     /* PyTorch's nn.Linear: kaiming_uniform(a = sqrt(5)) gives 1/sqrt(fan_in), as does the bias */
     double bound = 1.0 / sqrt((double)in_features);
-    char key[64]; /* the stand-in FQN of nn.h */
+    char key[64]; /* type and sizes: the default init's key (nn.h) */
     snprintf(key, sizeof(key), "Linear(%" PRId64 ",%" PRId64 ")", in_features, out_features);
     DT_CHECK_GOTO(dt__module_new_param(m, "weight", 2, wshape, 0.0), status, err_destroy);
-    DT_CHECK_GOTO(default_init(m, key, "weight", bound), status, err_destroy);
-    if (bias) {
+    if (bias)
         DT_CHECK_GOTO(dt__module_new_param(m, "bias", 1, &out_features, 0.0), status, err_destroy);
-        DT_CHECK_GOTO(default_init(m, key, "bias", bound), status, err_destroy);
-    }
+    static const char *const names[2] = {"weight", "bias"};
+    DT_CHECK_GOTO(dt__nn_default_init(m, key, bias ? 2 : 1, names, bound), status, err_destroy);
     *out = m;
     return DT_OK;
 
@@ -101,11 +75,12 @@ dt_status dt_embedding_create(int64_t num_embeddings, int64_t dim, dt_module **o
     dt_status status;
     DT_CHECK(dt_module_create(&embedding_ops, NULL, &m));
     int64_t shape[2] = {num_embeddings, dim};
-    char key[64]; /* the stand-in FQN of nn.h */
+    char key[64]; /* type and sizes: the default init's key (nn.h) */
     snprintf(key, sizeof(key), "Embedding(%" PRId64 ",%" PRId64 ")", num_embeddings, dim);
     DT_CHECK_GOTO(dt__module_new_param(m, "weight", 2, shape, 0.0), status, err_destroy);
     /* nn.Embedding: N(0, 1) */
-    DT_CHECK_GOTO(default_init(m, key, "weight", 0.0), status, err_destroy);
+    static const char *const names[1] = {"weight"};
+    DT_CHECK_GOTO(dt__nn_default_init(m, key, 1, names, 0.0), status, err_destroy);
     *out = m;
     return DT_OK;
 

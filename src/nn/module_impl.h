@@ -40,6 +40,12 @@ struct dt_module {
 dt_status dt__module_new_param(dt_module *m, const char *name, int ndim, const int64_t *shape,
                                double fill);
 
+/* The default initialisation of new module @p m's parameters @p names (n of
+ * them, same key): U(-bound, bound), or N(0, 1) when @p bound is 0, under the
+ * rule of nn.h for type-and-sizes key @p what (default_init.c). */
+dt_status dt__nn_default_init(dt_module *m, const char *what, int n, const char *const *names,
+                              double bound);
+
 /* Attach @p child (a new root) to @p parent; on failure destroy the child. */
 dt_status dt__module_adopt(dt_module *parent, const char *name, dt_module *child);
 

@@ -388,6 +388,7 @@ static void test_unused_zero3(void **state)
 static dt_module *small_net(void)
 {
     dt_module *seq = NULL, *a = NULL, *b = NULL;
+    dt_nn_manual_seed(3); /* the same net (biases too) at every call */
     DP_OK(dt_sequential_create(&seq));
     DP_OK(dt_linear_create(8, 1, true, &a));
     DP_OK(dt_sequential_append(seq, a));

@@ -1,26 +1,31 @@
 /*
  * The default initialisation of new Linear and Embedding modules (nn.h):
  * PyTorch's distributions (Linear U(-1/sqrt(in), 1/sqrt(in)), Embedding
- * N(0, 1)), the documented seed rule, dt_gpt_create's own init still winning,
- * and the same values on 1 rank and under colwise / rowwise plans on 2 and 3
- * dtrun ranks. The values are fixed by the seed, so the statistical bounds
- * below cannot flake; they are wide (many standard errors) so that they would
- * hold for any seed too.
+ * N(0, 1)), the documented seed rule (layers of the same sizes apart, dt_nn_manual_seed),
+ * dt_gpt_create's own init still winning, and the same values on 1 rank and under colwise / rowwise
+ * plans on 2 and 3 dtrun ranks. The values are fixed by the seed, so the statistical bounds below
+ * cannot flake; they are wide (many standard errors) so that they would hold for any seed too.
  */
 #include "common/multirank.h"
 #include "nn_test_util.h"
 
 /* What the documented rule gives: the full tensor under the stand-in FQN @p key. */
-static dt_tensor *by_rule(int ndim, const int64_t *shape, const char *key, double bound)
+static dt_tensor *by_rule_seeded(int ndim, const int64_t *shape, const char *key, double bound,
+                                 uint64_t base)
 {
     dt_tensor *t = NULL;
     NN_OK(dt_tensor_empty(ndim, shape, DT_DTYPE_F32, dt_device_cpu(), &t));
-    uint64_t seed = dt_param_seed(DT_NN_DEFAULT_INIT_SEED, key);
+    uint64_t seed = dt_param_seed(base, key);
     if (bound > 0.0)
         NN_OK(dt_tensor_fill_uniform(t, -bound, bound, seed, NULL, NULL));
     else
         NN_OK(dt_tensor_fill_normal(t, 0.0, 1.0, seed, NULL, NULL));
     return t;
+}
+
+static dt_tensor *by_rule(int ndim, const int64_t *shape, const char *key, double bound)
+{
+    return by_rule_seeded(ndim, shape, key, bound, DT_NN_DEFAULT_INIT_SEED);
 }
 
 static void expect_equal(const char *what, const dt_tensor *got, const dt_tensor *want)
@@ -53,6 +58,17 @@ static stats stats_of(const dt_tensor *t)
     return (stats){mean, sqrt(s2 / (double)n), m};
 }
 
+/* |cosine| of @p a and @p b as vectors: ~1/sqrt(n) for independent draws. */
+static double cosine(const dt_tensor *a, const dt_tensor *b)
+{
+    double dot = 0.0, n1 = 0.0, n2 = 0.0;
+    for (int64_t i = 0; i < dt_tensor_numel(a); i++) {
+        double x = dt_tensor_item_at(a, i), y = dt_tensor_item_at(b, i);
+        dot += x * y, n1 += x * x, n2 += y * y;
+    }
+    return fabs(dot) / sqrt(n1 * n2);
+}
+
 /* Uniform on [-b, b]: every value inside, both ends reached, mean 0, std b/sqrt(3). */
 static void expect_uniform(const char *what, const dt_tensor *t, double b, double mean_tol,
                            double std_rtol, double reach)
@@ -73,6 +89,7 @@ static void test_linear_default(void **state)
 {
     (void)state;
     dt_module *m = NULL;
+    dt_nn_manual_seed(DT_NN_DEFAULT_INIT_SEED);  /* counts from 0, whatever ran before */
     NN_OK(dt_linear_create(512, 256, true, &m)); /* weight [256, 512], fan_in 512 */
     dt_tensor *w = dt_module_param(m, "weight"), *b = dt_module_param(m, "bias");
     double bound = 1.0 / sqrt(512.0);
@@ -83,8 +100,8 @@ static void test_linear_default(void **state)
     assert_true(dt_tensor_requires_grad(w));
     assert_int_equal(dt_tensor_mem_category(w), DT_MEM_PARAMETER);
     /* the documented rule, exactly */
-    dt_tensor *ww = by_rule(2, (int64_t[]){256, 512}, "Linear(512,256).weight", bound);
-    dt_tensor *bw = by_rule(1, (int64_t[]){256}, "Linear(512,256).bias", bound);
+    dt_tensor *ww = by_rule(2, (int64_t[]){256, 512}, "Linear(512,256)#0.weight", bound);
+    dt_tensor *bw = by_rule(1, (int64_t[]){256}, "Linear(512,256)#0.bias", bound);
     expect_equal("Linear weight by the rule", w, ww);
     expect_equal("Linear bias by the rule", b, bw);
     /* the transposed sizes draw other numbers (not the same draws rescaled) */
@@ -92,13 +109,30 @@ static void test_linear_default(void **state)
     NN_OK(dt_linear_create(256, 512, false, &t));
     assert_null(dt_module_param(t, "bias"));
     dt_tensor *tw = dt_module_param(t, "weight");
-    double dot = 0.0, n1 = 0.0, n2 = 0.0;
-    for (int64_t i = 0; i < dt_tensor_numel(tw); i++) {
-        double x = dt_tensor_item_at(w, i), y = dt_tensor_item_at(tw, i);
-        dot += x * y, n1 += x * x, n2 += y * y;
-    }
-    assert_true(fabs(dot) / sqrt(n1 * n2) < 0.05); /* independent: ~0.003 */
+    assert_true(cosine(w, tw) < 0.05); /* independent: ~0.003 */
     expect_uniform("Linear(256, 512).weight", tw, 1.0 / 16.0, 0.02, 0.02, 0.99);
+    /* a second layer of the same sizes starts apart from the first (PyTorch's do) */
+    dt_module *m2 = NULL;
+    NN_OK(dt_linear_create(512, 256, true, &m2));
+    assert_true(cosine(w, dt_module_param(m2, "weight")) < 0.05);
+    dt_tensor *w2 = by_rule(2, (int64_t[]){256, 512}, "Linear(512,256)#1.weight", bound);
+    expect_equal("second Linear weight by the rule", dt_module_param(m2, "weight"), w2);
+    /* dt_nn_manual_seed restarts the counts: the first layer again, and other seeds differ */
+    dt_module *again = NULL, *other = NULL;
+    dt_nn_manual_seed(DT_NN_DEFAULT_INIT_SEED);
+    NN_OK(dt_linear_create(512, 256, true, &again));
+    expect_equal("Linear after dt_nn_manual_seed", dt_module_param(again, "weight"), ww);
+    dt_nn_manual_seed(77);
+    NN_OK(dt_linear_create(512, 256, true, &other));
+    dt_tensor *w77 =
+        by_rule_seeded(2, (int64_t[]){256, 512}, "Linear(512,256)#0.weight", bound, 77);
+    expect_equal("Linear under seed 77", dt_module_param(other, "weight"), w77);
+    assert_true(cosine(w, w77) < 0.05);
+    dt_tensor_release(w2);
+    dt_tensor_release(w77);
+    dt_module_destroy(m2);
+    dt_module_destroy(again);
+    dt_module_destroy(other);
     dt_tensor_release(ww);
     dt_tensor_release(bw);
     dt_module_destroy(t);
@@ -109,6 +143,7 @@ static void test_embedding_default(void **state)
 {
     (void)state;
     dt_module *m = NULL;
+    dt_nn_manual_seed(DT_NN_DEFAULT_INIT_SEED);
     NN_OK(dt_embedding_create(1000, 64, &m));
     dt_tensor *w = dt_module_param(m, "weight");
     stats s = stats_of(w);
@@ -116,7 +151,7 @@ static void test_embedding_default(void **state)
     if (!(fabs(s.mean) < 0.05 && fabs(s.std - 1.0) < 0.03))
         fail_msg("Embedding(1000, 64).weight: mean %.6g std %.6g, expected 0 and 1", s.mean, s.std);
     assert_true(s.max_abs > 3.0); /* not a bounded distribution */
-    dt_tensor *want = by_rule(2, (int64_t[]){1000, 64}, "Embedding(1000,64).weight", 0.0);
+    dt_tensor *want = by_rule(2, (int64_t[]){1000, 64}, "Embedding(1000,64)#0.weight", 0.0);
     expect_equal("Embedding weight by the rule", w, want);
     dt_tensor_release(want);
     dt_module_destroy(m);
@@ -217,16 +252,19 @@ static dt_status expect_same_param(const char *fqn, dt_module *owner, const char
 /*
  * A user's model built on every rank, then a colwise / rowwise plan: the
  * shards are the single-process values, and so is the forward. Rank 0 first
- * builds an extra Linear of the same sizes: values never depend on what a
- * process made before.
+ * builds an extra Linear of other sizes: values depend only on the layers of
+ * the same sizes made before (none, after dt_nn_manual_seed).
  */
 static void test_sharded_linear_same_values(void **state)
 {
     (void)state;
     dt_module *extra = NULL;
+    dt_nn_manual_seed(5);
     if (dt_runtime_rank(mr_rt) == 0)
-        NN_OK(dt_linear_create(13, 10, true, &extra));
-    dt_module *m = linear_pair(), *ref = linear_pair();
+        NN_OK(dt_linear_create(13, 11, true, &extra));
+    dt_module *m = linear_pair();
+    dt_nn_manual_seed(5); /* the reference: the same model again */
+    dt_module *ref = linear_pair();
     dt_mesh *mesh = mr_world_mesh("tp");
     dt_plan *plan = NULL;
     dt_style *col = NULL, *row = NULL;
@@ -239,8 +277,6 @@ static void test_sharded_linear_same_values(void **state)
     assert_true(dt_tensor_is_distributed(mr_param_at(m, "0.weight")));
     assert_true(dt_placement_is_shard(dt_tensor_placements(mr_param_at(m, "1.weight"))[0], 1));
     NN_OK(dt_module_foreach_param(m, expect_same_param, ref));
-    if (extra != NULL)
-        NN_OK(dt_module_foreach_param(extra, expect_same_param, dt_module_child(ref, "0")));
 
     int64_t xs[2] = {4, 13};
     dt_tensor *x = NULL, *y = NULL, *yr = NULL;
@@ -265,7 +301,9 @@ static void test_sharded_embedding_same_values(void **state)
 {
     (void)state;
     dt_module *e = NULL, *ref = NULL;
+    dt_nn_manual_seed(9);
     NN_OK(dt_embedding_create(11, 7, &e));
+    dt_nn_manual_seed(9);
     NN_OK(dt_embedding_create(11, 7, &ref));
     dt_mesh *mesh = mr_world_mesh("tp");
     dt_plan *plan = NULL;
