@@ -140,7 +140,8 @@ DT_API dt_status dt_optim_state_placed(const dt_optim *o, int i, const char *nam
  * dt_memory_stats_get(cpu) is gathered to rank 0 of @p comm, which prints to
  * @p f (ignored elsewhere, may be NULL there) a header and one row per rank:
  * current and peak MiB of parameters, gradients, optimizer state,
- * activations, communication buffers and the total. When a rank has used a
+ * activations, communication buffers and the total, then the bytes its
+ * allocator caches for reuse (not live). When a rank has used a
  * device (sim, cuda), a second table shows that device's memory the same way,
  * so host and device memory read apart (e.g. optimizer state offloaded to the
  * host). When @p rows is not NULL it receives, on every rank, the host

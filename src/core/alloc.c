@@ -6,7 +6,13 @@
  * and the next request of that class reuses it (or, when that class has
  * none, the smallest cached block at most twice as big), so a steady-state
  * training step maps no new pages. DT_ALLOC=system frees every block at once instead.
- * The free-list link lives in the first 8 bytes of the cached block itself.
+ * The cache gives memory back: mapped blocks (1 MiB and more) that a whole
+ * training step did not reuse go back at its end (trim, from dt_optim_step),
+ * the cache never holds more than DT_ALLOC_CACHE_MAX, and a new mapping that
+ * would take the blocks in use plus cached past the memory budget
+ * (DT_MEMORY_LIMIT) empties the cache first, as does a mapping that fails.
+ * The free-list link and the step it was freed in live in the first 16 bytes
+ * of the cached block itself.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -18,6 +24,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/memory_budget.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -37,12 +44,15 @@
 
 typedef struct free_block {
     struct free_block *next;
+    uint64_t step; /* cache_step when it was freed */
 } free_block;
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static free_block *free_lists[N_CLASSES];
-static int64_t cached_total;
-static int cache_mode = -1; /* -1 not read yet, 0 caching, 1 system */
+static int64_t cached_total, in_use_total; /* block bytes */
+static int64_t cache_max = -1;             /* DT_ALLOC_CACHE_MAX in bytes */
+static uint64_t cache_step;                /* trims so far */
+static int cache_mode = -1;                /* -1 not read yet, 0 caching, 1 system */
 
 static int log2_floor(size_t n)
 {
@@ -97,6 +107,9 @@ static bool caching_enabled(void)
             cache_mode = 0;
         }
         DT_LOG_DEBUG("alloc", "host allocator: %s", cache_mode ? "system" : "caching");
+        uint64_t max = 0;
+        const char *v = dt__config_str("DT_ALLOC_CACHE_MAX");
+        cache_max = (v != NULL && dt__parse_bytes(v, &max)) ? (int64_t)max : INT64_MAX;
     }
     return cache_mode == 0;
 }
@@ -135,6 +148,34 @@ static void empty_locked(void)
     }
 }
 
+/* Caller holds cache_lock. A new block of @p block bytes is about to be
+ * mapped: when the blocks in use, the cache and it would pass the memory
+ * budget, the cache goes back first. */
+static void make_room_locked(size_t block)
+{
+    int64_t limit = dt__memory_budget(NULL);
+    if (limit >= 0 && cached_total > 0 && in_use_total + cached_total + (int64_t)block > limit)
+        empty_locked();
+}
+
+/* A cached block of class @p c or up to twice as big (sizes that vary a
+ * little from step to step still map nothing); NULL when none. Caller holds
+ * cache_lock; *block is updated to the block's size. */
+static void *take_cached_locked(int c, size_t *block)
+{
+    for (int k = c; k < N_CLASSES && class_block(k) <= 2 * *block; k++) {
+        if (free_lists[k] == NULL)
+            continue;
+        free_block *b = free_lists[k];
+        *block = class_block(k);
+        UNPOISON(b, *block);
+        free_lists[k] = b->next;
+        cached_total -= (int64_t)*block;
+        return b;
+    }
+    return NULL;
+}
+
 static dt_status host_alloc(int index, size_t nbytes, void **ptr, size_t *block_bytes,
                             bool *cache_hit)
 {
@@ -143,24 +184,13 @@ static dt_status host_alloc(int index, size_t nbytes, void **ptr, size_t *block_
                       nbytes);
     size_t block = 0;
     int c = size_class(nbytes, &block);
-    void *p = NULL;
     pthread_mutex_lock(&cache_lock);
     bool caching = caching_enabled();
-    /* the request's class first, else the smallest cached block up to twice
-     * as big: sizes that vary a little from step to step still map nothing */
-    for (int k = c; caching && k < N_CLASSES && class_block(k) <= 2 * block; k++) {
-        if (free_lists[k] == NULL)
-            continue;
-        free_block *b = free_lists[k];
-        block = class_block(k);
-        UNPOISON(b, block);
-        free_lists[k] = b->next;
-        cached_total -= (int64_t)block;
-        p = b;
-        break;
-    }
-    pthread_mutex_unlock(&cache_lock);
+    void *p = caching ? take_cached_locked(c, &block) : NULL;
     *cache_hit = (p != NULL);
+    if (p == NULL && caching)
+        make_room_locked(block);
+    pthread_mutex_unlock(&cache_lock);
     if (p == NULL) {
         if (block >= MMAP_FROM)
             DT_LOG_DEBUG("alloc", "cache miss: mapping %zu bytes for a request of %zu", block,
@@ -176,6 +206,9 @@ static dt_status host_alloc(int index, size_t nbytes, void **ptr, size_t *block_
             return DT_ERR(DT_ERR_NO_MEMORY, "host allocator: cannot allocate %zu bytes (block %zu)",
                           nbytes, block);
     }
+    pthread_mutex_lock(&cache_lock);
+    in_use_total += (int64_t)block;
+    pthread_mutex_unlock(&cache_lock);
     *ptr = p;
     *block_bytes = block;
     return DT_OK;
@@ -188,9 +221,11 @@ static void host_free(int index, void *ptr, size_t block)
     size_t check = 0;
     int c = size_class(block, &check);
     pthread_mutex_lock(&cache_lock);
-    if (caching_enabled() && check == block) {
+    in_use_total -= (int64_t)block;
+    if (caching_enabled() && check == block && cached_total + (int64_t)block <= cache_max) {
         free_block *b = ptr;
         b->next = free_lists[c];
+        b->step = cache_step;
         free_lists[c] = b;
         cached_total += (int64_t)block;
         POISON((char *)ptr + sizeof(free_block), block - sizeof(free_block));
@@ -199,6 +234,30 @@ static void host_free(int index, void *ptr, size_t block)
     pthread_mutex_unlock(&cache_lock);
     if (ptr != NULL)
         system_free(ptr, block);
+}
+
+/* Mapped blocks freed before the previous trim were not reused for a whole
+ * step: a transient (start-up, a one-off evaluation) whose pages go back. */
+static void host_trim(void)
+{
+    pthread_mutex_lock(&cache_lock);
+    for (int c = 0; c < N_CLASSES; c++) {
+        size_t block = class_block(c);
+        if (block < MMAP_FROM)
+            continue;
+        for (free_block **link = &free_lists[c]; *link != NULL;) {
+            free_block *b = *link;
+            if (b->step == cache_step) { /* freed during the step that just ended */
+                link = &b->next;
+                continue;
+            }
+            *link = b->next;
+            cached_total -= (int64_t)block;
+            system_free(b, block);
+        }
+    }
+    cache_step++;
+    pthread_mutex_unlock(&cache_lock);
 }
 
 static void host_empty_cache(void)
@@ -222,4 +281,5 @@ const dt_allocator_ops dt__host_allocator = {
     .free = host_free,
     .empty_cache = host_empty_cache,
     .cached_bytes = host_cached_bytes,
+    .trim = host_trim,
 };

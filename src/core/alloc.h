@@ -22,10 +22,16 @@ typedef struct dt_allocator_ops {
     void (*empty_cache)(void);
     /* (optional) Bytes held in the cache of device @p index. */
     int64_t (*cached_bytes)(int index);
+    /* (optional) A training step ended: return the large cached blocks that
+     * were not reused since the previous call. */
+    void (*trim)(void);
 } dt_allocator_ops;
 
 /* Install the allocator of a device type (replaces the previous one). */
 void dt__allocator_register(dt_device_type type, const dt_allocator_ops *ops);
+
+/* A training step ended (dt_optim_step): every allocator's trim. */
+void dt__memory_step_end(void);
 
 /* Whether this process has ever allocated storage on a non-CPU device (lets
  * host-only paths skip asking whether a pointer is device memory). */

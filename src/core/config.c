@@ -12,6 +12,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/memory_budget.h"
 
 typedef enum cfg_kind {
     CFG_STR,    /* any text (a path, an address), or text @p check accepts */
@@ -44,6 +45,8 @@ static const char *const gemm_engines[] = {"auto", "onednn", "openblas", NULL};
 
 static bool check_subsys(const char *v, char *why, size_t len);
 static bool check_algo(const char *v, char *why, size_t len);
+static bool check_bytes(const char *v, char *why, size_t len);
+static bool check_memory_limit(const char *v, char *why, size_t len);
 
 /* One row per kind (clang-format would spread these initialisers over blocks). */
 // clang-format off
@@ -64,6 +67,17 @@ static const dt_config_entry config_table[] = {
                 check_subsys),
     STR("DT_LOG_FILE", NULL, "log to this file instead of stderr; %r = rank, %p = pid"),
     ENUM("DT_ALLOC", "caching", alloc_modes, "host allocator: caching|system"),
+    STR_CHECKED("DT_ALLOC_CACHE_MAX", NULL,
+                "most bytes the host allocator's cache keeps for reuse (e.g. 2G); a freed "
+                "block past it goes back to the system at once; unset = no limit beyond "
+                "DT_MEMORY_LIMIT",
+                check_bytes),
+    STR_CHECKED("DT_MEMORY_LIMIT", "auto",
+                "host bytes of tensors a rank may hold (e.g. 6G, 512M): an allocation past it "
+                "fails with DT_ERR_NO_MEMORY naming the category instead of meeting the OOM "
+                "killer; auto = 0.95 x the host's memory (or its cgroup's limit) / local ranks; "
+                "none = no budget",
+                check_memory_limit),
     INT("DT_NUM_THREADS", "0", 0, 65536, "compute threads per rank; 0 = cores / local ranks"),
     BOOL("DT_BLAS_AUTOSELECT", "1",
          "pick the OpenBLAS kernel for this CPU when OPENBLAS_CORETYPE is unset"),
@@ -185,6 +199,23 @@ static bool check_subsys(const char *v, char *why, size_t len)
 
 /* "allreduce:ring,broadcast:binomial": collective names are checked here; the
  * algorithm names by the collective, which fails naming an unknown one. */
+static bool check_bytes(const char *v, char *why, size_t len)
+{
+    uint64_t b = 0;
+    if (dt__parse_bytes(v, &b))
+        return true;
+    snprintf(why, len, "is not a size in bytes (a number with an optional K, M, G or T suffix)");
+    return false;
+}
+
+static bool check_memory_limit(const char *v, char *why, size_t len)
+{
+    if (strcmp(v, "auto") == 0 || strcmp(v, "none") == 0 || check_bytes(v, why, len))
+        return true;
+    snprintf(why, len, "is not auto, none, or a size in bytes (e.g. 6G, 512M)");
+    return false;
+}
+
 static bool check_algo(const char *v, char *why, size_t len)
 {
     static const char *const colls[] = {

@@ -11,6 +11,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/memory_budget.h"
 #include "core/tensor_impl.h"
 
 #define DT_MAX_CUDA_DEVICES 16
@@ -98,6 +99,20 @@ static void acct_add(dt_memory_stats *s, dt_mem_category cat, int64_t bytes)
         s->total_peak = s->total_current;
 }
 
+/* DT_MEMORY_LIMIT's admission of @p nbytes more live host bytes. */
+static dt_status host_admit(size_t nbytes)
+{
+    int64_t limit = dt__memory_budget(NULL);
+    if (limit < 0)
+        return DT_OK;
+    pthread_mutex_lock(&acct_lock);
+    dt_memory_stats live = acct[0];
+    pthread_mutex_unlock(&acct_lock);
+    if (live.total_current + (int64_t)nbytes <= limit)
+        return DT_OK;
+    return dt__memory_budget_refuse(nbytes, default_category, &live);
+}
+
 dt_status dt__storage_create(size_t nbytes, dt_device device, dt_storage **out)
 {
     DT_ARG_NOT_NULL(out);
@@ -108,6 +123,8 @@ dt_status dt__storage_create(size_t nbytes, dt_device device, dt_storage **out)
                       dt_device_type_name(device.type), device.index);
     if (nbytes > (size_t)INT64_MAX)
         return DT_ERR(DT_ERR_NO_MEMORY, "dt__storage_create: %zu bytes is too large", nbytes);
+    if (device.type == DT_DEVICE_CPU)
+        DT_CHECK(host_admit(nbytes));
     dt_storage *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "dt__storage_create: no memory for the storage handle");
@@ -188,6 +205,15 @@ void dt_memory_reset_peak(dt_device device)
         acct[slot].peak[c] = acct[slot].current[c];
     acct[slot].total_peak = acct[slot].total_current;
     pthread_mutex_unlock(&acct_lock);
+}
+
+void dt__memory_step_end(void)
+{
+    for (int t = 0; t < DT_DEVICE_TYPE_COUNT; t++) {
+        const dt_allocator_ops *ops = allocator_for((dt_device){(dt_device_type)t, 0});
+        if (ops != NULL && ops->trim != NULL)
+            ops->trim();
+    }
 }
 
 void dt_memory_empty_cache(void)

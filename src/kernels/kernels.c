@@ -6,6 +6,7 @@
 
 #include "core/alloc.h"
 #include "core/config.h"
+#include "core/host_info.h"
 #include "core/error.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/kernel_ops.h"
@@ -92,19 +93,6 @@ static int usable_cores(void)
     return n > 0 ? (int)n : 1;
 }
 
-/* Ranks sharing this node, from whichever launcher started us (1 if none). */
-static int local_ranks(void)
-{
-    static const char *const vars[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
-                                       "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        int64_t v = dt__config_int(vars[i]);
-        if (v > 0)
-            return (int)v;
-    }
-    return 1;
-}
-
 int dt__kernels_num_threads(void)
 {
     int forced = atomic_load(&threads_override);
@@ -113,7 +101,7 @@ int dt__kernels_num_threads(void)
     int64_t env = dt__config_int("DT_NUM_THREADS");
     if (env > 0)
         return (int)env;
-    int n = usable_cores() / local_ranks();
+    int n = usable_cores() / dt__host_local_ranks();
     return n >= 1 ? n : 1;
 }
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "dtensor/autograd.h"
 #include "dtensor/mesh.h"
@@ -127,6 +128,7 @@ dt_status dt_optim_step(dt_optim *o)
         DT_CHECK(o->kind->update(&o->h, step, local, g, p->state));
     }
     o->steps = step;
+    dt__memory_step_end(); /* the allocators give back what this step did not reuse */
     return DT_OK;
 }
 

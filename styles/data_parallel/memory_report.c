@@ -21,13 +21,14 @@ static void print_rows(FILE *f, const char *title, int n, const dt_memory_stats 
     fprintf(f, "%s (MiB, current/peak)\n%4s", title != NULL ? title : "memory", "rank");
     for (int c = 0; c < N_SHOWN; c++)
         fprintf(f, " %17s", dt_mem_category_name(shown[c]));
-    fprintf(f, " %17s\n", "total");
+    fprintf(f, " %17s %8s\n", "total", "cached");
     for (int r = 0; r < n; r++) {
         fprintf(f, "%4d", r);
         for (int c = 0; c < N_SHOWN; c++)
             fprintf(f, " %8.3f/%8.3f", rows[r].current[shown[c]] / MIB,
                     rows[r].peak[shown[c]] / MIB);
-        fprintf(f, " %8.3f/%8.3f\n", rows[r].total_current / MIB, rows[r].total_peak / MIB);
+        fprintf(f, " %8.3f/%8.3f %8.3f\n", rows[r].total_current / MIB, rows[r].total_peak / MIB,
+                rows[r].cached / MIB); /* held for reuse, apart from the live bytes */
     }
     fflush(f);
 }

@@ -267,7 +267,8 @@ static void test_bad_input(void **state)
     assert_int_equal(
         dt_tensor_empty(1, (int64_t[]){((int64_t)1 << 62) + 1}, DT_DTYPE_U8, dt_device_cpu(), &t),
         DT_ERR_NO_MEMORY);
-    assert_non_null(strstr(dt_last_error(), "4611686018427387905 bytes is too large"));
+    /* refused by the memory budget (DT_MEMORY_LIMIT=auto) or, without one, the allocator */
+    assert_non_null(strstr(dt_last_error(), "4611686018427387905 bytes"));
     assert_null(t);
     dt_memory_print(NULL, stdout);
     assert_string_equal(dt_mem_category_name(DT_MEM_COMM), "comm");
