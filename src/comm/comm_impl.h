@@ -265,7 +265,8 @@ typedef struct dt__sched {
     dt_dtype dtype;
     dt_reduce_op op; /* SUM for AVG (the SCALE op divides) */
     int divisor;
-    void *scratch; /* freed with the schedule */
+    void *scratch;        /* freed with the schedule */
+    size_t scratch_block; /* its block size in the host allocator's cache */
     bool p2p;      /* user point-to-point: use p2p_tag, not a collective sequence */
     uint32_t p2p_tag;
     dt_status status;                        /* first build error (NO_MEMORY), checked at the end */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 
 void dt__sched_init(dt__sched *s, dt_dtype dtype, dt_reduce_op op)
@@ -22,6 +23,7 @@ void dt__sched_init(dt__sched *s, dt_dtype dtype, dt_reduce_op op)
     s->op = (op == DT_REDUCE_OP_AVG) ? DT_REDUCE_OP_SUM : op;
     s->divisor = 0;
     s->scratch = NULL;
+    s->scratch_block = 0;
     s->p2p = false;
     s->p2p_tag = 0;
     s->status = DT_OK;
@@ -35,7 +37,8 @@ void dt__sched_free(dt__sched *s)
         free(s->ops);
     if (s->rounds != s->inline_rounds)
         free(s->rounds);
-    free(s->scratch);
+    if (s->scratch != NULL)
+        dt__host_allocator.free(0, s->scratch, s->scratch_block);
     s->ops = s->inline_ops;
     s->rounds = s->inline_rounds;
     s->scratch = NULL;
@@ -49,6 +52,7 @@ void dt__sched_move(dt__sched *dst, dt__sched *src)
     dt__sched_init(dst, src->dtype, src->op);
     dst->divisor = src->divisor;
     dst->scratch = src->scratch;
+    dst->scratch_block = src->scratch_block;
     dst->p2p = src->p2p;
     dst->p2p_tag = src->p2p_tag;
     dst->status = src->status;
@@ -144,13 +148,20 @@ void *dt__sched_scratch(dt__sched *s, size_t bytes)
 {
     if (s->status != DT_OK)
         return NULL;
-    free(s->scratch);
-    s->scratch = malloc(bytes > 0 ? bytes : 1);
-    if (s->scratch == NULL)
-        s->status = DT_ERR(DT_ERR_NO_MEMORY,
-                           "collective schedule: no memory for %zu bytes "
-                           "of scratch",
-                           bytes);
+    if (s->scratch != NULL)
+        dt__host_allocator.free(0, s->scratch, s->scratch_block);
+    s->scratch = NULL;
+    /* From the caching host allocator: a fresh malloc of a large block each
+     * call is a fresh mmap, and faulting its pages in cost a 64 MiB
+     * reduce-scatter more than its transfers (issue 21). */
+    bool hit = false;
+    dt_status st =
+        dt__host_allocator.alloc(0, bytes > 0 ? bytes : 1, &s->scratch, &s->scratch_block, &hit);
+    if (st != DT_OK) {
+        s->scratch = NULL;
+        s->status = DT_ERR(st, "collective schedule: no memory for %zu bytes of scratch: %s", bytes,
+                           dt_last_error());
+    }
     return s->scratch;
 }
 
