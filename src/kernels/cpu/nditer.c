@@ -227,8 +227,10 @@ float dt__cpu_row_max(const float *x, int64_t n)
     return row_max_generic(x, n);
 }
 
+/* The multi-versioned loops are static and reached through plain functions:
+ * gcc exports the ifunc resolver of an extern one whatever its visibility. */
 DT_CPU_CLONES
-float dt__cpu_row_sum(const float *x, int64_t n)
+static float row_sum(const float *x, int64_t n)
 {
     float lane[16] = {0};
     int64_t i = 0;
@@ -244,7 +246,7 @@ float dt__cpu_row_sum(const float *x, int64_t n)
 }
 
 DT_CPU_CLONES
-double dt__cpu_row_sum_sq_f64(const float *x, int64_t n)
+static double row_sum_sq_f64(const float *x, int64_t n)
 {
     double lane[8] = {0};
     int64_t i = 0;
@@ -257,4 +259,14 @@ double dt__cpu_row_sum_sq_f64(const float *x, int64_t n)
     for (int l = 0; l < 8; l++)
         s += lane[l];
     return s;
+}
+
+float dt__cpu_row_sum(const float *x, int64_t n)
+{
+    return row_sum(x, n);
+}
+
+double dt__cpu_row_sum_sq_f64(const float *x, int64_t n)
+{
+    return row_sum_sq_f64(x, n);
 }
