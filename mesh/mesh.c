@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "mesh/mesh_impl.h"
 
 static void mesh_free(dt_mesh *m);
@@ -65,12 +66,12 @@ dt_status dt__mesh_layout_create(const char *fn, int ndim, const int *shape,
                 return DT_ERR(DT_ERR_INVALID_ARG, "%s: dim name '%s' is used by dims %d and %d", fn,
                               names[d], e, d);
     }
-    dt_mesh *m = calloc(1, sizeof(*m));
+    dt_mesh *m = dt__handle_new(sizeof(*m), DT__MAGIC_MESH);
     if (m == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for a mesh", fn);
     m->ranks = malloc(sizeof(int) * (size_t)world_size);
     if (m->ranks == NULL) {
-        free(m);
+        dt__handle_delete(m, sizeof(*m));
         return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for %d ranks", fn, world_size);
     }
     atomic_init(&m->refcount, 1);
@@ -107,6 +108,10 @@ dt_status dt_mesh_create_virtual(int ndim, const int *shape, const char *const *
 
 dt_mesh *dt_mesh_retain(dt_mesh *m)
 {
+    if (m != NULL && m->magic != DT__MAGIC_MESH) {
+        DT_LOG_ERROR("mesh", "dt_mesh_retain: mesh %p is released", (void *)m);
+        return NULL;
+    }
     if (m != NULL)
         atomic_fetch_add(&m->refcount, 1);
     return m;
@@ -129,11 +134,15 @@ static void mesh_free(dt_mesh *m)
         pthread_mutex_destroy(&m->lock);
     }
     free(m->ranks);
-    free(m);
+    dt__handle_delete(m, sizeof(*m));
 }
 
 void dt_mesh_release(dt_mesh *m)
 {
+    if (m != NULL && m->magic != DT__MAGIC_MESH) { /* released twice */
+        DT_LOG_ERROR("mesh", "dt_mesh_release: mesh %p is already released", (void *)m);
+        return;
+    }
     if (m != NULL && atomic_fetch_sub(&m->refcount, 1) == 1)
         mesh_free(m);
 }
@@ -183,9 +192,14 @@ dt_status dt_mesh_dim_index(const dt_mesh *m, const char *name, int *out)
 
 dt_status dt__mesh_dim_find(const char *fn, const dt_mesh *m, const char *name, int *out)
 {
-    DT_ARG_NOT_NULL(m);
-    DT_ARG_NOT_NULL(name);
-    DT_ARG_NOT_NULL(out);
+    if (m == NULL || name == NULL || out == NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument '%s' is NULL", fn,
+                      m == NULL      ? "mesh"
+                      : name == NULL ? "name"
+                                     : "out");
+    const char *dead = dt__handle_problem(m, DT__MAGIC_MESH);
+    if (dead != NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'mesh' is %s mesh", fn, dead);
     for (int d = 0; d < m->ndim; d++) {
         if (m->names[d][0] && strcmp(m->names[d], name) == 0) {
             *out = d;
@@ -273,12 +287,12 @@ dt_status dt_mesh_slice_dims(dt_mesh *m, int n, const int *dims, dt_mesh **out)
                 "dt_mesh_slice: dims must be distinct and in mesh order (dim %d after %d)", dims[i],
                 dims[i - 1]);
     }
-    dt_mesh *s = calloc(1, sizeof(*s));
+    dt_mesh *s = dt__handle_new(sizeof(*s), DT__MAGIC_MESH);
     int size = 1;
     for (int i = 0; i < n; i++)
         size *= m->shape[dims[i]];
     if (s == NULL || (s->ranks = malloc(sizeof(int) * (size_t)size)) == NULL) {
-        free(s);
+        dt__handle_delete(s, sizeof(*s));
         return DT_ERR(DT_ERR_NO_MEMORY, "dt_mesh_slice: no memory for a mesh of %d ranks", size);
     }
     atomic_init(&s->refcount, 1);

@@ -24,6 +24,7 @@ typedef struct dt__mesh_cache_entry {
 #define DT__MESH_CACHE_MAX 256 /* entries kept per mesh; the oldest go first */
 
 struct dt_mesh {
+    uint32_t magic; /* DT__MAGIC_MESH while alive (core/handle.h) */
     atomic_int refcount;
     int ndim;
     int shape[DT_MESH_MAX_DIMS];

@@ -21,6 +21,9 @@ dt_status dt__check_dist(const char *fn, const char *what, const dt_tensor *t)
 {
     if (t == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument '%s' is NULL", fn, what);
+    const char *dead = dt__handle_problem(t, DT__MAGIC_TENSOR);
+    if (dead != NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument '%s' is %s tensor", fn, what, dead);
     if (t->dist == NULL || t->local == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: '%s' is a local tensor, not a distributed one", fn,
                       what);
@@ -78,6 +81,8 @@ dt_status dt_distribute(dt_tensor *full, dt_mesh *mesh, int n, const dt_placemen
     dt_tensor *local = NULL;
     dt_status s;
     DT_ARG_NOT_NULL(out);
+    DT_ARG_NOT_NULL(full);
+    DT_ARG_NOT_NULL(mesh);
     DT_CHECK(check_full(__func__, full));
     DT_CHECK(dt_spec_create(mesh, n, pl, full->ndim, full->shape, full->dtype, &spec));
     DT_CHECK_GOTO(local_of_full(spec, full, &local), s, out);

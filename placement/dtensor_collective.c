@@ -132,8 +132,8 @@ static dt_status from_local_infer(dt_tensor *local, dt_mesh *mesh, int n, const 
         const int64_t *x = table + r * REC_LEN;
         if (x[0] < 0) {
             s = DT_ERR(DT_ERR_INVALID_ARG,
-                       "%s: mesh rank %d passed no local tensor (NULL or "
-                       "distributed)",
+                       "%s: mesh rank %d passed no local tensor (NULL, "
+                       "released or distributed)",
                        fn, r);
             goto out;
         }
@@ -200,6 +200,11 @@ dt_status dt_from_local(dt_tensor *local, dt_mesh *mesh, int n, const dt_placeme
     dt_status s;
     DT_ARG_NOT_NULL(mesh);
     DT_ARG_NOT_NULL(out);
+    if (local != NULL && dt__handle_problem(local, DT__MAGIC_TENSOR) != NULL) {
+        if (global_shape != NULL) /* no exchange on this path: fail here */
+            DT_ARG_ALIVE(local);
+        local = NULL; /* the exchange reports it on every rank, as a NULL */
+    }
     if (global_shape != NULL)
         DT_CHECK(from_local_given(local, mesh, n, pl, global_shape, &spec));
     else
@@ -294,6 +299,8 @@ dt_status dt_distribute_from(dt_tensor *full, int src_rank, dt_mesh *mesh, int n
     dt_status s;
     DT_ARG_NOT_NULL(mesh);
     DT_ARG_NOT_NULL(out);
+    if (full != NULL) /* NULL is allowed off the source rank */
+        DT_ARG_ALIVE(full);
     DT_CHECK(need_comms(fn, mesh));
     DT_CHECK(dt_mesh_rank_to_coord(mesh, src_rank, src)); /* same on every rank */
     bool is_src = mesh->my_rank == src_rank;

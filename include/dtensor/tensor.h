@@ -100,9 +100,19 @@ DT_API dt_status dt_tensor_fill(dt_tensor *t, double value);
 
 /* ------------------------------------------------------------ references */
 
-/** Add a reference; returns @p t (NULL-safe). */
+/**
+ * Add a reference; returns @p t (NULL-safe). A released tensor is not revived:
+ * NULL, with an error logged.
+ */
 DT_API dt_tensor *dt_tensor_retain(dt_tensor *t);
-/** Drop a reference; frees the handle (and storage, when last) at zero. NULL-safe. */
+/**
+ * Drop a reference; frees the handle (and storage, when last) at zero.
+ * NULL-safe. A released handle stays recognisable for a while (its memory is
+ * quarantined, not reused at once): releasing it again logs an error and does
+ * nothing, and every call that returns a dt_status refuses it with
+ * DT_ERR_INVALID_ARG ("argument 'x' is a released tensor"). The same holds
+ * for meshes (dt_mesh_release).
+ */
 DT_API void dt_tensor_release(dt_tensor *t);
 
 /* ------------------------------------------------------------ queries */

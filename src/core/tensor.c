@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/tensor_impl.h"
 
 /* ------------------------------------------------------------ shape helpers */
@@ -78,6 +79,9 @@ dt_status dt__check_local_tensor(const char *fn, const char *what, const dt_tens
 {
     if (t == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: tensor '%s' is NULL", fn, what);
+    const char *dead = dt__handle_problem(t, DT__MAGIC_TENSOR);
+    if (dead != NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument '%s' is %s tensor", fn, what, dead);
     if (t->dist != NULL || t->storage == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG,
                       "%s: tensor '%s' is distributed (no local storage); use dt_to_local", fn,
@@ -112,7 +116,7 @@ dt_status dt__tensor_alloc_handle(int ndim, const int64_t *shape, dt_dtype dtype
 {
     DT_CHECK(dt__check_shape(__func__, ndim, shape));
     DT_CHECK(dt__check_dtype(__func__, dtype));
-    dt_tensor *t = calloc(1, sizeof(*t));
+    dt_tensor *t = dt__handle_new(sizeof(*t), DT__MAGIC_TENSOR);
     if (t == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "dt__tensor_alloc_handle: no memory for a handle");
     atomic_init(&t->refcount, 1);
@@ -160,7 +164,7 @@ dt_status dt_tensor_empty(int ndim, const int64_t *shape, dt_dtype dtype, dt_dev
     DT_CHECK(dt__tensor_alloc_handle(ndim, shape, dtype, device, &t));
     dt_status st = dt__storage_create((size_t)nbytes, device, &t->storage);
     if (st != DT_OK) {
-        free(t);
+        dt__handle_delete(t, sizeof(*t));
         return st;
     }
     *out = t;
@@ -230,6 +234,10 @@ dt_status dt_tensor_arange(int64_t n, dt_dtype dtype, dt_tensor **out)
 
 dt_tensor *dt_tensor_retain(dt_tensor *t)
 {
+    if (t != NULL && t->magic != DT__MAGIC_TENSOR) {
+        DT_LOG_ERROR("core", "dt_tensor_retain: tensor %p is released", (void *)t);
+        return NULL;
+    }
     if (t != NULL)
         atomic_fetch_add(&t->refcount, 1);
     return t;
@@ -237,7 +245,13 @@ dt_tensor *dt_tensor_retain(dt_tensor *t)
 
 void dt_tensor_release(dt_tensor *t)
 {
-    if (t == NULL || atomic_fetch_sub(&t->refcount, 1) != 1)
+    if (t == NULL)
+        return;
+    if (t->magic != DT__MAGIC_TENSOR) { /* released twice: nothing to undo twice */
+        DT_LOG_ERROR("core", "dt_tensor_release: tensor %p is already released", (void *)t);
+        return;
+    }
+    if (atomic_fetch_sub(&t->refcount, 1) != 1)
         return;
     dt_tensor_release(t->grad);
     if (t->grad_fn != NULL)
@@ -246,7 +260,7 @@ void dt_tensor_release(dt_tensor *t)
         ((dt_refobj *)t->dist)->release(t->dist);
     dt_tensor_release(t->local);
     dt__storage_release(t->storage);
-    free(t);
+    dt__handle_delete(t, sizeof(*t));
 }
 
 /* ------------------------------------------------------------ queries */

@@ -32,6 +32,7 @@ struct dt_autograd_node; /* src/autograd/: starts with a dt_refobj */
 struct dt_dist;          /* placement/: the spec of a distributed tensor; starts with a dt_refobj */
 
 struct dt_tensor {
+    uint32_t magic; /* DT__MAGIC_TENSOR while alive (handle.h) */
     atomic_int refcount;
     int ndim;
     int64_t shape[DT_MAX_DIMS];

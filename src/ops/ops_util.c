@@ -50,6 +50,9 @@ dt_status dt__ops_check_not_null(const char *op, const char *what, const dt_tens
 {
     if (t == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument '%s' is NULL", op, what);
+    const char *dead = dt__handle_problem(t, DT__MAGIC_TENSOR);
+    if (dead != NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument '%s' is %s tensor", op, what, dead);
     return DT_OK;
 }
 

@@ -211,7 +211,9 @@ static dt_status concat_check(int n, dt_tensor *const *xs, int dim, int *d, int6
     for (int i = 0; i < n; i++) {
         if (xs[i] == NULL)
             return DT_ERR(DT_ERR_INVALID_ARG, "dt_concat: xs[%d] is NULL", i);
-        DT_CHECK(dt__ops_check_f32(name, "xs[i]", xs[i]));
+        char what[24];
+        snprintf(what, sizeof(what), "xs[%d]", i);
+        DT_CHECK(dt__ops_check_f32(name, what, xs[i]));
     }
     DT_CHECK(dt__ops_wrap_dim(name, dim, xs[0]->ndim, d));
     memcpy(shape, xs[0]->shape, sizeof(int64_t) * (size_t)xs[0]->ndim);
