@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "mesh/mesh_impl.h"
 #include "core/log.h"
+#include "nn/module_impl.h"
 #include "styles/style_kind.h"
 
 dt_status dt_plan_create(dt_plan **out)
@@ -249,6 +250,28 @@ static dt_status check_input_dims(const dt_style *s, dt_module *m, const char *f
     return DT_OK;
 }
 
+/* This rank's shard of parameter @p full: dt_distribute's, or for a deferred
+ * parameter a deferred shard of the local shape (nothing to copy yet). */
+static dt_status shard_of(dt_tensor *full, dt_mesh *tp, const dt_placement *pl, dt_tensor **out)
+{
+    if (!dt_param_is_deferred(full))
+        return dt_distribute(full, tp, 1, pl, out);
+    dt_spec *spec = NULL;
+    dt_tensor *local = NULL;
+    int64_t ls[DT_MAX_DIMS];
+    const int64_t *shape = dt_tensor_shape(full);
+    int nd = dt_tensor_ndim(full);
+    DT_CHECK(dt_spec_create(tp, 1, pl, nd, shape, dt_tensor_dtype(full), &spec));
+    dt_status s = dt_spec_local_shape(spec, NULL, ls, NULL);
+    dt_spec_release(spec);
+    if (s == DT_OK)
+        s = dt__tensor_deferred(nd, ls, dt_tensor_dtype(full), dt_tensor_device(full), &local);
+    if (s == DT_OK)
+        s = dt_from_local(local, tp, 1, pl, shape, out);
+    dt_tensor_release(local);
+    return s;
+}
+
 static void staged_free(staged *st, int n)
 {
     for (int i = 0; st != NULL && i < n; i++)
@@ -289,7 +312,7 @@ dt_status dt_parallelize_module(dt_module *root, dt_mesh *mesh, const dt_plan *p
     for (int i = 0; i < n; i++)
         for (int k = 0; k < st[i].n; k++) {
             dt_tensor *full = dt_module_param(st[i].pp[k].owner, st[i].pp[k].name);
-            DT_CHECK_GOTO(dt_distribute(full, tp, 1, &st[i].pp[k].placement, &st[i].params[k]), s,
+            DT_CHECK_GOTO(shard_of(full, tp, &st[i].pp[k].placement, &st[i].params[k]), s,
                           out_free);
         }
     /* 3. commit: swap slots, add hooks */

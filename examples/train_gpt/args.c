@@ -61,6 +61,9 @@ static const opt_row rows[] = {
      "where parameters, activations and optimizer state live (default: DT_DEVICE's)"},
     {"--cpu-offload", OPT_FLAG, FIELD(cpu_offload), NULL,
      "with ZeRO on a device: master weights, optimizer state and step in host memory"},
+    {"--eager-init", OPT_FLAG, FIELD(eager_init), NULL,
+     "on several ranks: build and initialise the full model on every rank, then shard it "
+     "(default: deferred, each rank allocates and initialises its shards only)"},
     {"--help", OPT_FLAG, FIELD(help), NULL, "this text"},
 };
 

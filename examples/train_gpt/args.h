@@ -37,6 +37,7 @@ typedef struct train_args {
     const char *resume;          /* --resume DIR (sharded checkpoint to continue from) */
     const char *device;          /* --device cpu|sim|cuda (NULL: the rank's, DT_DEVICE) */
     bool cpu_offload;            /* --cpu-offload: ZeRO master weights and optimizer on the host */
+    bool eager_init; /* --eager-init: build the full model on every rank, then shard it */
     bool help;
 } train_args;
 

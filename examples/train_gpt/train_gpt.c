@@ -7,6 +7,11 @@
  *   dtrun -n 4 train_gpt --mesh dp=2,tp=2 --steps 100 --save-checkpoint ck --every 50
  *   dtrun -n 4 train_gpt --mesh tp=4 --steps 200 --resume ck   (continues at step 100)
  *
+ * On several ranks the model is built deferred (shapes only), sharded, then
+ * materialised: each rank allocates and initialises only its shards, and
+ * --init / --resume read only their slices of the files. --eager-init builds
+ * the full model on every rank first (the same values).
+ *
  * The parallel options (--mesh, --sequence-parallel, --plan, --data-parallel)
  * only change the placements of the model's parameters (parallel.c,
  * data_parallel.c), not this loop.
@@ -63,6 +68,18 @@ static dt_status make_optimizer(const train_args *a, dt_module *model, dt_optim 
                          .lr = a->lr >= 0.0 ? a->lr : 3e-3,
                          .weight_decay = a->weight_decay >= 0.0 ? a->weight_decay : 0.1};
     return dt_optim_adamw_create(model, &p, out);
+}
+
+/* The GPT; @p deferred: without storage (dt_module_materialize fills it). */
+static dt_status create_model(const dt_gpt_config *cfg, uint64_t seed, bool deferred,
+                              dt_module **out)
+{
+    if (deferred)
+        dt_nn_deferred_begin();
+    dt_status s = dt_gpt_create(cfg, seed, out);
+    if (deferred)
+        dt_nn_deferred_end();
+    return s;
 }
 
 /* Replace *t by its copy on @p device (nothing to do when it is there). */
@@ -199,17 +216,24 @@ int main(int argc, char **argv)
                 a.data, dt_token_data_vocab(data) - 1, cfg.vocab_size);
         goto out;
     }
-    TRY(dt_gpt_create(&cfg, a.seed, &model));
-    if (a.init != NULL)
+    /* several ranks: shapes only until sharded, then each rank its shards */
+    bool deferred = par.world > 1 && !a.eager_init;
+    TRY(create_model(&cfg, a.seed, deferred, &model));
+    if (a.init != NULL && !deferred)
         TRY(dt_load_full(model, a.init)); /* validated before anything is written */
     par.device = dt_runtime_device(par.rt);
     if (a.device != NULL)
         TRY(dt_device_parse(a.device, &par.device));
     TRY(dt_module_to(model, par.device)); /* before sharding: styles keep the device */
-    /* shard the full weights every rank holds: any mesh trains the same model */
+    /* shard the weights: any mesh trains the same model */
     TRY(train_parallel_apply(&par, a.mesh, a.sequence_parallel, a.plan, a.explain_plan, model));
+    if (deferred && a.cpu_offload) /* offload copies the tp shards: they need values */
+        TRY(dt_module_materialize(model));
     /* then dp, then the optimizer */
     TRY(train_dp_apply(&par, a.data_parallel, a.cpu_offload, a.batch, model));
+    TRY(dt_module_materialize(model)); /* deferred: now, shard by shard */
+    if (a.init != NULL && deferred)    /* each rank reads its shards' boxes of the file */
+        TRY(dt_load_full(model, a.init));
     TRY(make_optimizer(&a, model, &opt));
     int64_t first = 0; /* a resumed run continues at the checkpoint's step */
     if (a.resume != NULL)

@@ -325,7 +325,9 @@ DT_API dt_status dt_gpt_config_preset(const char *name, dt_gpt_config *out);
  * Build the GPT: children "tok_embeddings", "pos_embeddings", "layers"
  * (Sequential of Blocks "0".."n-1"), "norm", "output" (Linear, no bias), and
  * initialise it with dt_gpt_init(model, seed). Forward: ids [B, T] (T <=
- * max_seq_len) -> logits [B, T, vocab_size].
+ * max_seq_len) -> logits [B, T, vocab_size]. Inside dt_nn_deferred_begin/end
+ * the parameters are deferred (no storage; dt_gpt_init's rules are kept for
+ * dt_module_materialize). Not collective.
  * Errors: DT_ERR_INVALID_ARG naming a bad size.
  */
 DT_API dt_status dt_gpt_create(const dt_gpt_config *cfg, uint64_t seed, dt_module **out);
@@ -358,11 +360,68 @@ DT_API uint64_t dt_param_seed(uint64_t seed, const char *fqn);
  * A distributed @p param fills its local shard with the elements at the
  * shard's global offset (dt_tensor_fill_normal's global_shape/offset), so the
  * shards of every rank together equal the full tensor filled the same way.
- * Not collective. Errors: DT_ERR_INVALID_ARG for a negative std or a Partial
- * placement.
+ * Not collective. Errors: DT_ERR_INVALID_ARG for a negative std, a Partial
+ * placement, or a deferred @p param (use dt_module_param_init).
  */
 DT_API dt_status dt_param_init(dt_tensor *param, const char *fqn, uint64_t seed, double std,
                                double value);
+/**
+ * dt_param_init on the parameter in slot @p name of @p owner, @p fqn naming
+ * it: when the parameter is deferred nothing is written and the rule is kept
+ * for dt_module_materialize (dt_gpt_init works this way). Not collective.
+ * Errors: as dt_param_init; DT_ERR_NOT_FOUND naming a missing slot.
+ */
+DT_API dt_status dt_module_param_init(dt_module *owner, const char *name, const char *fqn,
+                                      uint64_t seed, double std, double value);
+
+/* ---------------------------------------------------------------- deferred initialisation */
+
+/*
+ * A model bigger than one rank's memory is built without storage, sharded,
+ * then materialised shard by shard (PyTorch's meta device + to_empty +
+ * reset_parameters):
+ *
+ *     dt_nn_deferred_begin();
+ *     dt_status s = dt_gpt_create(&cfg, seed, &gpt);  // shapes and init rules only
+ *     dt_nn_deferred_end();
+ *     dt_parallelize_module(gpt, mesh, plan, "tp");   // specs and local shapes
+ *     dt_fully_shard(gpt, mesh, "dp", &fsdp);         // (or dt_ddp_apply)
+ *     dt_module_materialize(gpt);                     // each rank its shards
+ *
+ * Each parameter's slot remembers how it is initialised (the default rule of
+ * its layer, then dt_module_param_init's, e.g. dt_gpt_init's); every rule
+ * draws by global index, so the materialised shards hold exactly the values a
+ * full initialisation followed by sharding gives, on any mesh.
+ */
+
+/**
+ * Until the matching dt_nn_deferred_end, the built-in layers of this thread
+ * (and dt_gpt_create) make deferred parameters: shape, dtype and device, no
+ * storage. Nests. Not collective. A deferred model may be moved
+ * (dt_module_to: only the device changes), printed, parallelized
+ * (dt_parallelize_module, dt_fully_shard, dt_ddp_apply); running it
+ * (dt_module_forward) or creating an optimizer on it fails with
+ * DT_ERR_INVALID_ARG naming the first deferred parameter's FQN.
+ */
+DT_API void dt_nn_deferred_begin(void);
+/** Leave one level of dt_nn_deferred_begin (nothing when none is open). */
+DT_API void dt_nn_deferred_end(void);
+/** Whether this thread is inside dt_nn_deferred_begin/end. */
+DT_API bool dt_nn_deferred_active(void);
+/** Whether @p param (a local tensor, or a distributed one's local shard) has no storage yet. */
+DT_API bool dt_param_is_deferred(const dt_tensor *param);
+/** Number of deferred parameters in the subtree of @p root (0 for NULL). */
+DT_API int dt_module_num_deferred(const dt_module *root);
+/**
+ * Allocate every deferred parameter of the subtree, as it is now placed (the
+ * local shard of a distributed one, tagged DT_MEM_PARAMETER, on its device),
+ * and fill it by its slot's rule at its global offset. Parameters that have
+ * storage are left alone, so a second call does nothing. Not collective.
+ * Errors: DT_ERR_NO_MEMORY (or the budget's error) naming the FQN and the
+ * bytes; DT_ERR_INVALID_ARG for a Partial parameter. On error the parameters
+ * before the failing one are materialised, the rest still deferred.
+ */
+DT_API dt_status dt_module_materialize(dt_module *root);
 
 /* ================================================================ losses */
 

@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "dtensor/autograd.h"
 #include "nn/module_impl.h"
 
 typedef struct key_count {
@@ -67,16 +66,13 @@ dt_status dt__nn_default_init(dt_module *m, const char *what, int n, const char 
     char key[96], fqn[128];
     uint64_t seed = 0;
     DT_CHECK(next_key(what, key, sizeof(key), &seed));
-    /* Writing a leaf's data in place is not an op: keep it off the tape. */
-    bool prev = dt_grad_set_enabled(false);
     dt_status s = DT_OK;
     for (int i = 0; i < n && s == DT_OK; i++) {
         snprintf(fqn, sizeof(fqn), "%s.%s", key, names[i]);
-        dt_tensor *p = dt_module_param(m, names[i]);
         uint64_t ps = dt_param_seed(seed, fqn);
-        s = bound > 0.0 ? dt_tensor_fill_uniform(p, -bound, bound, ps, NULL, NULL)
-                        : dt_tensor_fill_normal(p, 0.0, 1.0, ps, NULL, NULL);
+        dt__init_rule rule = bound > 0.0 ? (dt__init_rule){DT__INIT_UNIFORM, -bound, bound, ps}
+                                         : (dt__init_rule){DT__INIT_NORMAL, 0.0, 1.0, ps};
+        s = dt__param_init_slot(m, names[i], fqn, &rule); /* deferred: only remembered */
     }
-    dt_grad_set_enabled(prev);
     return s;
 }

@@ -165,18 +165,21 @@ typedef struct init_ctx {
     double std, std_proj; /* the residual projections (wo, w2) get std_proj */
 } init_ctx;
 
+/* Through the slot: a deferred parameter keeps the rule for dt_module_materialize. */
 static dt_status init_one(const char *fqn, dt_module *owner, const char *name, dt_tensor *p,
                           void *user)
 {
+    (void)p;
     const init_ctx *c = user;
     const char *type = dt_module_type_name(owner);
     if (strcmp(type, "LayerNorm") == 0)
-        return dt_param_init(p, fqn, c->seed, 0.0, strcmp(name, "weight") == 0 ? 1.0 : 0.0);
+        return dt_module_param_init(owner, name, fqn, c->seed, 0.0,
+                                    strcmp(name, "weight") == 0 ? 1.0 : 0.0);
     if (strcmp(name, "bias") == 0)
-        return dt_param_init(p, fqn, c->seed, 0.0, 0.0);
+        return dt_module_param_init(owner, name, fqn, c->seed, 0.0, 0.0);
     const char *local = dt_module_name(owner);
     bool proj = strcmp(local, "wo") == 0 || strcmp(local, "w2") == 0;
-    return dt_param_init(p, fqn, c->seed, proj ? c->std_proj : c->std, 0.0);
+    return dt_module_param_init(owner, name, fqn, c->seed, proj ? c->std_proj : c->std, 0.0);
 }
 
 dt_status dt_gpt_init(dt_module *gpt, uint64_t seed)

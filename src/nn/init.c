@@ -35,34 +35,93 @@ uint64_t dt_param_seed(uint64_t seed, const char *fqn)
     return splitmix64(seed ^ fnv1a64(fqn != NULL ? fqn : ""));
 }
 
+dt_status dt__param_fill(dt_tensor *p, const char *fqn, const dt__init_rule *rule)
+{
+    if (dt__tensor_is_deferred(p))
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "'%s' is deferred (no storage yet): dt_module_materialize allocates and "
+                      "initialises it",
+                      fqn);
+    dt_tensor *target = p;
+    const int64_t *global_shape = NULL;
+    int64_t offset[DT_MAX_DIMS] = {0};
+    if (p->dist != NULL) {
+        /* a shard: draw the elements of the full tensor at its global offset */
+        const dt_spec *spec = dt_tensor_spec(p);
+        const dt_placement *pl = dt_spec_placements(spec);
+        for (int d = 0; d < dt_mesh_ndim(dt_spec_mesh(spec)); d++)
+            if (pl[d].kind == DT_PLACEMENT_PARTIAL)
+                return DT_ERR(DT_ERR_INVALID_ARG,
+                              "'%s' is Partial on mesh dim %d (a parameter holds its value, not "
+                              "a share of a sum)",
+                              fqn, d);
+        DT_CHECK(dt_spec_local_shape(spec, NULL, NULL, offset));
+        global_shape = dt_spec_shape(spec);
+        target = dt_to_local(p);
+    }
+    const int64_t *off = global_shape != NULL ? offset : NULL;
+    /* Writing a leaf's data in place is not an op: keep it off the tape. */
+    bool prev = dt_grad_set_enabled(false);
+    dt_status status;
+    if (rule->kind == DT__INIT_NORMAL)
+        status = dt_tensor_fill_normal(target, rule->a, rule->b, rule->seed, global_shape, off);
+    else if (rule->kind == DT__INIT_UNIFORM)
+        status = dt_tensor_fill_uniform(target, rule->a, rule->b, rule->seed, global_shape, off);
+    else
+        status = dt_tensor_fill(target, rule->a);
+    dt_grad_set_enabled(prev);
+    return status;
+}
+
+/* The rule of dt_param_init's arguments. */
+static dt__init_rule spec_rule(const char *fqn, uint64_t seed, double std, double value)
+{
+    if (std > 0.0)
+        return (dt__init_rule){
+            .kind = DT__INIT_NORMAL, .a = 0.0, .b = std, .seed = dt_param_seed(seed, fqn)};
+    return (dt__init_rule){.kind = DT__INIT_CONST, .a = value};
+}
+
 dt_status dt_param_init(dt_tensor *param, const char *fqn, uint64_t seed, double std, double value)
 {
     DT_ARG_NOT_NULL(param);
     DT_ARG_NOT_NULL(fqn);
     if (std < 0.0)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_param_init: '%s': negative std %g", fqn, std);
-    dt_tensor *target = param;
-    const int64_t *global_shape = NULL;
-    int64_t offset[DT_MAX_DIMS] = {0};
-    if (param->dist != NULL) {
-        /* a shard: draw the elements of the full tensor at its global offset */
-        const dt_spec *spec = dt_tensor_spec(param);
-        const dt_placement *pl = dt_spec_placements(spec);
-        for (int d = 0; d < dt_mesh_ndim(dt_spec_mesh(spec)); d++)
-            if (pl[d].kind == DT_PLACEMENT_PARTIAL)
-                return DT_ERR(DT_ERR_INVALID_ARG,
-                              "dt_param_init: '%s' is Partial on mesh dim %d (a parameter "
-                              "holds its value, not a share of a sum)",
-                              fqn, d);
-        DT_CHECK(dt_spec_local_shape(spec, NULL, NULL, offset));
-        global_shape = dt_spec_shape(spec);
-        target = dt_to_local(param);
-    }
-    /* Writing a leaf's data in place is not an op: keep it off the tape. */
-    bool prev = dt_grad_set_enabled(false);
-    dt_status status = std > 0.0 ? dt_tensor_fill_normal(target, 0.0, std, dt_param_seed(seed, fqn),
-                                                         global_shape, global_shape ? offset : NULL)
-                                 : dt_tensor_fill(target, value);
-    dt_grad_set_enabled(prev);
-    return status;
+    dt__init_rule rule = spec_rule(fqn, seed, std, value);
+    dt_status s = dt__param_fill(param, fqn, &rule);
+    if (s != DT_OK && dt__tensor_is_deferred(param))
+        return DT_ERR(s,
+                      "dt_param_init: '%s' is deferred: use dt_module_param_init, which "
+                      "records the rule for dt_module_materialize",
+                      fqn);
+    return s;
+}
+
+dt_status dt__param_init_slot(dt_module *m, const char *name, const char *fqn,
+                              const dt__init_rule *rule)
+{
+    dt_module_slot *slot = NULL;
+    for (int i = 0; i < m->n_params && slot == NULL; i++)
+        if (strcmp(m->params[i].name, name) == 0)
+            slot = &m->params[i];
+    if (slot == NULL)
+        return DT_ERR(DT_ERR_NOT_FOUND, "%s '%s' has no parameter '%s' (for '%s')",
+                      m->ops->type_name, m->name, name, fqn);
+    slot->init = *rule;
+    if (dt__tensor_is_deferred(slot->tensor))
+        return DT_OK; /* dt_module_materialize applies it */
+    return dt__param_fill(slot->tensor, fqn, rule);
+}
+
+dt_status dt_module_param_init(dt_module *owner, const char *name, const char *fqn, uint64_t seed,
+                               double std, double value)
+{
+    DT_ARG_NOT_NULL(owner);
+    DT_ARG_NOT_NULL(name);
+    DT_ARG_NOT_NULL(fqn);
+    if (std < 0.0)
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_module_param_init: '%s': negative std %g", fqn, std);
+    dt__init_rule rule = spec_rule(fqn, seed, std, value);
+    return dt__param_init_slot(owner, name, fqn, &rule);
 }

@@ -197,6 +197,7 @@ dt_status dt_module_param_add(dt_module *m, const char *name, dt_tensor *t)
         return DT_ERR(DT_ERR_NO_MEMORY, "dt_module_param_add: no memory for name '%s'", name);
     m->params[m->n_params].name = copy;
     m->params[m->n_params].tensor = dt_tensor_retain(t);
+    m->params[m->n_params].init = (dt__init_rule){.kind = DT__INIT_CONST};
     m->n_params++;
     return DT_OK;
 }
@@ -221,12 +222,17 @@ dt_status dt__module_new_param(dt_module *m, const char *name, int ndim, const i
                                double fill)
 {
     dt_tensor *t = NULL;
+    bool deferred = dt_nn_deferred_active();
     dt_mem_category prev = dt_memory_set_default_category(DT_MEM_PARAMETER);
-    dt_status status = dt_tensor_full(ndim, shape, DT_DTYPE_F32, dt_device_cpu(), fill, &t);
+    dt_status status = deferred
+                           ? dt__tensor_deferred(ndim, shape, DT_DTYPE_F32, dt_device_cpu(), &t)
+                           : dt_tensor_full(ndim, shape, DT_DTYPE_F32, dt_device_cpu(), fill, &t);
     dt_memory_set_default_category(prev);
     DT_CHECK(status);
     status = dt_module_param_add(m, name, t);
     dt_tensor_release(t);
+    if (status == DT_OK) /* what materialize fills in when deferred */
+        m->params[m->n_params - 1].init = (dt__init_rule){.kind = DT__INIT_CONST, .a = fill};
     return status;
 }
 

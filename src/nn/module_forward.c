@@ -56,6 +56,8 @@ dt_status dt_module_forward(dt_module *m, int n_in, dt_tensor *const *inputs, dt
                       m->ops->type_name, m->name, n_in, DT_MODULE_MAX_INPUTS);
     if (n_in > 0 && inputs == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_module_forward: inputs is NULL for %d inputs", n_in);
+    /* before the hooks: data parallelism's would gather shards that have no storage */
+    DT_CHECK(dt__module_check_materialized("dt_module_forward", m));
 
     /* Own one reference per input so pre-hooks can swap them. */
     dt_tensor *in[DT_MODULE_MAX_INPUTS] = {NULL};

@@ -7,9 +7,24 @@
 
 #include "dtensor/nn.h"
 
+/* How a parameter is (or, when deferred, will be) initialised: by global
+ * index, so a shard can be filled alone (deferred.c, init.c). */
+typedef enum dt__init_kind {
+    DT__INIT_CONST,   /* every element a */
+    DT__INIT_UNIFORM, /* U[a, b) under seed */
+    DT__INIT_NORMAL,  /* N(a, b^2) under seed */
+} dt__init_kind;
+
+typedef struct dt__init_rule {
+    dt__init_kind kind;
+    double a, b;
+    uint64_t seed; /* already dt_param_seed(run seed, FQN or key) */
+} dt__init_rule;
+
 typedef struct dt_module_slot {
     char *name;
-    dt_tensor *tensor; /* one reference */
+    dt_tensor *tensor;  /* one reference */
+    dt__init_rule init; /* the last rule given; what dt_module_materialize applies */
 } dt_module_slot;
 
 typedef struct dt_module_hook {
@@ -36,7 +51,9 @@ struct dt_module {
     int n_hooks, cap_hooks;
 };
 
-/* Allocate a zero-filled f32 CPU tensor of @p shape as a parameter of @p m under @p name. */
+/* Allocate an f32 CPU tensor of @p shape filled with @p fill as a parameter of
+ * @p m under @p name; inside dt_nn_deferred_begin/end one without storage
+ * that remembers the fill. */
 dt_status dt__module_new_param(dt_module *m, const char *name, int ndim, const int64_t *shape,
                                double fill);
 
@@ -45,6 +62,27 @@ dt_status dt__module_new_param(dt_module *m, const char *name, int ndim, const i
  * rule of nn.h for type-and-sizes key @p what (default_init.c). */
 dt_status dt__nn_default_init(dt_module *m, const char *what, int n, const char *const *names,
                               double bound);
+
+/* Fill parameter @p p (local, or distributed: its shard at its global
+ * offset) by @p rule; @p fqn names it in errors. Off the tape. */
+dt_status dt__param_fill(dt_tensor *p, const char *fqn, const dt__init_rule *rule);
+
+/* Initialise slot @p name of @p m by @p rule: at once, or, when the
+ * parameter is deferred, only remembered for dt_module_materialize. */
+dt_status dt__param_init_slot(dt_module *m, const char *name, const char *fqn,
+                              const dt__init_rule *rule);
+
+/* A deferred tensor: a handle with shape, dtype and device and no storage. */
+dt_status dt__tensor_deferred(int ndim, const int64_t *shape, dt_dtype dtype, dt_device device,
+                              dt_tensor **out);
+/* True when @p t (or, distributed, its local shard) has no storage yet. */
+bool dt__tensor_is_deferred(const dt_tensor *t);
+/* Whether any deferred parameter was ever made in this process (a cheap
+ * guard for the checks below). */
+bool dt__deferred_seen(void);
+/* DT_ERR_INVALID_ARG naming the first deferred parameter under @p m (its FQN
+ * from the root), for @p fn; DT_OK when there is none. */
+dt_status dt__module_check_materialized(const char *fn, dt_module *m);
 
 /* Attach @p child (a new root) to @p parent; on failure destroy the child. */
 dt_status dt__module_adopt(dt_module *parent, const char *name, dt_module *child);

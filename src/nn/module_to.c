@@ -5,6 +5,7 @@
 #include "dtensor/autograd.h"
 
 #include "core/error.h"
+#include "core/tensor_impl.h"
 #include "kernels/kernel_ops.h"
 #include "nn/module_impl.h"
 
@@ -48,9 +49,23 @@ static dt_status collect(const char *fqn, dt_module *owner, const char *name, dt
     (void)owner;
     (void)name;
     move_list *l = user;
+    if (dt__tensor_is_deferred(param))
+        return DT_OK; /* no data: set_deferred_device changes its device afterwards */
     DT_CHECK(add_move(l, param, fqn));
     dt_tensor *g = dt_tensor_grad(param);
     return g != NULL ? add_move(l, g, fqn) : DT_OK;
+}
+
+static dt_status set_deferred_device(const char *fqn, dt_module *owner, const char *name,
+                                     dt_tensor *param, void *user)
+{
+    (void)fqn, (void)owner, (void)name;
+    if (dt__tensor_is_deferred(param)) {
+        param->device = *(const dt_device *)user;
+        if (param->dist != NULL)
+            param->local->device = param->device;
+    }
+    return DT_OK;
 }
 
 dt_status dt_module_to(dt_module *root, dt_device device)
@@ -69,5 +84,7 @@ dt_status dt_module_to(dt_module *root, dt_device device)
     }
     free(l.targets);
     free(l.moved);
+    if (st == DT_OK)
+        st = dt_module_foreach_param(root, set_deferred_device, &device);
     return st;
 }

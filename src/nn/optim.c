@@ -26,6 +26,11 @@ static dt_status collect_param(const char *fqn, dt_module *owner, const char *na
                       "dt_optim_%s_create: parameter '%s' has a Partial placement (a parameter "
                       "holds its value, not a share of a sum)",
                       o->kind->name, fqn);
+    if (dt__tensor_is_deferred(param))
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_optim_%s_create: parameter '%s' is deferred (no storage yet): call "
+                      "dt_module_materialize first",
+                      o->kind->name, fqn);
     if (o->n_params == c->cap) {
         int cap = c->cap > 0 ? c->cap * 2 : 16;
         dt_optim_param *p = realloc(o->params, (size_t)cap * sizeof(*p));

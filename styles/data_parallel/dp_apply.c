@@ -227,6 +227,31 @@ static bool wants_offload(const dp_state *s, bool asked)
     return false;
 }
 
+/* This rank's dp piece @p piece (on @p master) and the gathered tensor (on
+ * loc's device): allocated, the piece cut out of @p loc; or, for a deferred
+ * parameter, a deferred piece (dt_module_materialize fills it) and a gathered
+ * tensor dropped until its first gather. */
+static dt_status make_piece(dp_param *p, int rank, dt_tensor *loc, const int64_t *pshape,
+                            dt_device master, dt_tensor **piece)
+{
+    if (dt_param_is_deferred(loc)) {
+        DT_CHECK(dt__tensor_deferred(p->ndim, pshape, DT_DTYPE_F32, master, piece));
+        DT_CHECK(
+            dt__tensor_alloc_handle(p->ndim, p->lshape, DT_DTYPE_F32, loc->device, &p->gathered));
+        return dt__storage_create(0, loc->device, &p->gathered->storage);
+    }
+    dt_mem_category prev = dt_memory_set_default_category(DT_MEM_PARAMETER);
+    dt_status st = dt_tensor_empty(p->ndim, pshape, DT_DTYPE_F32, master, piece);
+    if (st == DT_OK)
+        st = dt_tensor_empty(p->ndim, p->lshape, DT_DTYPE_F32, loc->device, &p->gathered);
+    dt_memory_set_default_category(prev);
+    if (st == DT_OK && !dt_tensor_is_contiguous(loc))
+        st = DT_ERR(DT_ERR_UNSUPPORTED, "dt_fully_shard: parameter '%s' is not contiguous", p->fqn);
+    if (st == DT_OK)
+        st = dp__slice(p, rank, loc, *piece);
+    return st;
+}
+
 static dt_status shard_param(dp_state *s, dp_param *p)
 {
     int nd = dt_mesh_ndim(s->mesh);
@@ -237,6 +262,11 @@ static dt_status shard_param(dp_state *s, dp_param *p)
         return DT_OK;
     dt_tensor *loc = dp__local(p->slot), *piece = NULL, *shard = NULL;
     const int64_t *gshape = p->tp_spec != NULL ? dt_spec_shape(p->tp_spec) : p->lshape;
+    if (s->offload && dt_param_is_deferred(loc))
+        return DT_ERR(DT_ERR_UNSUPPORTED,
+                      "dt_fully_shard: '%s' is deferred: cpu_offload copies parameters, call "
+                      "dt_module_materialize before dt_fully_shard",
+                      p->fqn);
     if (p->k < 0 && !s->offload) { /* replicated over dp: the same local tensor everywhere */
         DT_CHECK(dt_from_local(loc, s->mesh, nd, pl, gshape, &shard));
         dt_tensor_release(p->slot);
@@ -249,16 +279,8 @@ static dt_status shard_param(dp_state *s, dp_param *p)
     int64_t pshape[DT_MAX_DIMS];
     memcpy(pshape, p->lshape, sizeof(pshape));
     pshape[p->k] = p->klen[s->dp_rank];
-    dt_mem_category prev = dt_memory_set_default_category(DT_MEM_PARAMETER);
     dt_device master = s->offload ? dt_device_cpu() : loc->device;
-    dt_status st = dt_tensor_empty(p->ndim, pshape, DT_DTYPE_F32, master, &piece);
-    if (st == DT_OK)
-        st = dt_tensor_empty(p->ndim, p->lshape, DT_DTYPE_F32, loc->device, &p->gathered);
-    dt_memory_set_default_category(prev);
-    if (st == DT_OK && !dt_tensor_is_contiguous(loc))
-        st = DT_ERR(DT_ERR_UNSUPPORTED, "dt_fully_shard: parameter '%s' is not contiguous", p->fqn);
-    if (st == DT_OK)
-        st = dp__slice(p, s->dp_rank, loc, piece);
+    dt_status st = make_piece(p, s->dp_rank, loc, pshape, master, &piece);
     if (st == DT_OK)
         st = dt_tensor_set_requires_grad(piece, true);
     if (st == DT_OK)
