@@ -9,7 +9,11 @@
 # With -k N each program runs N times, interleaved (dtensor, MPI, gloo, dtensor,
 # ...), and every row keeps its best time: on a shared, noisy machine this
 # compares the libraries rather than the neighbours' load. Same rule for all.
-# Tables go to $OUT (default /tmp/dt_comm_bench), the comparison to stdout.
+# Tables go to $OUT (default /tmp/dt_comm_bench), the comparison to stdout,
+# including per rank count the reduce-scatter and all-gather time over the
+# all-reduce time of the same buffer (a half slower than the whole is flagged),
+# and, with gnuplot (Debian: gnuplot-nox), $OUT/busbw_<n>ranks.png: bus
+# bandwidth against size, dtensor and Open MPI.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=${1:-$HERE/../../build}
@@ -119,4 +123,54 @@ for n in ranks:
     if worst_time:
         print("  slowest dtensor/Open MPI time ratio over all rows: %.2f (goal at 4 ranks <= 2.0)"
               % worst_time)
+
+    # An all-reduce is a reduce-scatter then an all-gather of the same buffer:
+    # each half should take about half its time (goal <= 0.6x from 1 MiB on);
+    # a half that is slower than the whole is flagged.
+    print("\n# reduce-scatter and all-gather time / all-reduce time of the same buffer (%d ranks)" % n)
+    print("%10s %8s %8s" % ("size(B)", "rs/ar", "ag/ar"))
+    flagged = 0
+    for size in sorted(s for (c, s) in dt if c == "allreduce" and s >= 1 << 20):
+        ar = dt[("allreduce", size)][0]
+        cells = []
+        for coll in ("reduce_scatter", "allgather"):
+            if (coll, size) not in dt:
+                cells.append("-")
+                continue
+            r = dt[(coll, size)][0] / ar
+            mark = " SLOWER" if r > 1.0 else (" >0.6" if r > 0.6 else "")
+            flagged += r > 1.0
+            cells.append("%.2f%s" % (r, mark))
+        print("%10d %8s %8s" % (size, cells[0], cells[1]))
+    print("  rows where a half is slower than the whole all-reduce: %d" % flagged)
+
+    # busbw against size, dtensor and Open MPI, for the plot
+    for lib, rows in (("dt", dt), ("mpi", mpi)):
+        for coll in ("allreduce", "reduce_scatter", "allgather"):
+            with open("%s/plot_%s_%s_%d.dat" % (out, lib, coll, n), "w") as f:
+                for size in sorted(s for (c, s) in rows if c == coll):
+                    f.write("%d %f\n" % (size, rows[(coll, size)][1]))
 PY
+
+# One plot per rank count: bus bandwidth against size, dtensor (lines) and
+# Open MPI (dashed), the three bandwidth collectives.
+if command -v gnuplot >/dev/null; then
+  for n in $RANKS; do
+    gnuplot <<GP
+set terminal pngcairo size 900,540 font ",10" noenhanced
+set output "$OUT/busbw_${n}ranks.png"
+set title "bus bandwidth, $n ranks (2 cores): dtensor solid, Open MPI dashed"
+set logscale x 2
+set xlabel "bytes"
+set format x "%.0s%cB"
+set ylabel "GB/s"
+set key top left
+set grid
+plot for [c in "allreduce reduce_scatter allgather"] "$OUT/plot_dt_".c."_$n.dat" with linespoints title "dtensor ".c, \
+     for [c in "allreduce reduce_scatter allgather"] "$OUT/plot_mpi_".c."_$n.dat" with lines dt 2 title "Open MPI ".c
+GP
+    echo "plot: $OUT/busbw_${n}ranks.png"
+  done
+else
+  echo "gnuplot not found (Debian: gnuplot-nox): no plot"
+fi
