@@ -14,6 +14,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -274,6 +277,85 @@ static void test_silent_unauthenticated(void **state)
     close(fd);
 }
 
+/* A store of its own (token "s3cret", timeout 5 s, so a 5 s linger at exit). */
+static dt_store *own_server(void)
+{
+    dt_store_params p = {.field_mask = DT_STORE_PARAM_FIELD_IS_SERVER | DT_STORE_PARAM_FIELD_PORT |
+                                       DT_STORE_PARAM_FIELD_TOKEN | DT_STORE_PARAM_FIELD_TIMEOUT,
+                         .is_server = true,
+                         .port = 0,
+                         .token = "s3cret",
+                         .timeout_s = 5};
+    dt_store *s = NULL;
+    assert_int_equal(dt_store_create(&p, &s), DT_OK);
+    return s;
+}
+
+typedef struct drip {
+    int port;
+    volatile int stop;
+} drip;
+
+/* Three slow-drip clients: a frame header one byte at a time, never stalled.
+ * (A thread, not a child process: a fork would hold the store's own client
+ * socket open and so delay its exit by itself.) */
+static void *drip_main(void *arg)
+{
+    drip *d = arg;
+    int fds[3];
+    uint8_t hdr[4] = {0, 0, 0x10, 0}; /* an AUTH frame of 4096 bytes, sent a byte per 0.1 s */
+    for (int i = 0; i < 3; i++) {
+        fds[i] = raw_connect(d->port);
+        raw_send(fds[i], hdr, sizeof(hdr));
+    }
+    while (!d->stop) {
+        for (int i = 0; i < 3; i++)
+            (void)!send(fds[i], "\1", 1, MSG_NOSIGNAL);
+        usleep(100000);
+    }
+    for (int i = 0; i < 3; i++)
+        close(fds[i]);
+    return NULL;
+}
+
+/* Clients that never authenticate but send a byte now and then (never
+ * stalled) do not delay the exit: only ranks are waited for. */
+static void test_exit_not_delayed_by_unauthenticated(void **state)
+{
+    (void)state;
+    dt_store *s = own_server();
+    drip d = {.port = dt_store_port(s)};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, drip_main, &d), 0);
+    usleep(300000); /* the drips have started */
+    double t0 = dt__clock_now();
+    dt_store_destroy(s);
+    double took = dt__clock_now() - t0;
+    d.stop = 1;
+    pthread_join(t, NULL);
+    if (!(took < 2.0))
+        fail_msg("dt_store_destroy took %.1f s waiting for unauthenticated clients", took);
+}
+
+/* Without a token, a store that other hosts can reach is refused, by name. */
+static void test_empty_token_refused_off_host(void **state)
+{
+    (void)state;
+    dt_store_params p = {.field_mask = DT_STORE_PARAM_FIELD_IS_SERVER | DT_STORE_PARAM_FIELD_PORT |
+                                       DT_STORE_PARAM_FIELD_TOKEN | DT_STORE_PARAM_FIELD_BIND,
+                         .is_server = true,
+                         .port = 0,
+                         .token = "",
+                         .bind = "0.0.0.0"};
+    dt_store *s = NULL;
+    assert_int_equal(dt_store_create(&p, &s), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "no job token for a store bound to 0.0.0.0"));
+    assert_null(s);
+    p.bind = "127.0.0.1"; /* a one-host job may go without */
+    assert_int_equal(dt_store_create(&p, &s), DT_OK);
+    dt_store_destroy(s);
+}
+
 /* Many idle authenticated connections do not slow anyone down. */
 static void test_many_clients(void **state)
 {
@@ -380,8 +462,53 @@ static void test_fd_exhaustion(void **state)
     assert_int_equal(WEXITSTATUS(status), 0); /* 14 = spun, 13 = stopped serving */
 }
 
-int main(void)
+/*
+ * --rejections (its own ctest entry, DT_LOG=warn): 20 wrong-token clients
+ * in a row log 3 warnings and one summary, not 20 lines.
+ */
+static int rejections(void)
 {
+    char path[] = "/tmp/dt_store_rejections_XXXXXX";
+    int log = mkstemp(path), saved = dup(2);
+    if (log < 0 || saved < 0)
+        return 2;
+    dup2(log, 2);
+    dt_store_params p = {.field_mask = DT_STORE_PARAM_FIELD_IS_SERVER | DT_STORE_PARAM_FIELD_PORT |
+                                       DT_STORE_PARAM_FIELD_TOKEN | DT_STORE_PARAM_FIELD_TIMEOUT,
+                         .is_server = true,
+                         .port = 0,
+                         .token = "s3cret",
+                         .timeout_s = 5};
+    dt_store *s = NULL;
+    if (dt_store_create(&p, &s) != DT_OK)
+        return 2;
+    for (int i = 0; i < 20; i++) {
+        int fd = raw_connect(dt_store_port(s));
+        send_frame(fd, 1, "wrong", 5);
+        wait_closed(fd, 3, NULL);
+        close(fd);
+    }
+    dt_store_destroy(s);
+    dup2(saved, 2);
+    FILE *f = fopen(path, "r");
+    char line[512];
+    int dropped = 0, summaries = 0;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        dropped += strstr(line, "store: dropping client") != NULL;
+        summaries += strstr(line, "store: 17 more client(s) dropped") != NULL;
+        fputs(line, stdout);
+    }
+    if (f != NULL)
+        fclose(f);
+    unlink(path);
+    printf("%d drop lines, %d summaries for 20 rejected clients\n", dropped, summaries);
+    return dropped == 3 && summaries == 1 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--rejections") == 0)
+        return rejections();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wrong_token),
         cmocka_unit_test(test_not_auth_first),
@@ -390,6 +517,8 @@ int main(void)
         cmocka_unit_test(test_half_sent_then_silence),
         cmocka_unit_test(test_half_sent_then_disconnect),
         cmocka_unit_test(test_silent_unauthenticated),
+        cmocka_unit_test(test_exit_not_delayed_by_unauthenticated),
+        cmocka_unit_test(test_empty_token_refused_off_host),
         cmocka_unit_test(test_many_clients),
         cmocka_unit_test(test_long_wait_not_stalled),
         cmocka_unit_test(test_fd_exhaustion),

@@ -111,6 +111,13 @@ static dt_status validate(const char *host, int port, bool is_server, const char
     return DT_OK;
 }
 
+/* Whether @p bind accepts connections from this host only. */
+static bool loopback(const char *bind)
+{
+    return strncmp(bind, "127.", 4) == 0 || strcmp(bind, "localhost") == 0 ||
+           strcmp(bind, "::1") == 0;
+}
+
 dt_status dt_store_create(const dt_store_params *params, dt_store **out)
 {
     DT_ARG_NOT_NULL(out);
@@ -144,6 +151,14 @@ dt_status dt_store_create(const dt_store_params *params, dt_store **out)
     if (bind == NULL)
         bind = "127.0.0.1";
     DT_CHECK(validate(host, port, is_server, token, timeout_s));
+    /* Without a token any client that reaches the port joins (or poisons) the
+     * job: only a store that other hosts cannot reach may go without one. */
+    if (is_server && token[0] == '\0' && !loopback(bind))
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_store_create: no job token for a store bound to %s, which other "
+                      "hosts can reach: export the same DT_JOB_TOKEN on every node (dtrun "
+                      "makes one), or bind 127.0.0.1 (DT_STORE_BIND) for a one-host job",
+                      bind);
 
     dt_status st;
     dt_store *s = calloc(1, sizeof(*s));

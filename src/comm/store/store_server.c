@@ -43,11 +43,38 @@ static void client_close_quiet(dt_store_conn *c)
     conn_close(c);
 }
 
+#define DROP_WINDOW_S    10.0
+#define DROP_LOG_PER_WIN 3
+
+/* The drops not logged in the window that ends: one line for all of them. */
+static void drop_summary(dt_store_server *s)
+{
+    if (s->drop_quiet > 0)
+        DT_LOG_WARN("comm", "store: %u more client(s) dropped in %.0f s (the last: %s)",
+                    s->drop_quiet, DROP_WINDOW_S, s->drop_last);
+    s->drop_quiet = 0;
+}
+
+/* A probe or a stray client can be rejected hundreds of times a second: the
+ * first few per window are logged, the rest summarised when it ends. */
 void dt__store_client_drop(dt_store_server *s, dt_store_conn *c, const char *why)
 {
     if (c->fd < 0)
         return;
-    DT_LOG_WARN("comm", "store: dropping client %s: %s", c->peer, why);
+    double now = dt__clock_now();
+    if (now - s->drop_window >= DROP_WINDOW_S) {
+        drop_summary(s);
+        s->drop_window = now;
+        s->drop_logged = 0;
+    }
+    if (s->drop_logged < DROP_LOG_PER_WIN) {
+        s->drop_logged++;
+        DT_LOG_WARN("comm", "store: dropping client %s: %s%s", c->peer, why,
+                    s->drop_logged == DROP_LOG_PER_WIN ? " (more are summarised)" : "");
+    } else {
+        s->drop_quiet++;
+        snprintf(s->drop_last, sizeof(s->drop_last), "%s: %s", c->peer, why);
+    }
     conn_close(c);
     s->ndropped++;
 }
@@ -250,12 +277,14 @@ static bool wake_read(dt_store_server *s)
     return false;
 }
 
-/* While stopping gracefully: -1 = stop now, else ms to wait at most. */
+/* While stopping gracefully: -1 = stop now, else ms to wait at most. Only
+ * authenticated clients (ranks) are waited for: a client that never sent
+ * the job token is no reason to delay the exit. */
 static int linger_check(dt_store_server *s)
 {
     size_t live = 0;
     for (size_t i = 0; i < s->nconns; i++)
-        live += s->conns[i].fd >= 0;
+        live += s->conns[i].fd >= 0 && s->conns[i].authed;
     double left = s->linger_until - dt__clock_now();
     if (live == 0)
         return -1;
@@ -375,6 +404,7 @@ dt_status dt__store_server_start(const char *bind_addr, int port, const char *to
         return DT_ERR(DT_ERR_NO_MEMORY, "dt_store_create: no memory for the server");
     s->wake_fd[0] = s->wake_fd[1] = -1;
     s->stall_s = stall_s;
+    s->drop_window = dt__clock_now();
     snprintf(s->token, sizeof(s->token), "%s", token != NULL ? token : "");
     if (!dt__store_kv_init(&s->kv)) {
         st = DT_ERR(DT_ERR_NO_MEMORY, "dt_store_create: no memory for the table");
@@ -418,6 +448,7 @@ void dt__store_server_stop(dt_store_server *s, double linger_s)
     s->linger_until = dt__clock_now() + linger_s; /* published by the pipe write below */
     (void)!write(s->wake_fd[1], linger_s > 0 ? "g" : "x", 1);
     pthread_join(s->thread, NULL);
+    drop_summary(s);
     for (size_t i = 0; i < s->nconns; i++)
         if (s->conns[i].fd >= 0)
             client_close_quiet(&s->conns[i]);

@@ -39,6 +39,10 @@ struct dt_store_server {
     dt_store_conn *conns;
     size_t nconns, cap_conns;
     size_t ndropped;
+    /* rejected clients are logged a few per window, the rest summarised */
+    double drop_window; /* start of the current window */
+    unsigned drop_logged, drop_quiet;
+    char drop_last[160];        /* the last quiet drop: peer and why */
     double accept_paused_until; /* out of fds: stop polling the listener till then */
     bool lingering;             /* stopping once every client has disconnected */
     double linger_until;        /* ... or at this time */
