@@ -35,18 +35,26 @@ typedef struct fixture {
     int port;
 } fixture;
 
-static int setup(void **state)
+/* A store serving on a free port with token "s3cret" and timeout 5 s (so a
+ * 5 s linger at exit); NULL when it cannot start. */
+static dt_store *own_server(void)
 {
-    setenv("DT_STORE_STALL_S", "0.5", 1);
-    setenv("DT_LOG", "error", 1); /* the drops are logged as warnings: keep the output short */
-    fixture *f = calloc(1, sizeof(*f));
     dt_store_params p = {.field_mask = DT_STORE_PARAM_FIELD_IS_SERVER | DT_STORE_PARAM_FIELD_PORT |
                                        DT_STORE_PARAM_FIELD_TOKEN | DT_STORE_PARAM_FIELD_TIMEOUT,
                          .is_server = true,
                          .port = 0,
                          .token = "s3cret",
                          .timeout_s = 5};
-    if (dt_store_create(&p, &f->server) != DT_OK)
+    dt_store *s = NULL;
+    return dt_store_create(&p, &s) == DT_OK ? s : NULL;
+}
+
+static int setup(void **state)
+{
+    setenv("DT_STORE_STALL_S", "0.5", 1);
+    setenv("DT_LOG", "error", 1); /* the drops are logged as warnings: keep the output short */
+    fixture *f = calloc(1, sizeof(*f));
+    if (f == NULL || (f->server = own_server()) == NULL)
         return -1;
     f->port = dt_store_port(f->server);
     *state = f;
@@ -277,20 +285,6 @@ static void test_silent_unauthenticated(void **state)
     close(fd);
 }
 
-/* A store of its own (token "s3cret", timeout 5 s, so a 5 s linger at exit). */
-static dt_store *own_server(void)
-{
-    dt_store_params p = {.field_mask = DT_STORE_PARAM_FIELD_IS_SERVER | DT_STORE_PARAM_FIELD_PORT |
-                                       DT_STORE_PARAM_FIELD_TOKEN | DT_STORE_PARAM_FIELD_TIMEOUT,
-                         .is_server = true,
-                         .port = 0,
-                         .token = "s3cret",
-                         .timeout_s = 5};
-    dt_store *s = NULL;
-    assert_int_equal(dt_store_create(&p, &s), DT_OK);
-    return s;
-}
-
 typedef struct drip {
     int port;
     volatile int stop;
@@ -324,6 +318,7 @@ static void test_exit_not_delayed_by_unauthenticated(void **state)
 {
     (void)state;
     dt_store *s = own_server();
+    assert_non_null(s);
     drip d = {.port = dt_store_port(s)};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, drip_main, &d), 0);
@@ -473,14 +468,8 @@ static int rejections(void)
     if (log < 0 || saved < 0)
         return 2;
     dup2(log, 2);
-    dt_store_params p = {.field_mask = DT_STORE_PARAM_FIELD_IS_SERVER | DT_STORE_PARAM_FIELD_PORT |
-                                       DT_STORE_PARAM_FIELD_TOKEN | DT_STORE_PARAM_FIELD_TIMEOUT,
-                         .is_server = true,
-                         .port = 0,
-                         .token = "s3cret",
-                         .timeout_s = 5};
-    dt_store *s = NULL;
-    if (dt_store_create(&p, &s) != DT_OK)
+    dt_store *s = own_server();
+    if (s == NULL)
         return 2;
     for (int i = 0; i < 20; i++) {
         int fd = raw_connect(dt_store_port(s));
