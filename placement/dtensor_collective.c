@@ -84,26 +84,65 @@ static void infer_shape(const dt_mesh *m, const dt_placement *pl, int ndim, cons
     }
 }
 
+/* The one mesh rank whose shard differs from every other rank's, or -1 (none,
+ * or more than one: uneven chunks differ legitimately). */
+static int odd_rank(const dt_mesh *m, int ndim, const int64_t *table)
+{
+    int odd = -1;
+    for (int r = 0; r < m->size; r++) {
+        int same = 0;
+        for (int q = 0; q < m->size; q++)
+            same += memcmp(table + r * REC_LEN + 2, table + q * REC_LEN + 2,
+                           sizeof(int64_t) * (size_t)ndim) == 0;
+        if (same == 1 && m->size > 2) {
+            if (odd >= 0)
+                return -1;
+            odd = r;
+        }
+    }
+    return odd;
+}
+
+/* The shards do not fit: name the rank that is out of line only when one
+ * is (the first mismatch against a shape inferred from all of them may be
+ * an innocent rank), else list every rank's shard. */
+static dt_status misfit(const char *fn, const dt_spec *spec, const int64_t *table)
+{
+    const dt_mesh *m = spec->mesh;
+    char g[128], p[64], list[512] = "", a[128];
+    dt__shape_str(spec->ndim, spec->shape, g, sizeof(g));
+    dt_placements_format(m->ndim, spec->pl, ",", p, sizeof(p));
+    int odd = odd_rank(m, spec->ndim, table);
+    if (odd >= 0) {
+        char b[128];
+        dt__shape_str(spec->ndim, table + odd * REC_LEN + 2, a, sizeof(a));
+        dt__shape_str(spec->ndim, table + (odd == 0 ? 1 : 0) * REC_LEN + 2, b, sizeof(b));
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "%s: mesh rank %d holds a shard of shape %s where the other ranks hold "
+                      "%s: the shards are not the %s chunks of one tensor",
+                      fn, odd, a, b, p);
+    }
+    for (int r = 0; r < m->size && strlen(list) + 64 < sizeof(list); r++) {
+        dt__shape_str(spec->ndim, table + r * REC_LEN + 2, a, sizeof(a));
+        size_t k = strlen(list);
+        snprintf(list + k, sizeof(list) - k, "%smesh rank %d %s", r ? ", " : "", r, a);
+    }
+    return DT_ERR(DT_ERR_INVALID_ARG,
+                  "%s: the shards are not the %s chunks of one tensor (of the inferred global "
+                  "shape %s): %s",
+                  fn, p, g, list);
+}
+
 static dt_status check_table(const char *fn, const dt_spec *spec, const int64_t *table)
 {
     const dt_mesh *m = spec->mesh;
     for (int r = 0; r < m->size; r++) {
         int c[DT_MESH_MAX_DIMS];
         int64_t want[DT_MAX_DIMS];
-        const int64_t *rec = table + r * REC_LEN;
         dt_mesh_rank_to_coord(m, r, c);
         dt__local_shape(spec->ndim, spec->shape, m->ndim, m->shape, spec->pl, c, want, NULL);
-        if (memcmp(want, rec + 2, sizeof(int64_t) * (size_t)spec->ndim) != 0) {
-            char a[128], b[128], g[128], p[64];
-            dt__shape_str(spec->ndim, rec + 2, a, sizeof(a));
-            dt__shape_str(spec->ndim, want, b, sizeof(b));
-            dt__shape_str(spec->ndim, spec->shape, g, sizeof(g));
-            dt_placements_format(m->ndim, spec->pl, ",", p, sizeof(p));
-            return DT_ERR(DT_ERR_INVALID_ARG,
-                          "%s: mesh rank %d holds a shard of shape %s but %s of the inferred "
-                          "global shape %s gives it %s",
-                          fn, r, a, p, g, b);
-        }
+        if (memcmp(want, table + r * REC_LEN + 2, sizeof(int64_t) * (size_t)spec->ndim) != 0)
+            return misfit(fn, spec, table);
     }
     return DT_OK;
 }

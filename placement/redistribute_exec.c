@@ -5,10 +5,12 @@
  * bytes wasted. Blocks that are not contiguous along the moved dim are packed
  * into a buffer first and unpacked after.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "autograd/node.h"
+#include "comm/comm_check.h"
 #include "comm/comm_impl.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -459,10 +461,37 @@ static dt_status check_input(const step_ctx *c, const dt_tensor *x)
     return DT_OK;
 }
 
+/* The call every rank must agree on (placements before and after, global
+ * shape, dtype) as the context of the plan's collectives (comm_check.h):
+ * ranks redistributing to different placements fail at their first message. */
+static dt__comm_ctx agree_on(const dt__plan *plan, const dt_spec *src, char *text, size_t n)
+{
+    const dt_placement *a = plan->states[0], *b = plan->states[plan->n_steps];
+    int32_t v[2 + 6 * DT_MESH_MAX_DIMS] = {plan->mesh_ndim, (int32_t)src->dtype}, k = 2;
+    for (int j = 0; j < plan->mesh_ndim; j++) {
+        int32_t f[6] = {a[j].kind, a[j].dim, a[j].op, b[j].kind, b[j].dim, b[j].op};
+        memcpy(v + k, f, sizeof(f));
+        k += 6;
+    }
+    uint32_t h = dt__comm_hash(0, v, (size_t)k * sizeof(int32_t));
+    h = dt__comm_hash(h, src->shape, (size_t)src->ndim * sizeof(int64_t)), text[0] = '\0';
+    if (dt__comm_check_detail()) { /* words only for DT_DEBUG=detail */
+        char pa[48], pb[48], sh[64];
+        dt_placements_format(plan->mesh_ndim, a, ",", pa, sizeof(pa));
+        dt_placements_format(plan->mesh_ndim, b, ",", pb, sizeof(pb));
+        dt__shape_str(src->ndim, src->shape, sh, sizeof(sh));
+        snprintf(text, n, "dt_redistribute [%s] -> [%s] of %s %s", pa, pb, sh,
+                 dt_dtype_name(src->dtype));
+    }
+    return dt__comm_context_set(h, text);
+}
+
 dt_status dt__redist_exec(const dt__plan *plan, const dt_spec *src, dt_tensor *local,
                           dt_tensor **out)
 {
     dt_tensor *x = dt_tensor_retain(local), *y = NULL;
+    char text[256];
+    dt__comm_ctx saved = agree_on(plan, src, text, sizeof(text));
     for (int i = 0; i < plan->n_steps; i++) {
         step_ctx c = {
             .st = &plan->steps[i], .mesh = src->mesh, .ndim = src->ndim, .dtype = src->dtype};
@@ -474,10 +503,13 @@ dt_status dt__redist_exec(const dt__plan *plan, const dt_spec *src, dt_tensor *l
         if (s == DT_OK)
             s = exec_step(&c, x, &y);
         dt_tensor_release(x);
-        if (s != DT_OK)
+        if (s != DT_OK) {
+            dt__comm_context_restore(saved);
             return s;
+        }
         x = y;
     }
+    dt__comm_context_restore(saved);
     *out = x;
     return DT_OK;
 }

@@ -46,10 +46,26 @@
  *
  * Failures: a peer that died gives DT_ERR_PEER_LOST, an operation that does
  * not finish within DT_TIMEOUT_S (or the dt_work_wait timeout) gives
- * DT_ERR_TIMEOUT naming the peer waited for. The failed operation is
- * abandoned; other ranks of the group may be left mid-collective, so after
- * such an error the group should only be destroyed (which always works).
- * Bad arguments give DT_ERR_INVALID_ARG naming the value, before any traffic.
+ * DT_ERR_TIMEOUT naming the peer waited for. Every failure of an operation
+ * aborts the comm's family - the world comm and every comm split from it,
+ * mesh dim comms included - on every rank (as ncclCommAbort): the rank that
+ * saw it tells the others, a rank waiting in a collective wakes up and
+ * fails within moments instead of at its timeout, and from then on every
+ * operation on any comm of the family (pending works, new collectives,
+ * splits) fails at once with the first error: its status and a message
+ * naming the world rank that failed first and what it saw. A failed
+ * non-blocking work poisons the family even when released without a wait.
+ * dt_comm_status() asks for that error without communicating; after it only
+ * destroying the comms works. Bad arguments give DT_ERR_INVALID_ARG naming
+ * the value, before any traffic, and leave the comm usable.
+ *
+ * Consistency check: every collective's messages carry a hash of its
+ * arguments (which collective, dtype, count, reduce op, root, and a caller's
+ * context such as a redistribute's placements and global shape), so ranks
+ * that call different collectives fail (DT_ERR_INVALID_ARG naming the other
+ * world rank) when the first message between them arrives, at no extra round
+ * trip. DT_DEBUG=detail also swaps the arguments before every collective (an
+ * all-gather more per call): the error then prints both ranks' calls.
  *
  * Thread safety: comms split from one world share one transport worker: use
  * all of them from one thread at a time.
@@ -208,11 +224,33 @@ DT_API dt_status dt_work_test(dt_work *work, bool *done);
  */
 DT_API dt_status dt_work_wait(dt_work *work, double timeout_s);
 /**
- * Free a work handle; one still running is waited for first (errors are
- * logged). The buffers may be reused after this returns. Release every work
- * before destroying its comm. NULL-safe.
+ * Wait for @p n works (NULL entries skipped) under one deadline: @p
+ * timeout_s from the first wait (< 0: the first work's comm timeout), not a
+ * fresh one per work. After a failure the others of its family fail at once.
+ * Returns DT_OK or the first error (with its message).
+ */
+DT_API dt_status dt_work_wait_all(dt_work *const *works, size_t n, double timeout_s);
+/**
+ * Free a work handle; one still running is waited for first. A failure it
+ * meets is not lost: it aborted the comm family (see Failures), so the next
+ * call on the family fails with it. The buffers may be reused after this
+ * returns. Release every work before destroying its comm. NULL-safe.
  */
 DT_API void dt_work_release(dt_work *work);
+
+/**
+ * The asynchronous error of @p comm's family (as ncclCommGetAsyncError):
+ * DT_OK, or the error it was aborted with (status and message naming the
+ * world rank that failed first). Takes in abort notices that arrived; does
+ * not wait or communicate.
+ */
+DT_API dt_status dt_comm_status(dt_comm *comm);
+/**
+ * Abort @p comm's family on every rank with @p status (an error) and @p
+ * reason, as a failure would (see Failures). Not collective; returns @p
+ * status, or the family's error when it was aborted already.
+ */
+DT_API dt_status dt_comm_abort(dt_comm *comm, dt_status status, const char *reason);
 
 #ifdef __cplusplus
 }

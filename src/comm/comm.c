@@ -5,6 +5,7 @@
  * it - blocking, or as a work handle.
  */
 #include "comm/comm_impl.h"
+#include "comm/comm_check.h"
 #include "comm/comm_dispatch.h"
 #include "comm/comm_staged.h"
 
@@ -56,6 +57,7 @@ void dt_comm_destroy(dt_comm *comm)
     if (comm != NULL) {
         dt__work_drop_spare(comm);
         free(comm->algo);
+        dt__comm_family_release(comm->family);
         comm->ops->destroy(comm);
     }
 }
@@ -109,11 +111,12 @@ static dt_status check_buf(const char *fn, const char *name, const void *p, size
     return DT_OK;
 }
 
+/* Also fails at once on an aborted family (comm_abort.c). */
 dt_status dt__comm_check_comm(const char *fn, const dt_comm *comm)
 {
     if (comm == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'comm' is NULL", fn);
-    return DT_OK;
+    return dt__comm_alive(fn, comm);
 }
 
 /* ------------------------------------------------------------ algorithm choice */
@@ -206,6 +209,7 @@ dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t 
     DT_CHECK(check_buf(fn, "recv", recv, count, dtype));
     if (STAGED(send, recv))
         return dt__staged_allreduce(comm, send, recv, count, dtype, op, work);
+    DT__COMM_BEGIN(fn, dtype, op, -1, count, 0);
     if (comm->size > 1 && comm->ops->allreduce != NULL)
         return comm->ops->allreduce(comm, send, recv, count, dtype, op, work);
 
@@ -326,6 +330,7 @@ dt_status dt_comm_allgather(dt_comm *comm, const void *send, void *recv, size_t 
     DT_CHECK(check_buf(fn, "recv", recv, count * (size_t)comm->size, dtype));
     if (STAGED(send, recv))
         return dt__staged_allgather(comm, send, recv, count, dtype, work);
+    DT__COMM_BEGIN(fn, dtype, -1, -1, count, 0);
     size_t *counts = NULL, *displs = NULL;
     DT_CHECK(equal_counts(fn, comm->size, count, &counts, &displs));
     dt_status st = allgatherv_impl(fn, comm, send, recv, counts, displs, dtype, work);
@@ -346,6 +351,8 @@ dt_status dt_comm_allgatherv(dt_comm *comm, const void *send, void *recv, const 
     DT_CHECK(check_buf(fn, "send", send, recv_counts[comm->rank], dtype));
     if (STAGED(send, recv))
         return dt__staged_allgatherv(comm, send, recv, recv_counts, displs, dtype, work);
+    DT__COMM_BEGIN(fn, dtype, -1, -1, dt__counts_total(recv_counts, comm->size),
+                   dt__counts_hash(recv_counts, comm->size));
     if (displs != NULL)
         return allgatherv_impl(fn, comm, send, recv, recv_counts, displs, dtype, work);
     size_t *packed = malloc((size_t)comm->size * sizeof(*packed));
@@ -407,6 +414,7 @@ dt_status dt_comm_reduce_scatter(dt_comm *comm, const void *send, void *recv, si
     DT_CHECK(check_buf(fn, "recv", recv, count, dtype));
     if (STAGED(send, recv))
         return dt__staged_reduce_scatter(comm, send, recv, count, dtype, op, work);
+    DT__COMM_BEGIN(fn, dtype, op, -1, count, 0);
     size_t *counts = NULL, *displs = NULL;
     DT_CHECK(equal_counts(fn, comm->size, count, &counts, &displs));
     dt_status st = reduce_scatterv_impl(fn, comm, send, recv, counts, dtype, op, work);
@@ -428,6 +436,8 @@ dt_status dt_comm_reduce_scatterv(dt_comm *comm, const void *send, void *recv,
     DT_CHECK(check_buf(fn, "recv", recv, recv_counts[comm->rank], dtype));
     if (STAGED(send, recv))
         return dt__staged_reduce_scatterv(comm, send, recv, recv_counts, dtype, op, work);
+    DT__COMM_BEGIN(fn, dtype, op, -1, dt__counts_total(recv_counts, comm->size),
+                   dt__counts_hash(recv_counts, comm->size));
     return reduce_scatterv_impl(fn, comm, send, recv, recv_counts, dtype, op, work);
 }
 
@@ -479,6 +489,7 @@ dt_status dt_comm_alltoall(dt_comm *comm, const void *send, void *recv, size_t c
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: in-place (send == recv) is not supported", fn);
     if (STAGED(send, recv))
         return dt__staged_alltoall(comm, send, recv, count, dtype, work);
+    DT__COMM_BEGIN(fn, dtype, -1, -1, count, 0);
     if (count == 0 && comm->ops->alltoallv == NULL) { /* nothing moves anywhere (as in MPI) */
         dt__sched s;
         dt__comm_sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
@@ -517,6 +528,7 @@ dt_status dt_comm_alltoallv(dt_comm *comm, const void *send, const size_t *send_
     if (STAGED(send, recv))
         return dt__staged_alltoallv(comm, send, send_counts, send_displs, recv, recv_counts,
                                     recv_displs, dtype, work);
+    DT__COMM_BEGIN(fn, dtype, -1, -1, 0, 0); /* counts differ by rank: the lengths check them */
     return alltoallv_impl(fn, comm, send, send_counts, send_displs, recv, recv_counts, recv_displs,
                           dtype, work);
 }
@@ -535,6 +547,7 @@ dt_status dt_comm_broadcast(dt_comm *comm, void *buf, size_t count, dt_dtype dty
                       root, comm->size);
     if (STAGED(buf, buf))
         return dt__staged_broadcast(comm, buf, count, dtype, root, work);
+    DT__COMM_BEGIN(fn, dtype, -1, root, count, 0);
     if (comm->size > 1 && comm->ops->broadcast != NULL)
         return comm->ops->broadcast(comm, buf, count, dtype, root, work);
     dt__sched s;
@@ -574,6 +587,7 @@ dt_status dt_comm_barrier(dt_comm *comm, dt_work **work)
 {
     static const char fn[] = "dt_comm_barrier";
     DT_CHECK(dt__comm_check_comm(fn, comm));
+    DT__COMM_BEGIN(fn, DT_DTYPE_U8, -1, -1, 0, 0);
     if (comm->size > 1 && comm->ops->barrier != NULL)
         return comm->ops->barrier(comm, work);
     dt__sched s;

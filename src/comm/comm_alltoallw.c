@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm_check.h"
 #include "comm/comm_dispatch.h"
 #include "comm/comm_staged.h"
 #include "core/error.h"
@@ -91,6 +92,8 @@ dt_status dt_comm_alltoallw(dt_comm *comm, const void *send, const dt_comm_block
                     "expects %zu x %zu",
                     fn, me, send_blocks[me].rows, send_blocks[me].row_count, recv_blocks[me].rows,
                     recv_blocks[me].row_count);
+    if (st == DT_OK) /* block sizes differ by rank: the transfers check them */
+        st = dt__comm_begin(comm, &(dt__coll_desc){fn, dtype, -1, -1, 0, 0, 0}, sizeof(fn) - 1);
     dt__sched s;
     dt__comm_sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
     if (st == DT_OK)

@@ -19,6 +19,7 @@ static dt_status p2p(const char *fn, dt_comm *comm, void *buf, size_t count, dt_
 {
     if (comm == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'comm' is NULL", fn);
+    DT_CHECK(dt__comm_alive(fn, comm));
     if (dt_dtype_size(dtype) == 0)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: invalid dtype %d", fn, (int)dtype);
     if (buf == NULL && count > 0)
@@ -65,12 +66,23 @@ dt_status dt_comm_recv(dt_comm *comm, void *buf, size_t count, dt_dtype dtype, i
     return p2p("dt_comm_recv", comm, buf, count, dtype, peer, tag, false, work);
 }
 
+/* A split comm shares its parent's family (the backend may have set it). */
+static void join_family(dt_comm *c, dt_comm *parent)
+{
+    if (c == NULL || c->family != NULL)
+        return;
+    c->family = dt__comm_family_of(parent);
+    if (c->family != NULL)
+        c->family->refs++;
+}
+
 dt_status dt_comm_split(dt_comm *comm, int color, int key, dt_comm **out)
 {
     static const char fn[] = "dt_comm_split";
     if (comm == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'comm' is NULL", fn);
     DT_ARG_NOT_NULL(out);
+    DT_CHECK(dt__comm_alive(fn, comm));
     if (color < 0 && color != DT_COMM_SPLIT_NOCOLOR)
         return DT_ERR(DT_ERR_INVALID_ARG,
                       "%s: color %d is negative (only "
@@ -79,6 +91,7 @@ dt_status dt_comm_split(dt_comm *comm, int color, int key, dt_comm **out)
     if (comm->ops->split != NULL) {
         dt_comm *c = NULL;
         DT_CHECK(comm->ops->split(comm, color, key, &c));
+        join_family(c, comm);
         *out = c;
         return DT_OK;
     }
@@ -117,6 +130,7 @@ dt_status dt_comm_split(dt_comm *comm, int color, int key, dt_comm **out)
     dt_comm *c = NULL;
     DT_CHECK_GOTO(comm->ops->subgroup(comm, n, members, my_rank, id, &c), st, out_free);
     c->timeout_s = comm->timeout_s;
+    join_family(c, comm);
     *out = c;
 out_free:
     free(members);

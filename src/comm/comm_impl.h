@@ -92,26 +92,80 @@ static inline void dt__run_skip(dt__run_cursor *c, uint64_t n)
 }
 
 /*
- * Logical tag passed to isend/irecv: 24 bits. Collective traffic uses
- * DT__TAG_COLL | (sequence number of the collective on this comm); user
- * point-to-point uses DT__TAG_P2P | user tag. The backend adds the comm id
- * and the source rank, so two comms never match each other's messages.
- * Messages with the same (peer, tag) must match in posting order.
+ * Logical tag passed to isend/irecv: DT__TAG_BITS bits. User point-to-point
+ * uses DT__TAG_P2P | user tag. Collective traffic uses DT__TAG_COLL |
+ * (sequence number of the collective on this comm) << DT__TAG_CHECK_BITS |
+ * check, where check is a hash of the call's arguments (comm_check.c). The
+ * backend adds the comm id and the source rank, so two comms never match
+ * each other's messages. Messages with the same (peer, tag) match in posting
+ * order, where a collective's check bits take no part in matching: a
+ * receive that matches a message whose check differs fails with
+ * dt__comm_check_mismatch (the ranks called different collectives).
  */
-#define DT__TAG_BITS       24
-#define DT__TAG_P2P        (1u << 23)
+#define DT__TAG_BITS       28
+#define DT__TAG_P2P        (1u << 27)
 #define DT__TAG_COLL       0u
-#define DT__TAG_VALUE_MASK ((1u << 23) - 1u)
+#define DT__TAG_VALUE_MASK ((1u << 23) - 1u) /* user tags */
+#define DT__TAG_CHECK_BITS 12
+#define DT__TAG_CHECK_MASK ((1u << DT__TAG_CHECK_BITS) - 1u)
+#define DT__TAG_SEQ_MASK   ((1u << (27 - DT__TAG_CHECK_BITS)) - 1u)
+
+/* The bits of logical @p tag a receive matches on (a collective's check is not). */
+static inline uint32_t dt__tag_match_mask(uint32_t tag)
+{
+    return (tag & DT__TAG_P2P) ? ~0u : ~DT__TAG_CHECK_MASK;
+}
+
+/*
+ * A comm family: a world comm and every comm split from it. A failure seen by
+ * any of its comms on one rank aborts the family on every rank (comm_abort.c):
+ * the backend tells the other members (notify_abort), and from then on every
+ * operation on any comm of the family fails at once with the first error,
+ * naming the world rank that saw it.
+ */
+#define DT__ABORT_MSG 768
+typedef struct dt__comm_family {
+    int refs;
+    uint32_t id;      /* agreed by the members: the id of the comm it started with */
+    dt_status status; /* DT_OK until aborted */
+    int origin;       /* world rank that failed first */
+    int nmembers;     /* world ranks told of an abort; 0: the whole world */
+    int *members;
+    char msg[DT__ABORT_MSG]; /* the origin's message */
+} dt__comm_family;
+
+/* What an abort notice carries between ranks (msg: len bytes, no NUL). */
+typedef struct dt__abort_notice {
+    uint32_t family;
+    int32_t status, origin;
+    uint32_t len;
+    char msg[DT__ABORT_MSG];
+} dt__abort_notice;
+#define DT__ABORT_NOTICE_HDR (4 * sizeof(uint32_t))
+
+/* What a collective call agreed on by every rank is: hashed into the tag's
+ * check bits, printed when they differ, exchanged with DT_DEBUG=detail. */
+typedef struct dt__coll_desc {
+    const char *what; /* "dt_comm_allreduce" */
+    int32_t dtype, op, root;
+    uint64_t count;  /* elements (v-collectives: in total) */
+    uint64_t counts; /* v-collectives: a hash of the counts array */
+    uint32_t ctx;    /* the caller's context (dt__comm_context_push) */
+} dt__coll_desc;
 
 struct dt_comm {
     const dt_comm_ops *ops;
     void *impl; /* backend state */
     int rank, size;
-    uint32_t coll_seq;   /* collectives issued on this comm (tags) */
-    double timeout_s;    /* default deadline of an operation */
-    dt_work *spare_work; /* a finished work block kept for reuse (work.c) */
-    char *algo;          /* forced algorithms: DT_ALGO or dt_comm_set_algo (owned) */
-    bool algo_loaded;    /* algo holds DT_ALGO's value (read at the first collective) */
+    uint32_t coll_seq;       /* collectives issued on this comm (tags) */
+    double timeout_s;        /* default deadline of an operation */
+    dt_work *spare_work;     /* a finished work block kept for reuse (work.c) */
+    char *algo;              /* forced algorithms: DT_ALGO or dt_comm_set_algo (owned) */
+    bool algo_loaded;        /* algo holds DT_ALGO's value (read at the first collective) */
+    dt__comm_family *family; /* shared with the comms split from it (NULL: made on first use) */
+    dt__coll_desc desc;      /* the collective being started (comm_check.c) */
+    uint32_t check;          /* its hash: the tag's check bits */
+    bool checking;           /* inside the DT_DEBUG=detail exchange */
 };
 
 /*
@@ -186,6 +240,17 @@ struct dt_comm_ops {
      * beat one cross-memory-attach copy (ucx_shm_bulk.c).
      */
     bool (*p2p_shm)(const dt_comm *comm);
+
+    /* (optional) World rank of comm rank @p rank (messages name world ranks);
+     * NULL: the same number. */
+    int (*world_rank)(const dt_comm *comm, int rank);
+    /* (optional) The family @p id of this transport, a new reference (created
+     * when unknown: an abort notice may come first). NULL: the core makes one
+     * that no notice reaches. */
+    dt__comm_family *(*family_open)(dt_comm *comm, uint32_t id);
+    /* (optional) Tell the other members of @p f (aborted) without waiting for
+     * them; what arrives goes to dt__comm_family_notice. */
+    void (*notify_abort)(dt_comm *comm, const dt__comm_family *f);
 
     /* REQUIRED: free the backend state and the dt_comm itself. Not collective. */
     void (*destroy)(dt_comm *comm);
@@ -267,7 +332,7 @@ typedef struct dt__sched {
     int divisor;
     void *scratch;        /* freed with the schedule */
     size_t scratch_block; /* its block size in the host allocator's cache */
-    bool p2p;      /* user point-to-point: use p2p_tag, not a collective sequence */
+    bool p2p;             /* user point-to-point: use p2p_tag, not a collective sequence */
     uint32_t p2p_tag;
     dt_status status;                        /* first build error (NO_MEMORY), checked at the end */
     dt__op inline_ops[DT__SCHED_INLINE_OPS]; /* ops/rounds point here until they grow */
@@ -353,6 +418,7 @@ struct dt_work {
     dt_status status; /* DT_IN_PROGRESS until finished */
     double timeout_s;
     uint32_t tag;
+    dt__coll_desc desc; /* the call, for a mismatch message */
     /* generic schedule execution */
     dt__sched sched;
     size_t round;    /* current round */
@@ -381,6 +447,44 @@ dt_status dt__work_native(dt_comm *comm, const char *what, dt_status (*test)(dt_
 void dt__work_drop_spare(dt_comm *comm);
 /* Run @p s to completion (or finish the work) : the blocking path. */
 dt_status dt__work_finish(dt_work *w, double timeout_s);
+
+/* ------------------------------------------------------------ failures (comm_abort.c) */
+
+dt__comm_family *dt__comm_family_new(uint32_t id);
+void dt__comm_family_release(dt__comm_family *f);
+/* @p c's family (made on first use). */
+dt__comm_family *dt__comm_family_of(dt_comm *c);
+/* The error of @p c's aborted family, recorded for @p fn. */
+dt_status dt__comm_aborted(const char *fn, const dt_comm *c);
+/* DT_OK, or the error every operation on an aborted family fails with. */
+static inline dt_status dt__comm_alive(const char *fn, const dt_comm *c)
+{
+    if (c->family == NULL || c->family->status == DT_OK)
+        return DT_OK;
+    return dt__comm_aborted(fn, c);
+}
+/* Operation @p what on @p c failed with @p st (its message recorded): abort
+ * the family on every rank. Returns the family's error: this one when it is
+ * the first, else the first (status and message of the same event). */
+dt_status dt__comm_fail(dt_comm *c, const char *what, dt_status st);
+/* Give @p c a family of its own (every member calls it, before any traffic
+ * on @p c): its failures then leave the parent's family alone. For tests
+ * that break a comm on purpose and go on with the world. */
+void dt__comm_isolate(dt_comm *c);
+/* An abort notice from world rank @p from arrived for family @p f. */
+void dt__comm_family_notice(dt__comm_family *f, const dt__abort_notice *n, size_t len, int from);
+/* World rank of @p c's rank @p rank. */
+static inline int dt__comm_world_rank(const dt_comm *c, int rank)
+{
+    return c->ops->world_rank != NULL ? c->ops->world_rank(c, rank) : rank;
+}
+/* A received message's check bits @p theirs differ from the receive's @p
+ * mine: DT_ERR_INVALID_ARG naming world rank @p from (comm_check.c).
+ * Backends call it; the work engine then names the call (dt__check_explain). */
+dt_status dt__comm_check_mismatch(int from, uint32_t mine, uint32_t theirs);
+/* Failure @p st of @p w: when it was a check mismatch, the message names
+ * this rank's call; returns @p st. */
+dt_status dt__check_explain(const dt_work *w, dt_status st);
 
 /* ------------------------------------------------------------ backends */
 

@@ -2,7 +2,9 @@
  * Work handles: running a collective schedule round by round on the
  * backend's point-to-point, test/wait/release, and deadlines. Waiting never
  * busy-loops for long: the backend's progress() spins briefly and then
- * sleeps on the transport's event fd.
+ * sleeps on the transport's event fd. A work that fails aborts its comm
+ * family (comm_abort.c); a work of an aborted family fails at its next
+ * step without waiting for anything.
  */
 #include "comm/comm_impl.h"
 
@@ -25,11 +27,18 @@ static void cancel_pending(dt_work *w)
     }
 }
 
+/* Cancel what is posted and abort the family: the error it returns (this
+ * one, or the family's first) is the work's for good. */
 static dt_status fail(dt_work *w, dt_status st)
 {
     cancel_pending(w);
-    w->status = st;
-    return st;
+    w->status = dt__comm_fail(w->comm, w->what, dt__check_explain(w, st));
+    return w->status;
+}
+
+static bool family_aborted(const dt_work *w)
+{
+    return w->comm->family != NULL && w->comm->family->status != DT_OK;
 }
 
 static dt_status post_round(dt_work *w, size_t r)
@@ -145,13 +154,26 @@ static dt_status run_local(dt_work *w, size_t r)
 /* Advance as far as possible without blocking. */
 static dt_status advance(dt_work *w)
 {
-    if (w->native_test != NULL) {
+    if (family_aborted(w)) { /* cancelled at once; status and message of the first failure */
         if (w->status == DT_IN_PROGRESS)
-            w->status = w->native_test(w);
+            return fail(w, DT_ERR_BACKEND);
+        if (w->status != DT_OK)
+            return dt__comm_aborted(w->what, w->comm);
+    }
+    if (w->native_test != NULL) {
+        if (w->status == DT_IN_PROGRESS) {
+            dt_status st = w->native_test(w);
+            if (st != DT_OK && st != DT_IN_PROGRESS)
+                return fail(w, st);
+            w->status = st;
+        }
         return w->status;
     }
     while (w->status == DT_IN_PROGRESS) {
         if (w->round == w->sched.nrounds) {
+            /* an abort that came in while it ran: its peers gave up on it */
+            if (family_aborted(w))
+                return fail(w, DT_ERR_BACKEND);
             w->status = DT_OK;
             break;
         }
@@ -236,6 +258,10 @@ void dt__work_drop_spare(dt_comm *comm)
 dt_status dt__work_start(dt_comm *comm, const char *what, dt__sched *s, dt_work **out)
 {
     dt_status st = s->status;
+    if (st != DT_OK) /* this rank cannot take part: its peers must not wait for it */
+        st = dt__comm_fail(comm, what, st);
+    else
+        st = dt__comm_alive(what, comm);
     if (st != DT_OK) {
         dt__sched_free(s);
         return st;
@@ -248,10 +274,13 @@ dt_status dt__work_start(dt_comm *comm, const char *what, dt__sched *s, dt_work 
                       nops);
     }
     dt__sched_move(&w->sched, s);
-    if (w->sched.p2p)
+    if (w->sched.p2p) {
         w->tag = DT__TAG_P2P | (w->sched.p2p_tag & DT__TAG_VALUE_MASK);
-    else
-        w->tag = DT__TAG_COLL | (comm->coll_seq++ & DT__TAG_VALUE_MASK);
+    } else { /* the call's check rides in every message (comm_check.h) */
+        w->tag = DT__TAG_COLL | ((comm->coll_seq++ & DT__TAG_SEQ_MASK) << DT__TAG_CHECK_BITS) |
+                 comm->check;
+        w->desc = comm->desc;
+    }
     advance(w); /* post the first round now: non-blocking means already moving */
     *out = w;
     return DT_OK;
@@ -271,14 +300,13 @@ dt_status dt__work_native(dt_comm *comm, const char *what, dt_status (*test)(dt_
     return DT_OK;
 }
 
-dt_status dt__work_finish(dt_work *w, double timeout_s)
+/* Wait for @p w until @p deadline (dt__clock_now() time); @p timeout_s for
+ * the message. */
+static dt_status finish_by(dt_work *w, double deadline, double timeout_s)
 {
     dt_status st = advance(w);
-    if (st != DT_IN_PROGRESS) /* finished at once (eager sends): no clock read */
+    if (st != DT_IN_PROGRESS)
         return st;
-    if (timeout_s < 0)
-        timeout_s = w->timeout_s;
-    double deadline = dt__clock_now() + timeout_s;
     for (;;) { /* progress, then advance: the first advance is done above */
         double left = deadline - dt__clock_now();
         if (left <= 0)
@@ -293,14 +321,51 @@ dt_status dt__work_finish(dt_work *w, double timeout_s)
     const dt__op *op = first_pending(w);
     if (op != NULL)
         st = DT_ERR(DT_ERR_TIMEOUT,
-                    "%s: timed out after %.3g s waiting for rank %d (%s of "
+                    "%s: timed out after %.3g s waiting for rank %d (world rank %d; %s of "
                     "%zu bytes; comm rank %d of %d)",
-                    w->what, timeout_s, op->peer, op->kind == DT__OP_SEND ? "send" : "recv", op->n,
-                    w->comm->rank, w->comm->size);
+                    w->what, timeout_s, op->peer, dt__comm_world_rank(w->comm, op->peer),
+                    op->kind == DT__OP_SEND ? "send" : "recv", op->n, w->comm->rank, w->comm->size);
     else
         st = DT_ERR(DT_ERR_TIMEOUT, "%s: timed out after %.3g s (comm rank %d of %d)", w->what,
                     timeout_s, w->comm->rank, w->comm->size);
     return fail(w, st);
+}
+
+dt_status dt__work_finish(dt_work *w, double timeout_s)
+{
+    dt_status st = advance(w);
+    if (st != DT_IN_PROGRESS) /* finished at once (eager sends): no clock read */
+        return st;
+    if (timeout_s < 0)
+        timeout_s = w->timeout_s;
+    return finish_by(w, dt__clock_now() + timeout_s, timeout_s);
+}
+
+dt_status dt_work_wait_all(dt_work *const *works, size_t n, double timeout_s)
+{
+    if (n > 0 && works == NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_work_wait_all: argument 'works' is NULL");
+    double deadline = -1;
+    dt_status first = DT_OK;
+    for (size_t i = 0; i < n; i++) {
+        dt_work *w = works[i];
+        if (w == NULL)
+            continue;
+        dt_status st = advance(w);
+        if (st == DT_IN_PROGRESS) { /* one deadline for the whole batch, from the first wait */
+            double t = timeout_s < 0 ? w->timeout_s : timeout_s;
+            if (deadline < 0)
+                deadline = dt__clock_now() + t;
+            st = finish_by(w, deadline, t);
+        }
+        if (first == DT_OK && st != DT_OK)
+            first = st; /* the rest fail at once: the failure aborted their family */
+    }
+    if (first != DT_OK) /* its message, not a later work's */
+        for (size_t i = 0; i < n; i++)
+            if (works[i] != NULL && works[i]->status == first && family_aborted(works[i]))
+                return dt__comm_aborted("dt_work_wait_all", works[i]->comm);
+    return first;
 }
 
 dt_status dt_work_test(dt_work *work, bool *done)
@@ -329,12 +394,9 @@ void dt_work_release(dt_work *work)
 {
     if (work == NULL)
         return;
-    if (work->status == DT_IN_PROGRESS) {
-        dt_status st = dt__work_finish(work, -1);
-        if (st != DT_OK)
-            DT_LOG_WARN("comm", "dt_work_release: %s finished with %s: %s", work->what,
-                        dt_status_str(st), dt_last_error());
-    }
+    /* a failure aborts the family (fail): the next call on it reports it */
+    if (work->status == DT_IN_PROGRESS)
+        (void)dt__work_finish(work, -1);
     cancel_pending(work);
     if (work->native_free != NULL)
         work->native_free(work);

@@ -42,6 +42,7 @@ static const char *const log_levels[] = {"none", "error", "warn", "info", "debug
 static const char *const alloc_modes[] = {"caching", "system", NULL};
 static const char *const devices[] = {"cpu", "cuda", "sim", "auto", NULL};
 static const char *const gemm_engines[] = {"auto", "onednn", "openblas", NULL};
+static const char *const debug_modes[] = {"off", "detail", NULL};
 
 static bool check_subsys(const char *v, char *why, size_t len);
 static bool check_algo(const char *v, char *why, size_t len);
@@ -111,6 +112,10 @@ static const dt_config_entry config_table[] = {
     EXTERN("SLURM_NTASKS_PER_NODE", "ranks on this node under srun"),
     SECONDS("DT_TIMEOUT_S", "300",
             "seconds a collective or store wait may take before DT_ERR_TIMEOUT"),
+    ENUM("DT_DEBUG", "off", debug_modes,
+         "collective checks: off = a hash of each call's arguments rides in its messages' tags "
+         "(ranks that disagree fail naming the other rank); detail = every call also swaps its "
+         "arguments first, so the error prints both sides (one more all-gather per call)"),
     STR_CHECKED("DT_ALGO", NULL, "force collective algorithms, e.g. allreduce:ring,allgather:ring",
                 check_algo),
     INT("DT_SPIN_US", "-1", -1, 1000000,

@@ -265,7 +265,14 @@ static dt_status finish(dp_state *s)
     if (s->stage == DT_DP_DDP)
         return finish_ddp(s);
     dt_status first = DT_OK;
-    for (int i = 0; i < s->n_params; i++) /* wait for all, even after an error */
+    dt_work **all = malloc((size_t)s->n_params * sizeof(*all));
+    if (all != NULL) { /* one deadline for the batch; after a failure the rest fail at once */
+        for (int i = 0; i < s->n_params; i++)
+            all[i] = s->p[i].rpending ? s->p[i].rwork : NULL;
+        (void)dt_work_wait_all(all, (size_t)s->n_params, -1.0); /* each status: below */
+        free(all);
+    }
+    for (int i = 0; i < s->n_params; i++) /* collect all, even after an error */
         if (s->p[i].rpending) {
             dt_status st = finish_param(s, &s->p[i]);
             if (first == DT_OK)

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "comm/comm_impl.h" /* dt__comm_isolate */
 #include "dtensor.h"
 
 static const dt_dtype ct_dtypes[] = {DT_DTYPE_F32, DT_DTYPE_F64, DT_DTYPE_BF16,
@@ -192,6 +193,41 @@ static inline int ct_teardown(void **state)
     dt_runtime_destroy(ct_rt);
     ct_rt = NULL;
     return 0;
+}
+
+/* ------------------------------------------------------------ failures */
+
+/*
+ * A failure on a comm aborts its whole family (the world and every comm split
+ * from it) on every rank. A test that breaks a comm on purpose breaks a
+ * duplicate of the world with a family of its own (dt__comm_isolate), checks
+ * the failure reached every rank and stuck, and goes on with the world.
+ */
+static inline dt_comm *ct_isolated_dup(void)
+{
+    dt_comm *w = dt_runtime_world(ct_rt), *dup = NULL;
+    CT_OK(dt_comm_split(w, 0, dt_comm_rank(w), &dup));
+    dt__comm_isolate(dup);
+    return dup;
+}
+
+/* @p c was aborted (on this rank too, within seconds): the next calls fail at
+ * once with the recorded error, which names the world rank that failed first;
+ * then it is destroyed and the world still works. */
+static inline void ct_expect_aborted(dt_comm *c, dt_status want)
+{
+    int32_t x = 1;
+    dt_status st = dt_comm_allreduce(c, &x, &x, 1, DT_DTYPE_I32, DT_REDUCE_OP_SUM, NULL);
+    if (st == DT_OK)
+        fail_msg("a collective on the aborted comm succeeded");
+    if (want != DT_OK)
+        assert_int_equal(st, want);
+    if (strstr(dt_last_error(), "aborted after world rank") == NULL)
+        fail_msg("the error does not name the rank that failed: %s", dt_last_error());
+    assert_int_equal(dt_comm_barrier(c, NULL), st);
+    assert_int_equal(dt_comm_status(c), st);
+    dt_comm_destroy(c);
+    CT_OK(dt_comm_barrier(dt_runtime_world(ct_rt), NULL));
 }
 
 /* ------------------------------------------------------------ point-to-point */

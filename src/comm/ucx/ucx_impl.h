@@ -3,9 +3,11 @@
  * world comm and every comm split from it (a split is a local regroup: a new
  * member table and comm id over the same endpoints).
  *
- * Tags (64 bits): [comm id 16][logical tag 24][source world rank 24]. A
- * receive names its source exactly (full mask), so comms and peers never
- * cross-talk, and UCX's per-sender ordering gives FIFO per (peer, tag).
+ * Tags (64 bits): [comm id 16][logical tag 28][source world rank 20]. A
+ * receive names its source exactly, so comms and peers never cross-talk,
+ * and UCX's per-sender ordering gives FIFO per (peer, tag); a collective's
+ * check bits are masked out of the match and compared once it arrived.
+ * Comm id DT_UCX_NOTICE_ID carries abort notices (ucx_abort.c).
  */
 #ifndef DT_COMM_UCX_IMPL_H
 #define DT_COMM_UCX_IMPL_H
@@ -15,7 +17,8 @@
 #include "comm/comm_impl.h"
 
 #define DT_UCX_ID_BITS   16
-#define DT_UCX_RANK_BITS 24
+#define DT_UCX_RANK_BITS 20
+#define DT_UCX_NOTICE_ID 0xffffu
 
 typedef struct dt_ucx_shared dt_ucx_shared;
 typedef struct dt_ucx_shm dt_ucx_shm;
@@ -123,6 +126,25 @@ void dt__ucx_shm_sleep_end(dt_ucx_shared *sh, bool woken);
 /* The socket senders wake this rank through (-1: none). */
 int dt__ucx_shm_wake_fd(const dt_ucx_shared *sh);
 
+/*
+ * Abort notices (ucx_abort.c): a comm family aborted on this rank is told to
+ * its other ranks with one small message each, through the rings or UCX.
+ * The rings hand a notice to dt__ucx_notice_arrived as it is drained; for
+ * UCX one wildcard receive stays posted for them.
+ */
+typedef struct dt_ucx_fam {
+    dt__comm_family *f;     /* a reference */
+    dt__abort_notice *sent; /* what this rank sent (UCX may still read it) */
+} dt_ucx_fam;
+dt__comm_family *dt__ucx_family_open(dt_comm *c, uint32_t id);
+void dt__ucx_notify_abort(dt_comm *c, const dt__comm_family *f);
+void dt__ucx_notice_arrived(dt_ucx_shared *sh, int from, const void *buf, size_t len);
+dt_status dt__ucx_notice_post(dt_ucx_shared *sh);
+/* Handle a notice the posted receive took (called from progress). */
+void dt__ucx_notice_take(dt_ucx_shared *sh);
+/* Teardown: cancel the posted receive, drop the families. */
+void dt__ucx_notice_close(dt_ucx_shared *sh);
+
 struct dt_ucx_shared {
     int refs; /* comms using this worker */
     ucp_context_h context;
@@ -148,6 +170,13 @@ struct dt_ucx_shared {
     bool cma;             /* cross-memory attach reaches every local peer (agreed) */
     void *cma_bounce;     /* staging for short strided runs (DT_UCX_CMA_BOUNCE bytes) */
     dt_ucx_shm *shm;      /* same-host rings (NULL: none) */
+    dt_ucx_fam *fams;     /* comm families by id (ucx_abort.c) */
+    int nfams, cap_fams;
+    void *notice_req;    /* the posted notice receive (NULL: none) */
+    bool notice_arrived; /* it completed: dt__ucx_notice_take */
+    size_t notice_len;   /* its length and sender */
+    int notice_from;
+    dt__abort_notice *notice; /* its buffer */
 };
 
 typedef struct dt_ucx_comm {
@@ -170,9 +199,10 @@ struct dt_ucx_req {
     struct dt_ucx_req *next_free;
     /* a ring message (ucx_shm.c): queued on its peer until it moves */
     bool shm;
-    uint16_t comm; /* comm id */
-    uint32_t tag;  /* logical tag */
-    void *buf;     /* receive: where it lands; send: what is sent */
+    uint16_t comm;    /* comm id */
+    uint32_t tag;     /* logical tag */
+    uint32_t got_tag; /* receive: the matched message's (its check bits) */
+    void *buf;        /* receive: where it lands; send: what is sent */
     struct dt_ucx_req *next_q;
     /* a bulk message (ucx_shm_bulk.c): streamed through the pair's window */
     bool bulk;

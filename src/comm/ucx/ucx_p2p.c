@@ -21,8 +21,9 @@
 
 uint64_t dt__ucx_tag(uint32_t comm_id, uint32_t tag, int src_world_rank)
 {
-    return ((uint64_t)(comm_id & 0xffffu) << 48) | ((uint64_t)(tag & 0xffffffu) << 24) |
-           (uint64_t)((uint32_t)src_world_rank & 0xffffffu);
+    const uint64_t lmask = (1u << DT__TAG_BITS) - 1u, rmask = (1u << DT_UCX_RANK_BITS) - 1u;
+    return ((uint64_t)(comm_id & 0xffffu) << 48) | ((uint64_t)(tag & lmask) << DT_UCX_RANK_BITS) |
+           (uint64_t)((uint32_t)src_world_rank & rmask);
 }
 
 /* Request records come from a small per-worker free list. */
@@ -92,8 +93,10 @@ static void recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_info_
                     void *user_data)
 {
     dt_ucx_req *r = user_data;
-    if (status == UCS_OK)
+    if (status == UCS_OK) {
         r->got = info->length;
+        r->got_tag = (uint32_t)(info->sender_tag >> DT_UCX_RANK_BITS) & ((1u << DT__TAG_BITS) - 1u);
+    }
     req_finish(r, request, status);
 }
 
@@ -109,6 +112,8 @@ dt_status dt__ucx_req_status(dt_comm *c, const dt_ucx_req *r)
     dt_ucx_peer *peer = &uc->shared->peers[r->world_peer];
     const char *dir = r->is_recv ? "receive from" : "send to";
     if (r->status == UCS_OK) {
+        if (r->is_recv && r->got_tag != r->tag) /* only check bits can differ */
+            return dt__comm_check_mismatch(r->world_peer, r->tag, r->got_tag);
         if (r->is_recv && r->got != r->expect)
             return DT_ERR(DT_ERR_INVALID_ARG,
                           "ucx: receive from world rank %d got %zu bytes, "
@@ -193,6 +198,10 @@ dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t 
     r->world_peer = wp;
     r->is_recv = true;
     r->expect = bytes;
+    r->tag = r->got_tag = tag;
+    /* a collective's check bits take no part in matching (comm_impl.h) */
+    uint64_t mask =
+        ~((uint64_t)(~dt__tag_match_mask(tag) & ((1u << DT__TAG_BITS) - 1u)) << DT_UCX_RANK_BITS);
     /* always through the callback: it reports the received length */
     ucp_request_param_t prm = {
         .op_attr_mask =
@@ -201,7 +210,7 @@ dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t 
         .user_data = r,
     };
     ucs_status_ptr_t sp =
-        ucp_tag_recv_nbx(sh->worker, buf, bytes, dt__ucx_tag(uc->id, tag, wp), UINT64_MAX, &prm);
+        ucp_tag_recv_nbx(sh->worker, buf, bytes, dt__ucx_tag(uc->id, tag, wp), mask, &prm);
     return post_result(c, r, sp, req);
 }
 
@@ -275,7 +284,10 @@ static void adapt_spin(dt_ucx_shared *sh, double waited, bool arrived)
 /* One look at both transports: how many events. */
 static int poll_once(dt_ucx_shared *sh)
 {
-    return dt__ucx_shm_progress(sh) + (int)ucp_worker_progress(sh->worker);
+    int n = dt__ucx_shm_progress(sh) + (int)ucp_worker_progress(sh->worker);
+    if (sh->notice_arrived)
+        dt__ucx_notice_take(sh);
+    return n;
 }
 
 dt_status dt__ucx_progress(dt_comm *c, double wait_s)

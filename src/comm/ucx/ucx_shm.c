@@ -173,6 +173,7 @@ dt_status dt__ucx_shm_setup(dt_ucx_shared *sh, dt_store *store, const dt_ucx_inf
                       n);
     }
     sh->shm = shm;
+    shm->sh = sh;
     for (int q = 0; q < n; q++)
         local_index[q] = sh->peers[q].local ? shm->nlocal++ : -1;
     shm->seg_bytes = sizeof(shm_ctl) + (size_t)shm->nlocal * sizeof(shm_ring);
@@ -344,9 +345,10 @@ static bool deliver(shm_peer *p, const shm_slot *s, size_t len, bool bulk)
     if (bulk)
         ring_get(p->in, p->next, &rts, sizeof(rts));
     for (dt_ucx_req **rp = &p->posted; *rp != NULL; rp = &(*rp)->next_q) {
-        if ((*rp)->comm != s->comm || (*rp)->tag != s->tag)
+        if ((*rp)->comm != s->comm || ((*rp)->tag ^ s->tag) & dt__tag_match_mask((*rp)->tag))
             continue;
         dt_ucx_req *r = dt__shm_unlink_at(rp, &p->posted_end);
+        r->got_tag = s->tag;
         if (bulk) {
             dt__shm_bulk_accept(p, r, &rts);
             return true;
@@ -375,7 +377,12 @@ static int drain(const dt_ucx_shm *shm, shm_peer *p)
         if (atomic_load_explicit(&s->seq, memory_order_acquire) != p->next + 1)
             break;
         size_t len = s->len & SHM_LEN_MASK;
-        if (s->len & SHM_CTS) {
+        if (s->comm == DT_UCX_NOTICE_ID) { /* an abort notice: never matched */
+            char note[sizeof(dt__abort_notice)];
+            size_t n = len < sizeof(note) ? len : sizeof(note);
+            ring_get(p->in, p->next, note, n);
+            dt__ucx_notice_arrived(shm->sh, (int)(p - shm->peer), note, n);
+        } else if (s->len & SHM_CTS) {
             uint64_t id;
             ring_get(p->in, p->next, &id, sizeof(id));
             dt__shm_bulk_cleared(p, id);
@@ -446,7 +453,7 @@ static dt_ucx_req *shm_req(dt_ucx_shared *sh, const dt_comm *c, void *buf, size_
     r->world_peer = wp;
     r->buf = buf;
     r->expect = bytes;
-    r->tag = tag;
+    r->tag = r->got_tag = tag;
     r->comm = (uint16_t)((const dt_ucx_comm *)c->impl)->id;
     return r;
 }
@@ -485,7 +492,7 @@ static shm_msg *take_unexpected(shm_peer *p, const dt_ucx_req *r)
 {
     for (shm_msg **mp = &p->unexp; *mp != NULL; mp = &(*mp)->next) {
         shm_msg *m = *mp;
-        if (m->comm != r->comm || m->tag != r->tag)
+        if (m->comm != r->comm || (m->tag ^ r->tag) & dt__tag_match_mask(r->tag))
             continue;
         *mp = m->next;
         if (p->unexp_end == &m->next)
@@ -505,6 +512,8 @@ dt_status dt__ucx_shm_irecv(dt_comm *c, void *buf, size_t bytes, int wp, uint32_
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a receive request");
     r->is_recv = true;
     shm_msg *m = take_unexpected(p, r);
+    if (m != NULL)
+        r->got_tag = m->tag;
     if (m != NULL && m->bulk) {
         dt__shm_bulk_accept(p, r, &m->rts);
         dt__shm_wake_if_asleep(shm, p); /* the sender may sleep until this CTS */

@@ -99,8 +99,9 @@ typedef struct shm_peer {
 } shm_peer;
 
 struct dt_ucx_shm {
-    bool on;    /* agreed world-wide: the rings carry small messages */
-    bool ready; /* this rank mapped every same-host peer's segment */
+    dt_ucx_shared *sh; /* the worker state it belongs to */
+    bool on;           /* agreed world-wide: the rings carry small messages */
+    bool ready;        /* this rank mapped every same-host peer's segment */
     int nlocal;
     size_t seg_bytes;
     shm_ctl *ctl; /* my segment */

@@ -125,6 +125,7 @@ static void shared_release(dt_ucx_shared *sh)
 {
     if (sh == NULL || --sh->refs > 0)
         return;
+    dt__ucx_notice_close(sh);
     close_endpoints(sh);
     ucp_worker_destroy(sh->worker);
     ucp_cleanup(sh->context);
@@ -263,7 +264,7 @@ static dt_status comm_wrap(dt_ucx_shared *sh, int n, int *members, int rank, uin
     sh->refs++;
     if (id >= sh->next_id)
         sh->next_id = id + 1;
-    if (sh->next_id >= (1u << DT_UCX_ID_BITS))
+    if (sh->next_id >= DT_UCX_NOTICE_ID)
         DT_LOG_WARN("comm", "ucx: comm ids exhausted (%u); tags of new comms may collide",
                     sh->next_id);
     *out = c;
@@ -287,10 +288,12 @@ dt_status dt__comm_ucx_create_world(struct dt_store *store, int rank, int size, 
     for (int i = 0; i < size; i++)
         members[i] = i;
     DT_CHECK_GOTO(connect_all(sh, store), st, err_free_members);
+    DT_CHECK_GOTO(dt__ucx_notice_post(sh), st, err_free_members);
     pick_spin(sh);
     dt_comm *c = NULL;
     DT_CHECK_GOTO(comm_wrap(sh, size, members, rank, 0, &c), st, err_free_members);
     c->timeout_s = timeout_s;
+    c->family = dt__ucx_family_open(c, 0); /* now: notices may come before any failure here */
     /* every endpoint carries one message before anyone returns: wire-up done */
     st = dt_comm_barrier(c, NULL);
     if (st == DT_OK)
@@ -337,6 +340,11 @@ static uint32_t ucx_next_comm_id(const dt_comm *c)
     return ((const dt_ucx_comm *)c->impl)->shared->next_id;
 }
 
+static int ucx_world_rank(const dt_comm *c, int rank)
+{
+    return ((const dt_ucx_comm *)c->impl)->members[rank];
+}
+
 static void ucx_destroy(dt_comm *c)
 {
     dt_ucx_comm *uc = c->impl;
@@ -357,6 +365,9 @@ const dt_comm_ops dt__ucx_ops = {
     .comm_id = ucx_comm_id,
     .next_comm_id = ucx_next_comm_id,
     .destroy = ucx_destroy,
+    .world_rank = ucx_world_rank,
+    .family_open = dt__ucx_family_open,
+    .notify_abort = dt__ucx_notify_abort,
     .peer_copy = dt__ucx_peer_copy,
     .peer_copy_ok = dt__ucx_peer_copy_ok,
     .p2p_shm = dt__ucx_shm_p2p_ok,
