@@ -502,6 +502,51 @@ DT_API double dt_optim_lr(const dt_optim *o);
 DT_API void dt_optim_set_lr(dt_optim *o, double lr);
 /** Steps taken so far. */
 DT_API int64_t dt_optim_step_count(const dt_optim *o);
+
+/* ------------------------------------------------------------ lr schedules */
+
+typedef enum dt_lr_schedule_kind {
+    DT_LR_CONSTANT, /* warm-up, then the base lr */
+    DT_LR_LINEAR,   /* warm-up, then linear decay to the floor at total_steps */
+    DT_LR_COSINE,   /* warm-up, then half a cosine down to the floor at total_steps */
+} dt_lr_schedule_kind;
+
+enum {
+    DT_LR_SCHEDULE_PARAM_FIELD_KIND = 1u << 0,
+    DT_LR_SCHEDULE_PARAM_FIELD_WARMUP_STEPS = 1u << 1,
+    DT_LR_SCHEDULE_PARAM_FIELD_TOTAL_STEPS = 1u << 2,
+    DT_LR_SCHEDULE_PARAM_FIELD_MIN_LR_RATIO = 1u << 3,
+};
+/**
+ * A learning-rate schedule, as Hugging Face's get_{constant,linear,cosine}_
+ * schedule_with_warmup (with a floor): at step s (from 0) the lr is
+ * base * s / warmup_steps while s < warmup_steps, then
+ * base * (min + (1 - min) * d(p)) with p = (s - warmup) / (total - warmup)
+ * clamped to 1 and d(p) = 1 (constant), 1 - p (linear) or (1 + cos(pi p)) / 2
+ * (cosine).
+ */
+typedef struct dt_lr_schedule_params {
+    uint64_t field_mask;
+    dt_lr_schedule_kind kind; /* default DT_LR_COSINE */
+    int64_t warmup_steps;     /* default 0 */
+    int64_t total_steps;      /* where the decay ends; required (> warmup) but for constant */
+    double min_lr_ratio;      /* the floor, a fraction of the base lr in [0, 1]; default 0 */
+} dt_lr_schedule_params;
+
+/**
+ * The lr of schedule @p p (NULL: all defaults, which needs total_steps, so an
+ * error) at @p step for @p base_lr. Pure. Errors: DT_ERR_INVALID_ARG naming
+ * the bad field (total_steps <= warmup_steps for a decay, a negative step or
+ * warm-up, min_lr_ratio outside [0, 1], base_lr not finite >= 0).
+ */
+DT_API dt_status dt_lr_schedule_value(const dt_lr_schedule_params *p, double base_lr, int64_t step,
+                                      double *lr);
+/**
+ * Set @p o's lr for its next step from schedule @p p at its step count (call
+ * it before every dt_optim_step). Not collective. Errors: as
+ * dt_lr_schedule_value.
+ */
+DT_API dt_status dt_optim_schedule(dt_optim *o, const dt_lr_schedule_params *p, double base_lr);
 /** "sgd" or "adamw". */
 DT_API const char *dt_optim_name(const dt_optim *o);
 /** Parameters the optimizer updates, their FQNs and tensors (borrowed). */
