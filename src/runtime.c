@@ -95,9 +95,9 @@ static dt_status connect_store(dt_runtime *rt)
 }
 
 /*
- * Load BLAS and the GEMM engine now so their kernels are logged (DT_LOG=info)
- * and a generic fallback warned about at start-up, not at the first GEMM. Not
- * fatal: a program that never multiplies on the CPU runs without OpenBLAS.
+ * Load BLAS now so the kernel choice is logged (DT_LOG=info) and a generic
+ * fallback warned about at start-up, not at the first GEMM. Not fatal: a
+ * program that never multiplies on the CPU runs without OpenBLAS.
  */
 static void report_blas(void)
 {
@@ -106,11 +106,9 @@ static void report_blas(void)
         DT_LOG_WARN("kernel", "dt_init: no BLAS: %s", dt_last_error());
         return;
     }
-    DT_LOG_DEBUG("kernel",
-                 "dt_init: %s %s kernel %s, %d BLAS threads, %d compute threads; GEMM engine %s "
-                 "kernel %s",
+    DT_LOG_DEBUG("kernel", "dt_init: %s %s kernel %s, %d BLAS threads, %d compute threads",
                  info.blas_library, info.blas_version, info.blas_kernel, info.blas_threads,
-                 info.num_threads, info.gemm_engine, info.gemm_kernel);
+                 info.num_threads);
 }
 
 /* The transports: UCX (or self) for host memory, plus NCCL on a multi-rank CUDA run. */
