@@ -64,6 +64,11 @@ static const opt_row rows[] = {
     {"--eager-init", OPT_FLAG, FIELD(eager_init), NULL,
      "on several ranks: build and initialise the full model on every rank, then shard it "
      "(default: deferred, each rank allocates and initialises its shards only)"},
+    {"--estimate-memory", OPT_FLAG, FIELD(estimate_memory), NULL,
+     "print the per-rank memory estimate before allocating anything, and the measured peaks "
+     "next to it at the end"},
+    {"--estimate-only", OPT_FLAG, FIELD(estimate_only), NULL,
+     "print the per-rank memory estimate and stop (nothing is allocated)"},
     {"--help", OPT_FLAG, FIELD(help), NULL, "this text"},
 };
 

@@ -37,7 +37,9 @@ typedef struct train_args {
     const char *resume;          /* --resume DIR (sharded checkpoint to continue from) */
     const char *device;          /* --device cpu|sim|cuda (NULL: the rank's, DT_DEVICE) */
     bool cpu_offload;            /* --cpu-offload: ZeRO master weights and optimizer on the host */
-    bool eager_init; /* --eager-init: build the full model on every rank, then shard it */
+    bool eager_init;      /* --eager-init: build the full model on every rank, then shard it */
+    bool estimate_memory; /* --estimate-memory: the estimate first, compared at the end */
+    bool estimate_only;   /* --estimate-only: print the estimate and stop */
     bool help;
 } train_args;
 

@@ -46,12 +46,30 @@ static dt_status parse_mesh(const char *text, int *ndim, int *shape,
     return DT_OK;
 }
 
+dt_status train_mesh_dims(const train_parallel *p, const char *mesh_text, int *dp, bool *has_dp,
+                          int *tp)
+{
+    int ndim = 0, shape[DT_MESH_MAX_DIMS];
+    char names[DT_MESH_MAX_DIMS][DT_MESH_NAME_MAX] = {{0}};
+    *dp = 1, *has_dp = false, *tp = mesh_text == NULL ? p->world : 1;
+    if (mesh_text == NULL)
+        return DT_OK;
+    CHECK(parse_mesh(mesh_text, &ndim, shape, names));
+    for (int d = 0; d < ndim && d < DT_MESH_MAX_DIMS; d++) {
+        if (strcmp(names[d], "dp") == 0)
+            *dp = shape[d], *has_dp = true;
+        else if (strcmp(names[d], "tp") == 0)
+            *tp = shape[d];
+    }
+    return DT_OK;
+}
+
 static dt_status make_mesh(train_parallel *p, const char *text)
 {
     int ndim = 0, shape[DT_MESH_MAX_DIMS], tp_index = -1;
-    char names[DT_MESH_MAX_DIMS][DT_MESH_NAME_MAX];
+    char names[DT_MESH_MAX_DIMS][DT_MESH_NAME_MAX] = {{0}};
     CHECK(parse_mesh(text, &ndim, shape, names));
-    for (int d = 0; d < ndim; d++) {
+    for (int d = 0; d < ndim && d < DT_MESH_MAX_DIMS; d++) {
         if (strcmp(names[d], "tp") == 0)
             tp_index = d;
         else if (shape[d] != 1 && strcmp(names[d], "dp") != 0) /* dp: data_parallel.c */

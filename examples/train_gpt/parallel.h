@@ -46,6 +46,11 @@ dt_status train_parallel_init(train_parallel *p);
 dt_status train_parallel_apply(train_parallel *p, const char *mesh_text, bool sp,
                                const char *plan_path, bool explain, dt_module *model);
 
+/* The sizes of the "dp" (1 and *has_dp false when absent) and "tp" dims of
+ * @p mesh_text (NULL: tp=<world>), without creating anything. */
+dt_status train_mesh_dims(const train_parallel *p, const char *mesh_text, int *dp, bool *has_dp,
+                          int *tp);
+
 /* Barrier, then release the mesh and the runtime. */
 void train_parallel_destroy(train_parallel *p);
 

@@ -6,6 +6,7 @@
  *   train_gpt --init weights.safetensors --save out.safetensors
  *   dtrun -n 4 train_gpt --mesh dp=2,tp=2 --steps 100 --save-checkpoint ck --every 50
  *   dtrun -n 4 train_gpt --mesh tp=4 --steps 200 --resume ck   (continues at step 100)
+ *   dtrun -n 4 train_gpt --mesh dp=2,tp=2 --data-parallel zero3 --estimate-only
  *
  * On several ranks the model is built deferred (shapes only), sharded, then
  * materialised: each rank allocates and initialises only its shards, and
@@ -30,6 +31,7 @@
 #include "args.h"
 #include "checkpointing.h"
 #include "data_parallel.h"
+#include "estimate.h"
 #include "parallel.h"
 
 #ifndef DT_DEFAULT_TOKENS
@@ -207,9 +209,17 @@ int main(int argc, char **argv)
     train_parallel par = {.tp = 1};
     dt_gpt_config cfg;
     int64_t seq = 0;
+    dt_memory_estimate est;
     TRY(train_parallel_init(&par));
     if (configure(&a, &cfg, &seq) != 0)
         goto out;
+    TRY(train_estimate(&par, &a, &cfg, seq, &est)); /* before any tensor exists */
+    if (a.estimate_memory || a.estimate_only)
+        train_estimate_print(&par, &est, stdout);
+    if (a.estimate_only) {
+        rc = 0;
+        goto out;
+    }
     TRY(dt_token_data_open(a.data, &data));
     if (dt_token_data_vocab(data) > cfg.vocab_size) {
         fprintf(stderr, "train_gpt: %s holds token id %" PRId64 ", beyond vocab_size %" PRId64 "\n",
@@ -256,6 +266,8 @@ int main(int argc, char **argv)
         printf("saved %s\n", a.save);
     }
     TRY(train_dp_memory_report(&par, a.memory_report, stdout));
+    if (a.memory_report || a.estimate_memory)
+        TRY(train_estimate_compare(&par, &est, stdout));
     rc = 0;
 out:
     dt_optim_destroy(opt);

@@ -39,9 +39,10 @@
  * Gradients: the autograd engine has no "gradient of this leaf is ready" hook,
  * so each parameter is handed to the module through a small autograd node
  * (recorded in the forward pre-hooks) whose backward runs exactly when that
- * gradient is complete and starts its reduction (non-blocking). When the last
- * such node of the forward has run, the reductions are waited for and the
- * gradients installed on the slots' tensors (accumulated into existing ones).
+ * gradient is complete and starts its reduction (non-blocking). A reduction
+ * found complete while backward goes on is installed at once (its buffers
+ * freed); when the last such node of the forward has run, the rest are waited
+ * for and installed on the slots' tensors (accumulated into existing ones).
  * A parameter no recorded op consumed in the forward is counted out when the
  * forward ends (DDP: zeros in its bucket; ZeRO: no gradient), as PyTorch's
  * find_unused_parameters; every rank must use the same parameters. One
@@ -148,6 +149,53 @@ DT_API dt_status dt_optim_state_placed(const dt_optim *o, int i, const char *nam
  * snapshots in rank order (caller allocates comm-size entries).
  */
 DT_API dt_status dt_memory_report(dt_comm *comm, const char *title, FILE *f, dt_memory_stats *rows);
+
+/** What dt_gpt_memory_estimate models: a train_gpt run (zero-initialise, then set). */
+typedef struct dt_memory_estimate_config {
+    dt_gpt_config gpt;
+    int dp, tp;             /* mesh shape (1, 1: one rank) */
+    bool sequence_parallel; /* the default plan's SequenceParallel variant */
+    bool data_parallel;     /* a dp dim with a style (false: dp must be 1) */
+    dt_dp_stage stage;      /* with data_parallel */
+    bool cpu_offload;       /* a no-op on CPU ranks, as in dt_fully_shard */
+    const char *optim;      /* "sgd" or "adamw" (NULL: adamw) */
+    double momentum;        /* sgd: 0 keeps no state */
+    int64_t batch, seq;     /* global batch (split over dp as train_gpt does) and T */
+    bool eager_init;        /* the full model on every rank before sharding (--eager-init;
+                               also what one rank does) */
+} dt_memory_estimate_config;
+
+/** Per-rank bytes of the largest rank, by category (peak of each, as dt_memory_stats). */
+typedef struct dt_memory_estimate {
+    int64_t peak[DT_MEM_CATEGORY_COUNT]; /* peak live bytes of each category */
+    int64_t total_peak;                  /* peak of the sum (not the sum of the peaks) */
+    const char *peak_at;                 /* "init", "forward", "backward", "optimizer step" */
+    int64_t model_bytes;                 /* the whole model's f32 parameters */
+} dt_memory_estimate;
+
+/**
+ * Host bytes per rank that training the GPT of @p c with train_gpt's loop
+ * will hold, before anything is allocated: parameters (shards, ZeRO's
+ * gathered copies), gradients, optimizer state, activations (what autograd
+ * saves, the backward's temporaries), communication buffers (packed ZeRO
+ * gathers and reductions) and the total. Derived by replaying, on a ledger,
+ * what the model's ops, the default tensor-parallel plan, the data-parallel
+ * style and the optimizer allocate and free, in their order, for a first
+ * and a steady training step (styles/data_parallel/memory_estimate.c); the
+ * measured dt_memory_stats peaks are its counterpart. Pure: no allocation
+ * of tensors, no communication.
+ * Errors: DT_ERR_INVALID_ARG naming a bad size, dp/tp, optimizer or stage.
+ */
+DT_API dt_status dt_gpt_memory_estimate(const dt_memory_estimate_config *c,
+                                        dt_memory_estimate *out);
+
+/**
+ * Print @p e as a table (MiB by category, the total peak and when it
+ * happens) to @p f; with @p measured (a rank's dt_memory_stats, may be NULL)
+ * a measured column and measured / estimate ratios next to it.
+ */
+DT_API void dt_memory_estimate_print(const dt_memory_estimate *e, const dt_memory_stats *measured,
+                                     FILE *f);
 
 #ifdef __cplusplus
 }

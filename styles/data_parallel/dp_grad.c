@@ -7,9 +7,11 @@
  * of its output has run, i.e. exactly when that parameter's gradient is
  * complete (PyTorch's post-accumulate-grad hook): the backward starts the
  * reduction without waiting (DDP bucket all-reduce, ZeRO-1 all-reduce,
- * ZeRO-2/3 reduce-scatter) and returns no gradient to the engine. When the
- * forward's last such node has run, the reductions are completed and
- * installed as the leaves' gradients. Each rank scales its gradient by
+ * ZeRO-2/3 reduce-scatter) and returns no gradient to the engine. A ZeRO
+ * reduction found complete by a later node is installed then, so the full
+ * gradient it sent does not wait for the end of backward; when the forward's
+ * last such node has run, the rest are completed and installed as the
+ * leaves' gradients. Each rank scales its gradient by
  * grad_scale before the sum (so uneven local batches can weigh theirs).
  */
 #include <stdint.h>
@@ -313,10 +315,17 @@ static dt_status progress(dp_state *s)
         if (s->b[i].work != NULL)
             DT_CHECK(dt_work_test(s->b[i].work, &done));
     for (int i = 0; i < s->n_params; i++) {
-        if (s->p[i].rwork != NULL)
-            DT_CHECK(dt_work_test(s->p[i].rwork, &done));
-        if (s->p[i].gwork != NULL)
-            DT_CHECK(dt_work_test(s->p[i].gwork, &done));
+        dp_param *p = &s->p[i];
+        if (p->rwork != NULL) {
+            done = false;
+            DT_CHECK(dt_work_test(p->rwork, &done));
+            /* install it now: the full-size gradient sent (and its packed
+             * copy) would otherwise live until the end of backward */
+            if (done && p->rpending)
+                DT_CHECK(finish_param(s, p));
+        }
+        if (p->gwork != NULL)
+            DT_CHECK(dt_work_test(p->gwork, &done));
     }
     return DT_OK;
 }
