@@ -13,6 +13,7 @@
 #include "checkpoint/st_impl.h"
 #include "core/error.h"
 #include "core/file_open.h"
+#include "core/tensor_impl.h"
 
 #define IFMT(...) DT_ERR(DT_ERR_FORMAT, "checkpoint index " __VA_ARGS__)
 
@@ -195,6 +196,12 @@ static dt_status ix_entry(const char *what, const cJSON *o, dt_ck_entry *e)
     if (!ix_dims(cJSON_GetObjectItemCaseSensitive(o, "shape"), -1, e->shape, &e->ndim))
         return IFMT("%s: tensor '%.64s': shape is not up to %d non-negative integers", what,
                     e->name, DT_MAX_DIMS);
+    char who[96], why[320];
+    snprintf(who, sizeof(who), "tensor '%.64s'", e->name);
+    if (dt__check_shape(who, e->ndim, e->shape) != DT_OK) {
+        snprintf(why, sizeof(why), "%s", dt_last_error()); /* DT_ERR rewrites that buffer */
+        return IFMT("%s: %s", what, why);
+    }
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(o, "shards");
     if (!cJSON_IsArray(sh))
         return IFMT("%s: tensor '%.64s': shards is not an array", what, e->name);

@@ -190,14 +190,20 @@ static dt_status st_parse_shape(const dt_safetensors *f, const char *nm, const c
         zero = zero || v == 0;
         if (!overflow && v != 0 && n > (uint64_t)INT64_MAX / v)
             overflow = true;
-        if (!overflow)
+        if (!overflow && v != 0)
             n *= v;
     }
-    /* a zero dim makes any product zero; otherwise the product must fit */
+    /* a zero dim makes the count zero, but the strides (the product of the
+     * non-zero dims) must still fit */
+    if (overflow && zero)
+        return FMT(f,
+                   "%s: tensor '%.64s': shape's strides overflow (its non-zero dims multiply "
+                   "past INT64_MAX)",
+                   f->path, nm);
+    if (overflow)
+        return FMT(f, "%s: tensor '%.64s': shape's element count overflows", f->path, nm);
     if (zero)
         n = 0;
-    else if (overflow)
-        return FMT(f, "%s: tensor '%.64s': shape's element count overflows", f->path, nm);
     if (n > (uint64_t)INT64_MAX / t->dt->size)
         return FMT(f, "%s: tensor '%.64s': shape's byte count overflows", f->path, nm);
     *numel = n;

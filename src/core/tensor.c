@@ -51,15 +51,19 @@ dt_status dt__check_shape(const char *fn, int ndim, const int64_t *shape)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: ndim %d is outside [0, %d]", fn, ndim, DT_MAX_DIMS);
     if (ndim > 0 && shape == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: shape is NULL for ndim %d", fn, ndim);
+    /* the strides multiply the non-zero sizes: they must fit even when a zero
+     * size makes the element count 0 */
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0)
             return DT_ERR(DT_ERR_INVALID_ARG, "%s: dim %d has negative size %" PRId64, fn, d,
                           shape[d]);
-        if (__builtin_mul_overflow(n, shape[d], &n)) {
+        if (shape[d] > 0 && __builtin_mul_overflow(n, shape[d], &n)) {
             char buf[256];
-            return DT_ERR(DT_ERR_INVALID_ARG, "%s: shape %s has more than INT64_MAX elements", fn,
-                          dt__shape_str(ndim, shape, buf, sizeof(buf)));
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "%s: shape %s is too large (its non-zero sizes multiply past "
+                          "INT64_MAX)",
+                          fn, dt__shape_str(ndim, shape, buf, sizeof(buf)));
         }
     }
     return DT_OK;

@@ -57,6 +57,9 @@ static void test_parse(void **state)
     expect_parse(HEAD "{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"shards\":[]}}}",
                  "tensor 'w': shape is not up to 8 non-negative integers");
     expect_parse(HEAD "{\"w\":{\"dtype\":\"F32\",\"shape\":[-1],\"shards\":[]}}}", "shape is not");
+    expect_parse(HEAD "{\"w\":{\"dtype\":\"F32\",\"shape\":[0,4294967296,4294967296],"
+                      "\"shards\":[]}}}",
+                 "tensor 'w': shape [0, 4294967296, 4294967296] is too large");
     expect_parse(HEAD "{\"w\":{\"dtype\":\"F32\",\"shape\":[1]}}}",
                  "tensor 'w': shards is not an array");
     expect_parse(W("5"), "tensor 'w' shard 0 is not an object");

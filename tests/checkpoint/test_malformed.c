@@ -132,9 +132,13 @@ static void test_entries(void **state)
            "tensor 'w': shape's element count overflows");
     expect("{" T1("w", "F64", "[2147483648,2147483648]", "[0,4]") "}", 4, DT_ERR_FORMAT,
            "tensor 'w': shape's byte count overflows");
-    /* a zero dim makes any product zero: valid, no overflow */
+    /* a zero dim makes the count zero, but the strides must still fit */
     expect("{" T1("w", "F32", "[0,4294967296,4294967296,4294967296]", "[0,0]") "}", 4,
-           DT_ERR_FORMAT, "cover 0 bytes of a 4-byte data section");
+           DT_ERR_FORMAT, "tensor 'w': shape's strides overflow");
+    expect("{" T1("w", "F32", "[0,4294967296,4000000006]", "[0,0]") "}", 0, DT_ERR_FORMAT,
+           "tensor 'w': shape's strides overflow");
+    expect("{" T1("w", "F32", "[0,65536,65536]", "[0,0]") "}", 4, DT_ERR_FORMAT,
+           "cover 0 bytes of a 4-byte data section");
     expect("{" T1("w", "F32", "[1,2,3,4,5,6,7,8,9]", "[0,4]") "}", 4, DT_ERR_UNSUPPORTED,
            "tensor 'w' has 9 dims (at most 8)");
     expect("{" T1("w", "F32", "[1]", "5") "}", 4, DT_ERR_FORMAT,

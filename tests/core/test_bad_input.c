@@ -40,6 +40,9 @@ static void test_creation(void **state)
                "dim 1 has negative size -3", t);
     EXPECT_BAD(dt_tensor_empty(2, (int64_t[]){INT64_MAX, 2}, DT_DTYPE_F32, cpu, &t),
                "[9223372036854775807, 2]", t);
+    /* empty, but the strides of the other dims would overflow (found by the fuzzer) */
+    EXPECT_BAD(dt_tensor_empty(3, (int64_t[]){0, 4294967296, 4000000006}, DT_DTYPE_F32, cpu, &t),
+               "its non-zero sizes multiply past INT64_MAX", t);
     EXPECT_BAD(dt_tensor_empty(1, (int64_t[]){INT64_MAX / 4}, DT_DTYPE_F64, cpu, &t),
                "overflows the byte count", t);
     EXPECT_BAD(dt_tensor_empty(2, s2, (dt_dtype)42, cpu, &t), "unknown dtype value 42", t);
