@@ -9,6 +9,7 @@
 
 #include "comm/comm_impl.h"
 #include "comm/launch_env.h"
+#include "comm/store/store_server.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -188,13 +189,21 @@ err_free:
     return st;
 }
 
+/* Whether @p c's family was aborted (read without progress: no error recorded). */
+static bool comm_aborted(const dt_comm *c)
+{
+    return c != NULL && c->family != NULL && c->family->status != DT_OK;
+}
+
 void dt_runtime_destroy(dt_runtime *rt)
 {
     if (rt == NULL)
         return;
+    /* after a failure a stopped rank never hangs up: rank 0 must not wait for it */
+    bool failed = comm_aborted(rt->device_world) || comm_aborted(rt->host);
     dt_comm_destroy(rt->device_world);
     dt_comm_destroy(rt->host);
-    dt_store_destroy(rt->store);
+    dt__store_destroy_linger(rt->store, failed ? 0.5 : -1.0);
     free(rt);
 }
 

@@ -1,6 +1,7 @@
 /* train_gpt's sharded checkpoints (see checkpointing.h). */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "checkpointing.h"
 
@@ -15,10 +16,46 @@ static dt_status any_distributed(const char *fqn, dt_module *owner, const char *
     return DT_OK;
 }
 
+/* @p msg without the "rank N: " of a last error (set again, it gets one). */
+static const char *unprefixed(const char *msg)
+{
+    const char *p = strstr(msg, ": ");
+    return strncmp(msg, "rank ", 5) == 0 && p != NULL ? p + 2 : msg;
+}
+
+/*
+ * A load over a mesh agrees by itself (all ranks fail alike); one of an
+ * all-local model (DDP) does not. When only some ranks failed, each of them
+ * aborts the world, so the others stop (in the barrier) with its message
+ * instead of training without it.
+ */
+static dt_status agree_world(dt_comm *w, dt_status st)
+{
+    int32_t v[2] = {(int32_t)st, -(int32_t)st}; /* the lowest and the highest status */
+    dt_status ast = dt_comm_allreduce(w, v, v, 2, DT_DTYPE_I32, DT_REDUCE_OP_MIN, NULL);
+    if (st != DT_OK) { /* its own error stands */
+        if (ast == DT_OK && -v[1] == DT_OK) {
+            char msg[1024];
+            snprintf(msg, sizeof(msg), "%s", unprefixed(dt_last_error()));
+            (void)dt_comm_abort(w, st, msg);
+            return dt_set_error(st, "%s", msg);
+        }
+        return st;
+    }
+    CHECK(ast);
+    if (v[0] == DT_OK)
+        return DT_OK;
+    CHECK(dt_comm_barrier(w, NULL)); /* fails when the abort notice arrives */
+    return dt_set_error((dt_status)v[0], "train_gpt: another rank could not load the checkpoint");
+}
+
 dt_status train_ck_resume(const train_parallel *p, const char *dir, dt_module *model, dt_optim *opt,
                           int64_t *first_step)
 {
-    CHECK(dt_checkpoint_load(model, opt, dir)); /* not collective: each rank its own pieces */
+    dt_status st = dt_checkpoint_load(model, opt, dir);
+    if (p->rt != NULL && p->world > 1)
+        CHECK(agree_world(dt_runtime_world(p->rt), st));
+    CHECK(st);
     *first_step = dt_optim_step_count(opt);
     if (p->rank == 0)
         printf("resumed %s at step %" PRId64 "\n", dir, *first_step);

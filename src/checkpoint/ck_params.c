@@ -2,6 +2,7 @@
  * Parameter lists and status agreement shared by the full and sharded
  * checkpoints (see ck_params.h).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,37 +70,84 @@ void dt__ck_params_free(dt_ck_params *l)
     l->n = l->cap = 0;
 }
 
-/* Collective over @p mesh: *all = the lowest status any rank passed. */
-static dt_status ck_agree(dt_mesh *mesh, dt_status mine, dt_status *all)
+/* Collective over @p mesh: every rank gets the reduction of @p v. */
+static dt_status ck_allreduce(dt_mesh *mesh, void *v, size_t n, dt_dtype dt, dt_reduce_op op)
 {
-    int32_t v = (int32_t)mine;
     for (int d = 0; d < dt_mesh_ndim(mesh); d++)
-        DT_CHECK(dt_comm_allreduce(dt_mesh_dim_comm(mesh, d), &v, &v, 1, DT_DTYPE_I32,
-                                   DT_REDUCE_OP_MIN, NULL));
-    *all = (dt_status)v;
+        DT_CHECK(dt_comm_allreduce(dt_mesh_dim_comm(mesh, d), v, v, n, dt, op, NULL));
     return DT_OK;
 }
 
 dt_status dt__ck_agree_max(dt_mesh *mesh, int64_t *v)
 {
-    for (int d = 0; d < dt_mesh_ndim(mesh); d++)
-        DT_CHECK(dt_comm_allreduce(dt_mesh_dim_comm(mesh, d), v, v, 1, DT_DTYPE_I64,
-                                   DT_REDUCE_OP_MAX, NULL));
-    return DT_OK;
+    return ck_allreduce(mesh, v, 1, DT_DTYPE_I64, DT_REDUCE_OP_MAX);
+}
+
+/* @p msg without the "rank N: " a last error starts with (messages name ranks). */
+static const char *ck_unprefixed(const char *msg)
+{
+    const char *p = msg;
+    if (strncmp(p, "rank ", 5) != 0)
+        return msg;
+    p += 5;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    return p > msg + 5 && p[0] == ':' && p[1] == ' ' ? p + 2 : msg;
+}
+
+/* What the failing rank tells the others: its status and message. */
+#define CK_REPORT_WORDS 130
+typedef union ck_report {
+    int32_t w[CK_REPORT_WORDS];
+    struct {
+        int32_t status, pad;
+        char msg[(CK_REPORT_WORDS - 2) * 4];
+    } r;
+} ck_report;
+
+/*
+ * Collective over @p mesh: the lowest world rank that failed (-1: none) and,
+ * when one did, its status and message in @p rep. Costs one 4-byte
+ * all-reduce per mesh dim when all went well.
+ */
+static dt_status ck_first_failure(dt_mesh *mesh, dt_status mine, int32_t *who, ck_report *rep)
+{
+    int32_t me = dt_mesh_world_rank(mesh, dt_mesh_rank(mesh));
+    *who = mine != DT_OK ? me : INT32_MAX;
+    DT_CHECK(ck_allreduce(mesh, who, 1, DT_DTYPE_I32, DT_REDUCE_OP_MIN));
+    if (*who == INT32_MAX) {
+        *who = -1;
+        return DT_OK;
+    }
+    memset(rep, 0, sizeof(*rep));
+    if (*who == me) { /* only it contributes: the sum is its report */
+        rep->r.status = (int32_t)mine;
+        snprintf(rep->r.msg, sizeof(rep->r.msg), "%s", ck_unprefixed(dt_last_error()));
+    }
+    return ck_allreduce(mesh, rep->w, CK_REPORT_WORDS, DT_DTYPE_I32, DT_REDUCE_OP_SUM);
 }
 
 dt_status dt__ck_agree_step(const char *fn, dt_mesh *mesh, dt_status mine, const char *what)
 {
     if (mesh == NULL)
         return mine;
-    dt_status all = DT_OK;
-    DT_CHECK(ck_agree(mesh, mine, &all));
-    if (mine != DT_OK)
+    char saved[1024] = "";
+    snprintf(saved, sizeof(saved), "%s", dt_last_error());
+    int32_t who = -1;
+    ck_report rep;
+    dt_status st = ck_first_failure(mesh, mine, &who, &rep);
+    if (st != DT_OK && mine == DT_OK)
+        return st;
+    if (mine != DT_OK) { /* its own error stands, as it was before the agreement */
+        if (strcmp(saved, dt_last_error()) != 0)
+            DT_ERR(mine, "%s", ck_unprefixed(saved));
         return mine;
-    if (all != DT_OK)
-        return DT_ERR(all, "%s: %s failed on another rank (%s; see its error)", fn, what,
-                      dt_status_str(all));
-    return DT_OK;
+    }
+    if (who < 0)
+        return DT_OK;
+    rep.r.msg[sizeof(rep.r.msg) - 1] = '\0';
+    return DT_ERR((dt_status)rep.r.status, "%s: %s failed on world rank %d: %s", fn, what, who,
+                  rep.r.msg);
 }
 
 dt_status dt__ck_check_not_partial(const char *fn, const dt_ck_param *p)

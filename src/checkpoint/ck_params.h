@@ -37,7 +37,9 @@ dt_status dt__ck_agree_max(dt_mesh *mesh, int64_t *v);
 /*
  * One step every rank of @p mesh agrees on (collective; NULL mesh: returns
  * @p mine): a failure anywhere fails everyone. A rank whose own part (@p mine)
- * went well records that @p what failed on another rank, naming @p fn.
+ * went well fails with the status and message of the lowest world rank that
+ * failed ("<fn>: <what> failed on world rank R: <its message>"); a failing
+ * rank keeps its own. One 4-byte all-reduce per mesh dim when all went well.
  */
 dt_status dt__ck_agree_step(const char *fn, dt_mesh *mesh, dt_status mine, const char *what);
 /* DT_ERR_UNSUPPORTED naming the FQN when @p t has a Partial placement. */

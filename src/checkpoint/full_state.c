@@ -129,8 +129,11 @@ dt_status dt_load_full(dt_module *root, const char *path)
     dt_safetensors *f = NULL;
     fs_target *tg = NULL;
     unsigned char *used = NULL;
-    dt_status st = DT_OK;
-    DT_CHECK_GOTO(dt__ck_params_collect(fn, root, &l), st, out);
+    dt_status st = dt__ck_params_collect(fn, root, &l);
+    if (st != DT_OK) { /* the same module everywhere: every rank fails here alike */
+        dt__ck_params_free(&l);
+        return st;
+    }
     DT_CHECK_GOTO(dt_safetensors_open(path, &f), st, out);
     tg = calloc((size_t)l.n, sizeof(*tg));
     used = calloc((size_t)f->n + 1, 1);
@@ -150,6 +153,8 @@ dt_status dt_load_full(dt_module *root, const char *path)
     for (int i = 0; i < l.n; i++)
         DT_CHECK_GOTO(dt_safetensors_read_box(f, tg[i].index, tg[i].off, tg[i].local), st, out);
 out:
+    /* a rank that could not read the file stops the others (all or none) */
+    st = dt__ck_agree_step(fn, l.mesh, st, "loading");
     free(used);
     free(tg);
     dt_safetensors_close(f);

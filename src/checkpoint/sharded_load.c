@@ -280,6 +280,26 @@ static dt_status sl_check_optim(const sl_ctx *c, const char *fn, const dt_optim 
     return DT_OK;
 }
 
+/* Read index.json and plan every read, checking every file on the way. */
+static dt_status sl_prepare(sl_ctx *c, const char *fn, dt_ck_params *l, dt_optim *optim)
+{
+    DT_CHECK(dt__ck_index_read(c->dir, &c->ix));
+    if (optim != NULL) {
+        DT_CHECK(sl_check_optim(c, fn, optim));
+        DT_CHECK(dt__ck_params_add_optim(fn, l, optim));
+    }
+    return sl_plan(c, fn, l, optim != NULL);
+}
+
+static dt_status sl_read_all(sl_ctx *c, dt_optim *optim)
+{
+    for (int i = 0; i < c->n_reads; i++) {
+        const sl_read *r = &c->reads[i];
+        DT_CHECK(dt_safetensors_read_box(c->files[r->file], r->tensor, r->src_off, r->dst));
+    }
+    return optim != NULL ? dt_optim_set_step_count(optim, c->ix->optim_step) : DT_OK;
+}
+
 dt_status dt_checkpoint_load(dt_module *root, dt_optim *optim, const char *dir)
 {
     static const char *fn = "dt_checkpoint_load";
@@ -287,22 +307,18 @@ dt_status dt_checkpoint_load(dt_module *root, dt_optim *optim, const char *dir)
     DT_ARG_NOT_NULL(dir);
     sl_ctx c = {.dir = dir, .with_optim = optim != NULL};
     dt_ck_params l = {0};
-    dt_status st = DT_OK;
-    DT_CHECK_GOTO(dt__ck_params_collect(fn, root, &l), st, out);
-    DT_CHECK_GOTO(dt__ck_index_read(dir, &c.ix), st, out);
-    if (optim != NULL) {
-        DT_CHECK_GOTO(sl_check_optim(&c, fn, optim), st, out);
-        DT_CHECK_GOTO(dt__ck_params_add_optim(fn, &l, optim), st, out);
+    dt_status st = dt__ck_params_collect(fn, root, &l);
+    if (st != DT_OK) { /* the same module everywhere: every rank fails here alike */
+        dt__ck_params_free(&l);
+        return st;
     }
-    DT_CHECK_GOTO(sl_plan(&c, fn, &l, optim != NULL), st, out);
-    for (int i = 0; i < c.n_reads; i++) {
-        const sl_read *r = &c.reads[i];
-        DT_CHECK_GOTO(dt_safetensors_read_box(c.files[r->file], r->tensor, r->src_off, r->dst), st,
-                      out);
-    }
-    if (optim != NULL)
-        st = dt_optim_set_step_count(optim, c.ix->optim_step);
-out:
+    st = sl_prepare(&c, fn, &l, optim);
+    /* Every rank checks its own files, without communicating; then all agree:
+     * one that failed (a corrupt shard) stops the others here, before anything
+     * is written, instead of leaving them to train alone. */
+    st = dt__ck_agree_step(fn, l.mesh, st, "checking the files");
+    if (st == DT_OK) /* a read failing after the checks (I/O) fails everyone too */
+        st = dt__ck_agree_step(fn, l.mesh, sl_read_all(&c, optim), "reading the shards");
     sl_free(&c);
     dt__ck_params_free(&l);
     return st;

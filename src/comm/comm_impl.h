@@ -244,6 +244,10 @@ struct dt_comm_ops {
     /* (optional) World rank of comm rank @p rank (messages name world ranks);
      * NULL: the same number. */
     int (*world_rank)(const dt_comm *comm, int rank);
+    /* (optional) A world rank whose process is seen stopped (SIGSTOP, a
+     * debugger; same-host peers only), @p first checked first, and its pid;
+     * -1 when none is. Timeouts name it: the others only wait for it. */
+    int (*stopped_peer)(const dt_comm *comm, int first, int *pid);
     /* (optional) The family @p id of this transport, a new reference (created
      * when unknown: an abort notice may come first). NULL: the core makes one
      * that no notice reaches. */

@@ -300,6 +300,49 @@ dt_status dt__work_native(dt_comm *comm, const char *what, dt_status (*test)(dt_
     return DT_OK;
 }
 
+/* Progress @p w until @p until (dt__clock_now() time): its result, or
+ * DT_IN_PROGRESS when it is still running then. */
+static dt_status progress_until(dt_work *w, double until)
+{
+    for (;;) {
+        double left = until - dt__clock_now();
+        if (left <= 0)
+            return DT_IN_PROGRESS;
+        dt_status st = w->comm->ops->progress(w->comm, left);
+        if (st != DT_OK)
+            return fail(w, st);
+        st = advance(w);
+        if (st != DT_IN_PROGRESS)
+            return st;
+    }
+}
+
+/*
+ * The timeout of @p w, waiting for @p op (NULL: unknown), naming world
+ * ranks. Every rank of a hung job times out at about the same moment, most
+ * of them waiting for a rank that only waits, like them, for the one that
+ * hung: a peer seen stopped (same host) is named as the cause.
+ */
+static dt_status timeout_error(dt_work *w, const dt__op *op, double timeout_s)
+{
+    dt_comm *c = w->comm;
+    if (op == NULL)
+        return DT_ERR(DT_ERR_TIMEOUT, "%s: timed out after %.3g s (comm rank %d of %d)", w->what,
+                      timeout_s, c->rank, c->size);
+    int peer = dt__comm_world_rank(c, op->peer), pid = 0;
+    int stopped = c->ops->stopped_peer != NULL ? c->ops->stopped_peer(c, peer, &pid) : -1;
+    char why[96] = "";
+    if (stopped == peer)
+        snprintf(why, sizeof(why), "; it is stopped (pid %d)", pid);
+    else if (stopped >= 0)
+        snprintf(why, sizeof(why), "; world rank %d is stopped (pid %d)", stopped, pid);
+    return DT_ERR(DT_ERR_TIMEOUT,
+                  "%s: timed out after %.3g s waiting for world rank %d (%s of %zu bytes; its "
+                  "rank %d, this rank %d of a %d-rank comm)%s",
+                  w->what, timeout_s, peer, op->kind == DT__OP_SEND ? "send" : "recv", op->n,
+                  op->peer, c->rank, c->size, why);
+}
+
 /* Wait for @p w until @p deadline (dt__clock_now() time); @p timeout_s for
  * the message. */
 static dt_status finish_by(dt_work *w, double deadline, double timeout_s)
@@ -307,28 +350,10 @@ static dt_status finish_by(dt_work *w, double deadline, double timeout_s)
     dt_status st = advance(w);
     if (st != DT_IN_PROGRESS)
         return st;
-    for (;;) { /* progress, then advance: the first advance is done above */
-        double left = deadline - dt__clock_now();
-        if (left <= 0)
-            break;
-        st = w->comm->ops->progress(w->comm, left);
-        if (st != DT_OK)
-            return fail(w, st);
-        st = advance(w);
-        if (st != DT_IN_PROGRESS)
-            return st;
-    }
-    const dt__op *op = first_pending(w);
-    if (op != NULL)
-        st = DT_ERR(DT_ERR_TIMEOUT,
-                    "%s: timed out after %.3g s waiting for rank %d (world rank %d; %s of "
-                    "%zu bytes; comm rank %d of %d)",
-                    w->what, timeout_s, op->peer, dt__comm_world_rank(w->comm, op->peer),
-                    op->kind == DT__OP_SEND ? "send" : "recv", op->n, w->comm->rank, w->comm->size);
-    else
-        st = DT_ERR(DT_ERR_TIMEOUT, "%s: timed out after %.3g s (comm rank %d of %d)", w->what,
-                    timeout_s, w->comm->rank, w->comm->size);
-    return fail(w, st);
+    st = progress_until(w, deadline);
+    if (st != DT_IN_PROGRESS)
+        return st;
+    return fail(w, timeout_error(w, first_pending(w), timeout_s));
 }
 
 dt_status dt__work_finish(dt_work *w, double timeout_s)

@@ -66,7 +66,8 @@ static int rank_main(int victim, const char *coll)
         fprintf(stderr, "rank %d: expected PEER_LOST or TIMEOUT, got %s\n", me, dt_status_str(st));
         rc = 1;
     } else if (strstr(coll, "stop") &&
-               (st != DT_ERR_TIMEOUT || strstr(dt_last_error(), "waiting for rank") == NULL)) {
+               (st != DT_ERR_TIMEOUT ||
+                strstr(dt_last_error(), "waiting for world rank") == NULL)) {
         fprintf(stderr,
                 "rank %d: a hung (stopped) peer must give a timeout naming the rank "
                 "waited for; got %s: %s\n",

@@ -1,6 +1,6 @@
 /*
  * dtrun -n N [--nnodes M --node-rank R --master HOST:PORT] [--tag-output]
- *       [--grace SECONDS] PROGRAM ARGS...
+ *       [--grace SECONDS] [--stop-timeout SECONDS] PROGRAM ARGS...
  *
  * Starts N local ranks of PROGRAM. Each gets RANK, WORLD_SIZE, LOCAL_RANK,
  * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and DT_JOB_TOKEN (the torchrun
@@ -12,7 +12,8 @@
  * signal, dtrun says which and how, sends SIGTERM to the others, SIGKILL after
  * the grace period (default 2 s), and exits
  * non-zero: the failing rank's exit status, or 128 + its signal number.
- * Exit 0 only when every rank exited 0. Whatever a rank leaves running in its
+ * A rank stopped (SIGSTOP) for --stop-timeout seconds fails the job the same
+ * way (exit 1). Exit 0 only when every rank exited 0. Whatever a rank leaves running in its
  * process group is killed when the rank exits, and every rank is killed if
  * dtrun itself dies (PR_SET_PDEATHSIG), so no job outlives its launcher.
  *

@@ -35,12 +35,14 @@ typedef struct dtrun_opts {
     bool tag_output;
     bool bind;       /* --bind auto (default): pin ranks to cores when they outnumber them */
     double grace_s;
+    double stop_timeout_s; /* a rank stopped (SIGSTOP) this long fails the job; 0: never */
     char **argv; /* PROGRAM ARGS..., NULL-terminated */
 } dtrun_opts;
 
 typedef struct dtrun_rank {
     pid_t pid;  /* 0 once reaped */
     int status; /* waitpid status, valid once reaped */
+    double stopped_since; /* when it was first seen stopped (state T); 0: running */
     dtrun_stream out, err;
 } dtrun_rank;
 

@@ -19,6 +19,8 @@ static void usage(FILE *f)
         "                          default 127.0.0.1 and a free port\n"
         "  --tag-output            prefix every output line with \"[rank] \"\n"
         "  --grace SECONDS         SIGTERM-to-SIGKILL delay when tearing down (default 2)\n"
+        "  --stop-timeout SECONDS  a rank stopped (SIGSTOP) this long fails the job; 0: never\n"
+        "                          (default DT_TIMEOUT_S, else 300, like the ranks' timeout)\n"
         "  --bind auto|none        auto (default): when ranks outnumber the CPUs dtrun may\n"
         "                          use, pin rank i to the (i mod CPUs)-th of them, so ranks\n"
         "                          sharing a core stay paired instead of migrating\n"
@@ -34,6 +36,27 @@ static bool parse_int(const char *s, int lo, int hi, int *out)
         return false;
     *out = (int)v;
     return true;
+}
+
+static bool parse_seconds(const char *s, double hi, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !(v >= 0 && v <= hi))
+        return false;
+    *out = v;
+    return true;
+}
+
+/* The stop timeout's default: the ranks' own timeout, DT_TIMEOUT_S (300 s). */
+static double default_stop_timeout(void)
+{
+    const char *e = getenv("DT_TIMEOUT_S");
+    double v = 300;
+    /* a bad value is the ranks' to report: they refuse to start with it */
+    if (e == NULL || !parse_seconds(e, 1e6, &v) || v == 0)
+        v = 300;
+    return v;
 }
 
 static bool parse_master(const char *v, dtrun_opts *o)
@@ -70,10 +93,11 @@ static int parse_value_option(const char *a, const char *v, dtrun_opts *o)
         else
             want = "auto or none";
     } else if (strcmp(a, "--grace") == 0) {
-        char *end;
-        o->grace_s = strtod(v, &end);
-        if (end == v || *end != '\0' || !(o->grace_s >= 0 && o->grace_s <= 3600))
+        if (!parse_seconds(v, 3600, &o->grace_s))
             want = "0..3600 seconds";
+    } else if (strcmp(a, "--stop-timeout") == 0) {
+        if (!parse_seconds(v, 1e6, &o->stop_timeout_s))
+            want = "0..1000000 seconds";
     } else {
         fprintf(stderr, "dtrun: unknown option '%s'\n", a);
         usage(stderr);
@@ -110,6 +134,7 @@ int dtrun_parse_args(int argc, char **argv, dtrun_opts *o)
     memset(o, 0, sizeof(*o));
     o->nnodes = 1;
     o->grace_s = 2.0;
+    o->stop_timeout_s = default_stop_timeout();
     o->bind = true;
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {

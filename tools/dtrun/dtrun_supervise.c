@@ -49,7 +49,55 @@ void dtrun_start_teardown(dtrun_state *st, dtrun_rank *ranks, int n, int sig, do
         return;
     st->tearing_down = true;
     dtrun_signal_all(ranks, n, sig);
+    dtrun_signal_all(ranks, n, SIGCONT); /* a stopped rank takes the signal only when resumed */
     st->kill_at = dt__clock_now() + grace;
+}
+
+/* Whether @p pid is stopped (state T: SIGSTOP/SIGTSTP; not t, a debugger's stop). */
+static bool rank_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and ')' */
+    return p != NULL && p[1] == ' ' && p[2] == 'T';
+}
+
+/* Name the ranks stopped now (a failure elsewhere may be them hanging the job). */
+static void report_stopped(const dtrun_opts *o, const dtrun_rank *ranks, double now)
+{
+    for (int l = 0; l < o->nproc; l++)
+        if (ranks[l].pid > 0 && ranks[l].stopped_since > 0)
+            fprintf(stderr, "dtrun: rank %d is stopped (SIGSTOP) since %.0f s\n",
+                    o->node_rank * o->nproc + l, now - ranks[l].stopped_since);
+}
+
+/* A rank stopped for --stop-timeout fails the job: nothing else would notice it. */
+static void check_stopped(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *st, double now)
+{
+    for (int l = 0; l < o->nproc; l++) {
+        dtrun_rank *r = &ranks[l];
+        if (r->pid <= 0 || !rank_stopped(r->pid)) {
+            r->stopped_since = 0;
+            continue;
+        }
+        if (r->stopped_since == 0)
+            r->stopped_since = now;
+        if (st->tearing_down || o->stop_timeout_s <= 0 ||
+            now - r->stopped_since < o->stop_timeout_s)
+            continue;
+        fprintf(stderr,
+                "dtrun: rank %d stopped (SIGSTOP) for %.0f s (--stop-timeout); "
+                "terminating the job\n",
+                o->node_rank * o->nproc + l, now - r->stopped_since);
+        st->fail_code = 1;
+        dtrun_start_teardown(st, ranks, o->nproc, SIGTERM, o->grace_s);
+    }
 }
 
 /* Reap finished ranks; report the first failures and start tearing down. */
@@ -81,6 +129,7 @@ static void reap(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *st)
                         WEXITSTATUS(status));
                 st->fail_code = WEXITSTATUS(status);
             }
+            report_stopped(o, ranks, dt__clock_now());
             if (st->live > 0)
                 fprintf(stderr, "dtrun: terminating the other %d rank(s)\n", st->live);
             dtrun_start_teardown(st, ranks, o->nproc, SIGTERM, o->grace_s);
@@ -157,6 +206,7 @@ void dtrun_supervise(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *st)
             if (t >= drain_until)
                 break;
         }
+        check_stopped(o, ranks, st, t);
         if (st->kill_at > 0 && t >= st->kill_at) {
             dtrun_signal_all(ranks, n, SIGKILL);
             st->kill_at = 0;

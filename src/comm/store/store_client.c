@@ -190,17 +190,23 @@ err_free:
     return st;
 }
 
-void dt_store_destroy(dt_store *store)
+void dt__store_destroy_linger(dt_store *store, double max_linger_s)
 {
     if (store == NULL)
         return;
     if (store->fd >= 0)
         close(store->fd);
     /* Ranks may still be finishing their last request: serve until they hang up. */
-    double linger =
-        store->timeout_s < DT_STORE_LINGER_MAX_S ? store->timeout_s : DT_STORE_LINGER_MAX_S;
+    if (max_linger_s < 0)
+        max_linger_s = DT_STORE_LINGER_MAX_S;
+    double linger = store->timeout_s < max_linger_s ? store->timeout_s : max_linger_s;
     dt__store_server_stop(store->server, linger);
     free(store);
+}
+
+void dt_store_destroy(dt_store *store)
+{
+    dt__store_destroy_linger(store, -1);
 }
 
 int dt_store_port(const dt_store *store)

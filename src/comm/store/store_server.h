@@ -21,4 +21,10 @@ int dt__store_server_port(const dt_store_server *s);
  * > 0, keep serving until every client has disconnected or linger_s passed. */
 void dt__store_server_stop(dt_store_server *s, double linger_s);
 
+typedef struct dt_store dt_store;
+/* dt_store_destroy, the serving rank waiting at most @p max_linger_s for the
+ * other clients to hang up (< 0: the default, at most 30 s); after a failure
+ * a stopped rank never will. */
+void dt__store_destroy_linger(dt_store *store, double max_linger_s);
+
 #endif

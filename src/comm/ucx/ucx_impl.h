@@ -88,6 +88,9 @@ dt_status dt__ucx_peer_copy(dt_comm *c, int peer, bool to_peer, const dt__block2
 bool dt__ucx_peer_copy_ok(const dt_comm *c);
 /* Mark local peers whose process is gone as dead (rate-limited; @p now: dt__clock_now()). */
 void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force, double now);
+/* A world rank on this host whose process is stopped (SIGSTOP, a debugger),
+ * @p first checked before the others, and its pid; -1 when none is. */
+int dt__ucx_stopped_peer(const dt_comm *c, int first, int *pid);
 
 /*
  * Messages between ranks of one host (ucx_shm.c): each rank owns a POSIX

@@ -76,6 +76,30 @@ void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force, double now)
     }
 }
 
+/* Whether world rank @p i is a peer on this host whose process is stopped. */
+static bool peer_stopped(const dt_ucx_shared *sh, int i)
+{
+    const dt_ucx_peer *p = &sh->peers[i];
+    char state = 0;
+    unsigned long long start = 0;
+    if (i == sh->world_rank || !p->local || p->dead)
+        return false;
+    return proc_stat(p->pid, &state, &start) && start == p->start_time &&
+           (state == 'T' || state == 't');
+}
+
+int dt__ucx_stopped_peer(const dt_comm *c, int first, int *pid)
+{
+    const dt_ucx_shared *sh = ((const dt_ucx_comm *)c->impl)->shared;
+    int found = first >= 0 && first < sh->world_size && peer_stopped(sh, first) ? first : -1;
+    for (int i = 0; found < 0 && i < sh->world_size; i++)
+        if (peer_stopped(sh, i))
+            found = i;
+    if (found >= 0)
+        *pid = sh->peers[found].pid;
+    return found;
+}
+
 /* Contention is re-read at most every 0.5 s. */
 void dt__ucx_update_spin(dt_ucx_shared *sh, double now)
 {

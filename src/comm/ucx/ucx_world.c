@@ -84,12 +84,13 @@ err_free:
 
 /*
  * Close every endpoint. Normally flush (a peer may still be reading our last
- * messages); after a failure, when requests were abandoned on the endpoints,
- * force: that completes them with an error so the worker can be destroyed.
+ * messages); after a failure - requests abandoned on the endpoints, a dead
+ * peer, or an aborted family (a stopped peer never answers a flush) - force:
+ * that completes them with an error so the worker can be destroyed.
  */
-static void close_endpoints(dt_ucx_shared *sh)
+static void close_endpoints(dt_ucx_shared *sh, bool aborted)
 {
-    bool force = (sh->orphans > 0);
+    bool force = aborted || sh->orphans > 0;
     for (int i = 0; i < sh->world_size; i++)
         force = force || sh->peers[i].dead;
     for (int i = 0; i < sh->world_size; i++) {
@@ -125,8 +126,11 @@ static void shared_release(dt_ucx_shared *sh)
 {
     if (sh == NULL || --sh->refs > 0)
         return;
+    bool aborted = false;
+    for (int i = 0; i < sh->nfams; i++)
+        aborted = aborted || sh->fams[i].f->status != DT_OK;
     dt__ucx_notice_close(sh);
-    close_endpoints(sh);
+    close_endpoints(sh, aborted);
     ucp_worker_destroy(sh->worker);
     ucp_cleanup(sh->context);
     for (int i = 0; i < sh->orphans; i++) /* UCX never completed them */
@@ -366,6 +370,7 @@ const dt_comm_ops dt__ucx_ops = {
     .next_comm_id = ucx_next_comm_id,
     .destroy = ucx_destroy,
     .world_rank = ucx_world_rank,
+    .stopped_peer = dt__ucx_stopped_peer,
     .family_open = dt__ucx_family_open,
     .notify_abort = dt__ucx_notify_abort,
     .peer_copy = dt__ucx_peer_copy,
