@@ -96,9 +96,9 @@ static dt_status connect_store(dt_runtime *rt)
 }
 
 /*
- * Load BLAS now so the kernel choice is logged (DT_LOG=info) and a generic
- * fallback warned about at start-up, not at the first GEMM. Not fatal: a
- * program that never multiplies on the CPU runs without OpenBLAS.
+ * Load BLAS and the GEMM engine now so their kernels are logged (DT_LOG=info)
+ * and a generic fallback warned about at start-up, not at the first GEMM. Not
+ * fatal: a program that never multiplies on the CPU runs without OpenBLAS.
  */
 static void report_blas(void)
 {
@@ -107,9 +107,11 @@ static void report_blas(void)
         DT_LOG_WARN("kernel", "dt_init: no BLAS: %s", dt_last_error());
         return;
     }
-    DT_LOG_DEBUG("kernel", "dt_init: %s %s kernel %s, %d BLAS threads, %d compute threads",
+    DT_LOG_DEBUG("kernel",
+                 "dt_init: %s %s kernel %s, %d BLAS threads, %d compute threads; GEMM engine %s "
+                 "kernel %s",
                  info.blas_library, info.blas_version, info.blas_kernel, info.blas_threads,
-                 info.num_threads);
+                 info.num_threads, info.gemm_engine, info.gemm_kernel);
 }
 
 /* The transports: UCX (or self) for host memory, plus NCCL on a multi-rank CUDA run. */
@@ -195,10 +197,25 @@ static bool comm_aborted(const dt_comm *c)
     return c != NULL && c->family != NULL && c->family->status != DT_OK;
 }
 
+/*
+ * Let queued device work finish before the program exits: exit handlers run
+ * oneDNN's static destructors, which unmap JIT code that a matmul still
+ * running on the sim stream executes (train_gpt --device sim crashed at exit).
+ */
+static void drain_devices(const dt_runtime *rt)
+{
+    dt_device devs[2] = {{DT_DEVICE_SIM, 0}, rt->device};
+    int n = rt->device.type == DT_DEVICE_CUDA ? 2 : 1;
+    for (int i = 0; i < n; i++)
+        if (dt_device_synchronize(devs[i]) != DT_OK)
+            DT_LOG_WARN("runtime", "dt_runtime_destroy: %s", dt_last_error());
+}
+
 void dt_runtime_destroy(dt_runtime *rt)
 {
     if (rt == NULL)
         return;
+    drain_devices(rt);
     /* after a failure a stopped rank never hangs up: rank 0 must not wait for it */
     bool failed = comm_aborted(rt->device_world) || comm_aborted(rt->host);
     dt_comm_destroy(rt->device_world);

@@ -57,7 +57,9 @@ typedef struct dt_init_params {
  */
 DT_API dt_status dt_init(const dt_init_params *params, dt_runtime **out);
 /**
- * Tear down the world comm, the store and caches (not collective). Comms split
+ * Tear down the world comm, the store and caches (not collective). Waits first
+ * for work still queued on the sim device and the runtime's CUDA device (an
+ * error it raised is logged as a warning). Comms split
  * from the world keep the transport alive until they are destroyed too.
  * Rank 0 stops serving the store:
  * call a barrier first if other ranks may still use dt_runtime_store().

@@ -187,7 +187,7 @@ bool dt__kernels_device_of(const void *p, dt_device *out);
 int dt__kernels_num_threads(void);
 
 /* Override the thread count (n <= 0: back to the environment's) and apply it
- * to the BLAS now (dt_init calls this with dt_init_params.num_threads). */
+ * to the BLAS and oneDNN now (dt_init calls this with dt_init_params.num_threads). */
 void dt__kernels_set_num_threads(int n);
 
 #endif

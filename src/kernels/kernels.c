@@ -9,6 +9,7 @@
 #include "core/host_info.h"
 #include "core/error.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/onednn.h"
 #include "kernels/kernel_ops.h"
 
 extern const dt_kernel_ops dt__kernels_cpu;
@@ -111,4 +112,6 @@ void dt__kernels_set_num_threads(int n)
     const dt__blas *b = NULL;
     if (dt__blas_get(&b) == DT_OK)
         b->set_num_threads(dt__kernels_num_threads());
+    if (dt__onednn_loaded())
+        dt__onednn_set_num_threads(dt__kernels_num_threads());
 }

@@ -3,7 +3,8 @@
  * broadcasting (both the folded single-call path and the per-batch loop),
  * strided rows, alpha/beta, K = 0 and empty shapes. Then the same GEMM tests
  * in a child process per OpenBLAS kernel the auto-selection could choose on
- * this CPU (OPENBLAS_CORETYPE forced), and the runtime info / re-selection.
+ * this CPU (OPENBLAS_CORETYPE forced, DT_GEMM=openblas), and the runtime info
+ * / re-selection. CMakeLists.txt runs it once per GEMM engine (DT_GEMM).
  */
 #define _GNU_SOURCE
 #include <string.h>
@@ -234,7 +235,8 @@ static void test_gemm_every_candidate(void **state)
         assert_true(pid >= 0);
         if (pid == 0) {
             setenv("OPENBLAS_CORETYPE", cand[i], 1);
-            setenv("DT_LOG", "error", 1); /* the expected fallback-kernel warnings */
+            setenv("DT_GEMM", "openblas", 1); /* these kernels are OpenBLAS's */
+            setenv("DT_LOG", "error", 1);     /* the expected fallback-kernel warnings */
             execl("/proc/self/exe", "kernels_gemm", "--child-core", cand[i], (char *)NULL);
             _exit(127);
         }

@@ -1,11 +1,39 @@
-/* dt_runtime_info_get: what BLAS, kernel and threads this process computes with. */
+/* dt_runtime_info_get: what BLAS, GEMM engine, kernel and threads this process computes with. */
 #include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "dtensor/runtime.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/onednn.h"
 #include "kernels/kernel_ops.h"
+
+/* The gemm_* fields: the engine DT_GEMM chose (a failed one is described by its reason). */
+static void describe_gemm(const dt__blas *b, dt_runtime_info *info)
+{
+    bool failed = false;
+    const char *reason = "";
+    dt__gemm_engine e = dt__gemm_engine_chosen(&failed, &reason);
+    const dt__onednn_info *o = NULL;
+    snprintf(info->gemm_reason, sizeof(info->gemm_reason), "%s", reason);
+    if (e == DT_GEMM_ENGINE_OPENBLAS) {
+        snprintf(info->gemm_engine, sizeof(info->gemm_engine), "openblas");
+        snprintf(info->gemm_library, sizeof(info->gemm_library), "%s", b->library);
+        snprintf(info->gemm_version, sizeof(info->gemm_version), "%.31s", b->version);
+        snprintf(info->gemm_kernel, sizeof(info->gemm_kernel), "%s", info->blas_kernel);
+        snprintf(info->gemm_detail, sizeof(info->gemm_detail), "kernel %s", b->how);
+        info->gemm_threads = info->blas_threads;
+        return;
+    }
+    snprintf(info->gemm_engine, sizeof(info->gemm_engine), "onednn");
+    if (failed || dt__onednn_load(&o) != DT_OK)
+        return;
+    snprintf(info->gemm_library, sizeof(info->gemm_library), "%s", o->library);
+    snprintf(info->gemm_version, sizeof(info->gemm_version), "%s", o->version);
+    snprintf(info->gemm_kernel, sizeof(info->gemm_kernel), "%s", o->kernel);
+    snprintf(info->gemm_detail, sizeof(info->gemm_detail), "%s", o->detail);
+    info->gemm_threads = dt__onednn_num_threads();
+}
 
 dt_status dt_runtime_info_get(dt_runtime_info *out)
 {
@@ -22,6 +50,7 @@ dt_status dt_runtime_info_get(dt_runtime_info *out)
     dt__cpu_features_str(info.cpu_features, sizeof(info.cpu_features));
     info.blas_kernel_generic = dt__blas_core_is_generic(b);
     info.num_threads = dt__kernels_num_threads();
+    describe_gemm(b, &info);
     *out = info;
     return DT_OK;
 }

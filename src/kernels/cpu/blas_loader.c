@@ -30,6 +30,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/onednn.h"
 #include "kernels/kernel_ops.h"
 
 static const char *const lib_names[] = {"libopenblas.so.0", "libopenblas.so"};
@@ -123,6 +124,15 @@ static void warn_if_generic(void)
         return;
     char feat[128];
     dt__cpu_features_str(feat, sizeof(feat));
+    dt__gemm_engine engine = DT_GEMM_ENGINE_OPENBLAS;
+    if (dt__gemm_engine_get(&engine) == DT_OK && engine == DT_GEMM_ENGINE_ONEDNN) {
+        /* nothing multiplies on OpenBLAS then: not worth a warning */
+        DT_LOG_INFO("kernel",
+                    "OpenBLAS kernel %s is below what this CPU supports [%s]; unused: "
+                    "matmuls run on oneDNN (DT_GEMM)",
+                    blas.get_corename(), feat);
+        return;
+    }
     DT_LOG_WARN_HOST("kernel",
                      "OpenBLAS uses kernel %s, a fallback below what this CPU supports [%s]: "
                      "GEMM runs several times slower (every rank of this host). Fix: unset "

@@ -1,13 +1,17 @@
 /*
- * GEMM over the last two dims via OpenBLAS cblas_sgemm, batched by a loop
- * over c's batch index. When b is shared by the whole batch (a weight) and a
- * is untransposed with its batch rows evenly spaced, the batch is folded into
- * M so the Linear-layer case is a single large cblas call.
+ * GEMM over the last two dims on the engine DT_GEMM picks (gemm_engine.c):
+ * oneDNN's matmul primitive or OpenBLAS cblas_sgemm, batched by a loop over
+ * c's batch index. When b is shared by the whole batch (a weight) and a is
+ * untransposed with its batch rows evenly spaced, the batch is folded into M
+ * so the Linear-layer case is a single large call. On oneDNN, batch dims that
+ * collapse to one stride per operand (attention's [B, H, T, d]) are one
+ * batched primitive instead of the loop.
  */
 #include <limits.h>
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/cpu/onednn.h"
 
 #define FN "dt_kernel_gemm"
 
@@ -69,6 +73,98 @@ static void scale_c(float *restrict c, int64_t n, float beta)
         c[i] = beta == 0.0f ? 0.0f : beta * c[i];
 }
 
+/* The batch dims as one stride (0: shared by all), when they collapse to one. */
+static bool batch_collapses(const gemm_mat *m, const dt_tensor *c, int64_t *stride)
+{
+    int64_t expect = -1;
+    for (int d = c->ndim - 3; d >= 0; d--) {
+        if (c->shape[d] == 1)
+            continue;
+        if (expect < 0)
+            *stride = expect = m->bstrides[d];
+        else if (m->bstrides[d] != expect)
+            return false;
+        expect *= c->shape[d];
+    }
+    if (expect < 0)
+        *stride = 0;
+    return true;
+}
+
+/* One GEMM call's operands, shared by every batch. */
+typedef struct gemm_call {
+    const gemm_mat *a, *b;
+    bool ta, tb;
+    float alpha, beta;
+    int64_t M, N, K;
+    dt__gemm_engine engine;
+    const dt__blas *blas;
+} gemm_call;
+
+/* The oneDNN description of @p batch matrices of @p rows rows (batch strides left 0). */
+static dt__onednn_mm onednn_mm(const gemm_call *g, int64_t batch, int64_t rows)
+{
+    dt__onednn_mm mm = {.batch = batch, .m = rows, .n = g->N, .k = g->K};
+    mm.trans_a = g->ta, mm.trans_b = g->tb;
+    mm.lda = g->a->ld, mm.ldb = g->b->ld, mm.ldc = g->N;
+    mm.alpha = g->alpha, mm.beta = g->beta;
+    return mm;
+}
+
+/* c = alpha op(a) op(b) + beta c for one matrix (of @p rows rows). */
+static dt_status run_one(const gemm_call *g, int64_t rows, const float *a, const float *b, float *c)
+{
+    if (g->engine == DT_GEMM_ENGINE_ONEDNN) {
+        dt__onednn_mm mm = onednn_mm(g, 1, rows);
+        return dt__onednn_matmul(&mm, a, b, c);
+    }
+    int ta = g->ta ? DT_CBLAS_TRANS : DT_CBLAS_NO_TRANS;
+    int tb = g->tb ? DT_CBLAS_TRANS : DT_CBLAS_NO_TRANS;
+    g->blas->sgemm(DT_CBLAS_ROW_MAJOR, ta, tb, (int)rows, (int)g->N, (int)g->K, g->alpha, a,
+                   (int)g->a->ld, b, (int)g->b->ld, g->beta, c, (int)g->N);
+    return DT_OK;
+}
+
+/* oneDNN: the whole batch as one primitive when each operand has one batch stride. */
+static bool run_batched(const gemm_call *g, const dt_tensor *c, int64_t batches, float *cd,
+                        dt_status *st)
+{
+    dt__onednn_mm mm = onednn_mm(g, batches, g->M);
+    if (g->engine != DT_GEMM_ENGINE_ONEDNN || !batch_collapses(g->a, c, &mm.sa) ||
+        !batch_collapses(g->b, c, &mm.sb))
+        return false;
+    mm.sc = g->M * g->N;
+    *st = dt__onednn_matmul(&mm, g->a->data, g->b->data, cd);
+    return *st != DT_ERR_UNSUPPORTED; /* a layout it does not take: one matrix at a time */
+}
+
+/* Every batch: folded into M, one batched call, or a loop (odometer over the batch dims). */
+static dt_status run_batches(const gemm_call *g, const dt_tensor *c, int64_t batches, float *cd)
+{
+    int nb = c->ndim - 2;
+    if (batches > 1 && !g->ta && batch_is_shared(g->b, nb) && batch_folds(g->a, c) &&
+        batches * g->M <= INT_MAX)
+        return run_one(g, batches * g->M, g->a->data, g->b->data, cd);
+    dt_status st = DT_OK;
+    if (batches > 1 && run_batched(g, c, batches, cd, &st))
+        return st;
+    int64_t idx[DT_MAX_DIMS] = {0};
+    int64_t off_a = 0, off_b = 0, MN = g->M * g->N;
+    for (int64_t i = 0; i < batches; i++) {
+        DT_CHECK(run_one(g, g->M, g->a->data + off_a, g->b->data + off_b, cd + i * MN));
+        for (int d = nb - 1; d >= 0; d--) {
+            off_a += g->a->bstrides[d];
+            off_b += g->b->bstrides[d];
+            if (++idx[d] < c->shape[d])
+                break;
+            off_a -= g->a->bstrides[d] * c->shape[d];
+            off_b -= g->b->bstrides[d] * c->shape[d];
+            idx[d] = 0;
+        }
+    }
+    return DT_OK;
+}
+
 dt_status dt__cpu_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
                        float alpha, float beta, dt_tensor *c)
 {
@@ -93,31 +189,17 @@ dt_status dt__cpu_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, boo
         scale_c(cd, batches * M * N, beta);
         return DT_OK;
     }
-    const dt__blas *blas = NULL;
-    DT_CHECK(dt__blas_get(&blas));
-    int ta = trans_a ? DT_CBLAS_TRANS : DT_CBLAS_NO_TRANS;
-    int tb = trans_b ? DT_CBLAS_TRANS : DT_CBLAS_NO_TRANS;
-    int nb = c->ndim - 2;
-    if (batches > 1 && !trans_a && batch_is_shared(&mb, nb) && batch_folds(&ma, c) &&
-        batches * M <= INT_MAX) {
-        blas->sgemm(DT_CBLAS_ROW_MAJOR, ta, tb, (int)(batches * M), (int)N, (int)ak, alpha, ma.data,
-                    (int)ma.ld, mb.data, (int)mb.ld, beta, cd, (int)N);
-        return DT_OK;
-    }
-    int64_t idx[DT_MAX_DIMS] = {0};
-    int64_t off_a = 0, off_b = 0;
-    for (int64_t i = 0; i < batches; i++) {
-        blas->sgemm(DT_CBLAS_ROW_MAJOR, ta, tb, (int)M, (int)N, (int)ak, alpha, ma.data + off_a,
-                    (int)ma.ld, mb.data + off_b, (int)mb.ld, beta, cd + i * M * N, (int)N);
-        for (int d = nb - 1; d >= 0; d--) { /* odometer over the batch dims */
-            off_a += ma.bstrides[d];
-            off_b += mb.bstrides[d];
-            if (++idx[d] < c->shape[d])
-                break;
-            off_a -= ma.bstrides[d] * c->shape[d];
-            off_b -= mb.bstrides[d] * c->shape[d];
-            idx[d] = 0;
-        }
-    }
-    return DT_OK;
+    gemm_call g = {.a = &ma,
+                   .b = &mb,
+                   .ta = trans_a,
+                   .tb = trans_b,
+                   .alpha = alpha,
+                   .beta = beta,
+                   .M = M,
+                   .N = N,
+                   .K = ak};
+    DT_CHECK(dt__gemm_engine_get(&g.engine));
+    if (g.engine == DT_GEMM_ENGINE_OPENBLAS)
+        DT_CHECK(dt__blas_get(&g.blas));
+    return run_batches(&g, c, batches, cd);
 }
