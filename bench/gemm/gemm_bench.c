@@ -1,6 +1,7 @@
 /*
  * gemm_bench: f32 matmul GFLOP/s of dtensor's GEMM (kernel table, oneDNN
- * engine) against OpenBLAS as this environment loads it and OpenBLAS with
+ * engine), and of its bf16 GEMM (bf16 inputs, f32 accumulation and output),
+ * against OpenBLAS as this environment loads it and OpenBLAS with
  * its best kernel forced (OPENBLAS_CORETYPE=SkylakeX, set only for a child
  * process: the kernel is chosen when the library loads), 1 and 2 threads,
  * square N = 512..4096 and the shapes of the GPT-small training step.
@@ -77,6 +78,7 @@ static bool skipped(const shape *s)
 
 typedef struct operands {
     dt_tensor *a, *b, *c;
+    dt_tensor *a16, *b16; /* a and b rounded to bf16 */
 } operands;
 
 static dt_tensor *rand_tensor(int64_t batch, int64_t rows, int64_t cols)
@@ -90,11 +92,23 @@ static dt_tensor *rand_tensor(int64_t batch, int64_t rows, int64_t cols)
     return t;
 }
 
+static dt_tensor *to_bf16(const dt_tensor *t)
+{
+    dt_tensor *h = NULL;
+    die_on(
+        dt_tensor_empty(dt_tensor_ndim(t), dt_tensor_shape(t), DT_DTYPE_BF16, dt_device_cpu(), &h),
+        "alloc");
+    die_on(dt__kernels_for(dt_device_cpu())->copy(h, t), "to bf16");
+    return h;
+}
+
 static operands operands_new(const shape *s)
 {
     operands o = {rand_tensor(s->batch, s->ta ? s->k : s->m, s->ta ? s->m : s->k),
                   rand_tensor(s->batch, s->tb ? s->n : s->k, s->tb ? s->k : s->n),
-                  rand_tensor(s->batch, s->m, s->n)};
+                  rand_tensor(s->batch, s->m, s->n), NULL, NULL};
+    o.a16 = to_bf16(o.a);
+    o.b16 = to_bf16(o.b);
     return o;
 }
 
@@ -103,14 +117,28 @@ static void operands_free(operands *o)
     dt_tensor_release(o->a);
     dt_tensor_release(o->b);
     dt_tensor_release(o->c);
+    dt_tensor_release(o->a16);
+    dt_tensor_release(o->b16);
 }
 
-static double time_dtensor(const shape *s, const operands *o)
+static double time_dtensor(const shape *s, const operands *o, bool bf16)
 {
     const dt_kernel_ops *k = dt__kernels_for(dt_device_cpu());
     double t = now();
-    die_on(k->gemm(o->a, o->b, s->ta, s->tb, 1.0f, 0.0f, o->c), "dtensor gemm");
+    die_on(k->gemm(bf16 ? o->a16 : o->a, bf16 ? o->b16 : o->b, s->ta, s->tb, 1.0f, 0.0f, o->c),
+           "dtensor gemm");
     return now() - t;
+}
+
+/* Best of REPS after a warm-up (which creates oneDNN's primitive). */
+static double best_dtensor(const shape *s, const operands *o, bool bf16)
+{
+    double best = time_dtensor(s, o, bf16);
+    for (int r = 0; r < REPS; r++) {
+        double t = time_dtensor(s, o, bf16);
+        best = t < best ? t : best;
+    }
+    return best;
 }
 
 /* cblas_sgemm straight into the loaded OpenBLAS, a loop over the batch. */
@@ -190,14 +218,17 @@ static void run_blas_child(const char *core, int threads, double *gf, char *kern
         fprintf(stderr, "gemm_bench: the %s child failed\n", core);
 }
 
-static void print_row(const shape *s, int threads, double dnn, double blas, double forced)
+static void print_row(const shape *s, int threads, double dnn, double blas, double forced,
+                      double dnn16)
 {
     double best_blas = blas > forced ? blas : forced;
+    double best_f32 = dnn > best_blas ? dnn : best_blas;
     char label[96];
     snprintf(label, sizeof(label), "%s %lldx%lldx%lld", s->name, (long long)s->m, (long long)s->n,
              (long long)s->k);
-    printf("| %-38s | %2d | %8.1f | %8.1f | %8.1f | %5.2fx | %7.2fx |\n", label, threads, dnn, blas,
-           forced, dnn / blas, best_blas > 0 ? dnn / best_blas : 0.0);
+    printf("| %-38s | %2d | %8.1f | %8.1f | %8.1f | %5.2fx | %7.2fx | %8.1f | %7.2fx |\n", label,
+           threads, dnn, blas, forced, dnn / blas, best_blas > 0 ? dnn / best_blas : 0.0, dnn16,
+           dnn16 / best_f32);
 }
 
 static int table(const char *core)
@@ -206,9 +237,10 @@ static int table(const char *core)
     die_on(dt_runtime_info_get(&info), "runtime info");
     const dt__blas *blas = NULL;
     die_on(dt__blas_get(&blas), "OpenBLAS");
-    printf("dtensor GEMM: %s %s, kernel %s (%s); OpenBLAS %s as loaded: kernel %s (%s)\n",
-           info.gemm_library, info.gemm_version, info.gemm_kernel, info.gemm_detail,
-           info.blas_version, info.blas_kernel, blas->how);
+    printf("dtensor GEMM: %s %s, kernel %s, bf16 kernel %s (%s); OpenBLAS %s as loaded: kernel "
+           "%s (%s)\n",
+           info.gemm_library, info.gemm_version, info.gemm_kernel, info.gemm_kernel_bf16,
+           info.gemm_detail, info.blas_version, info.blas_kernel, blas->how);
     printf("CPU: %s; best of %d, GFLOP/s\n\n", info.cpu_features, REPS);
     for (int threads = 1; threads <= 2; threads++) {
         double forced[NSHAPES] = {0};
@@ -218,10 +250,14 @@ static int table(const char *core)
         char title[32];
         snprintf(title, sizeof(title), "shape M x N x K, %d thread%s", threads,
                  threads > 1 ? "s" : "");
-        printf("| %-38s | th | dtensor  | OpenBLAS | OpenBLAS | dt/as  | dt/best  |\n", title);
-        printf("| %-38s |    | oneDNN   | %-8.8s | %-8.8s | loaded | OpenBLAS |\n", "",
-               info.blas_kernel, kernel);
-        printf("|%.40s|----|----------|----------|----------|--------|----------|\n",
+        printf("| %-38s | th | dtensor  | OpenBLAS | OpenBLAS | dt/as  | dt/best  | dtensor  | "
+               "bf16 /   |\n",
+               title);
+        printf("| %-38s |    | oneDNN   | %-8.8s | %-8.8s | loaded | OpenBLAS | bf16     | best "
+               "f32 |\n",
+               "", info.blas_kernel, kernel);
+        printf("|%.40s|----|----------|----------|----------|--------|----------|----------|------"
+               "----|\n",
                "----------------------------------------");
         for (int i = 0; i < NSHAPES; i++) {
             const shape *s = &shapes[i];
@@ -231,17 +267,13 @@ static int table(const char *core)
             /* one engine after the other: OpenBLAS's idle workers poll ~0.1 s after
              * a call and would take oneDNN's second core; let them stop first */
             usleep(200000);
-            double td = time_dtensor(s, &o); /* warm-up: creates the primitive */
-            for (int r = 0; r < REPS; r++) {
-                double t = time_dtensor(s, &o);
-                td = t < td ? t : td;
-            }
+            double td = best_dtensor(s, &o, false), td16 = best_dtensor(s, &o, true);
             double tb = time_blas(blas, s, &o);
             for (int r = 0; r < REPS; r++) {
                 double t = time_blas(blas, s, &o);
                 tb = t < tb ? t : tb;
             }
-            print_row(s, threads, gflops(s, td), gflops(s, tb), forced[i]);
+            print_row(s, threads, gflops(s, td), gflops(s, tb), forced[i], gflops(s, td16));
             operands_free(&o);
         }
         printf("\n");
@@ -273,7 +305,7 @@ static int latency(void)
     double first = 0.0, sum = 0.0;
     float x[2] = {1.0f, 2.0f}, y[2] = {0}, pad[2] = {0};
     for (int r = 0; r < ROUNDS; r++) {
-        time_dtensor(&s, &o);
+        time_dtensor(&s, &o, false);
         die_on(dt_comm_allreduce(w, x, pad, 1, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL), "sync");
         for (int i = 0; i < OPS; i++) {
             double t = now();

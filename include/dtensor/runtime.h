@@ -106,6 +106,9 @@ typedef struct dt_runtime_info {
     int gemm_threads;
     char gemm_detail[160]; /* e.g. "isa avx512_core_bf16, OpenMP runtime, idle threads passive" */
     char gemm_reason[192]; /* why this engine, e.g. "default (DT_GEMM=auto)" */
+    /* bf16 matmuls (f32 accumulation): oneDNN's kernel, e.g. "brg:avx512_core_bf16";
+       "converted to f32" when they run as f32 matmuls (OpenBLAS, or no bf16 kernel) */
+    char gemm_kernel_bf16[64];
 } dt_runtime_info;
 
 /** Fill @p out (works before dt_init too, for single-process programs). */

@@ -299,7 +299,8 @@ static void test_bad_inputs(void **state)
     assert_int_equal(k->sgd_step(x, x, NULL, 0.1f, 0.9f, 0.0f), DT_ERR_INVALID_ARG);
     assert_int_equal(k->copy(NULL, x), DT_ERR_INVALID_ARG);
     assert_int_equal(k->fill(NULL, 1.0), DT_ERR_INVALID_ARG);
-    assert_false(k->supports(DT_KOP_GEMM, DT_DTYPE_BF16));
+    assert_false(k->supports(DT_KOP_GEMM, DT_DTYPE_F64));
+    assert_true(k->supports(DT_KOP_GEMM, DT_DTYPE_BF16)); /* f32 accumulation */
     assert_true(k->supports(DT_KOP_GEMM, DT_DTYPE_F32));
     dt_tensor *objs[] = {x, y, i32, xt, wrong};
     for (size_t i = 0; i < 5; i++)

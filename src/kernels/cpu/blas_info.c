@@ -22,6 +22,7 @@ static void describe_gemm(const dt__blas *b, dt_runtime_info *info)
         snprintf(info->gemm_version, sizeof(info->gemm_version), "%.31s", b->version);
         snprintf(info->gemm_kernel, sizeof(info->gemm_kernel), "%s", info->blas_kernel);
         snprintf(info->gemm_detail, sizeof(info->gemm_detail), "kernel %s", b->how);
+        snprintf(info->gemm_kernel_bf16, sizeof(info->gemm_kernel_bf16), "converted to f32");
         info->gemm_threads = info->blas_threads;
         return;
     }
@@ -31,6 +32,8 @@ static void describe_gemm(const dt__blas *b, dt_runtime_info *info)
     snprintf(info->gemm_library, sizeof(info->gemm_library), "%s", o->library);
     snprintf(info->gemm_version, sizeof(info->gemm_version), "%s", o->version);
     snprintf(info->gemm_kernel, sizeof(info->gemm_kernel), "%s", o->kernel);
+    snprintf(info->gemm_kernel_bf16, sizeof(info->gemm_kernel_bf16), "%s",
+             strcmp(o->kernel_bf16, "none") == 0 ? "converted to f32" : o->kernel_bf16);
     snprintf(info->gemm_detail, sizeof(info->gemm_detail), "%s", o->detail);
     info->gemm_threads = dt__onednn_num_threads();
 }

@@ -5,6 +5,8 @@ static bool cpu_supports(dt_kernel_op op, dt_dtype dtype)
 {
     if (op == DT_KOP_FILL || op == DT_KOP_COPY)
         return dt_dtype_size(dtype) != 0;
+    if (op == DT_KOP_GEMM) /* bf16 inputs accumulate in f32 */
+        return dtype == DT_DTYPE_F32 || dtype == DT_DTYPE_BF16;
     return op < DT_KOP_COUNT && dtype == DT_DTYPE_F32;
 }
 

@@ -8,6 +8,7 @@
  * batched primitive instead of the loop.
  */
 #include <limits.h>
+#include <string.h>
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_internal.h"
@@ -16,7 +17,7 @@
 #define FN "dt_kernel_gemm"
 
 typedef struct gemm_mat {
-    const float *data;
+    const char *data;
     int64_t rows, cols;            /* as stored (before any transpose) */
     int64_t ld;                    /* row stride */
     int64_t bstrides[DT_MAX_DIMS]; /* broadcast to c's batch dims */
@@ -24,7 +25,7 @@ typedef struct gemm_mat {
 
 static dt_status gemm_prepare(const char *what, const dt_tensor *t, const dt_tensor *c, gemm_mat *m)
 {
-    DT_CHECK(dt__cpu_check(FN, what, t, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_local(FN, what, t));
     if (t->ndim < 2)
         return DT_ERR(DT_ERR_INVALID_ARG, FN ": %s has %d dims, needs at least 2", what, t->ndim);
     m->rows = t->shape[t->ndim - 2];
@@ -41,7 +42,7 @@ static dt_status gemm_prepare(const char *what, const dt_tensor *t, const dt_ten
     if (m->ld > INT_MAX || m->rows > INT_MAX || m->cols > INT_MAX)
         return DT_ERR(DT_ERR_UNSUPPORTED, FN ": %s dims %lld x %lld (ld %lld) exceed int", what,
                       (long long)m->rows, (long long)m->cols, (long long)m->ld);
-    m->data = dt__f32(t);
+    m->data = (const char *)t->storage->data + t->offset * (int64_t)dt_dtype_size(t->dtype);
     dt_tensor batch = *t;
     batch.ndim = t->ndim - 2;
     return dt__cpu_broadcast_strides(FN, what, &batch, c->ndim - 2, c->shape, m->bstrides);
@@ -97,6 +98,8 @@ typedef struct gemm_call {
     bool ta, tb;
     float alpha, beta;
     int64_t M, N, K;
+    dt_dtype ab_dtype, c_dtype;
+    size_t ab_size, c_size; /* element sizes */
     dt__gemm_engine engine;
     const dt__blas *blas;
 } gemm_call;
@@ -108,11 +111,12 @@ static dt__onednn_mm onednn_mm(const gemm_call *g, int64_t batch, int64_t rows)
     mm.trans_a = g->ta, mm.trans_b = g->tb;
     mm.lda = g->a->ld, mm.ldb = g->b->ld, mm.ldc = g->N;
     mm.alpha = g->alpha, mm.beta = g->beta;
+    mm.ab_dtype = g->ab_dtype, mm.c_dtype = g->c_dtype;
     return mm;
 }
 
 /* c = alpha op(a) op(b) + beta c for one matrix (of @p rows rows). */
-static dt_status run_one(const gemm_call *g, int64_t rows, const float *a, const float *b, float *c)
+static dt_status run_one(const gemm_call *g, int64_t rows, const char *a, const char *b, char *c)
 {
     if (g->engine == DT_GEMM_ENGINE_ONEDNN) {
         dt__onednn_mm mm = onednn_mm(g, 1, rows);
@@ -120,13 +124,14 @@ static dt_status run_one(const gemm_call *g, int64_t rows, const float *a, const
     }
     int ta = g->ta ? DT_CBLAS_TRANS : DT_CBLAS_NO_TRANS;
     int tb = g->tb ? DT_CBLAS_TRANS : DT_CBLAS_NO_TRANS;
-    g->blas->sgemm(DT_CBLAS_ROW_MAJOR, ta, tb, (int)rows, (int)g->N, (int)g->K, g->alpha, a,
-                   (int)g->a->ld, b, (int)g->b->ld, g->beta, c, (int)g->N);
+    g->blas->sgemm(DT_CBLAS_ROW_MAJOR, ta, tb, (int)rows, (int)g->N, (int)g->K, g->alpha,
+                   (const float *)a, (int)g->a->ld, (const float *)b, (int)g->b->ld, g->beta,
+                   (float *)c, (int)g->N);
     return DT_OK;
 }
 
 /* oneDNN: the whole batch as one primitive when each operand has one batch stride. */
-static bool run_batched(const gemm_call *g, const dt_tensor *c, int64_t batches, float *cd,
+static bool run_batched(const gemm_call *g, const dt_tensor *c, int64_t batches, char *cd,
                         dt_status *st)
 {
     dt__onednn_mm mm = onednn_mm(g, batches, g->M);
@@ -139,7 +144,7 @@ static bool run_batched(const gemm_call *g, const dt_tensor *c, int64_t batches,
 }
 
 /* Every batch: folded into M, one batched call, or a loop (odometer over the batch dims). */
-static dt_status run_batches(const gemm_call *g, const dt_tensor *c, int64_t batches, float *cd)
+static dt_status run_batches(const gemm_call *g, const dt_tensor *c, int64_t batches, char *cd)
 {
     int nb = c->ndim - 2;
     if (batches > 1 && !g->ta && batch_is_shared(g->b, nb) && batch_folds(g->a, c) &&
@@ -151,7 +156,9 @@ static dt_status run_batches(const gemm_call *g, const dt_tensor *c, int64_t bat
     int64_t idx[DT_MAX_DIMS] = {0};
     int64_t off_a = 0, off_b = 0, MN = g->M * g->N;
     for (int64_t i = 0; i < batches; i++) {
-        DT_CHECK(run_one(g, g->M, g->a->data + off_a, g->b->data + off_b, cd + i * MN));
+        DT_CHECK(run_one(g, g->M, g->a->data + off_a * (int64_t)g->ab_size,
+                         g->b->data + off_b * (int64_t)g->ab_size,
+                         cd + i * MN * (int64_t)g->c_size));
         for (int d = nb - 1; d >= 0; d--) {
             off_a += g->a->bstrides[d];
             off_b += g->b->bstrides[d];
@@ -165,10 +172,71 @@ static dt_status run_batches(const gemm_call *g, const dt_tensor *c, int64_t bat
     return DT_OK;
 }
 
+/* Whether bf16 matmuls run on a oneDNN bf16 kernel (else on f32 copies). */
+static bool onednn_bf16(void)
+{
+    const dt__onednn_info *o = NULL;
+    return dt__onednn_load(&o) == DT_OK && strcmp(o->kernel_bf16, "none") != 0;
+}
+
+/* A copy of @p t in f32 (values kept when @p keep, else uninitialised). */
+static dt_status widen(const dt_tensor *t, bool keep, dt_tensor **out)
+{
+    DT_CHECK(dt_tensor_empty(t->ndim, t->shape, DT_DTYPE_F32, dt_device_cpu(), out));
+    dt_status st = keep ? dt__cpu_copy(*out, t) : DT_OK;
+    if (st != DT_OK) {
+        dt_tensor_release(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* bf16 operands on an engine without a bf16 kernel: the same GEMM on f32 copies. */
+static dt_status gemm_widened(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
+                              float alpha, float beta, dt_tensor *c)
+{
+    dt_tensor *fa = NULL, *fb = NULL, *fc = NULL;
+    bool c16 = c->dtype != DT_DTYPE_F32;
+    dt_status st = widen(a, true, &fa);
+    if (st == DT_OK)
+        st = widen(b, true, &fb);
+    if (st == DT_OK)
+        fc = c16 ? NULL : dt_tensor_retain(c);
+    if (st == DT_OK && c16)
+        st = widen(c, beta != 0.0f, &fc);
+    if (st == DT_OK)
+        st = dt__cpu_gemm(fa, fb, trans_a, trans_b, alpha, beta, fc);
+    if (st == DT_OK && c16)
+        st = dt__cpu_copy(c, fc);
+    dt_tensor_release(fa);
+    dt_tensor_release(fb);
+    dt_tensor_release(fc);
+    return st;
+}
+
+/* a and b f32 into c f32, or a and b bf16 into c bf16 or f32. */
+static dt_status check_dtypes(const dt_tensor *a, const dt_tensor *b, const dt_tensor *c)
+{
+    dt_dtype t = a->dtype;
+    if (t != DT_DTYPE_F32 && t != DT_DTYPE_BF16)
+        return DT_ERR(DT_ERR_INVALID_ARG, FN ": a has dtype %s, expected f32 or bf16",
+                      dt_dtype_name(t));
+    if (b->dtype != t)
+        return DT_ERR(DT_ERR_INVALID_ARG, FN ": a is %s but b is %s (they must match)",
+                      dt_dtype_name(t), dt_dtype_name(b->dtype));
+    if (c->dtype != DT_DTYPE_F32 && c->dtype != t)
+        return DT_ERR(DT_ERR_INVALID_ARG, FN ": c has dtype %s, expected f32%s",
+                      dt_dtype_name(c->dtype), t == DT_DTYPE_BF16 ? " or bf16" : "");
+    return DT_OK;
+}
+
 dt_status dt__cpu_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
                        float alpha, float beta, dt_tensor *c)
 {
-    DT_CHECK(dt__cpu_check_out(FN, "c", c, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_local(FN, "a", a));
+    DT_CHECK(dt__cpu_check_local(FN, "b", b));
+    DT_CHECK(dt__cpu_check_out(FN, "c", c, c->dtype));
+    DT_CHECK(check_dtypes(a, b, c));
     if (c->ndim < 2)
         return DT_ERR(DT_ERR_INVALID_ARG, FN ": c has %d dims, needs at least 2", c->ndim);
     gemm_mat ma, mb;
@@ -182,11 +250,16 @@ dt_status dt__cpu_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, boo
                       FN ": op(a) is %lld x %lld, op(b) %lld x %lld, c %lld x %lld", (long long)am,
                       (long long)ak, (long long)bk, (long long)bn, (long long)M, (long long)N);
     int64_t batches = dt__shape_numel(c->ndim - 2, c->shape);
-    float *cd = dt__f32(c);
     if (batches == 0 || M == 0 || N == 0)
         return DT_OK;
+    dt__gemm_engine engine;
+    DT_CHECK(dt__gemm_engine_get(&engine));
+    bool bf16 = a->dtype == DT_DTYPE_BF16 || c->dtype == DT_DTYPE_BF16;
+    if (bf16 && (ak == 0 || engine != DT_GEMM_ENGINE_ONEDNN || !onednn_bf16()))
+        return gemm_widened(a, b, trans_a, trans_b, alpha, beta, c);
+    char *cd = (char *)c->storage->data + c->offset * (int64_t)dt_dtype_size(c->dtype);
     if (ak == 0) { /* nothing to multiply: c = beta * c */
-        scale_c(cd, batches * M * N, beta);
+        scale_c((float *)cd, batches * M * N, beta);
         return DT_OK;
     }
     gemm_call g = {.a = &ma,
@@ -197,8 +270,12 @@ dt_status dt__cpu_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, boo
                    .beta = beta,
                    .M = M,
                    .N = N,
-                   .K = ak};
-    DT_CHECK(dt__gemm_engine_get(&g.engine));
+                   .K = ak,
+                   .ab_dtype = a->dtype,
+                   .c_dtype = c->dtype,
+                   .ab_size = dt_dtype_size(a->dtype),
+                   .c_size = dt_dtype_size(c->dtype),
+                   .engine = engine};
     if (g.engine == DT_GEMM_ENGINE_OPENBLAS)
         DT_CHECK(dt__blas_get(&g.blas));
     return run_batches(&g, c, batches, cd);

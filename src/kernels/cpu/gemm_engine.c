@@ -34,8 +34,9 @@ static void log_choice(void)
 {
     const dt__onednn_info *i = NULL;
     if (engine == DT_GEMM_ENGINE_ONEDNN && !failed && dt__onednn_load(&i) == DT_OK)
-        DT_LOG_INFO("kernel", "gemm: engine %s %s, kernel %s, %d threads (%s); %s", i->library,
-                    i->version, i->kernel, dt__onednn_num_threads(), i->detail, reason);
+        DT_LOG_INFO("kernel", "gemm: engine %s %s, kernel %s (bf16: %s), %d threads (%s); %s",
+                    i->library, i->version, i->kernel, i->kernel_bf16, dt__onednn_num_threads(),
+                    i->detail, reason);
     else if (failed)
         DT_LOG_WARN("kernel", "%s", engine_error);
     else

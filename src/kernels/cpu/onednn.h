@@ -15,10 +15,11 @@
 
 /* What the loaded oneDNN is (filled by dt__onednn_load). */
 typedef struct dt__onednn_info {
-    char library[64]; /* "oneDNN (libdnnl.so.2)" */
-    char version[32]; /* "2.6.3" */
-    char kernel[64];  /* implementation of an f32 matmul: "brg:avx512_core" */
-    char detail[160]; /* "isa avx512_core_bf16, GNU OpenMP, idle threads passive" */
+    char library[64];     /* "oneDNN (libdnnl.so.2)" */
+    char version[32];     /* "2.6.3" */
+    char kernel[64];      /* implementation of an f32 matmul: "brg:avx512_core" */
+    char kernel_bf16[64]; /* of a bf16 one (f32 accumulation): "brg:avx512_core_bf16", "none" */
+    char detail[160];     /* "isa avx512_core_bf16, GNU OpenMP, idle threads passive" */
 } dt__onednn_info;
 
 /*
@@ -48,14 +49,16 @@ typedef struct dt__onednn_mm {
     int64_t lda, ldb, ldc;
     int64_t sa, sb, sc;
     float alpha, beta;
+    dt_dtype ab_dtype, c_dtype; /* F32 (0, the default) or BF16; a and b alike */
 } dt__onednn_mm;
 
 /*
- * Run @p mm on oneDNN (loads it). Fails naming the shape: DT_ERR_UNSUPPORTED
- * for a layout oneDNN does not take (e.g. overlapping batches), else
- * DT_ERR_BACKEND.
+ * Run @p mm on oneDNN (loads it); a, b and c hold mm's dtypes (bf16 inputs
+ * accumulate in f32). Fails naming the shape: DT_ERR_UNSUPPORTED for a
+ * layout or dtype oneDNN does not take here (e.g. overlapping batches, bf16
+ * on a CPU without AVX-512), else DT_ERR_BACKEND.
  */
-dt_status dt__onednn_matmul(const dt__onednn_mm *mm, const float *a, const float *b, float *c);
+dt_status dt__onednn_matmul(const dt__onednn_mm *mm, const void *a, const void *b, void *c);
 
 /* Primitives in the cache now, and how many were created/evicted since load. */
 void dt__onednn_cache_stats(int *entries, int64_t *created, int64_t *evicted);

@@ -69,8 +69,10 @@ static mm_key make_key(const dt__onednn_mm *mm, int threads)
     uint32_t ab = 0, bb = 0;
     memcpy(&ab, &alpha, sizeof(ab));
     memcpy(&bb, &beta, sizeof(bb));
-    int64_t v[] = {mm->batch, mm->m,  mm->n,  mm->k,  mm->trans_a, mm->trans_b, mm->lda, mm->ldb,
-                   mm->ldc,   mm->sa, mm->sb, mm->sc, ab,          bb,          threads};
+    int64_t v[] = {mm->batch,   mm->m,       mm->n,   mm->k,
+                   mm->trans_a, mm->trans_b, mm->lda, mm->ldb,
+                   mm->ldc,     mm->sa,      mm->sb,  mm->sc,
+                   ab,          bb,          threads, mm->ab_dtype * 16 + mm->c_dtype};
     memcpy(w, v, sizeof(v));
     return k;
 }
@@ -90,7 +92,7 @@ static uint64_t key_hash(const mm_key *k)
  * is shared (bstride 0) is a broadcast dim of size 1.
  */
 static dnnl_status_t mat_desc(const dt__onednn_mm *mm, dnnl_memory_desc_t *md, int64_t bstride,
-                              int64_t rows, int64_t cols, bool trans, int64_t ld)
+                              int64_t rows, int64_t cols, bool trans, int64_t ld, dt_dtype dtype)
 {
     const dt__dnnl *api = dt__dnnl_api();
     int64_t span = ld * (trans ? cols : rows);
@@ -104,16 +106,18 @@ static dnnl_status_t mat_desc(const dt__onednn_mm *mm, dnnl_memory_desc_t *md, i
     strides[nd++] = trans ? 1 : ld;
     dims[nd] = cols;
     strides[nd++] = trans ? ld : 1;
-    return api->dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, strides);
+    dnnl_data_type_t dt = dtype == DT_DTYPE_BF16 ? dnnl_bf16 : dnnl_f32;
+    return api->dnnl_memory_desc_init_by_strides(md, nd, dims, dt, strides);
 }
 
 static dnnl_status_t build_descs(const dt__onednn_mm *mm, dnnl_memory_desc_t md[3])
 {
-    dnnl_status_t s = mat_desc(mm, &md[0], mm->sa, mm->m, mm->k, mm->trans_a, mm->lda);
+    dnnl_status_t s =
+        mat_desc(mm, &md[0], mm->sa, mm->m, mm->k, mm->trans_a, mm->lda, mm->ab_dtype);
     if (s == dnnl_success)
-        s = mat_desc(mm, &md[1], mm->sb, mm->k, mm->n, mm->trans_b, mm->ldb);
+        s = mat_desc(mm, &md[1], mm->sb, mm->k, mm->n, mm->trans_b, mm->ldb, mm->ab_dtype);
     if (s == dnnl_success)
-        s = mat_desc(mm, &md[2], mm->sc, mm->m, mm->n, false, mm->ldc);
+        s = mat_desc(mm, &md[2], mm->sc, mm->m, mm->n, false, mm->ldc, mm->c_dtype);
     return s;
 }
 
@@ -172,12 +176,12 @@ static dt_status mm_error(const dt__onednn_mm *mm, const char *what, dnnl_status
     bool layout = strcmp(what, "primitive descriptor") == 0 &&
                   (s == dnnl_unimplemented || s == dnnl_invalid_arguments);
     return DT_ERR(layout ? DT_ERR_UNSUPPORTED : DT_ERR_BACKEND,
-                  "gemm: oneDNN %s failed (%s) for batch %lld x [%lld x %lld] * [%lld x %lld], "
-                  "trans_a %d trans_b %d, lda %lld ldb %lld ldc %lld, alpha %g beta %g",
-                  what, dt__dnnl_status_str(s), (long long)mm->batch, (long long)mm->m,
-                  (long long)mm->k, (long long)mm->k, (long long)mm->n, mm->trans_a, mm->trans_b,
-                  (long long)mm->lda, (long long)mm->ldb, (long long)mm->ldc, (double)mm->alpha,
-                  (double)mm->beta);
+                  "gemm: oneDNN %s failed (%s) for %s batch %lld x [%lld x %lld] * [%lld x %lld] "
+                  "-> %s, trans_a %d trans_b %d, lda %lld ldb %lld ldc %lld, alpha %g beta %g",
+                  what, dt__dnnl_status_str(s), dt_dtype_name(mm->ab_dtype), (long long)mm->batch,
+                  (long long)mm->m, (long long)mm->k, (long long)mm->k, (long long)mm->n,
+                  dt_dtype_name(mm->c_dtype), mm->trans_a, mm->trans_b, (long long)mm->lda,
+                  (long long)mm->ldb, (long long)mm->ldc, (double)mm->alpha, (double)mm->beta);
 }
 
 /* Build the primitive and its memory objects into @p e. */
@@ -240,8 +244,8 @@ static dt_status lookup(const dt__onednn_mm *mm, const mm_key *key, cache_entry 
     return DT_OK;
 }
 
-static dt_status execute(const dt__onednn_mm *mm, cache_entry *e, const float *a, const float *b,
-                         float *c)
+static dt_status execute(const dt__onednn_mm *mm, cache_entry *e, const void *a, const void *b,
+                         void *c)
 {
     const dt__dnnl *api = dt__dnnl_api();
     void *ptr[3] = {(void *)a, (void *)b, c}; /* oneDNN never writes a or b */
@@ -257,7 +261,7 @@ static dt_status execute(const dt__onednn_mm *mm, cache_entry *e, const float *a
     return s == dnnl_success ? DT_OK : mm_error(mm, "execution", s);
 }
 
-dt_status dt__onednn_matmul(const dt__onednn_mm *mm, const float *a, const float *b, float *c)
+dt_status dt__onednn_matmul(const dt__onednn_mm *mm, const void *a, const void *b, void *c)
 {
     DT_CHECK(dt__onednn_load(NULL));
     pthread_once(&init_once, cache_init);
@@ -293,7 +297,7 @@ void dt__onednn_cache_stats(int *entries, int64_t *created, int64_t *evicted)
     pthread_mutex_unlock(&lock);
 }
 #else
-dt_status dt__onednn_matmul(const dt__onednn_mm *mm, const float *a, const float *b, float *c)
+dt_status dt__onednn_matmul(const dt__onednn_mm *mm, const void *a, const void *b, void *c)
 {
     (void)mm, (void)a, (void)b, (void)c;
     return dt__onednn_load(NULL);

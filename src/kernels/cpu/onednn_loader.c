@@ -151,8 +151,9 @@ static const char *runtime_name(unsigned rt)
     }
 }
 
-/* The implementation oneDNN picks for a plain f32 matmul: the kernel a run reports. */
-static void probe_kernel(void)
+/* The implementation oneDNN picks for a plain 512^3 matmul of @p dtype inputs
+ * into @p out (@p none when it has none: bf16 on a CPU without AVX-512). */
+static void probe_kernel(dt_dtype dtype, char *out, size_t cap, const char *none)
 {
     dt__onednn_mm mm = {.batch = 1,
                         .m = 512,
@@ -161,16 +162,18 @@ static void probe_kernel(void)
                         .lda = 512,
                         .ldb = 512,
                         .ldc = 512,
-                        .alpha = 1.0f};
+                        .alpha = 1.0f,
+                        .ab_dtype = dtype};
     dnnl_primitive_desc_t pd = NULL;
     dt__onednn_apply_threads();
     const char *impl = NULL;
-    if (dt__onednn_matmul_pd(&mm, &pd) == dnnl_success &&
+    dnnl_status_t s = dt__onednn_matmul_pd(&mm, &pd);
+    if (s == dnnl_success &&
         api.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
         impl != NULL)
-        snprintf(info.kernel, sizeof(info.kernel), "%s", impl);
+        snprintf(out, cap, "%s", impl);
     else
-        snprintf(info.kernel, sizeof(info.kernel), "unknown");
+        snprintf(out, cap, "%s", s == dnnl_unimplemented ? none : "unknown");
     if (pd != NULL)
         api.dnnl_primitive_desc_destroy(pd);
 }
@@ -229,7 +232,8 @@ static void load_once(void)
              api.omp_set_num_threads != NULL ? "" : " (thread count not settable)", idle);
     pthread_atfork(NULL, NULL, child_after_fork);
     atomic_store(&loaded, true);
-    probe_kernel();
+    probe_kernel(DT_DTYPE_F32, info.kernel, sizeof(info.kernel), "unknown");
+    probe_kernel(DT_DTYPE_BF16, info.kernel_bf16, sizeof(info.kernel_bf16), "none");
 }
 
 const dt__dnnl *dt__dnnl_api(void)
