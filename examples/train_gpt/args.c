@@ -69,6 +69,9 @@ static const opt_row rows[] = {
      "next to it at the end"},
     {"--estimate-only", OPT_FLAG, FIELD(estimate_only), NULL,
      "print the per-rank memory estimate and stop (nothing is allocated)"},
+    {"--precision", OPT_STR, FIELD(precision), "f32|bf16",
+     "bf16: matmuls (forward and backward) on bf16-rounded operands with f32 accumulation, as "
+     "torch.autocast; weights, optimizer and the other ops stay f32 (default f32)"},
     {"--help", OPT_FLAG, FIELD(help), NULL, "this text"},
 };
 
@@ -80,6 +83,7 @@ void train_args_defaults(train_args *a, const char *default_data)
                       .seq = 0,
                       .lr = -1.0,
                       .optim = "adamw",
+                      .precision = "f32",
                       .momentum = 0.0,
                       .weight_decay = -1.0,
                       .clip_grad = 0.0,
@@ -157,6 +161,10 @@ int train_args_parse(int argc, char **argv, train_args *a, FILE *err)
     }
     if (strcmp(a->optim, "sgd") != 0 && strcmp(a->optim, "adamw") != 0) {
         fprintf(err, "train_gpt: --optim '%s' (expected sgd or adamw)\n", a->optim);
+        return -1;
+    }
+    if (strcmp(a->precision, "f32") != 0 && strcmp(a->precision, "bf16") != 0) {
+        fprintf(err, "train_gpt: --precision '%s' (expected f32 or bf16)\n", a->precision);
         return -1;
     }
     if (a->batch < 1 || a->clip_grad < 0.0) {

@@ -40,6 +40,7 @@ typedef struct train_args {
     bool eager_init;      /* --eager-init: build the full model on every rank, then shard it */
     bool estimate_memory; /* --estimate-memory: the estimate first, compared at the end */
     bool estimate_only;   /* --estimate-only: print the estimate and stop */
+    const char *precision; /* --precision f32|bf16 (bf16: dt_autocast_set for the matmuls) */
     bool help;
 } train_args;
 

@@ -245,6 +245,8 @@ int main(int argc, char **argv)
     if (a.init != NULL && deferred)    /* each rank reads its shards' boxes of the file */
         TRY(dt_load_full(model, a.init));
     TRY(make_optimizer(&a, model, &opt));
+    if (strcmp(a.precision, "bf16") == 0) /* the matmuls of this thread's forward and backward */
+        TRY(dt_autocast_set(DT_DTYPE_BF16, NULL));
     int64_t first = 0; /* a resumed run continues at the checkpoint's step */
     if (a.resume != NULL)
         TRY(train_ck_resume(&par, a.resume, model, opt, &first));
@@ -255,9 +257,10 @@ int main(int argc, char **argv)
            a.config, dt_module_param_numel(model), cfg.dim, cfg.n_layers, cfg.n_heads, cfg.ffn_dim,
            cfg.vocab_size);
     printf("data %s: %" PRId64 " tokens; batch %" PRId64 " x seq %" PRId64
-           "; %s lr %g; device %s\n",
+           "; %s lr %g; device %s%s\n",
            a.data, dt_token_data_size(data), a.batch, seq, a.optim, dt_optim_lr(opt),
-           dt_device_type_name(par.device.type));
+           dt_device_type_name(par.device.type),
+           dt_autocast_get() == DT_DTYPE_BF16 ? "; matmuls in bf16" : "");
     fflush(stdout);
 
     TRY(train_loop(&a, &par, model, opt, data, first, seq));

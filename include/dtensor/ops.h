@@ -4,7 +4,8 @@
  * Every op takes its inputs as borrowed handles and writes a new tensor to
  * `*out` (caller releases) only on success. When grad mode is on (autograd.h)
  * and an input requires grad, the op records a node on the tape so
- * dt_backward() can compute gradients. Compute happens in float32; inputs of
+ * dt_backward() can compute gradients. Compute happens in float32 (matrix
+ * products may round their operands to bf16: dt_autocast_set); inputs of
  * other float dtypes are rejected with DT_ERR_INVALID_ARG unless stated (ids
  * are i32/i64/u16). Inputs may be strided views; results are new contiguous
  * tensors in memory category DT_MEM_ACTIVATION, except the shape ops, whose
@@ -83,6 +84,21 @@ DT_API dt_status dt_matmul(dt_tensor *a, dt_tensor *b, bool trans_a, bool trans_
                            dt_tensor **out);
 /** y = x W^T + b: x [..., in], w [out, in], bias [out] or NULL. */
 DT_API dt_status dt_linear(dt_tensor *x, dt_tensor *w, dt_tensor *bias, dt_tensor **out);
+/**
+ * Autocast for matrix products, as torch.autocast("cpu", dtype=torch.bfloat16)
+ * for mm and linear: while the calling thread's setting is DT_DTYPE_BF16,
+ * dt_matmul and dt_linear round their f32 operands to bf16 and multiply with
+ * f32 accumulation (oneDNN's bf16 kernel on CPUs that have one: about 2x an
+ * f32 matmul), giving f32 results; their backward passes run in the dtype
+ * their forward ran in. Weights, gradients, optimizer state and every other
+ * op stay f32. On distributed tensors the local products do the same (the
+ * setting must agree across ranks). DT_DTYPE_F32 (the default) turns it off.
+ * @p prev (may be NULL) gets the previous setting. DT_ERR_INVALID_ARG for any
+ * other dtype. Per thread; not collective.
+ */
+DT_API dt_status dt_autocast_set(dt_dtype dtype, dt_dtype *prev);
+/** The calling thread's autocast dtype for matrix products (DT_DTYPE_F32: off). */
+DT_API dt_dtype dt_autocast_get(void);
 
 /* ------------------------------------------------------------ normalisation and softmax */
 

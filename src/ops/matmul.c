@@ -5,6 +5,9 @@
 #include "dtensor/ops.h"
 #include "ops/ops_internal.h"
 
+/* The node slot holding the dtype the forward's products ran in (autocast.c). */
+#define IV_COMPUTE 8
+
 /*
  * A gemm operand with unit stride in its last dim, expanded to the batch
  * dims of the result. A transposed view of a contiguous matrix is used as is
@@ -53,7 +56,8 @@ static dt_status batch_shape(const char *op, const dt_tensor *a, const dt_tensor
 }
 
 /* c = op(a) @ op(b) into a new activation tensor; shapes already validated. */
-static dt_status matmul_raw(dt_tensor *a, dt_tensor *b, bool ta, bool tb, dt_tensor **out)
+static dt_status matmul_raw(dt_tensor *a, dt_tensor *b, bool ta, bool tb, dt_dtype compute,
+                            dt_tensor **out)
 {
     const dt_kernel_ops *k = NULL;
     int bnd = 0;
@@ -67,7 +71,7 @@ static dt_status matmul_raw(dt_tensor *a, dt_tensor *b, bool ta, bool tb, dt_ten
     DT_CHECK_GOTO(gemm_operand(a, &ta, bnd, shape, &ea), s, err);
     DT_CHECK_GOTO(gemm_operand(b, &tb, bnd, shape, &eb), s, err);
     DT_CHECK_GOTO(dt__ops_empty(bnd + 2, shape, a->device, &c), s, err);
-    DT_CHECK_GOTO(k->gemm(ea, eb, ta, tb, 1.0f, 0.0f, c), s, err);
+    DT_CHECK_GOTO(dt__ops_gemm(k, compute, ea, eb, ta, tb, 1.0f, 0.0f, c), s, err);
     dt_tensor_release(ea);
     dt_tensor_release(eb);
     *out = c;
@@ -83,7 +87,8 @@ err:
  * Gradient of a 2-d b shared by every batch of a [..., M, K]: one gemm over
  * the flattened rows, instead of a batched product summed afterwards.
  */
-static dt_status flat_weight_grad(dt_tensor *a, dt_tensor *g, bool tb, dt_tensor **out)
+static dt_status flat_weight_grad(dt_tensor *a, dt_tensor *g, bool tb, dt_dtype compute,
+                                  dt_tensor **out)
 {
     const dt_kernel_ops *k = NULL;
     dt_tensor *ac = NULL, *a2 = NULL, *g2 = NULL, *r = NULL;
@@ -98,9 +103,9 @@ static dt_status flat_weight_grad(dt_tensor *a, dt_tensor *g, bool tb, dt_tensor
     DT_CHECK_GOTO(dt__tensor_make_view(g, 2, gs, gst, g->offset, &g2), s, out);
     DT_CHECK_GOTO(dt__ops_empty(2, rs, g->device, &r), s, out);
     if (!tb) /* dB [K, N] = A^T dC */
-        DT_CHECK_GOTO(k->gemm(a2, g2, true, false, 1.0f, 0.0f, r), s, out);
+        DT_CHECK_GOTO(dt__ops_gemm(k, compute, a2, g2, true, false, 1.0f, 0.0f, r), s, out);
     else /* dB [N, K] = dC^T A */
-        DT_CHECK_GOTO(k->gemm(g2, a2, true, false, 1.0f, 0.0f, r), s, out);
+        DT_CHECK_GOTO(dt__ops_gemm(k, compute, g2, a2, true, false, 1.0f, 0.0f, r), s, out);
     *out = r;
     r = NULL;
 out:
@@ -115,20 +120,21 @@ static dt_status matmul_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tens
 {
     dt_tensor *a = node->saved[0], *b = node->saved[1], *g = gy[0];
     bool ta = node->iv[0] != 0, tb = node->iv[1] != 0;
+    dt_dtype cd = (dt_dtype)node->iv[IV_COMPUTE];
     /* C = A' B' with A' = op(A), B' = op(B): dA' = dC B'^T, dB' = A'^T dC. */
     if (dt__ag_input_needs_grad(node, 0)) {
         if (!ta)
-            DT_CHECK(matmul_raw(g, b, false, !tb, &gx[0]));
+            DT_CHECK(matmul_raw(g, b, false, !tb, cd, &gx[0]));
         else
-            DT_CHECK(matmul_raw(b, g, tb, true, &gx[0]));
+            DT_CHECK(matmul_raw(b, g, tb, true, cd, &gx[0]));
     }
     if (dt__ag_input_needs_grad(node, 1) && b->ndim == 2 && a->ndim > 2 && !ta)
-        return flat_weight_grad(a, g, tb, &gx[1]);
+        return flat_weight_grad(a, g, tb, cd, &gx[1]);
     if (dt__ag_input_needs_grad(node, 1)) {
         if (!tb)
-            DT_CHECK(matmul_raw(a, g, !ta, false, &gx[1]));
+            DT_CHECK(matmul_raw(a, g, !ta, false, cd, &gx[1]));
         else
-            DT_CHECK(matmul_raw(g, a, true, ta, &gx[1]));
+            DT_CHECK(matmul_raw(g, a, true, ta, cd, &gx[1]));
     }
     return DT_OK;
 }
@@ -160,11 +166,13 @@ dt_status dt_matmul(dt_tensor *a, dt_tensor *b, bool trans_a, bool trans_b, dt_t
             dt__shape_str(b->ndim, b->shape, sb, sizeof(sb)), trans_b ? "^T" : "", (long long)kb);
     }
     DT_CHECK(batch_shape(name, a, b, &bnd, bshape));
-    DT_CHECK(matmul_raw(a, b, trans_a, trans_b, &y));
+    dt_dtype compute = dt_autocast_get();
+    DT_CHECK(matmul_raw(a, b, trans_a, trans_b, compute, &y));
     if (dt__ag_should_record(2, ins)) {
         DT_CHECK_GOTO(dt__ag_node_create(name, matmul_backward, 2, ins, &node), s, err_y);
         node->iv[0] = trans_a;
         node->iv[1] = trans_b;
+        node->iv[IV_COMPUTE] = compute;
         DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 1) ? a : NULL), s, err_node);
         DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 0) ? b : NULL), s, err_node);
         DT_CHECK_GOTO(dt__ag_attach(node, 1, &y), s, err_y);
@@ -202,6 +210,7 @@ static dt_status linear_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tens
     dt_tensor *x = node->saved[0], *w = NULL, *g2 = NULL, *x2 = NULL, *v = NULL;
     dt_tensor *r = NULL;
     int64_t in = node->iv[0], outf = node->iv[1], rows = node->iv[2];
+    dt_dtype cd = (dt_dtype)node->iv[IV_COMPUTE];
     int64_t wshape[2] = {outf, in};
     dt_status s;
     DT_CHECK(dt__ops_kernels("dt_linear", gy[0]->device, DT_KOP_GEMM, &k));
@@ -211,7 +220,7 @@ static dt_status linear_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tens
         DT_CHECK_GOTO(dt__ops_contiguous(node->saved[1], &w), s, err);
         DT_CHECK_GOTO(dt__ops_empty(m->ndim, m->shape, m->device, &r), s, err);
         DT_CHECK_GOTO(view2d(r, rows, in, &v), s, err);
-        DT_CHECK_GOTO(k->gemm(g2, w, false, false, 1.0f, 0.0f, v), s, err);
+        DT_CHECK_GOTO(dt__ops_gemm(k, cd, g2, w, false, false, 1.0f, 0.0f, v), s, err);
         dt_tensor_release(v);
         v = NULL;
         gx[0] = r;
@@ -220,7 +229,7 @@ static dt_status linear_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tens
     if (dt__ag_input_needs_grad(node, 1)) { /* gW = gy^T x */
         DT_CHECK_GOTO(view2d(x, rows, in, &x2), s, err);
         DT_CHECK_GOTO(dt__ops_empty(2, wshape, gy[0]->device, &r), s, err);
-        DT_CHECK_GOTO(k->gemm(g2, x2, true, false, 1.0f, 0.0f, r), s, err);
+        DT_CHECK_GOTO(dt__ops_gemm(k, cd, g2, x2, true, false, 1.0f, 0.0f, r), s, err);
         gx[1] = r;
         r = NULL;
     }
@@ -259,8 +268,8 @@ static dt_status linear_check(const char *name, dt_tensor *x, dt_tensor *w, dt_t
 }
 
 /* y = x W^T (+ b): x flattened to [rows, in], bias broadcast into y, one gemm with beta 1. */
-static dt_status linear_raw(const dt_kernel_ops *k, dt_tensor *x, dt_tensor *w, dt_tensor *bias,
-                            dt_tensor **xc_out, dt_tensor **out)
+static dt_status linear_raw(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *x, dt_tensor *w,
+                            dt_tensor *bias, dt_tensor **xc_out, dt_tensor **out)
 {
     int64_t in = w->shape[1], outf = w->shape[0], rows = lead_rows(x);
     int64_t shape[DT_MAX_DIMS], bshape[2] = {rows, outf};
@@ -278,7 +287,8 @@ static dt_status linear_raw(const dt_kernel_ops *k, dt_tensor *x, dt_tensor *w, 
         DT_CHECK_GOTO(dt_tensor_expand(bias, 2, bshape, &eb), s, err);
         DT_CHECK_GOTO(k->copy(y2, eb), s, err);
     }
-    DT_CHECK_GOTO(k->gemm(x2, wc, false, tw, 1.0f, bias != NULL ? 1.0f : 0.0f, y2), s, err);
+    DT_CHECK_GOTO(dt__ops_gemm(k, compute, x2, wc, false, tw, 1.0f, bias != NULL ? 1.0f : 0.0f, y2),
+                  s, err);
     *xc_out = xc;
     xc = NULL;
     *out = y;
@@ -305,12 +315,14 @@ dt_status dt_linear(dt_tensor *x, dt_tensor *w, dt_tensor *bias, dt_tensor **out
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
     DT__DIST_DISPATCH(name, 3, ins, linear, x, w, bias, out);
     DT_CHECK(dt__ops_kernels(name, x->device, DT_KOP_GEMM, &k));
-    DT_CHECK(linear_raw(k, x, w, bias, &xc, &y));
+    dt_dtype compute = dt_autocast_get();
+    DT_CHECK(linear_raw(k, compute, x, w, bias, &xc, &y));
     if (dt__ag_should_record(3, ins)) {
         DT_CHECK_GOTO(dt__ag_node_create(name, linear_backward, 3, ins, &node), s, err_y);
         node->iv[0] = w->shape[1];
         node->iv[1] = w->shape[0];
         node->iv[2] = lead_rows(x);
+        node->iv[IV_COMPUTE] = compute;
         DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 1) ? xc : NULL), s, err_node);
         DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 0) ? w : NULL), s, err_node);
         DT_CHECK_GOTO(dt__ag_attach(node, 1, &y), s, err_y);

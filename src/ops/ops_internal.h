@@ -41,6 +41,14 @@ dt_status dt__ops_empty_as(int ndim, const int64_t *shape, dt_dtype dtype, dt_de
                            dt_mem_category cat, dt_tensor **out);
 /* @p t retained when contiguous, else a contiguous copy (activation category). */
 dt_status dt__ops_contiguous(dt_tensor *t, dt_tensor **out);
+/*
+ * k->gemm(a, b, ...) into c, run in @p compute: DT_DTYPE_BF16 rounds f32 a
+ * and b to bf16 first (f32 accumulation, c stays f32) where the device has a
+ * bf16 GEMM; else as is. Matmul nodes record the forward's dtype
+ * (dt_autocast_get) so their backward GEMMs run in it too (autocast.c).
+ */
+dt_status dt__ops_gemm(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *a, dt_tensor *b,
+                       bool ta, bool tb, float alpha, float beta, dt_tensor *c);
 /* A new handle on @p t's data with its geometry and no autograd state. */
 dt_status dt__ops_alias(dt_tensor *t, dt_tensor **out);
 

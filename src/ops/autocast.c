@@ -1,0 +1,67 @@
+/*
+ * Autocast for matrix products (dt_autocast_set), as torch.autocast("cpu",
+ * dtype=torch.bfloat16) does for mm/linear: the per-thread compute dtype, and
+ * the GEMM that rounds f32 operands to it. Only the products change: their
+ * results, every other op, the weights and the optimizer stay f32, so the
+ * speed of a bf16 kernel comes without a second copy of the model.
+ */
+#include "dtensor/ops.h"
+#include "ops/ops_internal.h"
+
+static _Thread_local dt_dtype g_compute = DT_DTYPE_F32;
+
+dt_status dt_autocast_set(dt_dtype dtype, dt_dtype *prev)
+{
+    if (dtype != DT_DTYPE_F32 && dtype != DT_DTYPE_BF16)
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_autocast_set: dtype %s, expected f32 (off) or bf16",
+                      dt_dtype_name(dtype));
+    if (prev != NULL)
+        *prev = g_compute;
+    g_compute = dtype;
+    return DT_OK;
+}
+
+dt_dtype dt_autocast_get(void)
+{
+    return g_compute;
+}
+
+/*
+ * @p t rounded to bf16 on its device. Broadcast dims (stride 0: a weight
+ * shared by a batch) are converted once and expanded again, not materialised.
+ */
+static dt_status to_bf16(const dt_kernel_ops *k, dt_tensor *t, dt_tensor **out)
+{
+    int64_t compact[DT_MAX_DIMS];
+    for (int d = 0; d < t->ndim; d++)
+        compact[d] = t->strides[d] == 0 ? 1 : t->shape[d];
+    dt_tensor *v = NULL, *h = NULL;
+    dt_status s = dt__tensor_make_view(t, t->ndim, compact, t->strides, t->offset, &v);
+    if (s == DT_OK)
+        s = dt__ops_empty_as(t->ndim, compact, DT_DTYPE_BF16, t->device, DT_MEM_ACTIVATION, &h);
+    if (s == DT_OK)
+        s = k->copy(h, v);
+    if (s == DT_OK)
+        s = dt_tensor_expand(h, t->ndim, t->shape, out);
+    dt_tensor_release(h);
+    dt_tensor_release(v);
+    return s;
+}
+
+dt_status dt__ops_gemm(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *a, dt_tensor *b,
+                       bool ta, bool tb, float alpha, float beta, dt_tensor *c)
+{
+    bool round = compute == DT_DTYPE_BF16 && a->dtype == DT_DTYPE_F32 && b->dtype == DT_DTYPE_F32 &&
+                 (k->supports == NULL || k->supports(DT_KOP_GEMM, DT_DTYPE_BF16));
+    if (!round)
+        return k->gemm(a, b, ta, tb, alpha, beta, c);
+    dt_tensor *ha = NULL, *hb = NULL;
+    dt_status s = to_bf16(k, a, &ha);
+    if (s == DT_OK)
+        s = to_bf16(k, b, &hb);
+    if (s == DT_OK)
+        s = k->gemm(ha, hb, ta, tb, alpha, beta, c);
+    dt_tensor_release(ha);
+    dt_tensor_release(hb);
+    return s;
+}
