@@ -9,11 +9,11 @@
  * Per step and rank: wall time, CPU time and minor page faults (getrusage).
  * Rank 0 prints each step (the largest value of the ranks) and a
  * RESULT line that bench/gpt_step/run.sh turns into a table:
- *   RESULT impl=dtensor alloc=A world=W step_ms=median(steps 2..N) cpu_ms=.. faults_first=..
+ *   RESULT impl=dtensor alloc=A precision=P world=W step_ms=median(steps 2..N) cpu_ms=.. faults_first=..
  *          faults_per_step=mean(steps 2..N) peak_mib=max live bytes of a rank loss=last
  *
  *   dtrun -n W gpt_step --data tokens.bin [--config small] [--batch 8] [--seq 256]
- *                       [--steps 5] [--lr 0.01]
+ *                       [--steps 5] [--lr 0.01] [--precision f32|bf16]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +37,7 @@
 enum { MAX_STEPS = 100, NF = 3 /* per step and rank: wall seconds, faults, CPU seconds */ };
 
 typedef struct bench_args {
-    const char *config, *data;
+    const char *config, *data, *precision;
     int64_t batch, seq, steps;
     double lr;
 } bench_args;
@@ -51,7 +51,7 @@ static double minor_faults(void)
 
 static int parse_args(int argc, char **argv, bench_args *a)
 {
-    *a = (bench_args){.config = "small", .batch = 8, .steps = 5, .lr = 0.01};
+    *a = (bench_args){.config = "small", .precision = "f32", .batch = 8, .steps = 5, .lr = 0.01};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (strcmp(k, "--config") == 0) a->config = v;
@@ -60,10 +60,12 @@ static int parse_args(int argc, char **argv, bench_args *a)
         else if (strcmp(k, "--seq") == 0) a->seq = atoll(v);
         else if (strcmp(k, "--steps") == 0) a->steps = atoll(v);
         else if (strcmp(k, "--lr") == 0) a->lr = atof(v);
+        else if (strcmp(k, "--precision") == 0) a->precision = v;
         else return -1;
     }
     if (argc % 2 == 0 || a->data == NULL || a->batch < 1 || a->seq < 0 || a->steps < 2 ||
-        a->steps > MAX_STEPS)
+        a->steps > MAX_STEPS ||
+        (strcmp(a->precision, "f32") != 0 && strcmp(a->precision, "bf16") != 0))
         return -1;
     return 0;
 }
@@ -90,8 +92,8 @@ static double train_step(const bench_args *a, dt_module *model, dt_optim *opt,
 
 /* Rank 0: each step (the largest value of the ranks) and the RESULT line;
  * gathered holds every rank's [steps][NF] block. */
-static void print_report(const char *alloc, int world, int64_t steps, const double *gathered,
-                         const double *losses, double peak_bytes)
+static void print_report(const char *alloc, const char *precision, int world, int64_t steps,
+                         const double *gathered, const double *losses, double peak_bytes)
 {
     double all_steps[MAX_STEPS], all_cpu[MAX_STEPS], faults_first = 0.0, faults_rest = 0.0;
     for (int64_t s = 0; s < steps; s++) {
@@ -109,8 +111,8 @@ static void print_report(const char *alloc, int world, int64_t steps, const doub
         if (s == 0) faults_first = f;
         else faults_rest += f;
     }
-    printf("RESULT impl=dtensor alloc=%s world=%d step_ms=%.1f cpu_ms=%.1f faults_first=%.0f "
-           "faults_per_step=%.1f peak_mib=%.1f loss=%.6f\n", alloc, world,
+    printf("RESULT impl=dtensor alloc=%s precision=%s world=%d step_ms=%.1f cpu_ms=%.1f faults_first=%.0f "
+           "faults_per_step=%.1f peak_mib=%.1f loss=%.6f\n", alloc, precision, world,
            1e3 * median_after_first(all_steps, steps), 1e3 * median_after_first(all_cpu, steps),
            faults_first, faults_rest / (double)(steps - 1), peak_bytes / 1048576.0,
            losses[steps - 1]);
@@ -122,7 +124,7 @@ int main(int argc, char **argv)
     bench_args a;
     if (parse_args(argc, argv, &a) != 0) {
         fprintf(stderr, "usage: %s --data TOKENS.bin [--config tiny|small] [--batch B] [--seq T] "
-                        "[--steps 2..%d] [--lr LR]\n", argv[0], MAX_STEPS);
+                        "[--steps 2..%d] [--lr LR] [--precision f32|bf16]\n", argv[0], MAX_STEPS);
         return 2;
     }
     dt_runtime *rt = NULL;
@@ -147,14 +149,17 @@ int main(int argc, char **argv)
     dt_optim *opt = NULL;
     dt_sgd_params sp = {.field_mask = DT_SGD_PARAM_FIELD_LR, .lr = a.lr};
     CHECK(dt_optim_sgd_create(model, &sp, &opt));
+    if (strcmp(a.precision, "bf16") == 0) /* matmuls on bf16 operands (train_gpt --precision) */
+        CHECK(dt_autocast_set(DT_DTYPE_BF16, NULL));
     const char *env = getenv("DT_ALLOC");
     const char *alloc = env != NULL && strcmp(env, "system") == 0 ? "system" : "caching";
     dt_runtime_info info;
     CHECK(dt_runtime_info_get(&info));
     if (rank == 0)
-        printf("dtensor gpt %s: tp=%d, batch %lld x seq %lld, sgd lr %g, alloc %s, kernel %s, "
-               "%d thread(s) per rank\n", a.config, world, (long long)a.batch, (long long)seq, a.lr,
-               alloc, info.blas_kernel, info.num_threads);
+        printf("dtensor gpt %s: tp=%d, batch %lld x seq %lld, sgd lr %g, alloc %s, precision %s, "
+               "gemm %s %s (bf16 %s), %d thread(s) per rank\n", a.config, world, (long long)a.batch,
+               (long long)seq, a.lr, alloc, a.precision, info.gemm_engine, info.gemm_kernel,
+               info.gemm_kernel_bf16, info.num_threads);
 
     dt_comm *wc = dt_runtime_world(rt);
     double mine[MAX_STEPS][NF], losses[MAX_STEPS];
@@ -178,7 +183,7 @@ int main(int argc, char **argv)
     for (int r = 0; r < world; r++)
         peaks_max = peaks[r] > peaks_max ? peaks[r] : peaks_max;
     if (rank == 0)
-        print_report(alloc, world, a.steps, gathered, losses, peaks_max);
+        print_report(alloc, a.precision, world, a.steps, gathered, losses, peaks_max);
     free(peaks);
     free(gathered);
     CHECK(dt_comm_barrier(wc, NULL));

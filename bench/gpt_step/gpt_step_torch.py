@@ -7,8 +7,13 @@ library torch loaded). Per step: wall time and minor page faults
 (resource.getrusage). The last line is a RESULT summary in gpt_step's format.
 
     /usr/bin/python3 gpt_step_torch.py --data TOKENS.bin [--config small] [--batch 8] [--seq 256]
-                                       [--steps 5] [--lr 0.01]
+                                       [--steps 5] [--lr 0.01] [--precision f32|bf16]
+
+--precision bf16 runs forward and loss under torch.autocast("cpu",
+dtype=torch.bfloat16) (mm/linear in bf16 through oneDNN), as gpt_step's
+--precision bf16 does with dt_autocast_set.
 """
+import contextlib
 import argparse
 import os
 import resource
@@ -51,6 +56,7 @@ def main():
     ap.add_argument("--seq", type=int, default=0)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--precision", default="f32", choices=["f32", "bf16"])
     args = ap.parse_args()
     if args.steps < 2:
         ap.error("--steps must be >= 2")
@@ -64,8 +70,13 @@ def main():
     torch.manual_seed(1234)
     model = gpt_ref.GPT(cfg)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
-    print("pytorch gpt %s: tp=1, batch %d x seq %d, sgd lr %g, torch %s, kernel %s, 1 thread"
-          % (args.config, args.batch, seq, args.lr, torch.__version__, core), flush=True)
+    print("pytorch gpt %s: tp=1, batch %d x seq %d, sgd lr %g, precision %s, torch %s, kernel %s, "
+          "1 thread" % (args.config, args.batch, seq, args.lr, args.precision, torch.__version__,
+                        core), flush=True)
+    def autocast():
+        if args.precision == "bf16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
     times, cpus, faults = [], [], []
     for s in range(args.steps):
         f0 = minor_faults()
@@ -73,8 +84,9 @@ def main():
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         x, y = gpt_ref.batch(tokens, s, args.batch, seq)
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
+        with autocast():
+            logits = model(x)
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
         value = loss.item()
         del logits
         loss.backward()
@@ -84,9 +96,9 @@ def main():
         faults.append(minor_faults() - f0)
         print("step %d: %.1f ms, cpu %.1f ms, %d minor faults, loss %.6f"
               % (s + 1, 1e3 * times[-1], 1e3 * cpus[-1], faults[-1], value), flush=True)
-    print("RESULT impl=pytorch alloc=pytorch world=1 step_ms=%.1f cpu_ms=%.1f faults_first=%d "
+    print("RESULT impl=pytorch alloc=pytorch precision=%s world=1 step_ms=%.1f cpu_ms=%.1f faults_first=%d "
           "faults_per_step=%.1f peak_mib=%.1f loss=%.6f"
-          % (1e3 * statistics.median(times[1:]), 1e3 * statistics.median(cpus[1:]), faults[0],
+          % (args.precision, 1e3 * statistics.median(times[1:]), 1e3 * statistics.median(cpus[1:]), faults[0],
              statistics.mean(faults[1:]),
              resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, value))
 

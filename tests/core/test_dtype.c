@@ -3,6 +3,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -108,6 +109,44 @@ static void test_bf16_exhaustive(void **state)
         assert_int_equal(fbits(f), h << 16);
         assert_int_equal(dt_f32_to_bf16(f), h);
     }
+}
+
+/* The tensor copy's vectorised f32 -> bf16 (contiguous and strided) gives
+ * dt_f32_to_bf16's bits for every f32 whose top half is any of the 65536
+ * patterns, with low halves at the rounding edges and NaN payloads. */
+static void test_bf16_tensor_copy(void **state)
+{
+    (void)state;
+    static const uint32_t lows[] = {0x0000, 0x0001, 0x7fff, 0x8000, 0x8001, 0xffff};
+    enum { NL = sizeof(lows) / sizeof(lows[0]), N = 65536 * NL };
+    float *src = malloc(sizeof(float) * N);
+    assert_non_null(src);
+    for (uint32_t h = 0; h < 65536; h++)
+        for (int l = 0; l < NL; l++)
+            src[h * NL + l] = bitsf(h << 16 | lows[l]);
+    int64_t shape[1] = {N}, pairs[2] = {N / 2, 2};
+    dt_tensor *f = NULL, *b = NULL, *v = NULL, *t = NULL, *odd = NULL, *bo = NULL;
+    assert_int_equal(dt_tensor_from_buffer(1, shape, DT_DTYPE_F32, src, &f), DT_OK);
+    assert_int_equal(dt_tensor_to_dtype(f, DT_DTYPE_BF16, &b), DT_OK);
+    /* the odd elements as one row of stride 2 */
+    assert_int_equal(dt_tensor_view(f, 2, pairs, &v), DT_OK);
+    assert_int_equal(dt_tensor_transpose(v, 0, 1, &t), DT_OK);
+    assert_int_equal(dt_tensor_narrow(t, 0, 1, 1, &odd), DT_OK);
+    assert_int_equal(dt_tensor_to_dtype(odd, DT_DTYPE_BF16, &bo), DT_OK);
+    const uint16_t *got = dt_tensor_data(b), *got_odd = dt_tensor_data(bo);
+    for (int64_t i = 0; i < N; i++) {
+        uint16_t want = dt_f32_to_bf16(src[i]);
+        if (got[i] != want || (i % 2 == 1 && got_odd[i / 2] != want))
+            fail_msg("f32 0x%08x: copy gave 0x%04x (strided 0x%04x), dt_f32_to_bf16 0x%04x",
+                     fbits(src[i]), got[i], i % 2 ? got_odd[i / 2] : want, want);
+    }
+    dt_tensor_release(bo);
+    dt_tensor_release(odd);
+    dt_tensor_release(t);
+    dt_tensor_release(v);
+    dt_tensor_release(b);
+    dt_tensor_release(f);
+    free(src);
 }
 
 /* Correctly rounded reference: nearest of the two neighbours, ties to the even mantissa. */
@@ -225,13 +264,10 @@ static void test_f64_no_double_rounding(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sizes_names),
-        cmocka_unit_test(test_parse),
-        cmocka_unit_test(test_f16_exhaustive),
-        cmocka_unit_test(test_bf16_exhaustive),
-        cmocka_unit_test(test_f16_ties),
-        cmocka_unit_test(test_bf16_ties),
-        cmocka_unit_test(test_f64_no_double_rounding),
+        cmocka_unit_test(test_sizes_names),      cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_f16_exhaustive),   cmocka_unit_test(test_bf16_exhaustive),
+        cmocka_unit_test(test_f16_ties),         cmocka_unit_test(test_bf16_ties),
+        cmocka_unit_test(test_bf16_tensor_copy), cmocka_unit_test(test_f64_no_double_rounding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

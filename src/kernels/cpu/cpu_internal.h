@@ -15,16 +15,7 @@
 
 #define DT_NDITER_MAX_OPS 4
 
-/*
- * Hot loops are compiled for AVX-512, AVX2+FMA and baseline x86-64 and the
- * best one is picked at load time (gcc function multi-versioning), so one
- * binary runs everywhere and still uses the wide vectors this CPU has.
- */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
-#define DT_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define DT_CPU_CLONES
-#endif
+#include "core/clones.h" /* DT_CPU_CLONES: hot loops per ISA, picked at load time */
 
 /*
  * Walks the elements of an N-d shape for up to DT_NDITER_MAX_OPS operands
