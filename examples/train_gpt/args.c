@@ -72,6 +72,9 @@ static const opt_row rows[] = {
     {"--precision", OPT_STR, FIELD(precision), "f32|bf16",
      "bf16: matmuls (forward and backward) on bf16-rounded operands with f32 accumulation, as "
      "torch.autocast; weights, optimizer and the other ops stay f32 (default f32)"},
+    {"--reduce-dtype", OPT_STR, FIELD(reduce_dtype), "f32|bf16",
+     "what gradients are sent and summed in over the dp dim (bf16: half the bytes; the "
+     "optimizer still gets f32 gradients; default f32)"},
     {"--help", OPT_FLAG, FIELD(help), NULL, "this text"},
 };
 
@@ -84,6 +87,7 @@ void train_args_defaults(train_args *a, const char *default_data)
                       .lr = -1.0,
                       .optim = "adamw",
                       .precision = "f32",
+                      .reduce_dtype = "f32",
                       .momentum = 0.0,
                       .weight_decay = -1.0,
                       .clip_grad = 0.0,
@@ -165,6 +169,10 @@ int train_args_parse(int argc, char **argv, train_args *a, FILE *err)
     }
     if (strcmp(a->precision, "f32") != 0 && strcmp(a->precision, "bf16") != 0) {
         fprintf(err, "train_gpt: --precision '%s' (expected f32 or bf16)\n", a->precision);
+        return -1;
+    }
+    if (strcmp(a->reduce_dtype, "f32") != 0 && strcmp(a->reduce_dtype, "bf16") != 0) {
+        fprintf(err, "train_gpt: --reduce-dtype '%s' (expected f32 or bf16)\n", a->reduce_dtype);
         return -1;
     }
     if (a->batch < 1 || a->clip_grad < 0.0) {

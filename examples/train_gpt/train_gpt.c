@@ -240,7 +240,8 @@ int main(int argc, char **argv)
     if (deferred && a.cpu_offload) /* offload copies the tp shards: they need values */
         TRY(dt_module_materialize(model));
     /* then dp, then the optimizer */
-    TRY(train_dp_apply(&par, a.data_parallel, a.cpu_offload, a.batch, model));
+    dt_dtype reduce_dtype = strcmp(a.reduce_dtype, "bf16") == 0 ? DT_DTYPE_BF16 : DT_DTYPE_F32;
+    TRY(train_dp_apply(&par, a.data_parallel, a.cpu_offload, reduce_dtype, a.batch, model));
     TRY(dt_module_materialize(model)); /* deferred: now, shard by shard */
     if (a.init != NULL && deferred)    /* each rank reads its shards' boxes of the file */
         TRY(dt_load_full(model, a.init));

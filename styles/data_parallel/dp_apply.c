@@ -492,9 +492,16 @@ static dt_status state_create(dt_module *root, dt_mesh *mesh, const char *dp_dim
     s->stage = DT_PARAM_VALUE(prm, stage, DT_FSDP_PARAM_FIELD_STAGE, DT_DP_ZERO3);
     s->scale = DT_PARAM_VALUE(prm, grad_scale, DT_FSDP_PARAM_FIELD_GRAD_SCALE, 1.0 / s->dp_size);
     s->prefetch = DT_PARAM_VALUE(prm, prefetch, DT_FSDP_PARAM_FIELD_PREFETCH, true);
+    s->reduce_dtype =
+        DT_PARAM_VALUE(prm, reduce_dtype, DT_FSDP_PARAM_FIELD_REDUCE_DTYPE, DT_DTYPE_F32);
     if ((int)s->stage < 0 || s->stage > DT_DP_ZERO3 || !(s->scale > 0.0)) {
         st = DT_ERR(DT_ERR_INVALID_ARG, "dt_fully_shard: bad stage %d or grad_scale %g",
                     (int)s->stage, s->scale);
+        goto err_state;
+    }
+    if (s->reduce_dtype != DT_DTYPE_F32 && s->reduce_dtype != DT_DTYPE_BF16) {
+        st = DT_ERR(DT_ERR_INVALID_ARG, "dt_fully_shard: reduce_dtype %s, expected f32 or bf16",
+                    dt_dtype_name(s->reduce_dtype));
         goto err_state;
     }
     if (already_parallel(root)) {

@@ -13,6 +13,9 @@
  * last such node has run, the rest are completed and installed as the
  * leaves' gradients. Each rank scales its gradient by
  * grad_scale before the sum (so uneven local batches can weigh theirs).
+ * With reduce_dtype bf16 what is sent and reduced is a bf16 copy (half the
+ * bytes; the comm sums in f32 and rounds), turned back into the f32
+ * gradient the optimizer's master weights take.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -48,11 +51,41 @@ static dt_status wrap_as(const dt_spec *spec, dt_tensor *local, dt_tensor **out)
     return st;
 }
 
+static dt_status new_tensor(int ndim, const int64_t *shape, dt_dtype dtype, dt_device device,
+                            dt_mem_category cat, dt_tensor **out)
+{
+    dt_mem_category prev = dt_memory_set_default_category(cat);
+    dt_status st = dt_tensor_empty(ndim, shape, dtype, device, out);
+    dt_memory_set_default_category(prev);
+    return st;
+}
+
 static dt_status new_grad(int ndim, const int64_t *shape, dt_device device, dt_tensor **out)
 {
-    dt_mem_category prev = dt_memory_set_default_category(DT_MEM_GRADIENT);
-    dt_status st = dt_tensor_empty(ndim, shape, DT_DTYPE_F32, device, out);
-    dt_memory_set_default_category(prev);
+    return new_tensor(ndim, shape, DT_DTYPE_F32, device, DT_MEM_GRADIENT, out);
+}
+
+/* A buffer that is reduced: in the reduce dtype. */
+static dt_status new_reduced(const dp_state *s, int ndim, const int64_t *shape, dt_device device,
+                             dt_tensor **out)
+{
+    return new_tensor(ndim, shape, s->reduce_dtype, device, DT_MEM_GRADIENT, out);
+}
+
+/* The f32 gradient of a reduced buffer: @p r itself (a new reference), or an
+ * f32 copy of it shaped @p ndim / @p shape when it was reduced in bf16. */
+static dt_status as_f32(dt_tensor *r, dt_tensor **out)
+{
+    if (r->dtype == DT_DTYPE_F32) {
+        *out = dt_tensor_retain(r);
+        return DT_OK;
+    }
+    DT_CHECK(new_grad(r->ndim, r->shape, r->device, out));
+    dt_status st = dt_tensor_copy_(*out, r);
+    if (st != DT_OK) {
+        dt_tensor_release(*out);
+        *out = NULL;
+    }
     return st;
 }
 
@@ -111,7 +144,7 @@ static dt_status ddp_post_ready(dp_state *s)
            s->b[s->next_post].n_ready == s->b[s->next_post].n_params) {
         dp_bucket *b = &s->b[s->next_post];
         void *d = dt_tensor_data(b->buf);
-        DT_CHECK(dt_comm_allreduce(s->dp, d, d, (size_t)b->numel, DT_DTYPE_F32, DT_REDUCE_OP_SUM,
+        DT_CHECK(dt_comm_allreduce(s->dp, d, d, (size_t)b->numel, s->reduce_dtype, DT_REDUCE_OP_SUM,
                                    &b->work));
         DT_LOG_DEBUG("dp",
                      "bucket %d (%lld floats) all-reduce posted, %d parameter nodes of "
@@ -126,39 +159,58 @@ static dt_status ddp_ready(dp_state *s, dp_param *p, dt_tensor *g)
 {
     dp_bucket *b = &s->b[p->bucket];
     if (b->buf == NULL)
-        DT_CHECK(new_grad(1, &b->numel, g->device, &b->buf));
+        DT_CHECK(new_reduced(s, 1, &b->numel, g->device, &b->buf));
     DT_CHECK(put(b->buf, p->boff, dt_tensor_numel(g), g));
     b->n_ready++;
     return ddp_post_ready(s);
 }
 
+/* What zero_ready sends: @p g itself (the engine is done with it: reduced in
+ * place), or its copy in the reduce dtype. */
+static dt_status send_buffer(const dp_state *s, dt_tensor *g, dt_tensor **out)
+{
+    if (s->reduce_dtype == DT_DTYPE_F32) {
+        *out = dt_tensor_retain(g);
+        return DT_OK;
+    }
+    DT_CHECK(new_tensor(g->ndim, g->shape, s->reduce_dtype, g->device, DT_MEM_COMM, out));
+    dt_status st = dt_tensor_copy_(*out, g);
+    if (st != DT_OK) {
+        dt_tensor_release(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* @p g's dp pieces of a later dim packed in rank order, in the reduce dtype. */
+static dt_status pack_send(const dp_state *s, const dp_param *p, dt_tensor *g, dt_tensor **out)
+{
+    int64_t n = dt_tensor_numel(g);
+    DT_CHECK(new_tensor(1, &n, s->reduce_dtype, g->device, DT_MEM_COMM, out));
+    dt_status st = dp__pack(p, g, *out);
+    if (st != DT_OK) {
+        dt_tensor_release(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
 static dt_status zero_ready(dp_state *s, dp_param *p, dt_tensor *g)
 {
-    p->rsrc = dt_tensor_retain(g); /* the engine is done with it: reduce in place */
+    bool scatter = p->k >= 0 && s->stage != DT_DP_ZERO1;
+    if (scatter && p->k > 0)
+        DT_CHECK(pack_send(s, p, g, &p->rsrc));
+    else
+        DT_CHECK(send_buffer(s, g, &p->rsrc));
     p->rpending = true;
-    void *d = dt_tensor_data(g);
-    if (p->k < 0 || s->stage == DT_DP_ZERO1)
-        return dt_comm_allreduce(s->dp, d, d, (size_t)dt_tensor_numel(g), DT_DTYPE_F32,
+    void *d = dt_tensor_data(p->rsrc);
+    if (!scatter)
+        return dt_comm_allreduce(s->dp, d, d, (size_t)dt_tensor_numel(g), s->reduce_dtype,
                                  DT_REDUCE_OP_SUM, &p->rwork);
     dt_tensor *local = dt_to_local(p->slot);
-    DT_CHECK(new_grad(local->ndim, local->shape, g->device, &p->rdst));
-    if (p->k > 0) { /* pieces of a later dim: pack them in rank order first */
-        dt_tensor *packed = NULL;
-        int64_t n = dt_tensor_numel(g);
-        dt_mem_category prev = dt_memory_set_default_category(DT_MEM_COMM);
-        dt_status st = dt_tensor_empty(1, &n, DT_DTYPE_F32, g->device, &packed);
-        dt_memory_set_default_category(prev);
-        DT_CHECK(st);
-        st = dp__pack(p, g, packed);
-        if (st != DT_OK) {
-            dt_tensor_release(packed);
-            return st;
-        }
-        dt_tensor_release(p->rsrc);
-        p->rsrc = packed;
-    }
-    return dt_comm_reduce_scatterv(s->dp, dt_tensor_data(p->rsrc), dt_tensor_data(p->rdst),
-                                   p->counts, DT_DTYPE_F32, DT_REDUCE_OP_SUM, &p->rwork);
+    DT_CHECK(new_reduced(s, local->ndim, local->shape, g->device, &p->rdst));
+    return dt_comm_reduce_scatterv(s->dp, d, dt_tensor_data(p->rdst), p->counts, s->reduce_dtype,
+                                   DT_REDUCE_OP_SUM, &p->rwork);
 }
 
 /* ---------------------------------------------------------------- finishing */
@@ -217,13 +269,16 @@ static dt_status finish_ddp(dp_state *s)
     }
     for (int i = 0; i < s->n_params; i++) {
         dp_param *p = &s->p[i];
-        dt_tensor *leaf = dp__local(p->slot), *g = NULL;
+        dt_tensor *leaf = dp__local(p->slot), *v = NULL, *g = NULL;
         dp_bucket *b = &s->b[p->bucket];
         int64_t strides[DT_MAX_DIMS];
         dt__contiguous_strides(leaf->ndim, leaf->shape, strides);
-        DT_CHECK(dt__tensor_make_view(b->buf, leaf->ndim, leaf->shape, strides, p->boff, &g));
-        dt_status st = install(leaf, g);
+        DT_CHECK(dt__tensor_make_view(b->buf, leaf->ndim, leaf->shape, strides, p->boff, &v));
+        dt_status st = as_f32(v, &g);
+        if (st == DT_OK)
+            st = install(leaf, g);
         dt_tensor_release(g);
+        dt_tensor_release(v);
         DT_CHECK(st);
     }
     for (int i = 0; i < s->n_buckets; i++) { /* the gradients keep the storage alive */
@@ -244,13 +299,13 @@ static dt_status finish_param(dp_state *s, dp_param *p)
     dt_tensor *leaf = dt_to_local(p->slot), *g = NULL;
     if (st == DT_OK) {
         if (p->k < 0) {
-            g = dt_tensor_retain(p->rsrc);
-        } else if (s->stage == DT_DP_ZERO1) {
-            st = new_grad(leaf->ndim, leaf->shape, leaf->device, &g);
+            st = as_f32(p->rsrc, &g);
+        } else if (s->stage == DT_DP_ZERO1) { /* the slice converts to f32 too */
+            st = new_grad(leaf->ndim, leaf->shape, p->rsrc->device, &g);
             if (st == DT_OK)
                 st = dp__slice(p, s->dp_rank, p->rsrc, g);
         } else {
-            g = dt_tensor_retain(p->rdst);
+            st = as_f32(p->rdst, &g);
         }
     }
     dt_tensor_release(p->rsrc);
@@ -370,7 +425,7 @@ dt_status dp__forward_done(dp_state *s)
             dp_bucket *b = &s->b[p->bucket];
             dt_tensor *leaf = dp__local(p->slot);
             if (b->buf == NULL)
-                st = new_grad(1, &b->numel, leaf->device, &b->buf);
+                st = new_reduced(s, 1, &b->numel, leaf->device, &b->buf);
             if (st == DT_OK)
                 st = put(b->buf, p->boff, dt_tensor_numel(leaf), NULL);
             if (st == DT_OK) {

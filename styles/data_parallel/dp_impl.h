@@ -54,7 +54,7 @@ typedef struct dp_unit {
 } dp_unit;
 
 typedef struct dp_bucket {
-    dt_tensor *buf; /* flat f32, gradient category */
+    dt_tensor *buf; /* flat, in the reduce dtype, gradient category */
     int64_t numel;
     int n_params, n_ready;
     dt_work *work;
@@ -66,6 +66,7 @@ typedef struct dp_state {
     dt_comm *dp;
     int dp_dim, dp_size, dp_rank;
     double scale;
+    dt_dtype reduce_dtype; /* what gradients are reduced in: f32 or bf16 */
     bool prefetch;
     /* cpu_offload on a compute device: the dp shards (f32 master weights, so
      * the optimizer state and step too) live in host memory; the module

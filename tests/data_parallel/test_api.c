@@ -64,6 +64,10 @@ static void test_errors(void **state)
           "dt_fully_shard: the mesh has no dim named 'data' (dims: dp)");
     dt_fsdp_params bad = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE, .stage = (dt_dp_stage)7};
     FAILS(dt_fully_shard(m, mesh, "dp", &bad), DT_ERR_INVALID_ARG, "stage 7");
+    dt_fsdp_params f16 = {.field_mask = DT_FSDP_PARAM_FIELD_REDUCE_DTYPE,
+                          .reduce_dtype = DT_DTYPE_F16};
+    FAILS(dt_fully_shard(m, mesh, "dp", &f16), DT_ERR_INVALID_ARG,
+          "reduce_dtype f16, expected f32 or bf16");
     dt_fsdp_params units = {.field_mask = DT_FSDP_PARAM_FIELD_UNITS, .units = "layers.*,blocks.*"};
     FAILS(dt_fully_shard(m, mesh, "dp", &units), DT_ERR_INVALID_ARG, "blocks.*");
     assert_ptr_equal(mr_param_at(m, "output.weight"), w); /* unchanged */
@@ -244,6 +248,52 @@ static void check_accumulate_clip(dt_dp_stage stage)
     dt_module_destroy(m);
     dt_module_destroy(ref);
     dt_mesh_release(mesh);
+}
+
+/* Every element of @p t (f32) is a bf16 value: its low 16 bits are zero. */
+static void expect_bf16_values(const char *fqn, const dt_tensor *t)
+{
+    const uint32_t *u = dt_tensor_data(t);
+    for (int64_t i = 0; i < dt_tensor_numel(t); i++)
+        if ((u[i] & 0xffffu) != 0)
+            fail_msg("%s: gradient element %lld (0x%08x) was not reduced in bf16", fqn,
+                     (long long)i, u[i]);
+}
+
+/* reduce_dtype bf16: the gradients are the f32 ones to bf16 precision, and bf16 values. */
+static void check_reduce_bf16(dt_dp_stage stage)
+{
+    static const char *const fqns[] = {"layers.1.feed_forward.w2.weight", "tok_embeddings.weight",
+                                       "output.weight"};
+    dt_mesh *mesh = mr_world_mesh("dp");
+    dt_module *m = NULL, *ref = NULL;
+    DP_OK(dt_gpt_create(&cfg, 1234, &m));
+    DP_OK(dt_gpt_create(&cfg, 1234, &ref));
+    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_GRAD_SCALE |
+                                       DT_FSDP_PARAM_FIELD_REDUCE_DTYPE,
+                         .stage = stage,
+                         .grad_scale = share(mesh, BATCH),
+                         .reduce_dtype = DT_DTYPE_BF16};
+    DP_OK(dt_fully_shard(m, mesh, "dp", &fp));
+    fwd_bwd(ref, NULL, 0, 0.0);
+    fwd_bwd(m, mesh, 0, 0.0);
+    for (size_t i = 0; i < sizeof(fqns) / sizeof(fqns[0]); i++) {
+        double d = grad_diff(m, ref, fqns[i]);
+        print_message("%s, reduce bf16: %s relative gradient difference %.3g\n",
+                      dt_dp_stage_name(stage), fqns[i], d);
+        assert_true(d < 1e-2);
+        expect_bf16_values(fqns[i], dt_tensor_grad(mr_param_at(m, fqns[i])));
+    }
+    dt_module_destroy(m);
+    dt_module_destroy(ref);
+    dt_mesh_release(mesh);
+}
+
+static void test_reduce_bf16(void **state)
+{
+    (void)state;
+    for (int st = DT_DP_DDP; st <= DT_DP_ZERO3; st++)
+        check_reduce_bf16((dt_dp_stage)st);
 }
 
 static void test_accumulate_clip_ddp(void **state)
@@ -496,6 +546,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_shards_full_tensor),
         cmocka_unit_test(test_save_load_full),
+        cmocka_unit_test(test_reduce_bf16),
         cmocka_unit_test(test_accumulate_clip_ddp),
         cmocka_unit_test(test_accumulate_clip_zero1),
         cmocka_unit_test(test_accumulate_clip_zero2),
