@@ -4,8 +4,8 @@
 # rank up to step 6: steps 3..5 print the losses of the uninterrupted 6-step
 # run (within 1e-6 relative), with AdamW and SGD with momentum; DDP without tp
 # (an all-local model: rank 0 saves) resumed on one rank; ZeRO-3 on dp=3
-# (uneven shards) resumed on tp=2; a resume with another
-# optimizer fails by name.
+# (uneven shards) resumed on tp=2; the bf16 mixed-precision policy saved in
+# f32 and resumed exactly; a resume with another optimizer fails by name.
 # usage: resume_train_gpt.sh TRAIN_GPT DTRUN WORKDIR
 set -u
 train=$1 dtrun=$2 work=$3
@@ -56,6 +56,17 @@ same "adamw DDP dp=2 -> one rank" "$ref" \
     --save-checkpoint "$work/ck_z3" > /dev/null || fail "ZeRO-3 dp=3 save"
 same "adamw ZeRO-3 dp=3 -> tp=2" "$ref" \
     "$("$dtrun" -n 2 "$train" "${base[@]}" --optim adamw --mesh tp=2 --steps 6 --resume "$work/ck_z3" | losses)"
+
+# the bf16 policy (bf16 matmuls, gradients reduced in bf16) round-trips: master
+# weights and optimizer state saved in f32, the resumed run continues exactly
+mp=(--precision bf16 --reduce-dtype bf16 --mesh dp=2,tp=2 --data-parallel zero2)
+ref=$("$dtrun" -n 4 "$train" "${base[@]}" --optim adamw "${mp[@]}" --steps 6 | losses)
+"$dtrun" -n 4 "$train" "${base[@]}" --optim adamw "${mp[@]}" --steps 3 \
+    --save-checkpoint "$work/ck_bf16" > /dev/null || fail "bf16 policy save"
+grep -q '"dtype":[[:space:]]*"F32"' "$work/ck_bf16/index.json" || fail "bf16 policy: no f32 tensors saved"
+! grep -q '"BF16"' "$work/ck_bf16/index.json" || fail "bf16 policy: the master weights were saved in bf16"
+same "adamw bf16 policy dp=2 x tp=2 -> the same" "$ref" \
+    "$("$dtrun" -n 4 "$train" "${base[@]}" --optim adamw "${mp[@]}" --steps 6 --resume "$work/ck_bf16" | losses)"
 
 if "$train" "${base[@]}" --optim sgd --steps 6 --resume "$work/ck_adamw" > "$work/err.txt" 2>&1; then
     fail "resuming an adamw checkpoint with sgd succeeded"
