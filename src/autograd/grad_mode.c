@@ -3,7 +3,8 @@
 
 #include "autograd/node.h"
 #include "dtensor/autograd.h"
-#include "ops/ops_internal.h"
+#include "kernels/kernel_tensor.h"
+#include "ops/dist_dispatch.h"
 
 /* Recording is on by default; a thread turns it off for its own scope only. */
 static _Thread_local bool g_grad_disabled;
@@ -103,14 +104,14 @@ dt_status dt_tensor_detach(dt_tensor *t, dt_tensor **out)
         DT_CHECK(dt__ops_dist_table("dt_tensor_detach", 1, &t, &tab));
         if (tab == NULL || tab->wrap_like == NULL)
             return DT_ERR(DT_ERR_UNSUPPORTED, "dt_tensor_detach: no distributed wrap available");
-        DT_CHECK(dt__ops_alias(t->local, &l));
+        DT_CHECK(dt__kt_alias(t->local, &l));
         s = tab->wrap_like(t, l, &y);
         dt_tensor_release(l);
         DT_CHECK(s);
         *out = y;
         return DT_OK;
     }
-    DT_CHECK(dt__ops_alias(t, &y));
+    DT_CHECK(dt__kt_alias(t, &y));
     *out = y;
     return DT_OK;
 }
