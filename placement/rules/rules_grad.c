@@ -1,5 +1,5 @@
 /*
- * Gradients in flight that are distributed (dist_dispatch.h): a shard whose
+ * Gradients in flight that are distributed (autograd/dist_hooks.h): a shard whose
  * spec says how it must still be combined, Partial(sum) on the mesh dims where
  * each rank holds only its part (made by the rules' gradient node for a
  * Replicate input of a sharded or Partial output). Adding keeps them pending;

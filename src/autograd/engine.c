@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/dist_hooks.h"
 #include "autograd/node.h"
 #include "core/log.h"
 #include "dtensor/autograd.h"
 #include "kernels/kernel_tensor.h"
-#include "ops/dist_dispatch.h"
 
 typedef struct node_list {
     dt_ag_node **v;
@@ -68,11 +68,11 @@ out:
     return s;
 }
 
-/* The rules table, for gradients in flight that are distributed (dist_dispatch.h). */
-static dt_status dist_table(dt_tensor *a, dt_tensor *b, const dt_dist_op_table **tab)
+/* The placement layer's hooks, for gradients in flight that are distributed
+ * (dist_hooks.h). */
+static dt_status dist_table(const dt_ag_dist_hooks **tab)
 {
-    dt_tensor *xs[2] = {a, b};
-    DT_CHECK(dt__ops_dist_table("dt_backward", 2, xs, tab));
+    *tab = dt__ag_dist_hooks();
     if (*tab == NULL || (*tab)->grad_add == NULL || (*tab)->grad_materialize == NULL)
         return DT_ERR(DT_ERR_UNSUPPORTED,
                       "dt_backward: a distributed gradient and no rules to accumulate it");
@@ -82,12 +82,12 @@ static dt_status dist_table(dt_tensor *a, dt_tensor *b, const dt_dist_op_table *
 /* @p g brought to its tensor's local layout (a new reference). */
 static dt_status materialize(dt_tensor *g, dt_tensor **out)
 {
-    const dt_dist_op_table *tab = NULL;
+    const dt_ag_dist_hooks *tab = NULL;
     if (g->dist == NULL) {
         *out = dt_tensor_retain(g);
         return DT_OK;
     }
-    DT_CHECK(dist_table(g, NULL, &tab));
+    DT_CHECK(dist_table(&tab));
     return tab->grad_materialize(g, out);
 }
 
@@ -100,8 +100,8 @@ static dt_status accumulate(dt_tensor **sum, dt_tensor *g)
         return DT_OK;
     }
     if ((*sum)->dist != NULL || g->dist != NULL) { /* a pending Partial: add without reducing */
-        const dt_dist_op_table *tab = NULL;
-        DT_CHECK(dist_table(*sum, g, &tab));
+        const dt_ag_dist_hooks *tab = NULL;
+        DT_CHECK(dist_table(&tab));
         DT_CHECK(tab->grad_add(*sum, g, &r));
         dt_tensor_release(*sum);
         *sum = r;

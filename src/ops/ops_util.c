@@ -14,10 +14,18 @@ void dt__ops_set_dist_table(const dt_dist_op_table *table)
     atomic_store(&g_dist_table, table);
 }
 
+void dt__ops_offer_dist_table(const dt_dist_op_table *table)
+{
+    const dt_dist_op_table *none = NULL;
+    /* a plain load first: every distributed tensor made offers, and after the
+     * first time there is nothing to write */
+    if (atomic_load(&g_dist_table) == NULL)
+        atomic_compare_exchange_strong(&g_dist_table, &none, table);
+}
+
 dt_status dt__ops_dist_table(const char *op, int n, dt_tensor *const *xs,
                              const dt_dist_op_table **table)
 {
-    (void)op;
     bool any = false;
     for (int i = 0; i < n && !any; i++)
         any = xs[i] != NULL && xs[i]->dist != NULL;
@@ -26,10 +34,9 @@ dt_status dt__ops_dist_table(const char *op, int n, dt_tensor *const *xs,
         return DT_OK;
     }
     const dt_dist_op_table *t = atomic_load(&g_dist_table);
-    if (t == NULL) { /* first distributed input: the rules install themselves (idempotent) */
-        dt__dist_rules_install();
-        t = atomic_load(&g_dist_table);
-    }
+    if (t == NULL) /* the placement layer offers it with its first distributed tensor */
+        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: a distributed input and no sharding rules installed",
+                      op);
     *table = t;
     return DT_OK;
 }
