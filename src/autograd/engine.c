@@ -70,7 +70,7 @@ out:
 
 /* The placement layer's hooks, for gradients in flight that are distributed
  * (dist_hooks.h). */
-static dt_status dist_table(const dt_ag_dist_hooks **tab)
+static dt_status grad_hooks(const dt_ag_dist_hooks **tab)
 {
     *tab = dt__ag_dist_hooks();
     if (*tab == NULL || (*tab)->grad_add == NULL || (*tab)->grad_materialize == NULL)
@@ -87,7 +87,7 @@ static dt_status materialize(dt_tensor *g, dt_tensor **out)
         *out = dt_tensor_retain(g);
         return DT_OK;
     }
-    DT_CHECK(dist_table(&tab));
+    DT_CHECK(grad_hooks(&tab));
     return tab->grad_materialize(g, out);
 }
 
@@ -101,7 +101,7 @@ static dt_status accumulate(dt_tensor **sum, dt_tensor *g)
     }
     if ((*sum)->dist != NULL || g->dist != NULL) { /* a pending Partial: add without reducing */
         const dt_ag_dist_hooks *tab = NULL;
-        DT_CHECK(dist_table(&tab));
+        DT_CHECK(grad_hooks(&tab));
         DT_CHECK(tab->grad_add(*sum, g, &r));
         dt_tensor_release(*sum);
         *sum = r;
