@@ -10,6 +10,7 @@ dt_status dt__dist_wrap(dt_spec *spec, dt_tensor *local, dt_tensor **out)
 {
     dt_tensor *t = NULL;
     dt_device dev = local != NULL ? dt_tensor_device(local) : dt_device_cpu();
+    dt__dist_rules_install(); /* before any op or backward can meet this tensor */
     DT_CHECK(dt__tensor_alloc_handle(spec->ndim, spec->shape, spec->dtype, dev, &t));
     t->dist = dt_spec_retain(spec);
     t->local = dt_tensor_retain(local);

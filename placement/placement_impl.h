@@ -73,8 +73,13 @@ dt_status dt__redist_local(const dt_spec *src, const dt_spec *dst, dt_tensor *lo
 
 /* ------------------------------------------------------------ helpers */
 
-/* A distributed handle over @p spec (retained) and @p local (retained). */
+/* A distributed handle over @p spec (retained) and @p local (retained). The
+ * only maker of distributed tensors, so it installs the sharding rules first. */
 dt_status dt__dist_wrap(dt_spec *spec, dt_tensor *local, dt_tensor **out);
+/* Offer the sharding rules to the ops layer and the gradient hooks to
+ * autograd (rules/rules_table.c): the lower layers cannot call up for them.
+ * Idempotent; a table already installed (a test's) is kept. */
+void dt__dist_rules_install(void);
 /* @p spec with every Partial replaced by Replicate (new reference). */
 dt_status dt__spec_normalize_grad(const dt_spec *spec, dt_spec **out);
 /* Same mesh/shape/dtype as @p like, placements @p pl (n = mesh ndim). */

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "dtensor/runtime.h"
+#include "kernels/cpu/blas_info.h"
 #include "kernels/kernel_ops.h"
 #ifdef DT_HAVE_CUDA
 #include "comm/nccl/nccl_comm.h"
@@ -93,6 +94,40 @@ static dt_status connect_store(dt_runtime *rt)
         .timeout_s = rt->timeout_s,
     };
     return dt_store_create(&sp, &rt->store);
+}
+
+/* One field of the kernels' description into the public struct; the sizes
+ * must agree (kernels/cpu/blas_info.h mirrors dt_runtime_info). */
+#define DT__INFO_COPY(dst, src, f)                                                                 \
+    do {                                                                                           \
+        _Static_assert(sizeof((dst).f) == sizeof((src).f), "dt_runtime_info." #f);                 \
+        memcpy(&(dst).f, &(src).f, sizeof((dst).f));                                               \
+    } while (0)
+
+dt_status dt_runtime_info_get(dt_runtime_info *out)
+{
+    DT_ARG_NOT_NULL(out);
+    dt__compute_info c;
+    DT_CHECK(dt__compute_info_get(&c));
+    dt_runtime_info info;
+    memset(&info, 0, sizeof(info));
+    DT__INFO_COPY(info, c, blas_library);
+    DT__INFO_COPY(info, c, blas_version);
+    DT__INFO_COPY(info, c, blas_kernel);
+    DT__INFO_COPY(info, c, blas_threads);
+    DT__INFO_COPY(info, c, cpu_features);
+    DT__INFO_COPY(info, c, blas_kernel_generic);
+    DT__INFO_COPY(info, c, num_threads);
+    DT__INFO_COPY(info, c, gemm_engine);
+    DT__INFO_COPY(info, c, gemm_library);
+    DT__INFO_COPY(info, c, gemm_version);
+    DT__INFO_COPY(info, c, gemm_kernel);
+    DT__INFO_COPY(info, c, gemm_threads);
+    DT__INFO_COPY(info, c, gemm_detail);
+    DT__INFO_COPY(info, c, gemm_reason);
+    DT__INFO_COPY(info, c, gemm_kernel_bf16);
+    *out = info;
+    return DT_OK;
 }
 
 /*

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "mesh/mesh_impl.h"
 #include "core/log.h"
-#include "nn/module_impl.h"
+#include "nn/nn_internal.h"
 #include "styles/style_kind.h"
 
 dt_status dt_plan_create(dt_plan **out)

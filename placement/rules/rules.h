@@ -104,7 +104,7 @@ dt_status dt__rl_embedding(dt_tensor *weight, dt_tensor *ids, dt_tensor **out);
 /* rules_loss.c */
 dt_status dt__rl_cross_entropy(dt_tensor *logits, dt_tensor *targets, int64_t ignore_index,
                                dt_tensor **out);
-/* rules_grad.c: distributed gradients in flight (see dist_dispatch.h) */
+/* rules_grad.c: distributed gradients in flight (see autograd/dist_hooks.h) */
 dt_status dt__rl_grad_add(dt_tensor *a, dt_tensor *b, dt_tensor **out);
 dt_status dt__rl_grad_materialize(dt_tensor *g, dt_tensor **out);
 /*

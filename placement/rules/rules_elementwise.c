@@ -91,7 +91,7 @@ dt_status dt__rl_binary(dt_binary_op op, dt_tensor *a, dt_tensor *b, dt_tensor *
     dt_mesh *mesh = NULL;
     dt_status s;
     DT_CHECK(dt__rl_mesh(name, 2, ins, &mesh));
-    DT_CHECK(dt__ops_broadcast_shape(name, a, b, &n, oshape));
+    DT_CHECK(dt__kt_broadcast_shape(name, a, b, &n, oshape));
     dt__rl_placements(a, mesh, pa);
     dt__rl_placements(b, mesh, pb);
     for (int k = 0; k < mesh->ndim; k++)

@@ -1,5 +1,5 @@
 /*
- * Gradients in flight that are distributed (dist_dispatch.h): a shard whose
+ * Gradients in flight that are distributed (autograd/dist_hooks.h): a shard whose
  * spec says how it must still be combined, Partial(sum) on the mesh dims where
  * each rank holds only its part (made by the rules' gradient node for a
  * Replicate input of a sharded or Partial output). Adding keeps them pending;
@@ -20,7 +20,7 @@ static dt_status share_of(const dt_spec *pending, dt_tensor *g, dt_tensor **out)
         *out = dt_tensor_retain(g);
         return DT_OK;
     }
-    return dt__ops_unary_raw(DT_UNARY_SCALE, g, 0.0f, out);
+    return dt__kt_unary_raw(DT_UNARY_SCALE, g, 0.0f, out);
 }
 
 static dt_status grad_materialize(dt_tensor *g, dt_tensor **out)
@@ -46,7 +46,7 @@ static dt_status grad_add(dt_tensor *a, dt_tensor *b, dt_tensor **out)
         /* two layouts (rare): reduce both, add locally */
         DT_CHECK(grad_materialize(a, &la));
         DT_CHECK_GOTO(grad_materialize(b, &lb), s, out);
-        s = dt__ops_binary_raw(DT_BINARY_ADD, la, lb, out);
+        s = dt__kt_binary_raw(DT_BINARY_ADD, la, lb, out);
         goto out;
     }
     spec = a->dist != NULL ? a->dist : b->dist;
@@ -58,7 +58,7 @@ static dt_status grad_add(dt_tensor *a, dt_tensor *b, dt_tensor **out)
         lb = dt_tensor_retain(b->local);
     else
         DT_CHECK_GOTO(share_of(spec, b, &lb), s, out);
-    DT_CHECK_GOTO(dt__ops_binary_raw(DT_BINARY_ADD, la, lb, &sum), s, out);
+    DT_CHECK_GOTO(dt__kt_binary_raw(DT_BINARY_ADD, la, lb, &sum), s, out);
     s = dt__dist_wrap((dt_spec *)spec, sum, out);
 out:
     dt_tensor_release(sum);

@@ -56,8 +56,8 @@ static dt_status exp_rows(const dt_kernel_ops *k, dt_tensor *x, dt_tensor *c, dt
     dt_status s = DT_OK;
     if (rows == 0 || cols == 0)
         return DT_OK;
-    DT_CHECK(dt__ops_empty(2, bs, x->device, &tb));
-    DT_CHECK_GOTO(dt__ops_empty(2, bs, x->device, &eb), s, out);
+    DT_CHECK(dt__kt_empty(2, bs, x->device, &tb));
+    DT_CHECK_GOTO(dt__kt_empty(2, bs, x->device, &eb), s, out);
     for (int64_t r0 = 0; r0 < rows && s == DT_OK; r0 += blk) {
         int64_t rb = rows - r0 < blk ? rows - r0 : blk, sh[2] = {rb, cols};
         dt_tensor *v[8] = {0}; /* xb, cb, cbe, tbv, ebv, sb, sbe, ob */
@@ -88,7 +88,7 @@ static dt_status exp_rows(const dt_kernel_ops *k, dt_tensor *x, dt_tensor *c, dt
             if (s == DT_OK)
                 s = k->binary(DT_BINARY_MUL, v[4], v[6], v[7]);
         }
-        dt__ops_release_all(8, v);
+        dt__kt_release_all(8, v);
     }
 out:
     dt_tensor_release(tb);
@@ -106,7 +106,7 @@ static dt_status target_slots(const dt_tensor *th, int64_t rows, int64_t cols, i
                               int64_t ignore, dt_device device, dt_tensor **out)
 {
     dt_tensor *h = NULL;
-    DT_CHECK(dt__ops_empty_as(1, &rows, DT_DTYPE_I64, dt_device_cpu(), DT_MEM_ACTIVATION, &h));
+    DT_CHECK(dt__kt_empty_as(1, &rows, DT_DTYPE_I64, dt_device_cpu(), DT_MEM_ACTIVATION, &h));
     int64_t *p = dt_tensor_data(h);
     for (int64_t i = 0; i < rows; i++) {
         int64_t tg = target_at(th, i);
@@ -139,13 +139,13 @@ static dt_status pce_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor 
     dt_status s;
     if (!dt__ag_input_needs_grad(node, 0))
         return DT_OK;
-    DT_CHECK(dt__ops_kernels(node->name, m->device, DT_KOP_UNARY, &k));
+    DT_CHECK(dt__kt_kernels(node->name, m->device, DT_KOP_UNARY, &k));
     DT_CHECK(dt_tensor_item(gy[0], &gv));
     float scale = (float)(gv / node->dv[0]);
-    DT_CHECK(dt__ops_empty(m->ndim, m->shape, m->device, &g));
+    DT_CHECK(dt__kt_empty(m->ndim, m->shape, m->device, &g));
     DT_CHECK_GOTO(dt_tensor_view(g, 2, s2, &g2), s, err);
     /* per-row scale (0 for ignored targets), made on the host */
-    DT_CHECK_GOTO(dt__ops_empty(2, s1, dt_device_cpu(), &srh), s, err);
+    DT_CHECK_GOTO(dt__kt_empty(2, s1, dt_device_cpu(), &srh), s, err);
     float *srp = dt_tensor_data(srh);
     for (int64_t i = 0; i < rows; i++)
         srp[i] = target_at(th, i) == ignore ? 0.0f : scale;
@@ -153,7 +153,7 @@ static dt_status pce_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor 
     DT_CHECK_GOTO(exp_rows(k, x, lse, NULL, sr, g2), s, err);
     /* minus the one-hot, on the rank owning the class: += -scale at the target slots */
     DT_CHECK_GOTO(target_slots(th, rows, cols, vstart, ignore, m->device, &slots), s, err);
-    DT_CHECK_GOTO(dt__ops_empty(2, s1, m->device, &neg), s, err);
+    DT_CHECK_GOTO(dt__kt_empty(2, s1, m->device, &neg), s, err);
     DT_CHECK_GOTO(dt_tensor_fill(neg, -(double)scale), s, err);
     DT_CHECK_GOTO(as_column(g2, rows, cols, &gcol), s, err);
     DT_CHECK_GOTO(k->embedding_backward(slots, neg, 0, gcol), s, err);
@@ -162,7 +162,7 @@ static dt_status pce_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor 
     s = DT_OK;
 err:;
     dt_tensor *tmp[] = {g, g2, gcol, sr, srh, slots, neg};
-    dt__ops_release_all(7, tmp);
+    dt__kt_release_all(7, tmp);
     return s;
 }
 
@@ -177,10 +177,10 @@ static dt_status pce_forward(const pce_args *a, dt_comm *comm, dt_mesh *mesh, dt
     dt_tensor *xcol = NULL;
     dt_tensor *mxh = NULL, *acch = NULL, *lseh = NULL;
     dt_status s;
-    DT_CHECK(dt__ops_kernels("dt_cross_entropy", x->device, DT_KOP_REDUCE, &k));
-    DT_CHECK(dt__ops_empty(2, s1, x->device, &mx));
+    DT_CHECK(dt__kt_kernels("dt_cross_entropy", x->device, DT_KOP_REDUCE, &k));
+    DT_CHECK(dt__kt_empty(2, s1, x->device, &mx));
     /* [sum exp | target logit], all-reduced together */
-    DT_CHECK_GOTO(dt__ops_zeros(1, s2, x->device, &acc), s, out);
+    DT_CHECK_GOTO(dt__kt_zeros(1, s2, x->device, &acc), s, out);
     DT_CHECK_GOTO(dt_tensor_narrow(acc, 0, 0, rows, &sums), s, out);
     DT_CHECK_GOTO(dt_tensor_view(sums, 2, s1, &se), s, out);
     if (cols > 0 && rows > 0)
@@ -210,7 +210,7 @@ static dt_status pce_forward(const pce_args *a, dt_comm *comm, dt_mesh *mesh, dt
     /* rows values each: finished on the host, in double as the reference does */
     DT_CHECK_GOTO(dt_tensor_to_device(mx, dt_device_cpu(), &mxh), s, out);
     DT_CHECK_GOTO(dt_tensor_to_device(acc, dt_device_cpu(), &acch), s, out);
-    DT_CHECK_GOTO(dt__ops_empty(2, s1, dt_device_cpu(), &lseh), s, out);
+    DT_CHECK_GOTO(dt__kt_empty(2, s1, dt_device_cpu(), &lseh), s, out);
     const float *mp = dt_tensor_data(mxh), *ap = dt_tensor_data(acch);
     float *lp = dt_tensor_data(lseh);
     double total = 0.0;
@@ -224,7 +224,7 @@ static dt_status pce_forward(const pce_args *a, dt_comm *comm, dt_mesh *mesh, dt
     s = DT_OK;
 out:;
     dt_tensor *tmp[] = {mx, acc, sums, se, tl, slots, xcol, mxh, acch, lseh};
-    dt__ops_release_all(10, tmp);
+    dt__kt_release_all(10, tmp);
     return s;
 }
 
@@ -279,12 +279,12 @@ static dt_status pce_local(const pce_args *a, dt_comm *comm, dt_mesh *mesh, dt_t
     /* the targets are read on the host (rows ids): a host copy of device ones */
     DT_CHECK(dt_tensor_to_device(lt, dt_device_cpu(), &tc));
     DT_CHECK_GOTO(pce_count(name, a, mesh, tc, &divisor), s, out);
-    DT_CHECK_GOTO(dt__ops_contiguous(ll, &xc), s, out);
+    DT_CHECK_GOTO(dt__kt_contiguous(ll, &xc), s, out);
     DT_CHECK_GOTO(dt_tensor_view(xc, 2, s2, &x2), s, out);
     int64_t s1[2] = {a->rows, 1};
-    DT_CHECK_GOTO(dt__ops_empty(2, s1, ll->device, &lse), s, out);
+    DT_CHECK_GOTO(dt__kt_empty(2, s1, ll->device, &lse), s, out);
     DT_CHECK_GOTO(pce_forward(a, comm, mesh, x2, tc, lse, &sum), s, out);
-    DT_CHECK_GOTO(dt__ops_empty(0, s2, ll->device, &y), s, out);
+    DT_CHECK_GOTO(dt__kt_empty(0, s2, ll->device, &y), s, out);
     /* NaN when no target counts anywhere, as PyTorch */
     DT_CHECK_GOTO(dt_tensor_fill(y, divisor > 0.0 ? (double)(float)(sum / divisor) : NAN), s, out);
     if (dt__ag_should_record(1, &ll)) {

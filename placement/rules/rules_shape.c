@@ -217,7 +217,7 @@ dt_status dt__rl_concat(int n, dt_tensor *const *xs, int dim, dt_tensor **out)
     s = dt__rl_wrap(name, mesh, w, xs[0]->ndim, oshape, DT_DTYPE_F32, y, out);
 out:
     dt_tensor_release(y);
-    dt__ops_release_all(n, ls);
+    dt__kt_release_all(n, ls);
     free(ls);
     return s;
 }
@@ -250,8 +250,8 @@ dt_status dt__rl_split(dt_tensor *x, int dim, int n, const int64_t *sizes, dt_te
         outs[i] = ys[i];
     made = 0; /* handed over */
 out:
-    dt__ops_release_all(made, ys);
-    dt__ops_release_all(n, ls);
+    dt__kt_release_all(made, ys);
+    dt__kt_release_all(n, ls);
     free(ls);
     dt_tensor_release(lx);
     return s;

@@ -1,4 +1,6 @@
-/* The default table of sharding rules the ops layer dispatches to. */
+/* The default table of sharding rules the ops layer dispatches to, and the
+ * hooks autograd takes distributed tensors and gradients through. */
+#include "autograd/dist_hooks.h"
 #include "placement/rules/rules.h"
 
 static dt_status wrap_like(dt_tensor *like, dt_tensor *local, dt_tensor **out)
@@ -25,6 +27,9 @@ static const dt_dist_op_table g_rules = {
     .contiguous = dt__rl_contiguous,
     .concat = dt__rl_concat,
     .split = dt__rl_split,
+};
+
+static const dt_ag_dist_hooks g_grad_hooks = {
     .wrap_like = wrap_like,
     .grad_add = dt__rl_grad_add,
     .grad_materialize = dt__rl_grad_materialize,
@@ -32,5 +37,6 @@ static const dt_dist_op_table g_rules = {
 
 void dt__dist_rules_install(void)
 {
-    dt__ops_set_dist_table(&g_rules);
+    dt__ops_offer_dist_table(&g_rules);
+    dt__ag_offer_dist_hooks(&g_grad_hooks);
 }

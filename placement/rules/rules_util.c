@@ -70,7 +70,7 @@ static dt_status record(const char *name, dt_ag_backward_fn fn, dt_tensor *x, dt
     dt_status s;
     if (*y == x) { /* the output needs its own handle */
         dt_tensor *a = NULL;
-        DT_CHECK(dt__ops_alias(x, &a));
+        DT_CHECK(dt__kt_alias(x, &a));
         dt_tensor_release(*y);
         *y = a;
     }
@@ -260,6 +260,6 @@ dt_status dt__rl_fallback(const char *op, int n, dt_tensor *const *xs, dt__rl_lo
     s = dt__rl_wrap(op, mesh, r, y->ndim, y->shape, y->dtype, y, out);
     dt_tensor_release(y);
 out:
-    dt__ops_release_all(n, locals);
+    dt__kt_release_all(n, locals);
     return s;
 }

@@ -8,10 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/dist_hooks.h"
 #include "autograd/node.h"
 #include "core/log.h"
 #include "dtensor/autograd.h"
-#include "ops/ops_internal.h"
+#include "kernels/kernel_tensor.h"
 
 typedef struct node_list {
     dt_ag_node **v;
@@ -67,11 +68,11 @@ out:
     return s;
 }
 
-/* The rules table, for gradients in flight that are distributed (dist_dispatch.h). */
-static dt_status dist_table(dt_tensor *a, dt_tensor *b, const dt_dist_op_table **tab)
+/* The placement layer's hooks, for gradients in flight that are distributed
+ * (dist_hooks.h). */
+static dt_status grad_hooks(const dt_ag_dist_hooks **tab)
 {
-    dt_tensor *xs[2] = {a, b};
-    DT_CHECK(dt__ops_dist_table("dt_backward", 2, xs, tab));
+    *tab = dt__ag_dist_hooks();
     if (*tab == NULL || (*tab)->grad_add == NULL || (*tab)->grad_materialize == NULL)
         return DT_ERR(DT_ERR_UNSUPPORTED,
                       "dt_backward: a distributed gradient and no rules to accumulate it");
@@ -81,12 +82,12 @@ static dt_status dist_table(dt_tensor *a, dt_tensor *b, const dt_dist_op_table *
 /* @p g brought to its tensor's local layout (a new reference). */
 static dt_status materialize(dt_tensor *g, dt_tensor **out)
 {
-    const dt_dist_op_table *tab = NULL;
+    const dt_ag_dist_hooks *tab = NULL;
     if (g->dist == NULL) {
         *out = dt_tensor_retain(g);
         return DT_OK;
     }
-    DT_CHECK(dist_table(g, NULL, &tab));
+    DT_CHECK(grad_hooks(&tab));
     return tab->grad_materialize(g, out);
 }
 
@@ -99,14 +100,14 @@ static dt_status accumulate(dt_tensor **sum, dt_tensor *g)
         return DT_OK;
     }
     if ((*sum)->dist != NULL || g->dist != NULL) { /* a pending Partial: add without reducing */
-        const dt_dist_op_table *tab = NULL;
-        DT_CHECK(dist_table(*sum, g, &tab));
+        const dt_ag_dist_hooks *tab = NULL;
+        DT_CHECK(grad_hooks(&tab));
         DT_CHECK(tab->grad_add(*sum, g, &r));
         dt_tensor_release(*sum);
         *sum = r;
         return DT_OK;
     }
-    DT_CHECK(dt__ops_binary_raw(DT_BINARY_ADD, *sum, g, &r));
+    DT_CHECK(dt__kt_binary_raw(DT_BINARY_ADD, *sum, g, &r));
     dt_tensor_release(*sum);
     *sum = r;
     return DT_OK;
@@ -214,18 +215,18 @@ static dt_status accumulate_leaf_local(dt_tensor *leaf, dt_tensor *g, int held)
         leaf->grad = ng;
         return DT_OK;
     }
-    DT_CHECK(dt__ops_kernels("dt_backward", g->device, DT_KOP_BINARY, &k));
+    DT_CHECK(dt__kt_kernels("dt_backward", g->device, DT_KOP_BINARY, &k));
     if (leaf->grad != NULL && dt_tensor_is_contiguous(leaf->grad) &&
         leaf->grad->dtype == DT_DTYPE_F32) {
         /* in place (others may hold views of .grad), but never with aliased
          * kernel operands: sum into a temporary, copy back */
-        DT_CHECK(dt__ops_binary_raw(DT_BINARY_ADD, leaf->grad, g, &ng));
+        DT_CHECK(dt__kt_binary_raw(DT_BINARY_ADD, leaf->grad, g, &ng));
         s = k->copy(leaf->grad, ng);
         dt_tensor_release(ng);
         return s;
     }
     DT_CHECK(
-        dt__ops_empty_as(leaf->ndim, leaf->shape, leaf->dtype, leaf->device, DT_MEM_GRADIENT, &ng));
+        dt__kt_empty_as(leaf->ndim, leaf->shape, leaf->dtype, leaf->device, DT_MEM_GRADIENT, &ng));
     if (leaf->grad == NULL)
         DT_CHECK_GOTO(k->copy(ng, g), s, err_release);
     else
@@ -261,7 +262,7 @@ static dt_status route(dt_ag_node *node, int i, dt_tensor *g, leaf_pending *p)
     } else if (same_shape(g, &e->meta))
         r = dt_tensor_retain(g);
     else
-        DT_CHECK(dt__ops_reduce_to_shape(g, e->meta.ndim, e->meta.shape, &r));
+        DT_CHECK(dt__kt_reduce_to_shape(g, e->meta.ndim, e->meta.shape, &r));
     if (e->node != NULL)
         s = accumulate(&e->node->grads[e->output], r);
     else if (e->leaf != NULL)
@@ -285,17 +286,17 @@ static dt_status run_node(dt_ag_node *node, leaf_pending *p)
         dt_tensor *g = node->grads[o], *c = NULL;
         dt_ag_meta *m = &node->outputs[o];
         if (g == NULL) {
-            DT_CHECK(dt__ops_zeros(m->ndim, m->shape, m->device, &c));
+            DT_CHECK(dt__kt_zeros(m->ndim, m->shape, m->device, &c));
         } else if (g->dist != NULL && node->accepts_dist_grad) {
             continue;                 /* the node reduces it itself, as it likes */
         } else if (g->dist != NULL) { /* reduce a pending Partial now (collective) */
             dt_tensor *l = NULL;
             DT_CHECK(materialize(g, &l));
-            s = dt__ops_contiguous(l, &c);
+            s = dt__kt_contiguous(l, &c);
             dt_tensor_release(l);
             DT_CHECK(s);
         } else {
-            DT_CHECK(dt__ops_contiguous(g, &c));
+            DT_CHECK(dt__kt_contiguous(g, &c));
         }
         dt_tensor_release(g);
         node->grads[o] = c;
@@ -311,7 +312,7 @@ static dt_status run_node(dt_ag_node *node, leaf_pending *p)
             DT_CHECK_GOTO(route(node, i, gx[i], p), s, out);
     }
 out:
-    dt__ops_release_all(node->n_inputs, gx);
+    dt__kt_release_all(node->n_inputs, gx);
     if (gx != gx_stack)
         free(gx);
     return s;
@@ -327,11 +328,11 @@ static dt_status check_root_grad(dt_tensor *root, dt_tensor *grad, dt_tensor **o
                           "for a non-scalar root",
                           dt__shape_str(root->ndim, root->shape, sr, sizeof(sr)),
                           (long long)dt_tensor_numel(root));
-        DT_CHECK(dt__ops_empty(root->ndim, root->shape, root->device, out));
+        DT_CHECK(dt__kt_empty(root->ndim, root->shape, root->device, out));
         return dt_tensor_fill(*out, 1.0);
     }
-    DT_CHECK(dt__ops_check_f32("dt_backward", "grad", grad));
-    DT_CHECK(dt__ops_reject_distributed("dt_backward", 1, &grad));
+    DT_CHECK(dt__kt_check_f32("dt_backward", "grad", grad));
+    DT_CHECK(dt__kt_reject_distributed("dt_backward", 1, &grad));
     if (grad->ndim != root->ndim ||
         memcmp(grad->shape, root->shape, sizeof(root->shape[0]) * (size_t)root->ndim) != 0)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_backward: grad shape %s differs from root shape %s",
@@ -358,7 +359,7 @@ static dt_status run_all(node_list *all, dt_ag_node *root_node, int root_output,
     while (ready.n > 0) {
         dt_ag_node *node = ready.v[--ready.n];
         DT_CHECK_GOTO(run_node(node, &pending), s, out);
-        dt__ops_release_all(node->n_outputs, node->grads);
+        dt__kt_release_all(node->n_outputs, node->grads);
         for (int i = 0; i < node->n_inputs; i++) {
             dt_ag_node *child = node->inputs[i].node;
             if (child != NULL && --child->deps == 0)
@@ -434,7 +435,7 @@ out:
     for (int i = 0; i < all.n; i++) {
         dt_ag_node *node = all.v[i];
         if (node->grads != NULL)
-            dt__ops_release_all(node->n_outputs, node->grads);
+            dt__kt_release_all(node->n_outputs, node->grads);
         free(node->grads);
         node->grads = NULL;
         node->deps = 0;

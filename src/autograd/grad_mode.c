@@ -1,9 +1,10 @@
 /* Grad mode (per thread), requires_grad, .grad accessors and detach. */
 #include <string.h>
 
+#include "autograd/dist_hooks.h"
 #include "autograd/node.h"
 #include "dtensor/autograd.h"
-#include "ops/ops_internal.h"
+#include "kernels/kernel_tensor.h"
 
 /* Recording is on by default; a thread turns it off for its own scope only. */
 static _Thread_local bool g_grad_disabled;
@@ -97,20 +98,19 @@ dt_status dt_tensor_detach(dt_tensor *t, dt_tensor **out)
     DT_ARG_NOT_NULL(t);
     DT_ARG_NOT_NULL(out);
     if (t->dist != NULL) { /* detach the shard, keep the spec */
-        const dt_dist_op_table *tab = NULL;
+        const dt_ag_dist_hooks *tab = dt__ag_dist_hooks();
         dt_tensor *l = NULL;
         dt_status s;
-        DT_CHECK(dt__ops_dist_table("dt_tensor_detach", 1, &t, &tab));
         if (tab == NULL || tab->wrap_like == NULL)
             return DT_ERR(DT_ERR_UNSUPPORTED, "dt_tensor_detach: no distributed wrap available");
-        DT_CHECK(dt__ops_alias(t->local, &l));
+        DT_CHECK(dt__kt_alias(t->local, &l));
         s = tab->wrap_like(t, l, &y);
         dt_tensor_release(l);
         DT_CHECK(s);
         *out = y;
         return DT_OK;
     }
-    DT_CHECK(dt__ops_alias(t, &y));
+    DT_CHECK(dt__kt_alias(t, &y));
     *out = y;
     return DT_OK;
 }

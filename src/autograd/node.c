@@ -5,7 +5,7 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "dtensor/autograd.h"
-#include "ops/ops_internal.h"
+#include "kernels/kernel_tensor.h"
 
 static void node_release_hook(void *self)
 {
@@ -72,7 +72,7 @@ dt_status dt__ag_save(dt_ag_node *node, dt_tensor *t)
         return DT_ERR(DT_ERR_INTERNAL, "%s: more than %d saved tensors", node->name,
                       DT_AG_MAX_SAVED);
     if (t != NULL)
-        DT_CHECK(dt__ops_alias(t, &alias));
+        DT_CHECK(dt__kt_alias(t, &alias));
     node->saved[node->n_saved++] = alias;
     return DT_OK;
 }

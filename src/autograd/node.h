@@ -68,7 +68,7 @@ struct dt_autograd_node {
     /* Its backward takes a distributed (pending Partial) output gradient as
      * it is, instead of the engine reducing it first: a redistribute can turn
      * a pending Partial into a Shard with one reduce-scatter (see
-     * ops/dist_dispatch.h). Off by default. */
+     * autograd/dist_hooks.h). Off by default. */
     bool accepts_dist_grad;
     /* engine scratch, valid during one dt_backward */
     int deps;

@@ -60,7 +60,7 @@ void dt__allocator_register(dt_device_type type, const dt_allocator_ops *ops)
     }
 }
 
-static const dt_allocator_ops *allocator_for(dt_device device)
+const dt_allocator_ops *dt__allocator_for(dt_device device)
 {
     if ((int)device.type < 0 || (int)device.type >= DT_DEVICE_TYPE_COUNT)
         return NULL;
@@ -117,7 +117,7 @@ dt_status dt__storage_create(size_t nbytes, dt_device device, dt_storage **out)
 {
     DT_ARG_NOT_NULL(out);
     int slot = acct_slot(device);
-    const dt_allocator_ops *ops = allocator_for(device);
+    const dt_allocator_ops *ops = dt__allocator_for(device);
     if (slot < 0 || ops == NULL)
         return DT_ERR(DT_ERR_UNSUPPORTED, "dt__storage_create: no allocator for device %s:%d",
                       dt_device_type_name(device.type), device.index);
@@ -155,7 +155,7 @@ void dt__storage_release(dt_storage *s)
     if (s == NULL || atomic_fetch_sub(&s->refcount, 1) != 1)
         return;
     int slot = acct_slot(s->device);
-    const dt_allocator_ops *ops = allocator_for(s->device);
+    const dt_allocator_ops *ops = dt__allocator_for(s->device);
     pthread_mutex_lock(&acct_lock);
     acct_add(&acct[slot], s->category, -(int64_t)s->nbytes);
     pthread_mutex_unlock(&acct_lock);
@@ -184,7 +184,7 @@ dt_status dt_memory_stats_get(dt_device device, dt_memory_stats *out)
     if (slot < 0)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_memory_stats_get: unknown device %s:%d",
                       dt_device_type_name(device.type), device.index);
-    const dt_allocator_ops *ops = allocator_for(device);
+    const dt_allocator_ops *ops = dt__allocator_for(device);
     int64_t cached =
         (ops != NULL && ops->cached_bytes != NULL) ? ops->cached_bytes(device.index) : 0;
     pthread_mutex_lock(&acct_lock);
@@ -210,7 +210,7 @@ void dt_memory_reset_peak(dt_device device)
 void dt__memory_step_end(void)
 {
     for (int t = 0; t < DT_DEVICE_TYPE_COUNT; t++) {
-        const dt_allocator_ops *ops = allocator_for((dt_device){(dt_device_type)t, 0});
+        const dt_allocator_ops *ops = dt__allocator_for((dt_device){(dt_device_type)t, 0});
         if (ops != NULL && ops->trim != NULL)
             ops->trim();
     }
@@ -219,7 +219,7 @@ void dt__memory_step_end(void)
 void dt_memory_empty_cache(void)
 {
     for (int t = 0; t < DT_DEVICE_TYPE_COUNT; t++) {
-        const dt_allocator_ops *ops = allocator_for((dt_device){(dt_device_type)t, 0});
+        const dt_allocator_ops *ops = dt__allocator_for((dt_device){(dt_device_type)t, 0});
         if (ops != NULL && ops->empty_cache != NULL)
             ops->empty_cache();
     }

@@ -3,11 +3,11 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/clones.h"
 #include "core/copy.h"
 #include "core/error.h"
 #include "core/tensor_impl.h"
-#include "kernels/kernel_ops.h"
 
 /*
  * Geometry shared by up to two tensors of the same shape, with size-1 dims
@@ -295,10 +295,11 @@ static const char *dev_name(dt_device d, char *buf, size_t len)
     return buf;
 }
 
-/* The kernel table of @p dev, else DT_ERR_UNSUPPORTED. */
-static dt_status device_kernels(const char *fn, dt_device dev, const dt_kernel_ops **out)
+/* The device hooks of @p dev (its allocator's vtable: core does not see the
+ * kernel tables, alloc.h), else DT_ERR_UNSUPPORTED. */
+static dt_status device_ops(const char *fn, dt_device dev, const dt_allocator_ops **out)
 {
-    const dt_kernel_ops *k = dt__kernels_for(dev);
+    const dt_allocator_ops *k = dt__allocator_for(dev);
     if (k == NULL) {
         char b[32];
         return DT_ERR(DT_ERR_UNSUPPORTED, "%s: no kernels for device %s in this build", fn,
@@ -310,7 +311,7 @@ static dt_status device_kernels(const char *fn, dt_device dev, const dt_kernel_o
 
 /* dst = src for tensors of the same shape: host loops when both are on the
  * CPU, else the copy kernel of the non-CPU side (the CUDA one also moves data
- * between host and device and between GPUs). */
+ * between host and device and between GPUs), reached through its hooks. */
 static dt_status copy_any(const char *fn, dt_tensor *dst, const dt_tensor *src)
 {
     if (dst->device.type == DT_DEVICE_CPU && src->device.type == DT_DEVICE_CPU) {
@@ -318,8 +319,8 @@ static dt_status copy_any(const char *fn, dt_tensor *dst, const dt_tensor *src)
         return DT_OK;
     }
     dt_device dev = dst->device.type != DT_DEVICE_CPU ? dst->device : src->device;
-    const dt_kernel_ops *k = NULL;
-    DT_CHECK(device_kernels(fn, dev, &k));
+    const dt_allocator_ops *k = NULL;
+    DT_CHECK(device_ops(fn, dev, &k));
     if (k->copy == NULL)
         return DT_ERR(DT_ERR_UNSUPPORTED, "%s: the %s kernels have no copy", fn, k->name);
     return k->copy(dst, src);
@@ -329,8 +330,8 @@ dt_status dt_tensor_fill(dt_tensor *t, double value)
 {
     DT_CHECK(dt__check_local_tensor(__func__, "t", t));
     if (t->device.type != DT_DEVICE_CPU) {
-        const dt_kernel_ops *k = NULL;
-        DT_CHECK(device_kernels(__func__, t->device, &k));
+        const dt_allocator_ops *k = NULL;
+        DT_CHECK(device_ops(__func__, t->device, &k));
         if (k->fill == NULL)
             return DT_ERR(DT_ERR_UNSUPPORTED, "dt_tensor_fill: the %s kernels have no fill",
                           k->name);
@@ -400,7 +401,7 @@ dt_status dt_tensor_copy_async_(dt_tensor *dst, const dt_tensor *src)
     DT_CHECK(dt__check_local_tensor(__func__, "dst", dst));
     DT_CHECK(dt__check_local_tensor(__func__, "src", src));
     dt_device dev = dst->device.type != DT_DEVICE_CPU ? dst->device : src->device;
-    const dt_kernel_ops *k = dt__kernels_for(dev);
+    const dt_allocator_ops *k = dt__allocator_for(dev);
     if (k == NULL || k->copy_async == NULL || dst->ndim != src->ndim ||
         memcmp(dst->shape, src->shape, (size_t)dst->ndim * sizeof(int64_t)) != 0)
         return dt_tensor_copy_(dst, src); /* checks, errors and synchronous devices */

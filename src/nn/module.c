@@ -9,6 +9,7 @@
 #include "dtensor/mesh.h"
 #include "dtensor/placement.h"
 #include "nn/module_impl.h"
+#include "nn/nn_internal.h"
 
 dt_tensor *dt__local_of(dt_tensor *t)
 {
@@ -216,6 +217,17 @@ dt_status dt_module_param_set(dt_module *m, const char *name, dt_tensor *t)
     s->tensor = dt_tensor_retain(t);
     dt_tensor_release(old);
     return DT_OK;
+}
+
+bool dt__module_slot_swap(dt_module *m, const char *name, dt_tensor *t)
+{
+    dt_module_slot *s = find_slot(m, name);
+    if (s == NULL)
+        return false;
+    dt_tensor *old = s->tensor;
+    s->tensor = dt_tensor_retain(t);
+    dt_tensor_release(old);
+    return true;
 }
 
 dt_status dt__module_new_param(dt_module *m, const char *name, int ndim, const int64_t *shape,

@@ -6,6 +6,7 @@
 #define DT_NN_MODULE_IMPL_H
 
 #include "dtensor/nn.h"
+#include "nn/nn_internal.h"
 
 /* How a parameter is (or, when deferred, will be) initialised: by global
  * index, so a shard can be filled alone (deferred.c, init.c). */
@@ -72,9 +73,6 @@ dt_status dt__param_fill(dt_tensor *p, const char *fqn, const dt__init_rule *rul
 dt_status dt__param_init_slot(dt_module *m, const char *name, const char *fqn,
                               const dt__init_rule *rule);
 
-/* A deferred tensor: a handle with shape, dtype and device and no storage. */
-dt_status dt__tensor_deferred(int ndim, const int64_t *shape, dt_dtype dtype, dt_device device,
-                              dt_tensor **out);
 /* True when @p t (or, distributed, its local shard) has no storage yet. */
 bool dt__tensor_is_deferred(const dt_tensor *t);
 /* Whether any deferred parameter was ever made in this process (a cheap

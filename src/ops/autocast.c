@@ -38,7 +38,7 @@ static dt_status to_bf16(const dt_kernel_ops *k, dt_tensor *t, dt_tensor **out)
     dt_tensor *v = NULL, *h = NULL;
     dt_status s = dt__tensor_make_view(t, t->ndim, compact, t->strides, t->offset, &v);
     if (s == DT_OK)
-        s = dt__ops_empty_as(t->ndim, compact, DT_DTYPE_BF16, t->device, DT_MEM_ACTIVATION, &h);
+        s = dt__kt_empty_as(t->ndim, compact, DT_DTYPE_BF16, t->device, DT_MEM_ACTIVATION, &h);
     if (s == DT_OK)
         s = k->copy(h, v);
     if (s == DT_OK)

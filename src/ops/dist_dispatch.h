@@ -8,15 +8,18 @@
  * wrap the result). An entry left NULL makes the op fail with
  * DT_ERR_UNSUPPORTED naming it.
  *
- * The table is installed by dt__dist_rules_install() (placement/rules/), which
- * dt__ops_dist_table() calls the first time it meets a distributed input (no
- * constructor: a static-library constructor would be dropped by the linker).
- * dt__ops_set_dist_table() replaces it (NULL: back to the default on next use).
+ * The placement layer offers the table (dt__ops_offer_dist_table) when it
+ * makes its first distributed tensor (dt__dist_wrap), so the table is there
+ * whenever an op meets a distributed input, and ops names no function of the
+ * layer above it (no constructor either: a static-library constructor would
+ * be dropped by the linker). dt__ops_set_dist_table() replaces it (NULL: none
+ * until the placement layer offers it again).
  *
  * Gradients stay local: autograd runs on the local shards, and the rules keep
  * the convention of placement.h (the gradient of a shard is the shard of the
- * global gradient, Partial read as Replicate), so the engine never sees a
- * distributed gradient.
+ * global gradient, Partial read as Replicate). What autograd needs for
+ * distributed tensors (detach, gradients in flight) is its own table,
+ * autograd/dist_hooks.h.
  */
 #ifndef DT_OPS_DIST_DISPATCH_H
 #define DT_OPS_DIST_DISPATCH_H
@@ -52,41 +55,21 @@ typedef struct dt_dist_op_table {
     dt_status (*contiguous)(dt_tensor *x, dt_tensor **out);
     dt_status (*concat)(int n, dt_tensor *const *xs, int dim, dt_tensor **out);
     dt_status (*split)(dt_tensor *x, int dim, int n, const int64_t *sizes, dt_tensor **outs);
-    /* A distributed handle with @p like's spec over @p local (retained): dt_tensor_detach. */
-    dt_status (*wrap_like)(dt_tensor *like, dt_tensor *local, dt_tensor **out);
-
-    /*
-     * Gradients in flight (engine.c). A backward may return a DISTRIBUTED
-     * gradient: a shard whose layout is its spec (e.g. Partial(sum) where the
-     * tensor is Replicate: this rank's part of the gradient, not yet summed).
-     * The engine never reduces it eagerly: contributions are added with
-     * grad_add, and the sum is brought to the tensor's own layout with
-     * grad_materialize only when a node's backward or a leaf needs it, so
-     * three Partial contributions (wq, wk, wv of one input) cost one
-     * all-reduce, not three.
-     */
-    /* a + b where either is distributed (the other is a local gradient in the
-     * tensor's convention): a new reference, distributed or local. No
-     * communication unless the two specs disagree. */
-    dt_status (*grad_add)(dt_tensor *a, dt_tensor *b, dt_tensor **out);
-    /* The local gradient (tensor's convention: every Partial read as
-     * Replicate) of distributed gradient @p g. Collective over g's mesh. */
-    dt_status (*grad_materialize)(dt_tensor *g, dt_tensor **out);
 } dt_dist_op_table;
 
-/* Replace the table (NULL: reinstall the default on the next distributed input). */
+/* Replace the table (NULL: none until the next offer). */
 void dt__ops_set_dist_table(const dt_dist_op_table *table);
+/* Install @p table unless one is installed already (thread-safe; the first
+ * wins, so a table set on purpose, as by a test, is kept). */
+void dt__ops_offer_dist_table(const dt_dist_op_table *table);
 
 /*
  * *table = NULL when no input of @p xs is distributed; else the installed
- * table (installing the default first). Never fails today; the status is
- * there so a missing table can be reported by name.
+ * table, or DT_ERR_UNSUPPORTED naming @p op when none is (only after
+ * dt__ops_set_dist_table(NULL): a distributed tensor offers the table).
  */
 dt_status dt__ops_dist_table(const char *op, int n, dt_tensor *const *xs,
                              const dt_dist_op_table **table);
-
-/* Implemented by placement/rules/: installs the default rules table. */
-void dt__dist_rules_install(void);
 
 /*
  * In a public op, after the NULL checks: route distributed inputs to the

@@ -21,24 +21,24 @@ static dt_status binary_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tens
         if (need_b && op == DT_BINARY_ADD)
             gx[1] = dt_tensor_retain(gy[0]);
         else if (need_b)
-            DT_CHECK(dt__ops_unary_raw(DT_UNARY_NEG, gy[0], 0.0f, &gx[1]));
+            DT_CHECK(dt__kt_unary_raw(DT_UNARY_NEG, gy[0], 0.0f, &gx[1]));
         return DT_OK;
     case DT_BINARY_MUL:
         if (need_a)
-            DT_CHECK(dt__ops_binary_raw(DT_BINARY_MUL, gy[0], b, &gx[0]));
+            DT_CHECK(dt__kt_binary_raw(DT_BINARY_MUL, gy[0], b, &gx[0]));
         if (need_b)
-            DT_CHECK(dt__ops_binary_raw(DT_BINARY_MUL, gy[0], a, &gx[1]));
+            DT_CHECK(dt__kt_binary_raw(DT_BINARY_MUL, gy[0], a, &gx[1]));
         return DT_OK;
     case DT_BINARY_DIV:
         if (need_a)
-            DT_CHECK(dt__ops_binary_raw(DT_BINARY_DIV, gy[0], b, &gx[0]));
+            DT_CHECK(dt__kt_binary_raw(DT_BINARY_DIV, gy[0], b, &gx[0]));
         if (need_b) { /* d(a/b)/db = -a / b^2 */
-            DT_CHECK(dt__ops_binary_raw(DT_BINARY_MUL, gy[0], a, &t));
-            DT_CHECK_GOTO(dt__ops_binary_raw(DT_BINARY_DIV, t, b, &u), s, out);
+            DT_CHECK(dt__kt_binary_raw(DT_BINARY_MUL, gy[0], a, &t));
+            DT_CHECK_GOTO(dt__kt_binary_raw(DT_BINARY_DIV, t, b, &u), s, out);
             dt_tensor_release(t);
             t = NULL;
-            DT_CHECK_GOTO(dt__ops_binary_raw(DT_BINARY_DIV, u, b, &t), s, out);
-            DT_CHECK_GOTO(dt__ops_unary_raw(DT_UNARY_NEG, t, 0.0f, &gx[1]), s, out);
+            DT_CHECK_GOTO(dt__kt_binary_raw(DT_BINARY_DIV, u, b, &t), s, out);
+            DT_CHECK_GOTO(dt__kt_unary_raw(DT_UNARY_NEG, t, 0.0f, &gx[1]), s, out);
         }
         break;
     }
@@ -54,16 +54,16 @@ static dt_status binary_op(dt_binary_op op, dt_tensor *a, dt_tensor *b, dt_tenso
     dt_tensor *ins[2] = {a, b}, *y = NULL;
     dt_ag_node *node = NULL;
     dt_status s;
-    DT_CHECK(dt__ops_check_f32(name, "a", a));
-    DT_CHECK(dt__ops_check_f32(name, "b", b));
+    DT_CHECK(dt__kt_check_f32(name, "a", a));
+    DT_CHECK(dt__kt_check_f32(name, "b", b));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
     DT__DIST_DISPATCH(name, 2, ins, binary, op, a, b, out);
     DT_CHECK(dt__ops_check_same_device(name, a, b));
     int ndim;
     int64_t shape[DT_MAX_DIMS];
-    DT_CHECK(dt__ops_broadcast_shape(name, a, b, &ndim, shape));
-    DT_CHECK(dt__ops_binary_raw(op, a, b, &y));
+    DT_CHECK(dt__kt_broadcast_shape(name, a, b, &ndim, shape));
+    DT_CHECK(dt__kt_binary_raw(op, a, b, &y));
     if (dt__ag_should_record(2, ins)) {
         DT_CHECK_GOTO(dt__ag_node_create(name, binary_backward, 2, ins, &node), s, err_y);
         node->iv[0] = op;
@@ -117,9 +117,9 @@ static dt_status unary_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tenso
         return DT_OK;
     }
     if (op == DT_UNARY_SCALE)
-        return dt__ops_unary_raw(DT_UNARY_SCALE, gy[0], (float)node->dv[0], &gx[0]);
-    DT_CHECK(dt__ops_kernels(node->name, gy[0]->device, DT_KOP_UNARY_BACKWARD, &k));
-    DT_CHECK(dt__ops_empty(gy[0]->ndim, gy[0]->shape, gy[0]->device, &g));
+        return dt__kt_unary_raw(DT_UNARY_SCALE, gy[0], (float)node->dv[0], &gx[0]);
+    DT_CHECK(dt__kt_kernels(node->name, gy[0]->device, DT_KOP_UNARY_BACKWARD, &k));
+    DT_CHECK(dt__kt_empty(gy[0]->ndim, gy[0]->shape, gy[0]->device, &g));
     DT_CHECK_GOTO(k->unary_backward(op, node->saved[0], gy[0], g), s, err_release);
     gx[0] = g;
     return DT_OK;
@@ -134,11 +134,11 @@ static dt_status unary_op(const char *name, dt_unary_op op, dt_tensor *x, double
     dt_tensor *y = NULL;
     dt_ag_node *node = NULL;
     dt_status s;
-    DT_CHECK(dt__ops_check_f32(name, "x", x));
+    DT_CHECK(dt__kt_check_f32(name, "x", x));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
     DT__DIST_DISPATCH(name, 1, &x, unary, op, x, alpha, out);
-    DT_CHECK(dt__ops_unary_raw(op, x, (float)alpha, &y));
+    DT_CHECK(dt__kt_unary_raw(op, x, (float)alpha, &y));
     if (dt__ag_should_record(1, &x)) {
         DT_CHECK_GOTO(dt__ag_node_create(name, unary_backward, 1, &x, &node), s, err_y);
         node->iv[0] = op;

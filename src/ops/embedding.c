@@ -36,7 +36,7 @@ static dt_status ids_flat(dt_tensor *ids, dt_tensor **out)
     dt_tensor *c = NULL;
     int64_t n = dt_tensor_numel(ids), st = 1;
     dt_status s;
-    DT_CHECK(dt__ops_contiguous(ids, &c));
+    DT_CHECK(dt__kt_contiguous(ids, &c));
     s = dt__tensor_make_view(c, 1, &n, &st, c->offset, out);
     dt_tensor_release(c);
     return s;
@@ -49,8 +49,8 @@ static dt_status embedding_backward(dt_ag_node *node, dt_tensor *const *gy, dt_t
     dt_ag_meta *wm = &node->inputs[0].meta;
     int64_t shape[2] = {ids->shape[0], wm->shape[1]}, strides[2] = {wm->shape[1], 1};
     dt_status s;
-    DT_CHECK(dt__ops_kernels(node->name, wm->device, DT_KOP_EMBEDDING, &k));
-    DT_CHECK(dt__ops_zeros(2, wm->shape, wm->device, &gw));
+    DT_CHECK(dt__kt_kernels(node->name, wm->device, DT_KOP_EMBEDDING, &k));
+    DT_CHECK(dt__kt_zeros(2, wm->shape, wm->device, &gw));
     DT_CHECK_GOTO(dt__tensor_make_view(gy[0], 2, shape, strides, gy[0]->offset, &g2), s, err);
     DT_CHECK_GOTO(k->embedding_backward(ids, g2, node->iv[0], gw), s, err);
     dt_tensor_release(g2);
@@ -81,13 +81,13 @@ static dt_status embedding_local(const char *name, dt_tensor *weight, dt_tensor 
                       ids->ndim, DT_MAX_DIMS - 1);
     if (!shard)
         DT_CHECK(dt__ops_check_id_range(name, "ids", ids, weight->shape[0], INT64_MIN, &n_valid));
-    DT_CHECK(dt__ops_kernels(name, weight->device, DT_KOP_EMBEDDING, &k));
+    DT_CHECK(dt__kt_kernels(name, weight->device, DT_KOP_EMBEDDING, &k));
     for (int i = 0; i < ids->ndim; i++)
         shape[i] = ids->shape[i];
     shape[ids->ndim] = weight->shape[1];
     int64_t s2[2] = {dt_tensor_numel(ids), weight->shape[1]}, st2[2] = {weight->shape[1], 1};
     DT_CHECK(ids_flat(ids, &flat));
-    DT_CHECK_GOTO(dt__ops_empty(ids->ndim + 1, shape, weight->device, &y), s, err);
+    DT_CHECK_GOTO(dt__kt_empty(ids->ndim + 1, shape, weight->device, &y), s, err);
     DT_CHECK_GOTO(dt__tensor_make_view(y, 2, s2, st2, y->offset, &y2), s, err);
     DT_CHECK_GOTO(k->embedding(weight, flat, vocab_start, y2), s, err);
     if (dt__ag_should_record(1, &weight)) {
@@ -113,9 +113,9 @@ dt_status dt__ops_embedding_shard(dt_tensor *weight, dt_tensor *ids, int64_t voc
                                   dt_tensor **out)
 {
     const char *name = "dt_embedding(vocab shard)";
-    DT_CHECK(dt__ops_check_f32(name, "weight", weight));
+    DT_CHECK(dt__kt_check_f32(name, "weight", weight));
     DT_CHECK(dt__ops_check_ids(name, "ids", ids));
-    DT_CHECK(dt__ops_reject_distributed(name, 2, (dt_tensor *[]){weight, ids}));
+    DT_CHECK(dt__kt_reject_distributed(name, 2, (dt_tensor *[]){weight, ids}));
     return embedding_local(name, weight, ids, vocab_start, true, out);
 }
 
@@ -123,7 +123,7 @@ dt_status dt_embedding(dt_tensor *weight, dt_tensor *ids, dt_tensor **out)
 {
     const char *name = "dt_embedding";
     dt_tensor *ins[2] = {weight, ids};
-    DT_CHECK(dt__ops_check_f32(name, "weight", weight));
+    DT_CHECK(dt__kt_check_f32(name, "weight", weight));
     DT_CHECK(dt__ops_check_ids(name, "ids", ids));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);

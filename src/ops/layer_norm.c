@@ -9,12 +9,12 @@ static dt_status layer_norm_backward(dt_ag_node *node, dt_tensor *const *gy, dt_
     dt_tensor *x = node->saved[0], *w = node->saved[1], *gxx = NULL, *gw = NULL, *gb = NULL;
     int64_t c = x->shape[x->ndim - 1];
     dt_status s;
-    DT_CHECK(dt__ops_kernels(node->name, x->device, DT_KOP_LAYER_NORM, &k));
-    DT_CHECK_GOTO(dt__ops_empty(x->ndim, x->shape, x->device, &gxx), s, err);
+    DT_CHECK(dt__kt_kernels(node->name, x->device, DT_KOP_LAYER_NORM, &k));
+    DT_CHECK_GOTO(dt__kt_empty(x->ndim, x->shape, x->device, &gxx), s, err);
     if (dt__ag_input_needs_grad(node, 1))
-        DT_CHECK_GOTO(dt__ops_zeros(1, &c, x->device, &gw), s, err);
+        DT_CHECK_GOTO(dt__kt_zeros(1, &c, x->device, &gw), s, err);
     if (dt__ag_input_needs_grad(node, 2))
-        DT_CHECK_GOTO(dt__ops_zeros(1, &c, x->device, &gb), s, err);
+        DT_CHECK_GOTO(dt__kt_zeros(1, &c, x->device, &gb), s, err);
     DT_CHECK_GOTO(k->layer_norm_backward(x, w, node->saved[2], node->saved[3], gy[0], gxx, gw, gb),
                   s, err);
     gx[0] = gxx;
@@ -32,7 +32,7 @@ static dt_status layer_norm_check(const char *name, dt_tensor *x, dt_tensor *w, 
                                   double eps)
 {
     char sx[96], sp[96];
-    DT_CHECK(dt__ops_check_f32(name, "x", x));
+    DT_CHECK(dt__kt_check_f32(name, "x", x));
     if (x->ndim < 1)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: x is a scalar; it needs a last dim", name);
     int64_t c = x->shape[x->ndim - 1];
@@ -42,7 +42,7 @@ static dt_status layer_norm_check(const char *name, dt_tensor *x, dt_tensor *w, 
         dt_tensor *p = params[i];
         if (p == NULL)
             continue;
-        DT_CHECK(dt__ops_check_f32(name, pname[i], p));
+        DT_CHECK(dt__kt_check_f32(name, pname[i], p));
         DT_CHECK(dt__ops_check_same_device(name, x, p));
         if (p->ndim != 1 || p->shape[0] != c)
             return DT_ERR(DT_ERR_INVALID_ARG, "%s: %s shape %s does not match x %s (want [%lld])",
@@ -66,12 +66,12 @@ dt_status dt_layer_norm(dt_tensor *x, dt_tensor *weight, dt_tensor *bias, double
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
     DT__DIST_DISPATCH(name, 3, ins, layer_norm, x, weight, bias, eps, out);
-    DT_CHECK(dt__ops_kernels(name, x->device, DT_KOP_LAYER_NORM, &k));
+    DT_CHECK(dt__kt_kernels(name, x->device, DT_KOP_LAYER_NORM, &k));
     int64_t c = x->shape[x->ndim - 1], rows = c ? dt_tensor_numel(x) / c : 0;
-    DT_CHECK(dt__ops_contiguous(x, &xc));
-    DT_CHECK_GOTO(dt__ops_empty(x->ndim, x->shape, x->device, &y), s, err);
-    DT_CHECK_GOTO(dt__ops_empty(1, &rows, x->device, &mean), s, err);
-    DT_CHECK_GOTO(dt__ops_empty(1, &rows, x->device, &rstd), s, err);
+    DT_CHECK(dt__kt_contiguous(x, &xc));
+    DT_CHECK_GOTO(dt__kt_empty(x->ndim, x->shape, x->device, &y), s, err);
+    DT_CHECK_GOTO(dt__kt_empty(1, &rows, x->device, &mean), s, err);
+    DT_CHECK_GOTO(dt__kt_empty(1, &rows, x->device, &rstd), s, err);
     DT_CHECK_GOTO(k->layer_norm(xc, weight, bias, (float)eps, y, mean, rstd), s, err);
     if (dt__ag_should_record(3, ins)) {
         DT_CHECK_GOTO(dt__ag_node_create(name, layer_norm_backward, 3, ins, &node), s, err);

@@ -12,9 +12,9 @@ static dt_status masked_fill_raw(dt_tensor *x, dt_tensor *mask, float value, dt_
     const dt_kernel_ops *k = NULL;
     dt_tensor *m = NULL, *y = NULL;
     dt_status s;
-    DT_CHECK(dt__ops_kernels("dt_masked_fill", x->device, DT_KOP_MASKED_FILL, &k));
+    DT_CHECK(dt__kt_kernels("dt_masked_fill", x->device, DT_KOP_MASKED_FILL, &k));
     DT_CHECK(dt_tensor_expand(mask, x->ndim, x->shape, &m));
-    DT_CHECK_GOTO(dt__ops_empty(x->ndim, x->shape, x->device, &y), s, err);
+    DT_CHECK_GOTO(dt__kt_empty(x->ndim, x->shape, x->device, &y), s, err);
     DT_CHECK_GOTO(k->masked_fill(x, m, value, y), s, err);
     dt_tensor_release(m);
     *out = y;
@@ -38,8 +38,8 @@ dt_status dt_masked_fill(dt_tensor *x, dt_tensor *mask, double value, dt_tensor 
     dt_status s;
     int ndim;
     int64_t shape[DT_MAX_DIMS];
-    DT_CHECK(dt__ops_check_f32(name, "x", x));
-    DT_CHECK(dt__ops_check_not_null(name, "mask", mask));
+    DT_CHECK(dt__kt_check_f32(name, "x", x));
+    DT_CHECK(dt__kt_check_not_null(name, "mask", mask));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
     DT__DIST_DISPATCH(name, 2, ins, masked_fill, x, mask, value, out);
@@ -47,7 +47,7 @@ dt_status dt_masked_fill(dt_tensor *x, dt_tensor *mask, double value, dt_tensor 
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: mask has dtype %s, expected u8", name,
                       dt_dtype_name(mask->dtype));
     DT_CHECK(dt__ops_check_same_device(name, x, mask));
-    DT_CHECK(dt__ops_broadcast_shape(name, x, mask, &ndim, shape));
+    DT_CHECK(dt__kt_broadcast_shape(name, x, mask, &ndim, shape));
     if (ndim != x->ndim || memcmp(shape, x->shape, sizeof(shape[0]) * (size_t)ndim) != 0) {
         char sm[96], sx[96];
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: mask shape %s does not broadcast to x shape %s",

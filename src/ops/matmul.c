@@ -28,7 +28,7 @@ static dt_status gemm_operand(dt_tensor *t, bool *trans, int bnd, const int64_t 
         DT_CHECK(dt_tensor_transpose(t, n - 2, n - 1, &base));
         *trans = !*trans;
     } else {
-        DT_CHECK(dt__ops_contiguous(t, &base));
+        DT_CHECK(dt__kt_contiguous(t, &base));
     }
     memcpy(shape, bshape, sizeof(shape[0]) * (size_t)bnd);
     shape[bnd] = base->shape[n - 2];
@@ -64,13 +64,13 @@ static dt_status matmul_raw(dt_tensor *a, dt_tensor *b, bool ta, bool tb, dt_dty
     int64_t shape[DT_MAX_DIMS];
     dt_tensor *ea = NULL, *eb = NULL, *c = NULL;
     dt_status s;
-    DT_CHECK(dt__ops_kernels("dt_matmul", a->device, DT_KOP_GEMM, &k));
+    DT_CHECK(dt__kt_kernels("dt_matmul", a->device, DT_KOP_GEMM, &k));
     DT_CHECK(batch_shape("dt_matmul", a, b, &bnd, shape));
     shape[bnd] = ta ? a->shape[a->ndim - 1] : a->shape[a->ndim - 2];
     shape[bnd + 1] = tb ? b->shape[b->ndim - 2] : b->shape[b->ndim - 1];
     DT_CHECK_GOTO(gemm_operand(a, &ta, bnd, shape, &ea), s, err);
     DT_CHECK_GOTO(gemm_operand(b, &tb, bnd, shape, &eb), s, err);
-    DT_CHECK_GOTO(dt__ops_empty(bnd + 2, shape, a->device, &c), s, err);
+    DT_CHECK_GOTO(dt__kt_empty(bnd + 2, shape, a->device, &c), s, err);
     DT_CHECK_GOTO(dt__ops_gemm(k, compute, ea, eb, ta, tb, 1.0f, 0.0f, c), s, err);
     dt_tensor_release(ea);
     dt_tensor_release(eb);
@@ -97,11 +97,11 @@ static dt_status flat_weight_grad(dt_tensor *a, dt_tensor *g, bool tb, dt_dtype 
     int64_t as[2] = {rows, kk}, ast[2] = {kk, 1}, gs[2] = {rows, n}, gst[2] = {n, 1};
     int64_t rs[2] = {tb ? n : kk, tb ? kk : n};
     dt_status s;
-    DT_CHECK(dt__ops_kernels("dt_matmul", g->device, DT_KOP_GEMM, &k));
-    DT_CHECK(dt__ops_contiguous(a, &ac));
+    DT_CHECK(dt__kt_kernels("dt_matmul", g->device, DT_KOP_GEMM, &k));
+    DT_CHECK(dt__kt_contiguous(a, &ac));
     DT_CHECK_GOTO(dt__tensor_make_view(ac, 2, as, ast, ac->offset, &a2), s, out);
     DT_CHECK_GOTO(dt__tensor_make_view(g, 2, gs, gst, g->offset, &g2), s, out);
-    DT_CHECK_GOTO(dt__ops_empty(2, rs, g->device, &r), s, out);
+    DT_CHECK_GOTO(dt__kt_empty(2, rs, g->device, &r), s, out);
     if (!tb) /* dB [K, N] = A^T dC */
         DT_CHECK_GOTO(dt__ops_gemm(k, compute, a2, g2, true, false, 1.0f, 0.0f, r), s, out);
     else /* dB [N, K] = dC^T A */
@@ -147,8 +147,8 @@ dt_status dt_matmul(dt_tensor *a, dt_tensor *b, bool trans_a, bool trans_b, dt_t
     int bnd = 0;
     int64_t bshape[DT_MAX_DIMS];
     dt_status s;
-    DT_CHECK(dt__ops_check_f32(name, "a", a));
-    DT_CHECK(dt__ops_check_f32(name, "b", b));
+    DT_CHECK(dt__kt_check_f32(name, "a", a));
+    DT_CHECK(dt__kt_check_f32(name, "b", b));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
     DT__DIST_DISPATCH(name, 2, ins, matmul, a, b, trans_a, trans_b, out);
@@ -213,12 +213,12 @@ static dt_status linear_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tens
     dt_dtype cd = (dt_dtype)node->iv[IV_COMPUTE];
     int64_t wshape[2] = {outf, in};
     dt_status s;
-    DT_CHECK(dt__ops_kernels("dt_linear", gy[0]->device, DT_KOP_GEMM, &k));
+    DT_CHECK(dt__kt_kernels("dt_linear", gy[0]->device, DT_KOP_GEMM, &k));
     DT_CHECK(view2d(gy[0], rows, outf, &g2));
     if (dt__ag_input_needs_grad(node, 0)) { /* gx = gy W */
         dt_ag_meta *m = &node->inputs[0].meta;
-        DT_CHECK_GOTO(dt__ops_contiguous(node->saved[1], &w), s, err);
-        DT_CHECK_GOTO(dt__ops_empty(m->ndim, m->shape, m->device, &r), s, err);
+        DT_CHECK_GOTO(dt__kt_contiguous(node->saved[1], &w), s, err);
+        DT_CHECK_GOTO(dt__kt_empty(m->ndim, m->shape, m->device, &r), s, err);
         DT_CHECK_GOTO(view2d(r, rows, in, &v), s, err);
         DT_CHECK_GOTO(dt__ops_gemm(k, cd, g2, w, false, false, 1.0f, 0.0f, v), s, err);
         dt_tensor_release(v);
@@ -228,13 +228,13 @@ static dt_status linear_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tens
     }
     if (dt__ag_input_needs_grad(node, 1)) { /* gW = gy^T x */
         DT_CHECK_GOTO(view2d(x, rows, in, &x2), s, err);
-        DT_CHECK_GOTO(dt__ops_empty(2, wshape, gy[0]->device, &r), s, err);
+        DT_CHECK_GOTO(dt__kt_empty(2, wshape, gy[0]->device, &r), s, err);
         DT_CHECK_GOTO(dt__ops_gemm(k, cd, g2, x2, true, false, 1.0f, 0.0f, r), s, err);
         gx[1] = r;
         r = NULL;
     }
     if (dt__ag_input_needs_grad(node, 2)) /* gb = sum of gy over rows */
-        DT_CHECK_GOTO(dt__ops_reduce_to_shape(g2, 1, &outf, &gx[2]), s, err);
+        DT_CHECK_GOTO(dt__kt_reduce_to_shape(g2, 1, &outf, &gx[2]), s, err);
     s = DT_OK;
 err:
     dt_tensor_release(r);
@@ -248,10 +248,10 @@ err:
 static dt_status linear_check(const char *name, dt_tensor *x, dt_tensor *w, dt_tensor *bias)
 {
     char sx[96], sw[96];
-    DT_CHECK(dt__ops_check_f32(name, "x", x));
-    DT_CHECK(dt__ops_check_f32(name, "w", w));
+    DT_CHECK(dt__kt_check_f32(name, "x", x));
+    DT_CHECK(dt__kt_check_f32(name, "w", w));
     if (bias != NULL)
-        DT_CHECK(dt__ops_check_f32(name, "bias", bias));
+        DT_CHECK(dt__kt_check_f32(name, "bias", bias));
     DT_CHECK(dt__ops_check_same_device(name, x, w));
     if (bias != NULL)
         DT_CHECK(dt__ops_check_same_device(name, x, bias));
@@ -278,10 +278,10 @@ static dt_status linear_raw(const dt_kernel_ops *k, dt_dtype compute, dt_tensor 
     bool tw = true;
     memcpy(shape, x->shape, sizeof(shape[0]) * (size_t)x->ndim);
     shape[x->ndim - 1] = outf;
-    DT_CHECK_GOTO(dt__ops_contiguous(x, &xc), s, err);
-    DT_CHECK_GOTO(dt__ops_contiguous(w, &wc), s, err);
+    DT_CHECK_GOTO(dt__kt_contiguous(x, &xc), s, err);
+    DT_CHECK_GOTO(dt__kt_contiguous(w, &wc), s, err);
     DT_CHECK_GOTO(view2d(xc, rows, in, &x2), s, err);
-    DT_CHECK_GOTO(dt__ops_empty(x->ndim, shape, x->device, &y), s, err);
+    DT_CHECK_GOTO(dt__kt_empty(x->ndim, shape, x->device, &y), s, err);
     DT_CHECK_GOTO(view2d(y, rows, outf, &y2), s, err);
     if (bias != NULL) {
         DT_CHECK_GOTO(dt_tensor_expand(bias, 2, bshape, &eb), s, err);
@@ -314,7 +314,7 @@ dt_status dt_linear(dt_tensor *x, dt_tensor *w, dt_tensor *bias, dt_tensor **out
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
     DT__DIST_DISPATCH(name, 3, ins, linear, x, w, bias, out);
-    DT_CHECK(dt__ops_kernels(name, x->device, DT_KOP_GEMM, &k));
+    DT_CHECK(dt__kt_kernels(name, x->device, DT_KOP_GEMM, &k));
     dt_dtype compute = dt_autocast_get();
     DT_CHECK(linear_raw(k, compute, x, w, bias, &xc, &y));
     if (dt__ag_should_record(3, ins)) {

@@ -18,7 +18,7 @@ static dt_status expand_back(dt_ag_node *node, dt_tensor *gy, double factor, dt_
     else
         DT_CHECK(dt_tensor_unsqueeze(gy, (int)node->iv[RED_DIM], &u));
     if (factor != 1.0)
-        DT_CHECK_GOTO(dt__ops_unary_raw(DT_UNARY_SCALE, u, (float)factor, &g), s, out);
+        DT_CHECK_GOTO(dt__kt_unary_raw(DT_UNARY_SCALE, u, (float)factor, &g), s, out);
     else
         g = dt_tensor_retain(u);
     s = dt_tensor_expand(g, m->ndim, m->shape, out);
@@ -44,9 +44,9 @@ static dt_status max_backward(dt_ag_node *node, dt_tensor *gy, dt_tensor **out)
         inner *= m->shape[i];
     numel = outer * len * inner;
     int64_t n = outer * inner, wshape[2] = {numel, 1}, gshape[2] = {n, 1}, gst[2] = {1, 1};
-    DT_CHECK(dt__ops_kernels("dt_max", gy->device, DT_KOP_EMBEDDING, &k));
+    DT_CHECK(dt__kt_kernels("dt_max", gy->device, DT_KOP_EMBEDDING, &k));
     /* flat indices are built on the host (a host copy of a device arg-max) */
-    DT_CHECK(dt__ops_empty_as(1, &n, DT_DTYPE_I64, dt_device_cpu(), DT_MEM_ACTIVATION, &ids));
+    DT_CHECK(dt__kt_empty_as(1, &n, DT_DTYPE_I64, dt_device_cpu(), DT_MEM_ACTIVATION, &ids));
     DT_CHECK_GOTO(dt_tensor_to_device(am, dt_device_cpu(), &ah), s, err);
     const int64_t *a = dt_tensor_data(ah);
     int64_t *p = dt_tensor_data(ids);
@@ -54,7 +54,7 @@ static dt_status max_backward(dt_ag_node *node, dt_tensor *gy, dt_tensor **out)
         for (int64_t i = 0; i < inner; i++)
             p[o * inner + i] = o * len * inner + a[o * inner + i] * inner + i;
     DT_CHECK_GOTO(dt_tensor_to_device(ids, gy->device, &ids_dev), s, err);
-    DT_CHECK_GOTO(dt__ops_zeros(2, wshape, gy->device, &gw), s, err);
+    DT_CHECK_GOTO(dt__kt_zeros(2, wshape, gy->device, &gw), s, err);
     DT_CHECK_GOTO(dt__tensor_make_view(gy, 2, gshape, gst, gy->offset, &g2), s, err);
     DT_CHECK_GOTO(k->embedding_backward(ids_dev, g2, 0, gw), s, err);
     dt__contiguous_strides(m->ndim, m->shape, st);
@@ -90,24 +90,24 @@ static dt_status reduce_common(const char *name, dt_reduce_kind kind, dt_tensor 
     int64_t shape[DT_MAX_DIMS];
     int d = 0, n = 0;
     dt_status s;
-    DT_CHECK(dt__ops_check_f32(name, "x", x));
+    DT_CHECK(dt__kt_check_f32(name, "x", x));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
     DT__DIST_DISPATCH(name, 1, &x, reduce, kind, x, dim, keepdim, out);
     DT_CHECK(dt__ops_wrap_dim(name, dim, x->ndim, &d));
     if (kind == DT_REDUCE_KIND_MAX && x->shape[d] == 0)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: dim %d is empty; max has no value", name, dim);
-    DT_CHECK(dt__ops_kernels(name, x->device, DT_KOP_REDUCE, &k));
+    DT_CHECK(dt__kt_kernels(name, x->device, DT_KOP_REDUCE, &k));
     for (int i = 0; i < x->ndim; i++) {
         if (i == d && !keepdim)
             continue;
         shape[n++] = i == d ? 1 : x->shape[i];
     }
-    DT_CHECK(dt__ops_empty(n, shape, x->device, &y));
+    DT_CHECK(dt__kt_empty(n, shape, x->device, &y));
     bool record = dt__ag_should_record(1, &x);
     if (kind == DT_REDUCE_KIND_MAX && record)
-        DT_CHECK_GOTO(dt__ops_empty_as(n, shape, DT_DTYPE_I64, x->device, DT_MEM_ACTIVATION, &am),
-                      s, err);
+        DT_CHECK_GOTO(dt__kt_empty_as(n, shape, DT_DTYPE_I64, x->device, DT_MEM_ACTIVATION, &am), s,
+                      err);
     DT_CHECK_GOTO(k->reduce(kind, x, d, y, am), s, err);
     if (record) {
         DT_CHECK_GOTO(dt__ag_node_create(name, reduce_backward, 1, &x, &node), s, err);
@@ -160,15 +160,15 @@ dt_status dt_sum_all(dt_tensor *x, dt_tensor **out)
     dt_ag_node *node = NULL;
     int64_t n, st = 1;
     dt_status s;
-    DT_CHECK(dt__ops_check_f32(name, "x", x));
+    DT_CHECK(dt__kt_check_f32(name, "x", x));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
     DT__DIST_DISPATCH(name, 1, &x, sum_all, x, out);
-    DT_CHECK(dt__ops_kernels(name, x->device, DT_KOP_REDUCE, &k));
+    DT_CHECK(dt__kt_kernels(name, x->device, DT_KOP_REDUCE, &k));
     n = dt_tensor_numel(x);
-    DT_CHECK(dt__ops_contiguous(x, &xc));
+    DT_CHECK(dt__kt_contiguous(x, &xc));
     DT_CHECK_GOTO(dt__tensor_make_view(xc, 1, &n, &st, xc->offset, &flat), s, err);
-    DT_CHECK_GOTO(dt__ops_empty(0, NULL, x->device, &y), s, err);
+    DT_CHECK_GOTO(dt__kt_empty(0, NULL, x->device, &y), s, err);
     DT_CHECK_GOTO(k->reduce(DT_REDUCE_KIND_SUM, flat, 0, y, NULL), s, err);
     if (dt__ag_should_record(1, &x)) {
         DT_CHECK_GOTO(dt__ag_node_create(name, sum_all_backward, 1, &x, &node), s, err);

@@ -28,7 +28,7 @@ static dt_status own_handle(dt_tensor *x, dt_tensor **y)
     dt_tensor *a = NULL;
     if (*y != x)
         return DT_OK;
-    DT_CHECK(dt__ops_alias(x, &a));
+    DT_CHECK(dt__kt_alias(x, &a));
     dt_tensor_release(*y);
     *y = a;
     return DT_OK;
@@ -36,7 +36,7 @@ static dt_status own_handle(dt_tensor *x, dt_tensor **y)
 
 static dt_status entry(const char *name, dt_tensor *x, void *out)
 {
-    DT_CHECK(dt__ops_check_f32(name, "x", x));
+    DT_CHECK(dt__kt_check_f32(name, "x", x));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
     return DT_OK;
@@ -90,7 +90,7 @@ dt_status dt_contiguous(dt_tensor *x, dt_tensor **out)
     dt_tensor *y = NULL;
     DT_CHECK(entry("dt_contiguous", x, out));
     DT__DIST_DISPATCH("dt_contiguous", 1, &x, contiguous, x, out);
-    DT_CHECK(dt__ops_contiguous(x, &y));
+    DT_CHECK(dt__kt_contiguous(x, &y));
     return finish("dt_contiguous", identity_backward, x, y, NULL, 0, out);
 }
 
@@ -163,7 +163,7 @@ static dt_status narrow_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tens
     dt_ag_meta *m = &node->inputs[0].meta;
     dt_tensor *z = NULL;
     dt_status s;
-    DT_CHECK(dt__ops_zeros(m->ndim, m->shape, m->device, &z));
+    DT_CHECK(dt__kt_zeros(m->ndim, m->shape, m->device, &z));
     DT_CHECK_GOTO(scatter_slice(m, (int)node->iv[0], node->iv[1], gy[0], z), s, err);
     gx[0] = z;
     return DT_OK;
@@ -213,7 +213,7 @@ static dt_status concat_check(int n, dt_tensor *const *xs, int dim, int *d, int6
             return DT_ERR(DT_ERR_INVALID_ARG, "dt_concat: xs[%d] is NULL", i);
         char what[24];
         snprintf(what, sizeof(what), "xs[%d]", i);
-        DT_CHECK(dt__ops_check_f32(name, what, xs[i]));
+        DT_CHECK(dt__kt_check_f32(name, what, xs[i]));
     }
     DT_CHECK(dt__ops_wrap_dim(name, dim, xs[0]->ndim, d));
     memcpy(shape, xs[0]->shape, sizeof(int64_t) * (size_t)xs[0]->ndim);
@@ -246,7 +246,7 @@ dt_status dt_concat(int n, dt_tensor *const *xs, int dim, dt_tensor **out)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_concat: argument 'out' is NULL");
     DT_CHECK(concat_check(n, xs, dim, &d, shape));
     DT__DIST_DISPATCH("dt_concat", n, xs, concat, n, xs, dim, out);
-    DT_CHECK(dt__ops_empty(xs[0]->ndim, shape, xs[0]->device, &y));
+    DT_CHECK(dt__kt_empty(xs[0]->ndim, shape, xs[0]->device, &y));
     for (int i = 0; i < n; i++) {
         DT_CHECK_GOTO(dt_tensor_narrow(y, d, start, xs[i]->shape[d], &v), s, err);
         DT_CHECK_GOTO(dt_tensor_copy_(v, xs[i]), s, err);
@@ -276,7 +276,7 @@ static dt_status split_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tenso
     int64_t start = 0;
     dt_tensor *z = NULL;
     dt_status s;
-    DT_CHECK(dt__ops_empty(m->ndim, m->shape, m->device, &z));
+    DT_CHECK(dt__kt_empty(m->ndim, m->shape, m->device, &z));
     for (int i = 0; i < node->n_outputs; i++) {
         DT_CHECK_GOTO(scatter_slice(m, d, start, gy[i], z), s, err);
         start += gy[i]->shape[d];
@@ -326,7 +326,7 @@ dt_status dt_split(dt_tensor *x, int dim, int n, const int64_t *sizes, dt_tensor
     free(ys);
     return DT_OK;
 err:
-    dt__ops_release_all(made, ys);
+    dt__kt_release_all(made, ys);
     free(ys);
     return s;
 }

@@ -9,9 +9,9 @@ static dt_status to_last(dt_tensor *t, int d, dt_tensor **out)
     dt_tensor *v = NULL;
     dt_status s;
     if (d == t->ndim - 1)
-        return dt__ops_contiguous(t, out);
+        return dt__kt_contiguous(t, out);
     DT_CHECK(dt_tensor_transpose(t, d, t->ndim - 1, &v));
-    s = dt__ops_contiguous(v, out);
+    s = dt__kt_contiguous(v, out);
     dt_tensor_release(v);
     return s;
 }
@@ -23,9 +23,9 @@ static dt_status softmax_backward(dt_ag_node *node, dt_tensor *const *gy, dt_ten
     int d = (int)node->iv[0];
     bool log = node->iv[1] != 0;
     dt_status s;
-    DT_CHECK(dt__ops_kernels(node->name, gy[0]->device, DT_KOP_SOFTMAX, &k));
+    DT_CHECK(dt__kt_kernels(node->name, gy[0]->device, DT_KOP_SOFTMAX, &k));
     DT_CHECK(to_last(gy[0], d, &gyt));
-    DT_CHECK_GOTO(dt__ops_empty(yt->ndim, yt->shape, yt->device, &gxt), s, out);
+    DT_CHECK_GOTO(dt__kt_empty(yt->ndim, yt->shape, yt->device, &gxt), s, out);
     DT_CHECK_GOTO(k->softmax_backward(yt, gyt, (float)node->dv[0], log, gxt), s, out);
     if (d == gxt->ndim - 1)
         gx[0] = dt_tensor_retain(gxt);
@@ -45,7 +45,7 @@ static dt_status softmax_common(const char *name, dt_tensor *x, int dim, double 
     dt_ag_node *node = NULL;
     dt_status s;
     int d = 0;
-    DT_CHECK(dt__ops_check_f32(name, "x", x));
+    DT_CHECK(dt__kt_check_f32(name, "x", x));
     if (out == NULL)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument 'out' is NULL", name);
     DT__DIST_DISPATCH(name, 1, &x, softmax,
@@ -59,19 +59,19 @@ static dt_status softmax_common(const char *name, dt_tensor *x, int dim, double 
     if (causal && x->shape[x->ndim - 2] > x->shape[x->ndim - 1])
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: Tq %lld > Tk %lld leaves rows fully masked", name,
                       (long long)x->shape[x->ndim - 2], (long long)x->shape[x->ndim - 1]);
-    DT_CHECK(dt__ops_kernels(name, x->device, DT_KOP_SOFTMAX, &k));
+    DT_CHECK(dt__kt_kernels(name, x->device, DT_KOP_SOFTMAX, &k));
     DT_CHECK(to_last(x, d, &xt));
-    DT_CHECK_GOTO(dt__ops_empty(xt->ndim, xt->shape, xt->device, &yt), s, err);
+    DT_CHECK_GOTO(dt__kt_empty(xt->ndim, xt->shape, xt->device, &yt), s, err);
     DT_CHECK_GOTO(k->softmax(xt, (float)scale, causal, log, yt), s, err);
     if (d == x->ndim - 1) {
         y = dt_tensor_retain(yt);
     } else {
         DT_CHECK_GOTO(dt_tensor_transpose(yt, d, x->ndim - 1, &v), s, err);
-        DT_CHECK_GOTO(dt__ops_contiguous(v, &y), s, err);
+        DT_CHECK_GOTO(dt__kt_contiguous(v, &y), s, err);
         if (y == v) { /* never hand out a handle we also keep */
             dt_tensor_release(y);
             y = NULL;
-            DT_CHECK_GOTO(dt__ops_alias(v, &y), s, err);
+            DT_CHECK_GOTO(dt__kt_alias(v, &y), s, err);
         }
     }
     if (dt__ag_should_record(1, &x)) {

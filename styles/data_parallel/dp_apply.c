@@ -10,7 +10,7 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "mesh/mesh_impl.h"
-#include "nn/module_impl.h"
+#include "nn/nn_internal.h"
 #include "styles/data_parallel/dp_impl.h"
 
 static const char *const stage_names[] = {"ddp", "zero1", "zero2", "zero3"};
@@ -365,13 +365,8 @@ static dt_status make_buckets(dp_state *s, size_t cap_bytes)
  */
 static dt_status slot_write(dt_module *m, const char *name, dt_tensor *t)
 {
-    for (int i = 0; i < m->n_params; i++)
-        if (strcmp(m->params[i].name, name) == 0) {
-            dt_tensor *old = m->params[i].tensor;
-            m->params[i].tensor = dt_tensor_retain(t);
-            dt_tensor_release(old);
-            return DT_OK;
-        }
+    if (dt__module_slot_swap(m, name, t))
+        return DT_OK;
     return DT_ERR(DT_ERR_NOT_FOUND, "data parallel: the model lost its parameter slot '%s'", name);
 }
 
@@ -463,10 +458,7 @@ static dt_status unit_post(dt_module *m, dt_tensor **out, void *user)
 
 static bool already_parallel(dt_module *root)
 {
-    for (int i = 0; i < root->n_hooks; i++)
-        if (root->hooks[i].pre_fn == root_pre)
-            return true;
-    return false;
+    return dt__module_has_pre_hook(root, root_pre);
 }
 
 /* ---------------------------------------------------------------- entry points */

@@ -365,8 +365,12 @@ static void test_distributed_inputs_go_through_one_hook(void **state)
     assert_non_null(strstr(dt_last_error(), "dt_softmax"));
     assert_int_equal(dt_linear(a, a, NULL, &y), DT_ERR_UNSUPPORTED);
     assert_non_null(strstr(dt_last_error(), "dt_linear"));
-    a->dist = NULL;
+    /* no table at all (placement installs it with its first distributed
+     * tensor): the op still fails by name instead of running on the handle */
     dt__ops_set_dist_table(NULL);
+    assert_int_equal(dt_add(a, a, &y), DT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(dt_last_error(), "dt_add: a distributed input and no sharding rules"));
+    a->dist = NULL;
     assert_null(y);
     dt_tensor_release(a);
 }

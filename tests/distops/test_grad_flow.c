@@ -32,7 +32,7 @@ static dt_tensor *gather(dt_tensor *x)
     node->saved[0] = h;
     node->n_saved = 1;
     node->accepts_dist_grad = true;
-    DO_OK(dt__ops_alias(y->local, &yl));
+    DO_OK(dt__kt_alias(y->local, &yl));
     DO_OK(dt__ag_attach(node, 1, &yl));
     dt_tensor *out = NULL;
     DO_OK(dt__dist_wrap(y->dist, yl, &out));

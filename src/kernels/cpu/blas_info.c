@@ -1,15 +1,15 @@
-/* dt_runtime_info_get: what BLAS, GEMM engine, kernel and threads this process computes with. */
+/* What BLAS, GEMM engine, kernel and threads this process computes with (blas_info.h). */
 #include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
-#include "dtensor/runtime.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/blas_info.h"
 #include "kernels/cpu/onednn.h"
 #include "kernels/kernel_ops.h"
 
 /* The gemm_* fields: the engine DT_GEMM chose (a failed one is described by its reason). */
-static void describe_gemm(const dt__blas *b, dt_runtime_info *info)
+static void describe_gemm(const dt__blas *b, dt__compute_info *info)
 {
     bool failed = false;
     const char *reason = "";
@@ -38,12 +38,11 @@ static void describe_gemm(const dt__blas *b, dt_runtime_info *info)
     info->gemm_threads = dt__onednn_num_threads();
 }
 
-dt_status dt_runtime_info_get(dt_runtime_info *out)
+dt_status dt__compute_info_get(dt__compute_info *out)
 {
-    DT_ARG_NOT_NULL(out);
     const dt__blas *b = NULL;
     DT_CHECK(dt__blas_get(&b));
-    dt_runtime_info info;
+    dt__compute_info info;
     memset(&info, 0, sizeof(info));
     snprintf(info.blas_library, sizeof(info.blas_library), "%s", b->library);
     snprintf(info.blas_version, sizeof(info.blas_version), "%s", b->version);

@@ -158,4 +158,7 @@ const dt_allocator_ops dt__cuda_allocator = {
     .free = cuda_free,
     .empty_cache = cuda_empty_cache,
     .cached_bytes = cuda_cached_bytes,
+    /* the kernel table's entries, for core's copies (core/alloc.h) */
+    .copy = dt__cuda_copy,
+    .fill = dt__cuda_fill,
 };

@@ -110,6 +110,8 @@ uint64_t dt__sim_jobs_submitted(void);
 struct dt_allocator_ops;
 extern const struct dt_allocator_ops dt__sim_allocator;
 
+/* The fill entry (kernel_ops.fill, and the allocator's for core's dt_tensor_fill). */
+dt_status dt__sim_fill(dt_tensor *out, double value);
 /* The copy entry (kernel_ops.copy): any pair of cpu/sim tensors of one shape. */
 dt_status dt__sim_copy(dt_tensor *dst, const dt_tensor *src);
 /* Asynchronous copy entry (kernel_ops.copy_async): returns once queued. */

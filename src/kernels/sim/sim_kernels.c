@@ -27,7 +27,7 @@ static dt_status run_fill(dt_sim_job *j)
 {
     return CPU->fill(A(0), j->d);
 }
-static dt_status sim_fill(dt_tensor *out, double value)
+dt_status dt__sim_fill(dt_tensor *out, double value)
 {
     SIM_SUBMIT("fill", run_fill, j->d = value, out);
 }
@@ -235,7 +235,7 @@ static dt_status sim_synchronize(int index)
 const dt_kernel_ops dt__kernels_sim = {
     .name = "sim",
     .supports = sim_supports,
-    .fill = sim_fill,
+    .fill = dt__sim_fill,
     .copy = dt__sim_copy,
     .copy_async = dt__sim_copy_async,
     .synchronize = sim_synchronize,

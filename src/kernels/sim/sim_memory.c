@@ -55,4 +55,8 @@ const dt_allocator_ops dt__sim_allocator = {
     .name = "sim",
     .alloc = sim_alloc,
     .free = sim_free,
+    /* the kernel table's entries, for core's copies (core/alloc.h) */
+    .copy = dt__sim_copy,
+    .copy_async = dt__sim_copy_async,
+    .fill = dt__sim_fill,
 };

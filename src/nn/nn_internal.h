@@ -1,0 +1,29 @@
+/*
+ * Calls of nn for the layers above it (styles/, data parallelism): what they
+ * need done to a module, without the module's layout (module_impl.h stays
+ * private to src/nn/). Not installed.
+ */
+#ifndef DT_NN_INTERNAL_H
+#define DT_NN_INTERNAL_H
+
+#include "dtensor/nn.h"
+
+/*
+ * Put @p t (retained; the old tensor released) in parameter slot @p name of
+ * @p m, as it is: unlike dt_module_param_set, @p t is not made a parameter
+ * (no requires_grad, no DT_MEM_PARAMETER tag) and may be the output of an op.
+ * Data parallelism swaps the gathered parameter in for one forward and its
+ * shard back after it. False when @p m has no slot @p name.
+ */
+bool dt__module_slot_swap(dt_module *m, const char *name, dt_tensor *t);
+
+/* Whether @p fn is one of @p m's pre-forward hooks (data parallelism refuses
+ * to be applied twice to one model). */
+bool dt__module_has_pre_hook(const dt_module *m, dt_module_pre_hook_fn fn);
+
+/* A deferred tensor: a handle with shape, dtype and device and no storage
+ * (deferred.c); dt_module_materialize allocates and fills it. */
+dt_status dt__tensor_deferred(int ndim, const int64_t *shape, dt_dtype dtype, dt_device device,
+                              dt_tensor **out);
+
+#endif
