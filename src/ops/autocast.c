@@ -48,17 +48,24 @@ static dt_status to_bf16(const dt_kernel_ops *k, dt_tensor *t, dt_tensor **out)
     return s;
 }
 
+dt_status dt__ops_round(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *t, dt_tensor **out)
+{
+    bool round = compute == DT_DTYPE_BF16 && t->dtype == DT_DTYPE_F32 &&
+                 (k->supports == NULL || k->supports(DT_KOP_GEMM, DT_DTYPE_BF16));
+    if (!round) {
+        *out = dt_tensor_retain(t);
+        return DT_OK;
+    }
+    return to_bf16(k, t, out);
+}
+
 dt_status dt__ops_gemm(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *a, dt_tensor *b,
                        bool ta, bool tb, float alpha, float beta, dt_tensor *c)
 {
-    bool round = compute == DT_DTYPE_BF16 && a->dtype == DT_DTYPE_F32 && b->dtype == DT_DTYPE_F32 &&
-                 (k->supports == NULL || k->supports(DT_KOP_GEMM, DT_DTYPE_BF16));
-    if (!round)
-        return k->gemm(a, b, ta, tb, alpha, beta, c);
     dt_tensor *ha = NULL, *hb = NULL;
-    dt_status s = to_bf16(k, a, &ha);
+    dt_status s = dt__ops_round(k, compute, a, &ha);
     if (s == DT_OK)
-        s = to_bf16(k, b, &hb);
+        s = dt__ops_round(k, compute, b, &hb);
     if (s == DT_OK)
         s = k->gemm(ha, hb, ta, tb, alpha, beta, c);
     dt_tensor_release(ha);

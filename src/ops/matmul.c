@@ -207,7 +207,7 @@ static dt_status view2d(dt_tensor *t, int64_t rows, int64_t cols, dt_tensor **ou
 static dt_status linear_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
 {
     const dt_kernel_ops *k = NULL;
-    dt_tensor *x = node->saved[0], *w = NULL, *g2 = NULL, *x2 = NULL, *v = NULL;
+    dt_tensor *x = node->saved[0], *w = NULL, *g2 = NULL, *gh = NULL, *x2 = NULL, *v = NULL;
     dt_tensor *r = NULL;
     int64_t in = node->iv[0], outf = node->iv[1], rows = node->iv[2];
     dt_dtype cd = (dt_dtype)node->iv[IV_COMPUTE];
@@ -215,21 +215,22 @@ static dt_status linear_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tens
     dt_status s;
     DT_CHECK(dt__kt_kernels("dt_linear", gy[0]->device, DT_KOP_GEMM, &k));
     DT_CHECK(view2d(gy[0], rows, outf, &g2));
-    if (dt__ag_input_needs_grad(node, 0)) { /* gx = gy W */
+    DT_CHECK_GOTO(dt__ops_round(k, cd, g2, &gh), s, err); /* once for both products */
+    if (dt__ag_input_needs_grad(node, 0)) {               /* gx = gy W */
         dt_ag_meta *m = &node->inputs[0].meta;
         DT_CHECK_GOTO(dt__kt_contiguous(node->saved[1], &w), s, err);
         DT_CHECK_GOTO(dt__kt_empty(m->ndim, m->shape, m->device, &r), s, err);
         DT_CHECK_GOTO(view2d(r, rows, in, &v), s, err);
-        DT_CHECK_GOTO(dt__ops_gemm(k, cd, g2, w, false, false, 1.0f, 0.0f, v), s, err);
+        DT_CHECK_GOTO(dt__ops_gemm(k, cd, gh, w, false, false, 1.0f, 0.0f, v), s, err);
         dt_tensor_release(v);
         v = NULL;
         gx[0] = r;
         r = NULL;
     }
-    if (dt__ag_input_needs_grad(node, 1)) { /* gW = gy^T x */
+    if (dt__ag_input_needs_grad(node, 1)) { /* gW = gy^T x (x saved rounded when autocast) */
         DT_CHECK_GOTO(view2d(x, rows, in, &x2), s, err);
         DT_CHECK_GOTO(dt__kt_empty(2, wshape, gy[0]->device, &r), s, err);
-        DT_CHECK_GOTO(dt__ops_gemm(k, cd, g2, x2, true, false, 1.0f, 0.0f, r), s, err);
+        DT_CHECK_GOTO(dt__ops_gemm(k, cd, gh, x2, true, false, 1.0f, 0.0f, r), s, err);
         gx[1] = r;
         r = NULL;
     }
@@ -241,6 +242,7 @@ err:
     dt_tensor_release(v);
     dt_tensor_release(x2);
     dt_tensor_release(w);
+    dt_tensor_release(gh);
     dt_tensor_release(g2);
     return s;
 }
@@ -273,14 +275,17 @@ static dt_status linear_raw(const dt_kernel_ops *k, dt_dtype compute, dt_tensor 
 {
     int64_t in = w->shape[1], outf = w->shape[0], rows = lead_rows(x);
     int64_t shape[DT_MAX_DIMS], bshape[2] = {rows, outf};
-    dt_tensor *xc = NULL, *wc = NULL, *x2 = NULL, *y = NULL, *y2 = NULL, *eb = NULL;
+    dt_tensor *xc = NULL, *xs = NULL, *wc = NULL, *x2 = NULL, *y = NULL, *y2 = NULL, *eb = NULL;
     dt_status s;
     bool tw = true;
     memcpy(shape, x->shape, sizeof(shape[0]) * (size_t)x->ndim);
     shape[x->ndim - 1] = outf;
     DT_CHECK_GOTO(dt__kt_contiguous(x, &xc), s, err);
+    /* under autocast x is rounded once: the product and the backward share it
+     * (and the saved copy is half the size) */
+    DT_CHECK_GOTO(dt__ops_round(k, compute, xc, &xs), s, err);
     DT_CHECK_GOTO(dt__kt_contiguous(w, &wc), s, err);
-    DT_CHECK_GOTO(view2d(xc, rows, in, &x2), s, err);
+    DT_CHECK_GOTO(view2d(xs, rows, in, &x2), s, err);
     DT_CHECK_GOTO(dt__kt_empty(x->ndim, shape, x->device, &y), s, err);
     DT_CHECK_GOTO(view2d(y, rows, outf, &y2), s, err);
     if (bias != NULL) {
@@ -289,11 +294,12 @@ static dt_status linear_raw(const dt_kernel_ops *k, dt_dtype compute, dt_tensor 
     }
     DT_CHECK_GOTO(dt__ops_gemm(k, compute, x2, wc, false, tw, 1.0f, bias != NULL ? 1.0f : 0.0f, y2),
                   s, err);
-    *xc_out = xc;
-    xc = NULL;
+    *xc_out = xs;
+    xs = NULL;
     *out = y;
     y = NULL;
 err:
+    dt_tensor_release(xs);
     dt_tensor_release(eb);
     dt_tensor_release(y2);
     dt_tensor_release(y);

@@ -28,6 +28,10 @@ dt_status dt__ops_wrap_dim(const char *op, int dim, int ndim, int *out);
  */
 dt_status dt__ops_gemm(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *a, dt_tensor *b,
                        bool ta, bool tb, float alpha, float beta, dt_tensor *c);
+/* @p t as a GEMM operand of @p compute: a new bf16 copy of f32 @p t when
+ * dt__ops_gemm would round it, else @p t itself (a new reference). Rounding
+ * once lets a backward reuse it (a saved input, a gradient used twice). */
+dt_status dt__ops_round(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *t, dt_tensor **out);
 
 /*
  * Check every id of CPU tensor @p ids lies in [0, n) or equals @p ignore
