@@ -68,7 +68,7 @@ static void state_free(dp_state *s)
     free(s);
 }
 
-void dp__state_unref(void *user)
+void dt__dp_state_unref(void *user)
 {
     dp_state *s = user;
     if (s != NULL && --s->refs == 0)
@@ -114,7 +114,7 @@ static dt_status collect(const char *fqn, dt_module *owner, const char *name, dt
         return DT_ERR(DT_ERR_NO_MEMORY, "dt_fully_shard: no memory for '%s'", fqn);
     if (dt_tensor_is_distributed(t))
         p->tp_spec = dt_spec_retain((dt_spec *)dt_tensor_spec(t));
-    dt_tensor *loc = dp__local(t);
+    dt_tensor *loc = dt__dp_local(t);
     p->ndim = loc->ndim;
     memcpy(p->lshape, loc->shape, sizeof(p->lshape));
     return DT_OK;
@@ -194,7 +194,7 @@ static dt_status piece_layout(dp_param *p, int R)
 static dt_status offload_replicated(dp_state *s, dp_param *p, const dt_placement *pl,
                                     const int64_t *gshape)
 {
-    dt_tensor *loc = dp__local(p->slot), *host = NULL, *shard = NULL;
+    dt_tensor *loc = dt__dp_local(p->slot), *host = NULL, *shard = NULL;
     dt_mem_category prev = dt_memory_set_default_category(DT_MEM_PARAMETER);
     dt_status st = dt_tensor_to_device(loc, dt_device_cpu(), &host);
     if (st == DT_OK)
@@ -206,7 +206,7 @@ static dt_status offload_replicated(dp_state *s, dp_param *p, const dt_placement
         st = dt_from_local(host, s->mesh, dt_mesh_ndim(s->mesh), pl, gshape, &shard);
     dt_tensor_release(host);
     if (st == DT_OK && s->stage == DT_DP_ZERO3)
-        st = dp__storage_drop(p->gathered);
+        st = dt__dp_storage_drop(p->gathered);
     if (st != DT_OK) {
         dt_tensor_release(shard);
         return st;
@@ -222,7 +222,7 @@ static bool wants_offload(const dp_state *s, bool asked)
     if (!asked || s->stage == DT_DP_DDP)
         return false;
     for (int i = 0; i < s->n_params; i++)
-        if (dp__local(s->p[i].slot)->device.type != DT_DEVICE_CPU)
+        if (dt__dp_local(s->p[i].slot)->device.type != DT_DEVICE_CPU)
             return true;
     return false;
 }
@@ -248,7 +248,7 @@ static dt_status make_piece(dp_param *p, int rank, dt_tensor *loc, const int64_t
     if (st == DT_OK && !dt_tensor_is_contiguous(loc))
         st = DT_ERR(DT_ERR_UNSUPPORTED, "dt_fully_shard: parameter '%s' is not contiguous", p->fqn);
     if (st == DT_OK)
-        st = dp__slice(p, rank, loc, *piece);
+        st = dt__dp_slice(p, rank, loc, *piece);
     return st;
 }
 
@@ -260,7 +260,7 @@ static dt_status shard_param(dp_state *s, dp_param *p)
     DT_CHECK(full_placements(s, p, pl)); /* validates the mesh dims for DDP too */
     if (s->stage == DT_DP_DDP)
         return DT_OK;
-    dt_tensor *loc = dp__local(p->slot), *piece = NULL, *shard = NULL;
+    dt_tensor *loc = dt__dp_local(p->slot), *piece = NULL, *shard = NULL;
     const int64_t *gshape = p->tp_spec != NULL ? dt_spec_shape(p->tp_spec) : p->lshape;
     if (s->offload && dt_param_is_deferred(loc))
         return DT_ERR(DT_ERR_UNSUPPORTED,
@@ -288,7 +288,7 @@ static dt_status shard_param(dp_state *s, dp_param *p)
     dt_tensor_release(piece);
     DT_CHECK(st);
     if (s->stage == DT_DP_ZERO3)
-        DT_CHECK_GOTO(dp__storage_drop(p->gathered), st, err_shard);
+        DT_CHECK_GOTO(dt__dp_storage_drop(p->gathered), st, err_shard);
     dt_tensor_release(p->slot);
     p->slot = shard;
     return DT_OK;
@@ -303,7 +303,7 @@ static dt_status make_units(dp_state *s, dt_module *root, const char *pattern)
     dt_module **mods = NULL;
     int n = 0;
     if (s->stage != DT_DP_DDP)
-        DT_CHECK(dp__find_units(root, pattern, &mods, &n));
+        DT_CHECK(dt__dp_find_units(root, pattern, &mods, &n));
     s->u = calloc((size_t)n + 1, sizeof(*s->u));
     s->order = calloc((size_t)n + 1, sizeof(int));
     if (s->u == NULL || s->order == NULL) {
@@ -343,7 +343,7 @@ static dt_status make_buckets(dp_state *s, size_t cap_bytes)
     int64_t cap = (int64_t)(cap_bytes / sizeof(float));
     for (int i = s->n_params - 1; i >= 0; i--) {
         dp_param *p = &s->p[i];
-        int64_t n = dt_tensor_numel(dp__local(p->slot));
+        int64_t n = dt_tensor_numel(dt__dp_local(p->slot));
         if (s->n_buckets == 0 ||
             (s->b[s->n_buckets - 1].numel + n > cap && s->b[s->n_buckets - 1].n_params > 0))
             s->n_buckets++;
@@ -374,7 +374,7 @@ static dt_status unit_enter(dp_state *s, int u)
 {
     dp_unit *un = &s->u[u];
     if (s->stage != DT_DP_DDP) /* ZeRO-1/2: posted at the root, overlapping earlier units */
-        DT_CHECK(dp__unit_gather_wait(s, u));
+        DT_CHECK(dt__dp_unit_gather_wait(s, u));
     if (s->stage == DT_DP_ZERO3) {
         if (!s->order_known && s->n_order < s->n_units)
             s->order[s->n_order++] = u;
@@ -383,12 +383,12 @@ static dt_status unit_enter(dp_state *s, int u)
             if (s->order[j] == u)
                 pos = j;
         if (s->prefetch && pos >= 0 && pos + 1 < s->n_order)
-            DT_CHECK(dp__unit_gather_post(s, s->order[pos + 1]));
+            DT_CHECK(dt__dp_unit_gather_post(s, s->order[pos + 1]));
     }
     for (int j = 0; j < un->n; j++) {
         dp_param *p = &s->p[un->idx[j]];
         dt_tensor *t = NULL;
-        DT_CHECK(dp__param_for_forward(s, un->idx[j], &t));
+        DT_CHECK(dt__dp_param_for_forward(s, un->idx[j], &t));
         dt_status st = slot_write(p->owner, p->name, t);
         dt_tensor_release(t);
         DT_CHECK(st);
@@ -405,8 +405,8 @@ static dt_status unit_exit(dp_state *s, int u, dt_tensor **out)
     }
     if (s->stage != DT_DP_ZERO3)
         return DT_OK;
-    dp__unit_drop(s, u);
-    return dp__wrap_unit_output(s, u, out);
+    dt__dp_unit_drop(s, u);
+    return dt__dp_wrap_unit_output(s, u, out);
 }
 
 static dt_status root_pre(dt_module *m, int n_in, dt_tensor **in, void *user)
@@ -414,14 +414,14 @@ static dt_status root_pre(dt_module *m, int n_in, dt_tensor **in, void *user)
     (void)m, (void)n_in, (void)in;
     dp_state *s = user;
     if (s->pending > 0) /* the previous forward had no backward */
-        dp__grads_reset(s);
+        dt__dp_grads_reset(s);
     s->pending = 0;
     if (s->stage != DT_DP_DDP) {
         for (int i = 0; i < s->n_params; i++) /* the shards changed since the last gather */
             if (s->p[i].gwork == NULL)
                 s->p[i].resident = false;
         for (int u = 0; s->stage != DT_DP_ZERO3 && u < s->n_units; u++)
-            DT_CHECK(dp__unit_gather_post(s, u)); /* all of them; each unit waits for its own */
+            DT_CHECK(dt__dp_unit_gather_post(s, u)); /* all of them; each unit waits for its own */
     }
     if (!s->order_known)
         s->n_order = 0;
@@ -434,7 +434,7 @@ static dt_status root_post(dt_module *m, dt_tensor **out, void *user)
     dp_state *s = user;
     DT_CHECK(unit_exit(s, 0, out));
     s->order_known = true;
-    return dp__forward_done(s);
+    return dt__dp_forward_done(s);
 }
 
 static dt_status unit_pre(dt_module *m, int n_in, dt_tensor **in, void *user)
@@ -547,14 +547,14 @@ dt_status dt_fully_shard(dt_module *root, dt_mesh *mesh, const char *dp_dim,
                 s->refs--;                                                                         \
         }                                                                                          \
     } while (0)
-    DP_ADD_HOOK(dt_module_add_pre_hook(root, root_pre, s, dp__state_unref));
-    DP_ADD_HOOK(dt_module_add_post_hook(root, root_post, s, dp__state_unref));
+    DP_ADD_HOOK(dt_module_add_pre_hook(root, root_pre, s, dt__dp_state_unref));
+    DP_ADD_HOOK(dt_module_add_post_hook(root, root_post, s, dt__dp_state_unref));
     for (int u = 1; u < s->n_units; u++) {
-        DP_ADD_HOOK(dt_module_add_pre_hook(s->u[u].m, unit_pre, s, dp__state_unref));
-        DP_ADD_HOOK(dt_module_add_post_hook(s->u[u].m, unit_post, s, dp__state_unref));
+        DP_ADD_HOOK(dt_module_add_pre_hook(s->u[u].m, unit_pre, s, dt__dp_state_unref));
+        DP_ADD_HOOK(dt_module_add_post_hook(s->u[u].m, unit_post, s, dt__dp_state_unref));
     }
 #undef DP_ADD_HOOK
-    dp__state_unref(s);
+    dt__dp_state_unref(s);
     return st;
 }
 

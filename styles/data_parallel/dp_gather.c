@@ -30,14 +30,14 @@ static dt_status storage_swap(dt_tensor *t, size_t nbytes, dt_mem_category cat)
     return DT_OK;
 }
 
-dt_status dp__storage_drop(dt_tensor *t)
+dt_status dt__dp_storage_drop(dt_tensor *t)
 {
     if (t->storage->nbytes == 0)
         return DT_OK;
     return storage_swap(t, 0, t->storage->category);
 }
 
-dt_status dp__storage_fill(dt_tensor *t, dt_mem_category cat)
+dt_status dt__dp_storage_fill(dt_tensor *t, dt_mem_category cat)
 {
     size_t want = (size_t)dt_tensor_numel(t) * dt_dtype_size(t->dtype);
     if (t->storage->nbytes >= want)
@@ -51,12 +51,12 @@ static bool has_copy(const dp_state *s, const dp_param *p)
     return p->k >= 0 || s->offload;
 }
 
-dt_status dp__gather_post(dp_state *s, int i)
+dt_status dt__dp_gather_post(dp_state *s, int i)
 {
     dp_param *p = &s->p[i];
     if (!has_copy(s, p) || p->resident || p->gwork != NULL)
         return DT_OK;
-    DT_CHECK(dp__storage_fill(p->gathered, DT_MEM_PARAMETER));
+    DT_CHECK(dt__dp_storage_fill(p->gathered, DT_MEM_PARAMETER));
     if (p->k < 0) { /* offloaded, replicated over dp: the master to the device */
         DT_CHECK(dt_tensor_copy_(p->gathered, dt_to_local(p->slot)));
         p->resident = true;
@@ -80,20 +80,20 @@ dt_status dp__gather_post(dp_state *s, int i)
     return st;
 }
 
-dt_status dp__gather_wait(dp_state *s, int i)
+dt_status dt__dp_gather_wait(dp_state *s, int i)
 {
     dp_param *p = &s->p[i];
     if (!has_copy(s, p) || p->resident)
         return DT_OK;
     if (p->gwork == NULL)
-        DT_CHECK(dp__gather_post(s, i));
+        DT_CHECK(dt__dp_gather_post(s, i));
     if (p->resident) /* copied at once */
         return DT_OK;
     dt_status st = dt_work_wait(p->gwork, -1.0);
     dt_work_release(p->gwork);
     p->gwork = NULL;
     if (st == DT_OK && p->recv != NULL)
-        st = dp__unpack(p, p->recv, p->gathered);
+        st = dt__dp_unpack(p, p->recv, p->gathered);
     dt_tensor_release(p->recv);
     p->recv = NULL;
     DT_CHECK(st);
@@ -101,29 +101,29 @@ dt_status dp__gather_wait(dp_state *s, int i)
     return DT_OK;
 }
 
-dt_status dp__unit_gather_post(dp_state *s, int u)
+dt_status dt__dp_unit_gather_post(dp_state *s, int u)
 {
     for (int j = 0; j < s->u[u].n; j++)
-        DT_CHECK(dp__gather_post(s, s->u[u].idx[j]));
+        DT_CHECK(dt__dp_gather_post(s, s->u[u].idx[j]));
     return DT_OK;
 }
 
-dt_status dp__unit_gather_wait(dp_state *s, int u)
+dt_status dt__dp_unit_gather_wait(dp_state *s, int u)
 {
     /* post them all first, so the gathers of one unit overlap each other */
-    DT_CHECK(dp__unit_gather_post(s, u));
+    DT_CHECK(dt__dp_unit_gather_post(s, u));
     for (int j = 0; j < s->u[u].n; j++)
-        DT_CHECK(dp__gather_wait(s, s->u[u].idx[j]));
+        DT_CHECK(dt__dp_gather_wait(s, s->u[u].idx[j]));
     return DT_OK;
 }
 
-void dp__unit_drop(dp_state *s, int u)
+void dt__dp_unit_drop(dp_state *s, int u)
 {
     for (int j = 0; j < s->u[u].n; j++) {
         dp_param *p = &s->p[s->u[u].idx[j]];
         if (!has_copy(s, p) || p->gwork != NULL)
             continue;
         p->resident = false;
-        (void)dp__storage_drop(p->gathered); /* a 0-byte block: cannot fail in practice */
+        (void)dt__dp_storage_drop(p->gathered); /* a 0-byte block: cannot fail in practice */
     }
 }

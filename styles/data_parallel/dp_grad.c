@@ -187,7 +187,7 @@ static dt_status pack_send(const dp_state *s, const dp_param *p, dt_tensor *g, d
 {
     int64_t n = dt_tensor_numel(g);
     DT_CHECK(new_tensor(1, &n, s->reduce_dtype, g->device, DT_MEM_COMM, out));
-    dt_status st = dp__pack(p, g, *out);
+    dt_status st = dt__dp_pack(p, g, *out);
     if (st != DT_OK) {
         dt_tensor_release(*out);
         *out = NULL;
@@ -269,7 +269,7 @@ static dt_status finish_ddp(dp_state *s)
     }
     for (int i = 0; i < s->n_params; i++) {
         dp_param *p = &s->p[i];
-        dt_tensor *leaf = dp__local(p->slot), *v = NULL, *g = NULL;
+        dt_tensor *leaf = dt__dp_local(p->slot), *v = NULL, *g = NULL;
         dp_bucket *b = &s->b[p->bucket];
         int64_t strides[DT_MAX_DIMS];
         dt__contiguous_strides(leaf->ndim, leaf->shape, strides);
@@ -303,7 +303,7 @@ static dt_status finish_param(dp_state *s, dp_param *p)
         } else if (s->stage == DT_DP_ZERO1) { /* the slice converts to f32 too */
             st = new_grad(leaf->ndim, leaf->shape, p->rsrc->device, &g);
             if (st == DT_OK)
-                st = dp__slice(p, s->dp_rank, p->rsrc, g);
+                st = dt__dp_slice(p, s->dp_rank, p->rsrc, g);
         } else {
             st = as_f32(p->rdst, &g);
         }
@@ -338,7 +338,7 @@ static dt_status finish(dp_state *s)
     return first;
 }
 
-void dp__grads_reset(dp_state *s)
+void dt__dp_grads_reset(dp_state *s)
 {
     for (int i = 0; i < s->n_params; i++) {
         dp_param *p = &s->p[i];
@@ -397,14 +397,14 @@ static dt_status param_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tenso
         DT_CHECK(zero_ready(s, p, gy[0]));
     if (s->stage == DT_DP_ZERO3 && (p->k >= 0 || s->offload) && p->gwork == NULL) {
         p->resident = false; /* every user of the gathered tensor has run */
-        DT_CHECK(dp__storage_drop(p->gathered));
+        DT_CHECK(dt__dp_storage_drop(p->gathered));
     }
     if (--s->pending == 0)
         return finish(s);
     return progress(s);
 }
 
-dt_status dp__forward_done(dp_state *s)
+dt_status dt__dp_forward_done(dp_state *s)
 {
     dt_status st = DT_OK;
     int unused = 0;
@@ -423,7 +423,7 @@ dt_status dp__forward_done(dp_state *s)
         if (s->stage == DT_DP_DDP) { /* its bucket still needs all its entries */
             dp_param *p = &s->p[i];
             dp_bucket *b = &s->b[p->bucket];
-            dt_tensor *leaf = dp__local(p->slot);
+            dt_tensor *leaf = dt__dp_local(p->slot);
             if (b->buf == NULL)
                 st = new_reduced(s, 1, &b->numel, leaf->device, &b->buf);
             if (st == DT_OK)
@@ -439,10 +439,10 @@ dt_status dp__forward_done(dp_state *s)
     return st;
 }
 
-dt_status dp__param_for_forward(dp_state *s, int i, dt_tensor **out)
+dt_status dt__dp_param_for_forward(dp_state *s, int i, dt_tensor **out)
 {
     dp_param *p = &s->p[i];
-    dt_tensor *leaf = dp__local(p->slot);
+    dt_tensor *leaf = dt__dp_local(p->slot);
     dt_tensor *src = (s->stage != DT_DP_DDP && (p->k >= 0 || s->offload)) ? p->gathered : leaf;
     dt_tensor *view = NULL;
     dt_ag_node *node = NULL;
@@ -477,20 +477,20 @@ static dt_status regather_backward(dt_ag_node *node, dt_tensor *const *gy, dt_te
 {
     dp_state *s = state_of(node);
     int u = (int)node->iv[0];
-    DT_CHECK(dp__unit_gather_wait(s, u));
+    DT_CHECK(dt__dp_unit_gather_wait(s, u));
     if (s->prefetch && s->order_known) { /* the unit whose backward comes next */
         int pos = order_pos(s, u);
         int prev = pos == 0 ? s->n_order - 1 : pos - 1;
         if (pos >= 0 && prev > 0)
-            DT_CHECK(dp__unit_gather_post(s, s->order[prev]));
+            DT_CHECK(dt__dp_unit_gather_post(s, s->order[prev]));
     }
     gx[0] = dt_tensor_retain(gy[0]);
     return progress(s);
 }
 
-dt_status dp__wrap_unit_output(dp_state *s, int u, dt_tensor **out)
+dt_status dt__dp_wrap_unit_output(dp_state *s, int u, dt_tensor **out)
 {
-    dt_tensor *o = *out, *loc = dp__local(o), *view = NULL, *w = NULL;
+    dt_tensor *o = *out, *loc = dt__dp_local(o), *view = NULL, *w = NULL;
     dt_ag_node *node = NULL;
     dt_status st;
     if (!dt__ag_should_record(1, &loc))

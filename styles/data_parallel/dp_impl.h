@@ -86,45 +86,45 @@ typedef struct dp_state {
 } dp_state;
 
 /* The local data of @p t: itself, or its shard when distributed. Borrowed. */
-static inline dt_tensor *dp__local(dt_tensor *t)
+static inline dt_tensor *dt__dp_local(dt_tensor *t)
 {
     return t->dist != NULL ? t->local : t;
 }
 
 /* Release one reference (a hook's free_user). */
-void dp__state_unref(void *user);
+void dt__dp_state_unref(void *user);
 
 /* dp_units.c: the unit modules (caller frees *mods) */
-dt_status dp__find_units(dt_module *root, const char *units, dt_module ***mods, int *n);
+dt_status dt__dp_find_units(dt_module *root, const char *units, dt_module ***mods, int *n);
 
 /* dp_gather.c */
-dt_status dp__storage_drop(dt_tensor *t);
-dt_status dp__storage_fill(dt_tensor *t, dt_mem_category cat);
+dt_status dt__dp_storage_drop(dt_tensor *t);
+dt_status dt__dp_storage_fill(dt_tensor *t, dt_mem_category cat);
 /* Post the gather of param i into its gathered tensor (refilled first). */
-dt_status dp__gather_post(dp_state *s, int i);
+dt_status dt__dp_gather_post(dp_state *s, int i);
 /* Complete param i's gather (posting it first when none is in flight). */
-dt_status dp__gather_wait(dp_state *s, int i);
-dt_status dp__unit_gather_post(dp_state *s, int u);
-dt_status dp__unit_gather_wait(dp_state *s, int u);
-void dp__unit_drop(dp_state *s, int u);
+dt_status dt__dp_gather_wait(dp_state *s, int i);
+dt_status dt__dp_unit_gather_post(dp_state *s, int u);
+dt_status dt__dp_unit_gather_wait(dp_state *s, int u);
+void dt__dp_unit_drop(dp_state *s, int u);
 
 /* dp_grad.c */
 /* The tensor the module computes on for param i this forward (new reference):
  * gathered or the slot's local, through a node when grad mode records. */
-dt_status dp__param_for_forward(dp_state *s, int i, dt_tensor **out);
+dt_status dt__dp_param_for_forward(dp_state *s, int i, dt_tensor **out);
 /* Wrap @p out (a unit's output) in a node whose backward regathers unit @p u. */
-dt_status dp__wrap_unit_output(dp_state *s, int u, dt_tensor **out);
+dt_status dt__dp_wrap_unit_output(dp_state *s, int u, dt_tensor **out);
 /* Forget reductions of a forward that had no backward. */
-void dp__grads_reset(dp_state *s);
+void dt__dp_grads_reset(dp_state *s);
 /* End of forward: parameters whose node no op consumed get no gradient in this
  * backward; count them out now (DDP: they enter their bucket as zeros). */
-dt_status dp__forward_done(dp_state *s);
+dt_status dt__dp_forward_done(dp_state *s);
 
 /* dp_pack.c: piece r of dim k = [outer, klen[r], inner]; tensor copies on their device.
  * full is a contiguous tp-local tensor, packed a contiguous 1-d buffer. */
-dt_status dp__pack(const dp_param *p, dt_tensor *full, dt_tensor *packed);
-dt_status dp__unpack(const dp_param *p, dt_tensor *packed, dt_tensor *full);
+dt_status dt__dp_pack(const dp_param *p, dt_tensor *full, dt_tensor *packed);
+dt_status dt__dp_unpack(const dp_param *p, dt_tensor *packed, dt_tensor *full);
 /* The piece of this rank out of a full tp-local tensor, contiguous, into @p piece. */
-dt_status dp__slice(const dp_param *p, int rank, dt_tensor *full, dt_tensor *piece);
+dt_status dt__dp_slice(const dp_param *p, int rank, dt_tensor *full, dt_tensor *piece);
 
 #endif

@@ -50,19 +50,19 @@ static dt_status move_piece(const dp_param *p, int r, dt_tensor *full, dt_tensor
     return st;
 }
 
-dt_status dp__slice(const dp_param *p, int r, dt_tensor *full, dt_tensor *piece)
+dt_status dt__dp_slice(const dp_param *p, int r, dt_tensor *full, dt_tensor *piece)
 {
     return move_piece(p, r, full, piece, 0, false);
 }
 
-dt_status dp__pack(const dp_param *p, dt_tensor *full, dt_tensor *packed)
+dt_status dt__dp_pack(const dp_param *p, dt_tensor *full, dt_tensor *packed)
 {
     for (int r = 0, n = pieces(p); r < n; r++)
         DT_CHECK(move_piece(p, r, full, packed, piece_base(p, r), false));
     return DT_OK;
 }
 
-dt_status dp__unpack(const dp_param *p, dt_tensor *packed, dt_tensor *full)
+dt_status dt__dp_unpack(const dp_param *p, dt_tensor *packed, dt_tensor *full)
 {
     for (int r = 0, n = pieces(p); r < n; r++)
         DT_CHECK(move_piece(p, r, full, packed, piece_base(p, r), true));

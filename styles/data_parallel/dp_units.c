@@ -73,7 +73,7 @@ static dt_status default_units(dt_module *root, units_ctx *c)
     return DT_OK;
 }
 
-dt_status dp__find_units(dt_module *root, const char *units, dt_module ***mods, int *n)
+dt_status dt__dp_find_units(dt_module *root, const char *units, dt_module ***mods, int *n)
 {
     units_ctx c = {0};
     dt_status st = DT_OK;

@@ -69,7 +69,7 @@ static void test_iter_collapse(void **state)
     dt_tensor *out = host(3, s3), *a = host(3, s3), *b = host(1, s1);
     const dt_tensor *ins[2] = {a, b};
     const char *names[2] = {"a", "b"};
-    dt_cu_iter it;
+    dt__cu_iter it;
     CU_OK(dt__cuda_iter_init("t", &it, out, 2, ins, names));
     assert_int_equal(it.nops, 3);
     assert_int_equal(it.numel, 120);

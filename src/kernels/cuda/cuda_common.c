@@ -87,7 +87,7 @@ bool dt__cuda_is_contiguous(const dt_tensor *t)
 }
 
 /* Drop size-1 dims, then merge dim d into d+1 when every operand is contiguous across them. */
-static void iter_collapse(dt_cu_iter *it)
+static void iter_collapse(dt__cu_iter *it)
 {
     int nd = 0;
     for (int d = 0; d < it->ndim; d++) {
@@ -121,7 +121,7 @@ static void iter_collapse(dt_cu_iter *it)
     it->ndim = w + 1;
 }
 
-dt_status dt__cuda_iter_init(const char *fn, dt_cu_iter *it, const dt_tensor *out, int nin,
+dt_status dt__cuda_iter_init(const char *fn, dt__cu_iter *it, const dt_tensor *out, int nin,
                              const dt_tensor *const *ins, const char *const *names)
 {
     if (nin + 1 > DT_CU_MAX_OPS || out->ndim > DT_CU_MAX_DIMS)
@@ -206,7 +206,7 @@ dt_status dt__cuda_contig(const char *fn, const dt_tensor *t, const void **data,
     int64_t n = dt__shape_numel(t->ndim, t->shape);
     void *buf = NULL;
     DT_CHECK(dt__cuda_scratch(fn, (size_t)n * dt_dtype_size(t->dtype), &buf));
-    dt_cu_iter it;
+    dt__cu_iter it;
     memset(&it, 0, sizeof(it));
     it.ndim = t->ndim;
     it.nops = 2;
@@ -217,7 +217,7 @@ dt_status dt__cuda_contig(const char *fn, const dt_tensor *t, const void **data,
     iter_collapse(&it);
     dt_status s = DT_OK;
     cudaError_t e =
-        dt_cu_copy(buf, (int)t->dtype, dt__cuda_ptr(t), (int)t->dtype, &it, DT_CUDA_STREAM);
+        dt__cu_copy(buf, (int)t->dtype, dt__cuda_ptr(t), (int)t->dtype, &it, DT_CUDA_STREAM);
     if (e != cudaSuccess) {
         s = dt__cuda_error(e, fn, "contiguous copy", __FILE__, __LINE__);
         goto err_free;

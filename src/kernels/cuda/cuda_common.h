@@ -26,16 +26,16 @@ dt_status dt__cuda_error(cudaError_t e, const char *fn, const char *what, const 
 
 #define DT_CUDA_CHECK(call, fn)                                                                    \
     do {                                                                                           \
-        cudaError_t dt_cu_e_ = (call);                                                             \
-        if (dt_cu_e_ != cudaSuccess)                                                               \
-            return dt__cuda_error(dt_cu_e_, (fn), #call, __FILE__, __LINE__);                      \
+        cudaError_t dt__cu_e_ = (call);                                                            \
+        if (dt__cu_e_ != cudaSuccess)                                                              \
+            return dt__cuda_error(dt__cu_e_, (fn), #call, __FILE__, __LINE__);                     \
     } while (0)
 
 #define DT_CUDA_CHECK_GOTO(call, fn, status, label)                                                \
     do {                                                                                           \
-        cudaError_t dt_cu_e_ = (call);                                                             \
-        if (dt_cu_e_ != cudaSuccess) {                                                             \
-            (status) = dt__cuda_error(dt_cu_e_, (fn), #call, __FILE__, __LINE__);                  \
+        cudaError_t dt__cu_e_ = (call);                                                            \
+        if (dt__cu_e_ != cudaSuccess) {                                                            \
+            (status) = dt__cuda_error(dt__cu_e_, (fn), #call, __FILE__, __LINE__);                 \
             goto label;                                                                            \
         }                                                                                          \
     } while (0)
@@ -68,7 +68,7 @@ bool dt__cuda_is_contiguous(const dt_tensor *t);
  * out's shape (aligned on the right; missing or size-1 dims get stride 0).
  * An input whose shape does not broadcast gives DT_ERR_INVALID_ARG naming it.
  */
-dt_status dt__cuda_iter_init(const char *fn, dt_cu_iter *it, const dt_tensor *out, int nin,
+dt_status dt__cuda_iter_init(const char *fn, dt__cu_iter *it, const dt_tensor *out, int nin,
                              const dt_tensor *const *ins, const char *const *names);
 
 /* Stream-ordered scratch on DT_CUDA_STREAM (cudaMallocAsync); free with

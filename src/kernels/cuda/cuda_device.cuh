@@ -1,6 +1,6 @@
 /*
  * Device-side helpers shared by the .cu files: launch geometry, strided
- * offsets of a dt_cu_iter, dtype loads/stores, warp and block reductions.
+ * offsets of a dt__cu_iter, dtype loads/stores, warp and block reductions.
  * Block reductions require blockDim.x to be a multiple of 32 (<= 1024) and
  * every thread of the block to call them.
  */
@@ -41,7 +41,7 @@ inline unsigned row_blocks(int64_t rows)
 
 /* Element offsets of flat index i for every operand of it. */
 template <int NOPS>
-__device__ __forceinline__ void iter_offsets(const dt_cu_iter &it, int64_t i, int64_t *off)
+__device__ __forceinline__ void iter_offsets(const dt__cu_iter &it, int64_t i, int64_t *off)
 {
 #pragma unroll
     for (int k = 0; k < NOPS; k++)

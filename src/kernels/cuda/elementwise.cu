@@ -1,4 +1,4 @@
-/* Element-wise kernels over dt_cu_iter (strided, broadcast) operands. */
+/* Element-wise kernels over dt__cu_iter (strided, broadcast) operands. */
 #include "kernels/cuda/cuda_device.cuh"
 
 using namespace dtcu;
@@ -6,7 +6,7 @@ using namespace dtcu;
 namespace
 {
 
-__global__ void fill_kernel(void *out, int dtype, dt_cu_iter it, double value, int64_t ivalue,
+__global__ void fill_kernel(void *out, int dtype, dt__cu_iter it, double value, int64_t ivalue,
                             bool as_int)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < it.numel;
@@ -20,7 +20,7 @@ __global__ void fill_kernel(void *out, int dtype, dt_cu_iter it, double value, i
     }
 }
 
-__global__ void copy_kernel(void *dst, int ddt, const void *src, int sdt, dt_cu_iter it)
+__global__ void copy_kernel(void *dst, int ddt, const void *src, int sdt, dt__cu_iter it)
 {
     bool ints = dtype_is_int(ddt) && dtype_is_int(sdt);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < it.numel;
@@ -35,7 +35,7 @@ __global__ void copy_kernel(void *dst, int ddt, const void *src, int sdt, dt_cu_
 }
 
 /* Same-dtype float copy without the double round trip. */
-__global__ void copy_f32_kernel(float *dst, const float *src, dt_cu_iter it)
+__global__ void copy_f32_kernel(float *dst, const float *src, dt__cu_iter it)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < it.numel;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -59,7 +59,7 @@ __device__ __forceinline__ float binary_apply(int op, float a, float b)
     }
 }
 
-__global__ void binary_kernel(int op, float *out, const float *a, const float *b, dt_cu_iter it)
+__global__ void binary_kernel(int op, float *out, const float *a, const float *b, dt__cu_iter it)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < it.numel;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -107,7 +107,7 @@ __device__ __forceinline__ float unary_apply(int op, float x, float alpha)
     }
 }
 
-__global__ void unary_kernel(int op, float *out, const float *x, float alpha, dt_cu_iter it)
+__global__ void unary_kernel(int op, float *out, const float *x, float alpha, dt__cu_iter it)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < it.numel;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -118,7 +118,7 @@ __global__ void unary_kernel(int op, float *out, const float *x, float alpha, dt
 }
 
 __global__ void unary_backward_kernel(int op, float *gx, const float *x, const float *gy,
-                                      dt_cu_iter it)
+                                      dt__cu_iter it)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < it.numel;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -131,7 +131,7 @@ __global__ void unary_backward_kernel(int op, float *gx, const float *x, const f
 }
 
 __global__ void masked_fill_kernel(float *out, const float *x, const void *mask, int mdt,
-                                   float value, dt_cu_iter it)
+                                   float value, dt__cu_iter it)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < it.numel;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -143,8 +143,8 @@ __global__ void masked_fill_kernel(float *out, const float *x, const void *mask,
 
 } // namespace
 
-extern "C" cudaError_t dt_cu_fill(void *out, int dtype, const dt_cu_iter *it, double value,
-                                  cudaStream_t stream)
+extern "C" cudaError_t dt__cu_fill(void *out, int dtype, const dt__cu_iter *it, double value,
+                                   cudaStream_t stream)
 {
     if (it->numel == 0)
         return cudaSuccess;
@@ -160,8 +160,8 @@ extern "C" cudaError_t dt_cu_fill(void *out, int dtype, const dt_cu_iter *it, do
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dt_cu_copy(void *dst, int ddt, const void *src, int sdt,
-                                  const dt_cu_iter *it, cudaStream_t stream)
+extern "C" cudaError_t dt__cu_copy(void *dst, int ddt, const void *src, int sdt,
+                                   const dt__cu_iter *it, cudaStream_t stream)
 {
     if (it->numel == 0)
         return cudaSuccess;
@@ -173,8 +173,8 @@ extern "C" cudaError_t dt_cu_copy(void *dst, int ddt, const void *src, int sdt,
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dt_cu_binary(int op, float *out, const float *a, const float *b,
-                                    const dt_cu_iter *it, cudaStream_t stream)
+extern "C" cudaError_t dt__cu_binary(int op, float *out, const float *a, const float *b,
+                                     const dt__cu_iter *it, cudaStream_t stream)
 {
     if (it->numel == 0)
         return cudaSuccess;
@@ -182,8 +182,8 @@ extern "C" cudaError_t dt_cu_binary(int op, float *out, const float *a, const fl
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dt_cu_unary(int op, float *out, const float *x, float alpha,
-                                   const dt_cu_iter *it, cudaStream_t stream)
+extern "C" cudaError_t dt__cu_unary(int op, float *out, const float *x, float alpha,
+                                    const dt__cu_iter *it, cudaStream_t stream)
 {
     if (it->numel == 0)
         return cudaSuccess;
@@ -191,8 +191,8 @@ extern "C" cudaError_t dt_cu_unary(int op, float *out, const float *x, float alp
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dt_cu_unary_backward(int op, float *gx, const float *x, const float *gy,
-                                            const dt_cu_iter *it, cudaStream_t stream)
+extern "C" cudaError_t dt__cu_unary_backward(int op, float *gx, const float *x, const float *gy,
+                                             const dt__cu_iter *it, cudaStream_t stream)
 {
     if (it->numel == 0)
         return cudaSuccess;
@@ -200,9 +200,9 @@ extern "C" cudaError_t dt_cu_unary_backward(int op, float *gx, const float *x, c
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dt_cu_masked_fill(float *out, const float *x, const void *mask,
-                                         int mask_dtype, float value, const dt_cu_iter *it,
-                                         cudaStream_t stream)
+extern "C" cudaError_t dt__cu_masked_fill(float *out, const float *x, const void *mask,
+                                          int mask_dtype, float value, const dt__cu_iter *it,
+                                          cudaStream_t stream)
 {
     if (it->numel == 0)
         return cudaSuccess;

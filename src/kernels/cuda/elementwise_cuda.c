@@ -12,9 +12,9 @@ dt_status dt__cuda_fill(dt_tensor *out, double value)
     if (dt_dtype_size(out->dtype) == 0)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: invalid dtype %d", fn, (int)out->dtype);
     DT_CHECK(dt__cuda_use_device(fn, out));
-    dt_cu_iter it;
+    dt__cu_iter it;
     DT_CHECK(dt__cuda_iter_init(fn, &it, out, 0, NULL, NULL));
-    DT_CUDA_CHECK(dt_cu_fill(dt__cuda_ptr(out), (int)out->dtype, &it, value, DT_CUDA_STREAM), fn);
+    DT_CUDA_CHECK(dt__cu_fill(dt__cuda_ptr(out), (int)out->dtype, &it, value, DT_CUDA_STREAM), fn);
     return DT_OK;
 }
 
@@ -31,12 +31,12 @@ dt_status dt__cuda_copy(dt_tensor *dst, const dt_tensor *src)
         dst->device.index != src->device.index)
         return dt__cuda_copy_transfer(dst, src);
     DT_CHECK(dt__cuda_use_device(fn, dst));
-    dt_cu_iter it;
+    dt__cu_iter it;
     const dt_tensor *ins[1] = {src};
     const char *names[1] = {"src"};
     DT_CHECK(dt__cuda_iter_init(fn, &it, dst, 1, ins, names));
-    DT_CUDA_CHECK(dt_cu_copy(dt__cuda_ptr(dst), (int)dst->dtype, dt__cuda_ptr(src), (int)src->dtype,
-                             &it, DT_CUDA_STREAM),
+    DT_CUDA_CHECK(dt__cu_copy(dt__cuda_ptr(dst), (int)dst->dtype, dt__cuda_ptr(src),
+                              (int)src->dtype, &it, DT_CUDA_STREAM),
                   fn);
     return DT_OK;
 }
@@ -50,12 +50,12 @@ dt_status dt__cuda_binary(dt_binary_op op, const dt_tensor *a, const dt_tensor *
     DT_CHECK(dt__cuda_check(fn, "a", a, DT_DTYPE_F32));
     DT_CHECK(dt__cuda_check(fn, "b", b, DT_DTYPE_F32));
     DT_CHECK(dt__cuda_use_device(fn, out));
-    dt_cu_iter it;
+    dt__cu_iter it;
     const dt_tensor *ins[2] = {a, b};
     const char *names[2] = {"a", "b"};
     DT_CHECK(dt__cuda_iter_init(fn, &it, out, 2, ins, names));
-    DT_CUDA_CHECK(dt_cu_binary((int)op, dt__cuda_ptr(out), dt__cuda_ptr(a), dt__cuda_ptr(b), &it,
-                               DT_CUDA_STREAM),
+    DT_CUDA_CHECK(dt__cu_binary((int)op, dt__cuda_ptr(out), dt__cuda_ptr(a), dt__cuda_ptr(b), &it,
+                                DT_CUDA_STREAM),
                   fn);
     return DT_OK;
 }
@@ -69,12 +69,12 @@ dt_status dt__cuda_unary(dt_unary_op op, const dt_tensor *x, float alpha, dt_ten
     DT_CHECK(dt__cuda_check(fn, "x", x, DT_DTYPE_F32));
     DT_CHECK(dt__cuda_check_same_shape(fn, "x", x, out));
     DT_CHECK(dt__cuda_use_device(fn, out));
-    dt_cu_iter it;
+    dt__cu_iter it;
     const dt_tensor *ins[1] = {x};
     const char *names[1] = {"x"};
     DT_CHECK(dt__cuda_iter_init(fn, &it, out, 1, ins, names));
     DT_CUDA_CHECK(
-        dt_cu_unary((int)op, dt__cuda_ptr(out), dt__cuda_ptr(x), alpha, &it, DT_CUDA_STREAM), fn);
+        dt__cu_unary((int)op, dt__cuda_ptr(out), dt__cuda_ptr(x), alpha, &it, DT_CUDA_STREAM), fn);
     return DT_OK;
 }
 
@@ -90,12 +90,12 @@ dt_status dt__cuda_unary_backward(dt_unary_op op, const dt_tensor *x, const dt_t
     DT_CHECK(dt__cuda_check_same_shape(fn, "x", x, gx));
     DT_CHECK(dt__cuda_check_same_shape(fn, "gy", gy, gx));
     DT_CHECK(dt__cuda_use_device(fn, gx));
-    dt_cu_iter it;
+    dt__cu_iter it;
     const dt_tensor *ins[2] = {x, gy};
     const char *names[2] = {"x", "gy"};
     DT_CHECK(dt__cuda_iter_init(fn, &it, gx, 2, ins, names));
-    DT_CUDA_CHECK(dt_cu_unary_backward((int)op, dt__cuda_ptr(gx), dt__cuda_ptr(x), dt__cuda_ptr(gy),
-                                       &it, DT_CUDA_STREAM),
+    DT_CUDA_CHECK(dt__cu_unary_backward((int)op, dt__cuda_ptr(gx), dt__cuda_ptr(x),
+                                        dt__cuda_ptr(gy), &it, DT_CUDA_STREAM),
                   fn);
     return DT_OK;
 }
@@ -109,12 +109,12 @@ dt_status dt__cuda_masked_fill(const dt_tensor *x, const dt_tensor *mask, float 
     DT_CHECK(dt__cuda_check(fn, "mask", mask, DT_DTYPE_U8));
     DT_CHECK(dt__cuda_check_same_shape(fn, "x", x, out));
     DT_CHECK(dt__cuda_use_device(fn, out));
-    dt_cu_iter it;
+    dt__cu_iter it;
     const dt_tensor *ins[2] = {x, mask};
     const char *names[2] = {"x", "mask"};
     DT_CHECK(dt__cuda_iter_init(fn, &it, out, 2, ins, names));
-    DT_CUDA_CHECK(dt_cu_masked_fill(dt__cuda_ptr(out), dt__cuda_ptr(x), dt__cuda_ptr(mask),
-                                    (int)mask->dtype, value, &it, DT_CUDA_STREAM),
+    DT_CUDA_CHECK(dt__cu_masked_fill(dt__cuda_ptr(out), dt__cuda_ptr(x), dt__cuda_ptr(mask),
+                                     (int)mask->dtype, value, &it, DT_CUDA_STREAM),
                   fn);
     return DT_OK;
 }

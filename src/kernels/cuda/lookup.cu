@@ -112,9 +112,9 @@ __global__ void cross_entropy_backward_kernel(const float *logits, int64_t rows,
 
 } // namespace
 
-extern "C" cudaError_t dt_cu_embedding(const float *w, int64_t w_rows, int64_t w_ld, int64_t dim,
-                                       const void *ids, int ids_dtype, int64_t n,
-                                       int64_t vocab_start, float *out, cudaStream_t stream)
+extern "C" cudaError_t dt__cu_embedding(const float *w, int64_t w_rows, int64_t w_ld, int64_t dim,
+                                        const void *ids, int ids_dtype, int64_t n,
+                                        int64_t vocab_start, float *out, cudaStream_t stream)
 {
     if (n == 0 || dim == 0)
         return cudaSuccess;
@@ -123,9 +123,9 @@ extern "C" cudaError_t dt_cu_embedding(const float *w, int64_t w_rows, int64_t w
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dt_cu_embedding_backward(const void *ids, int ids_dtype, int64_t n,
-                                                const float *gy, int64_t dim, int64_t vocab_start,
-                                                float *gw, int64_t w_rows, cudaStream_t stream)
+extern "C" cudaError_t dt__cu_embedding_backward(const void *ids, int ids_dtype, int64_t n,
+                                                 const float *gy, int64_t dim, int64_t vocab_start,
+                                                 float *gw, int64_t w_rows, cudaStream_t stream)
 {
     if (n == 0 || dim == 0)
         return cudaSuccess;
@@ -134,10 +134,10 @@ extern "C" cudaError_t dt_cu_embedding_backward(const void *ids, int ids_dtype, 
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dt_cu_cross_entropy(const float *logits, int64_t rows, int64_t cols,
-                                           const void *targets, int targets_dtype,
-                                           int64_t ignore_index, float *loss, float *lse, int *bad,
-                                           cudaStream_t stream)
+extern "C" cudaError_t dt__cu_cross_entropy(const float *logits, int64_t rows, int64_t cols,
+                                            const void *targets, int targets_dtype,
+                                            int64_t ignore_index, float *loss, float *lse, int *bad,
+                                            cudaStream_t stream)
 {
     if (rows == 0)
         return cudaSuccess;
@@ -146,9 +146,9 @@ extern "C" cudaError_t dt_cu_cross_entropy(const float *logits, int64_t rows, in
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dt_cu_check_targets(const void *targets, int targets_dtype, int64_t rows,
-                                           int64_t cols, int64_t ignore_index,
-                                           unsigned long long *bad, cudaStream_t stream)
+extern "C" cudaError_t dt__cu_check_targets(const void *targets, int targets_dtype, int64_t rows,
+                                            int64_t cols, int64_t ignore_index,
+                                            unsigned long long *bad, cudaStream_t stream)
 {
     if (rows == 0)
         return cudaSuccess;
@@ -157,11 +157,12 @@ extern "C" cudaError_t dt_cu_check_targets(const void *targets, int targets_dtyp
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dt_cu_cross_entropy_backward(const float *logits, int64_t rows, int64_t cols,
-                                                    const void *targets, int targets_dtype,
-                                                    int64_t ignore_index, const float *lse,
-                                                    const float *gloss, int64_t gloss_stride,
-                                                    float *glogits, cudaStream_t stream)
+extern "C" cudaError_t dt__cu_cross_entropy_backward(const float *logits, int64_t rows,
+                                                     int64_t cols, const void *targets,
+                                                     int targets_dtype, int64_t ignore_index,
+                                                     const float *lse, const float *gloss,
+                                                     int64_t gloss_stride, float *glogits,
+                                                     cudaStream_t stream)
 {
     if (rows == 0 || cols == 0)
         return cudaSuccess;

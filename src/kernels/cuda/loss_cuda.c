@@ -32,7 +32,7 @@ static dt_status ce_check_targets(const char *fn, const void *targets, dt_dtype 
         cudaMemcpyAsync(bad, &host_bad, sizeof(host_bad), cudaMemcpyHostToDevice, DT_CUDA_STREAM),
         fn, s, out_free);
     DT_CUDA_CHECK_GOTO(
-        dt_cu_check_targets(targets, (int)tdt, rows, classes, ignore_index, bad, DT_CUDA_STREAM),
+        dt__cu_check_targets(targets, (int)tdt, rows, classes, ignore_index, bad, DT_CUDA_STREAM),
         fn, s, out_free);
     DT_CUDA_CHECK_GOTO(cudaMemcpy(&host_bad, bad, sizeof(host_bad), cudaMemcpyDeviceToHost), fn, s,
                        out_free);
@@ -72,9 +72,9 @@ dt_status dt__cuda_cross_entropy(const dt_tensor *logits, const dt_tensor *targe
     DT_CHECK_GOTO(ce_check_targets(fn, td, targets->dtype, rows, classes, ignore_index), s,
                   out_free);
     DT_CHECK_GOTO(dt__cuda_contig(fn, logits, &ld, &tl), s, out_free);
-    DT_CUDA_CHECK_GOTO(dt_cu_cross_entropy(ld, rows, classes, td, (int)targets->dtype, ignore_index,
-                                           dt__cuda_ptr(loss), dt__cuda_ptr(lse), NULL,
-                                           DT_CUDA_STREAM),
+    DT_CUDA_CHECK_GOTO(dt__cu_cross_entropy(ld, rows, classes, td, (int)targets->dtype,
+                                            ignore_index, dt__cuda_ptr(loss), dt__cuda_ptr(lse),
+                                            NULL, DT_CUDA_STREAM),
                        fn, s, out_free);
 out_free:
     dt__cuda_scratch_free(tl);
@@ -110,9 +110,9 @@ dt_status dt__cuda_cross_entropy_backward(const dt_tensor *logits, const dt_tens
     if (lse != NULL)
         DT_CHECK_GOTO(dt__cuda_contig(fn, lse, &ed, &te), s, out_free);
     DT_CHECK_GOTO(dt__cuda_contig(fn, gloss, &gd, &tg), s, out_free);
-    DT_CUDA_CHECK_GOTO(dt_cu_cross_entropy_backward(ld, rows, classes, td, (int)targets->dtype,
-                                                    ignore_index, ed, gd, 1, dt__cuda_ptr(glogits),
-                                                    DT_CUDA_STREAM),
+    DT_CUDA_CHECK_GOTO(dt__cu_cross_entropy_backward(ld, rows, classes, td, (int)targets->dtype,
+                                                     ignore_index, ed, gd, 1, dt__cuda_ptr(glogits),
+                                                     DT_CUDA_STREAM),
                        fn, s, out_free);
 out_free:
     dt__cuda_scratch_free(tg);

@@ -20,7 +20,7 @@ dt_status dt__cuda_softmax(const dt_tensor *x, float scale, bool causal, bool lo
     void *tmp = NULL;
     DT_CHECK(dt__cuda_contig(fn, x, &xd, &tmp));
     cudaError_t e =
-        dt_cu_softmax(xd, dt__cuda_ptr(y), numel / n, n, tq, scale, causal, log, DT_CUDA_STREAM);
+        dt__cu_softmax(xd, dt__cuda_ptr(y), numel / n, n, tq, scale, causal, log, DT_CUDA_STREAM);
     dt__cuda_scratch_free(tmp);
     DT_CUDA_CHECK(e, fn);
     return DT_OK;
@@ -47,7 +47,7 @@ dt_status dt__cuda_softmax_backward(const dt_tensor *y, const dt_tensor *gy, flo
     DT_CHECK(dt__cuda_contig(fn, y, &yd, &ty));
     DT_CHECK_GOTO(dt__cuda_contig(fn, gy, &gd, &tg), s, out_free);
     DT_CUDA_CHECK_GOTO(
-        dt_cu_softmax_backward(yd, gd, dt__cuda_ptr(gx), numel / n, n, scale, log, DT_CUDA_STREAM),
+        dt__cu_softmax_backward(yd, gd, dt__cuda_ptr(gx), numel / n, n, scale, log, DT_CUDA_STREAM),
         fn, s, out_free);
 out_free:
     dt__cuda_scratch_free(tg);
@@ -99,9 +99,9 @@ dt_status dt__cuda_layer_norm(const dt_tensor *x, const dt_tensor *w, const dt_t
     DT_CHECK_GOTO(optional_vec(fn, "w", w, n, &wd, &tw), s, out_free);
     DT_CHECK_GOTO(optional_vec(fn, "b", b, n, &bd, &tb), s, out_free);
     DT_CHECK_GOTO(dt__cuda_contig(fn, x, &xd, &tx), s, out_free);
-    DT_CUDA_CHECK_GOTO(dt_cu_layer_norm(xd, wd, bd, eps, dt__cuda_ptr(y),
-                                        mean ? dt__cuda_ptr(mean) : NULL,
-                                        rstd ? dt__cuda_ptr(rstd) : NULL, rows, n, DT_CUDA_STREAM),
+    DT_CUDA_CHECK_GOTO(dt__cu_layer_norm(xd, wd, bd, eps, dt__cuda_ptr(y),
+                                         mean ? dt__cuda_ptr(mean) : NULL,
+                                         rstd ? dt__cuda_ptr(rstd) : NULL, rows, n, DT_CUDA_STREAM),
                        fn, s, out_free);
 out_free:
     dt__cuda_scratch_free(tx);
@@ -140,10 +140,10 @@ dt_status dt__cuda_layer_norm_backward(const dt_tensor *x, const dt_tensor *w,
     DT_CHECK_GOTO(optional_vec(fn, "rstd", rstd, rows, &rd, &tr), s, out_free);
     DT_CHECK_GOTO(dt__cuda_contig(fn, x, &xd, &tx), s, out_free);
     DT_CHECK_GOTO(dt__cuda_contig(fn, gy, &gd, &tg), s, out_free);
-    DT_CUDA_CHECK_GOTO(dt_cu_layer_norm_backward(xd, wd, md, rd, gd, gx ? dt__cuda_ptr(gx) : NULL,
-                                                 gw ? dt__cuda_ptr(gw) : NULL,
-                                                 gb ? dt__cuda_ptr(gb) : NULL, rows, n,
-                                                 DT_CUDA_STREAM),
+    DT_CUDA_CHECK_GOTO(dt__cu_layer_norm_backward(xd, wd, md, rd, gd, gx ? dt__cuda_ptr(gx) : NULL,
+                                                  gw ? dt__cuda_ptr(gw) : NULL,
+                                                  gb ? dt__cuda_ptr(gb) : NULL, rows, n,
+                                                  DT_CUDA_STREAM),
                        fn, s, out_free);
 out_free:
     dt__cuda_scratch_free(tg);
@@ -175,8 +175,8 @@ dt_status dt__cuda_embedding(const dt_tensor *weight, const dt_tensor *ids, int6
         ld = dim;
     }
     DT_CHECK_GOTO(dt__cuda_contig(fn, ids, &idd, &tid), s, out_free);
-    DT_CUDA_CHECK_GOTO(dt_cu_embedding(wd, rows, ld, dim, idd, (int)ids->dtype, n, vocab_start,
-                                       dt__cuda_ptr(out), DT_CUDA_STREAM),
+    DT_CUDA_CHECK_GOTO(dt__cu_embedding(wd, rows, ld, dim, idd, (int)ids->dtype, n, vocab_start,
+                                        dt__cuda_ptr(out), DT_CUDA_STREAM),
                        fn, s, out_free);
 out_free:
     dt__cuda_scratch_free(tid);
@@ -201,8 +201,8 @@ dt_status dt__cuda_embedding_backward(const dt_tensor *ids, const dt_tensor *gy,
     dt_status s = DT_OK;
     DT_CHECK(dt__cuda_contig(fn, ids, &idd, &tid));
     DT_CHECK_GOTO(dt__cuda_contig(fn, gy, &gd, &tg), s, out_free);
-    DT_CUDA_CHECK_GOTO(dt_cu_embedding_backward(idd, (int)ids->dtype, n, gd, dim, vocab_start,
-                                                dt__cuda_ptr(gweight), rows, DT_CUDA_STREAM),
+    DT_CUDA_CHECK_GOTO(dt__cu_embedding_backward(idd, (int)ids->dtype, n, gd, dim, vocab_start,
+                                                 dt__cuda_ptr(gweight), rows, DT_CUDA_STREAM),
                        fn, s, out_free);
 out_free:
     dt__cuda_scratch_free(tg);

@@ -41,8 +41,8 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, int64
 
 } // namespace
 
-extern "C" cudaError_t dt_cu_sgd_step(float *p, const float *g, float *buf, int64_t n, float lr,
-                                      float momentum, float weight_decay, cudaStream_t stream)
+extern "C" cudaError_t dt__cu_sgd_step(float *p, const float *g, float *buf, int64_t n, float lr,
+                                       float momentum, float weight_decay, cudaStream_t stream)
 {
     if (n == 0)
         return cudaSuccess;
@@ -50,10 +50,10 @@ extern "C" cudaError_t dt_cu_sgd_step(float *p, const float *g, float *buf, int6
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dt_cu_adamw_step(float *p, const float *g, float *m, float *v, int64_t n,
-                                        float lr, float beta1, float beta2, float eps,
-                                        float weight_decay, float bc1, float bc2,
-                                        cudaStream_t stream)
+extern "C" cudaError_t dt__cu_adamw_step(float *p, const float *g, float *m, float *v, int64_t n,
+                                         float lr, float beta1, float beta2, float eps,
+                                         float weight_decay, float bc1, float bc2,
+                                         cudaStream_t stream)
 {
     if (n == 0)
         return cudaSuccess;

@@ -24,10 +24,10 @@ dt_status dt__cuda_sgd_step(dt_tensor *p, const dt_tensor *g, dt_tensor *momentu
         DT_CHECK(optim_check(fn, "momentum_buf", momentum_buf, p));
     }
     DT_CHECK(dt__cuda_use_device(fn, p));
-    DT_CUDA_CHECK(dt_cu_sgd_step(dt__cuda_ptr(p), dt__cuda_ptr(g),
-                                 momentum != 0.0f ? dt__cuda_ptr(momentum_buf) : NULL,
-                                 dt__shape_numel(p->ndim, p->shape), lr, momentum, weight_decay,
-                                 DT_CUDA_STREAM),
+    DT_CUDA_CHECK(dt__cu_sgd_step(dt__cuda_ptr(p), dt__cuda_ptr(g),
+                                  momentum != 0.0f ? dt__cuda_ptr(momentum_buf) : NULL,
+                                  dt__shape_numel(p->ndim, p->shape), lr, momentum, weight_decay,
+                                  DT_CUDA_STREAM),
                   fn);
     return DT_OK;
 }
@@ -47,9 +47,9 @@ dt_status dt__cuda_adamw_step(dt_tensor *p, const dt_tensor *g, dt_tensor *m, dt
     /* the bias corrections exactly as the CPU reference computes them */
     float bc1 = 1.0f - powf(beta1, (float)step);
     float bc2 = 1.0f - powf(beta2, (float)step);
-    DT_CUDA_CHECK(dt_cu_adamw_step(dt__cuda_ptr(p), dt__cuda_ptr(g), dt__cuda_ptr(m),
-                                   dt__cuda_ptr(v), dt__shape_numel(p->ndim, p->shape), lr, beta1,
-                                   beta2, eps, weight_decay, bc1, bc2, DT_CUDA_STREAM),
+    DT_CUDA_CHECK(dt__cu_adamw_step(dt__cuda_ptr(p), dt__cuda_ptr(g), dt__cuda_ptr(m),
+                                    dt__cuda_ptr(v), dt__shape_numel(p->ndim, p->shape), lr, beta1,
+                                    beta2, eps, weight_decay, bc1, bc2, DT_CUDA_STREAM),
                   fn);
     return DT_OK;
 }

@@ -17,7 +17,7 @@ __device__ __forceinline__ bool better(float v, int64_t i, float best, int64_t b
 }
 
 /* One thread per output; `o` walks the output positions over x's other dims. */
-__global__ void reduce_thread_kernel(int kind, const float *x, dt_cu_iter o, int64_t R, int64_t rs,
+__global__ void reduce_thread_kernel(int kind, const float *x, dt__cu_iter o, int64_t R, int64_t rs,
                                      float *out, int64_t *am)
 {
     for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < o.numel;
@@ -57,7 +57,7 @@ __device__ __forceinline__ void max_merge(float &best, int64_t &bi, float ov, in
 }
 
 /* One warp per output: many outputs each reducing a contiguous run (rs == 1). */
-__global__ void reduce_warp_kernel(int kind, const float *x, dt_cu_iter o, int64_t R, float *out,
+__global__ void reduce_warp_kernel(int kind, const float *x, dt__cu_iter o, int64_t R, float *out,
                                    int64_t *am)
 {
     int lane = threadIdx.x & 31;
@@ -94,7 +94,7 @@ __global__ void reduce_warp_kernel(int kind, const float *x, dt_cu_iter o, int64
 }
 
 /* One block per output, for few outputs with long reductions. */
-__global__ void reduce_block_kernel(int kind, const float *x, dt_cu_iter o, int64_t R, int64_t rs,
+__global__ void reduce_block_kernel(int kind, const float *x, dt__cu_iter o, int64_t R, int64_t rs,
                                     float *out, int64_t *am)
 {
     __shared__ float shv[32];
@@ -150,7 +150,7 @@ __global__ void reduce_block_kernel(int kind, const float *x, dt_cu_iter o, int6
     }
 }
 
-__global__ void sum_squares_kernel(const float *x, dt_cu_iter it, double *partials)
+__global__ void sum_squares_kernel(const float *x, dt__cu_iter it, double *partials)
 {
     __shared__ double sh[32];
     double acc = 0.0;
@@ -181,11 +181,11 @@ constexpr int kMaxPartials = 1024;
 
 } // namespace
 
-extern "C" cudaError_t dt_cu_reduce(int kind, const float *x, int ndim, const int64_t *shape,
-                                    const int64_t *strides, int dim, float *out, int64_t *argmax,
-                                    cudaStream_t stream)
+extern "C" cudaError_t dt__cu_reduce(int kind, const float *x, int ndim, const int64_t *shape,
+                                     const int64_t *strides, int dim, float *out, int64_t *argmax,
+                                     cudaStream_t stream)
 {
-    dt_cu_iter o = {};
+    dt__cu_iter o = {};
     o.nops = 1;
     o.numel = 1;
     for (int d = 0; d < ndim; d++) {
@@ -211,13 +211,13 @@ extern "C" cudaError_t dt_cu_reduce(int kind, const float *x, int ndim, const in
     return cudaGetLastError();
 }
 
-extern "C" int dt_cu_sum_squares_max_partials(void)
+extern "C" int dt__cu_sum_squares_max_partials(void)
 {
     return kMaxPartials;
 }
 
-extern "C" cudaError_t dt_cu_sum_squares(const float *x, const dt_cu_iter *it, double *partials,
-                                         int max_partials, double *out, cudaStream_t stream)
+extern "C" cudaError_t dt__cu_sum_squares(const float *x, const dt__cu_iter *it, double *partials,
+                                          int max_partials, double *out, cudaStream_t stream)
 {
     unsigned blocks = grid_for(it->numel);
     if (blocks > (unsigned)max_partials)

@@ -36,8 +36,8 @@ dt_status dt__cuda_reduce(dt_reduce_kind kind, const dt_tensor *x, int dim, dt_t
     DT_CHECK(dt__cuda_use_device(fn, out));
     if (n == 0) /* sum 0, mean NaN */
         return dt__cuda_fill(out, kind == DT_REDUCE_KIND_MEAN ? NAN : 0.0);
-    DT_CUDA_CHECK(dt_cu_reduce((int)kind, dt__cuda_ptr(x), nd, shape, strides, dim,
-                               dt__cuda_ptr(out), am, DT_CUDA_STREAM),
+    DT_CUDA_CHECK(dt__cu_reduce((int)kind, dt__cuda_ptr(x), nd, shape, strides, dim,
+                                dt__cuda_ptr(out), am, DT_CUDA_STREAM),
                   fn);
     return DT_OK;
 }
@@ -49,13 +49,13 @@ dt_status dt__cuda_sum_squares(const dt_tensor *x, double *out)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: out is NULL", fn);
     DT_CHECK(dt__cuda_check(fn, "x", x, DT_DTYPE_F32));
     DT_CHECK(dt__cuda_use_device(fn, x));
-    dt_cu_iter it;
+    dt__cu_iter it;
     DT_CHECK(dt__cuda_iter_init(fn, &it, x, 0, NULL, NULL));
-    int np = dt_cu_sum_squares_max_partials();
+    int np = dt__cu_sum_squares_max_partials();
     double *buf = NULL, result = 0.0;
     dt_status s = DT_OK;
     DT_CHECK(dt__cuda_scratch(fn, sizeof(double) * (size_t)(np + 1), (void **)&buf));
-    DT_CUDA_CHECK_GOTO(dt_cu_sum_squares(dt__cuda_ptr(x), &it, buf + 1, np, buf, DT_CUDA_STREAM),
+    DT_CUDA_CHECK_GOTO(dt__cu_sum_squares(dt__cuda_ptr(x), &it, buf + 1, np, buf, DT_CUDA_STREAM),
                        fn, s, out_free);
     DT_CUDA_CHECK_GOTO(cudaMemcpy(&result, buf, sizeof(result), cudaMemcpyDeviceToHost), fn, s,
                        out_free);

@@ -176,9 +176,9 @@ __global__ void layer_norm_backward_wb_kernel(const float *x, const float *mean,
 
 } // namespace
 
-extern "C" cudaError_t dt_cu_softmax(const float *x, float *y, int64_t rows, int64_t cols,
-                                     int64_t tq, float scale, int causal, int log,
-                                     cudaStream_t stream)
+extern "C" cudaError_t dt__cu_softmax(const float *x, float *y, int64_t rows, int64_t cols,
+                                      int64_t tq, float scale, int causal, int log,
+                                      cudaStream_t stream)
 {
     if (rows == 0 || cols == 0)
         return cudaSuccess;
@@ -187,9 +187,9 @@ extern "C" cudaError_t dt_cu_softmax(const float *x, float *y, int64_t rows, int
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dt_cu_softmax_backward(const float *y, const float *gy, float *gx,
-                                              int64_t rows, int64_t cols, float scale, int log,
-                                              cudaStream_t stream)
+extern "C" cudaError_t dt__cu_softmax_backward(const float *y, const float *gy, float *gx,
+                                               int64_t rows, int64_t cols, float scale, int log,
+                                               cudaStream_t stream)
 {
     if (rows == 0 || cols == 0)
         return cudaSuccess;
@@ -198,9 +198,9 @@ extern "C" cudaError_t dt_cu_softmax_backward(const float *y, const float *gy, f
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dt_cu_layer_norm(const float *x, const float *w, const float *b, float eps,
-                                        float *y, float *mean, float *rstd, int64_t rows,
-                                        int64_t cols, cudaStream_t stream)
+extern "C" cudaError_t dt__cu_layer_norm(const float *x, const float *w, const float *b, float eps,
+                                         float *y, float *mean, float *rstd, int64_t rows,
+                                         int64_t cols, cudaStream_t stream)
 {
     if (rows == 0 || cols == 0)
         return cudaSuccess;
@@ -209,10 +209,10 @@ extern "C" cudaError_t dt_cu_layer_norm(const float *x, const float *w, const fl
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dt_cu_layer_norm_backward(const float *x, const float *w, const float *mean,
-                                                 const float *rstd, const float *gy, float *gx,
-                                                 float *gw, float *gb, int64_t rows, int64_t cols,
-                                                 cudaStream_t stream)
+extern "C" cudaError_t dt__cu_layer_norm_backward(const float *x, const float *w, const float *mean,
+                                                  const float *rstd, const float *gy, float *gx,
+                                                  float *gw, float *gb, int64_t rows, int64_t cols,
+                                                  cudaStream_t stream)
 {
     if (rows == 0 || cols == 0)
         return cudaSuccess;

@@ -3,7 +3,7 @@
  * either side is a CUDA tensor on another device than the other. Contiguous
  * same-dtype copies are one cudaMemcpy; anything else is staged through a
  * contiguous buffer on the host (strided gather/scatter, one element at a
- * time) and one on the device (dtype conversion and strides by dt_cu_copy).
+ * time) and one on the device (dtype conversion and strides by dt__cu_copy).
  * Synchronous: when it returns the data has arrived.
  */
 #include <stdlib.h>
@@ -47,7 +47,7 @@ static void host_scatter(dt_tensor *t, int64_t n, const void *buf)
 static dt_status device_unpack(const char *fn, dt_tensor *dst, const void *packed,
                                dt_dtype src_dtype)
 {
-    dt_cu_iter it;
+    dt__cu_iter it;
     DT_CHECK(dt__cuda_iter_init(fn, &it, dst, 0, NULL, NULL));
     /* op 1 walks the packed buffer: contiguous strides of dst's shape */
     it.nops = 2;
@@ -57,9 +57,9 @@ static dt_status device_unpack(const char *fn, dt_tensor *dst, const void *packe
         it.st[0][d] = dst->strides[d];
     }
     dt__contiguous_strides(dst->ndim, dst->shape, it.st[1]);
-    DT_CUDA_CHECK(
-        dt_cu_copy(dt__cuda_ptr(dst), (int)dst->dtype, packed, (int)src_dtype, &it, DT_CUDA_STREAM),
-        fn);
+    DT_CUDA_CHECK(dt__cu_copy(dt__cuda_ptr(dst), (int)dst->dtype, packed, (int)src_dtype, &it,
+                              DT_CUDA_STREAM),
+                  fn);
     return DT_OK;
 }
 
@@ -69,7 +69,7 @@ static dt_status device_pack(const char *fn, const dt_tensor *src, dt_dtype out_
 {
     void *buf = NULL;
     DT_CHECK(dt__cuda_scratch(fn, (size_t)n * dt_dtype_size(out_dtype), &buf));
-    dt_cu_iter it;
+    dt__cu_iter it;
     memset(&it, 0, sizeof(it));
     it.nops = 2;
     it.ndim = src->ndim;
@@ -80,10 +80,10 @@ static dt_status device_pack(const char *fn, const dt_tensor *src, dt_dtype out_
     }
     dt__contiguous_strides(src->ndim, src->shape, it.st[0]);
     cudaError_t e =
-        dt_cu_copy(buf, (int)out_dtype, dt__cuda_ptr(src), (int)src->dtype, &it, DT_CUDA_STREAM);
+        dt__cu_copy(buf, (int)out_dtype, dt__cuda_ptr(src), (int)src->dtype, &it, DT_CUDA_STREAM);
     if (e != cudaSuccess) {
         dt__cuda_scratch_free(buf);
-        return dt__cuda_error(e, fn, "dt_cu_copy (pack)", __FILE__, __LINE__);
+        return dt__cuda_error(e, fn, "dt__cu_copy (pack)", __FILE__, __LINE__);
     }
     *packed = buf;
     return DT_OK;
