@@ -126,6 +126,22 @@ typedef struct dt_fsdp_params {
 DT_API dt_status dt_fully_shard(dt_module *root, dt_mesh *mesh, const char *dp_dim,
                                 const dt_fsdp_params *p);
 
+/**
+ * Gradient accumulation without communication, as DDP's no_sync() and FSDP2's
+ * set_requires_gradient_sync(False): while @p sync is false, backward passes
+ * of the data-parallel model @p root (the module given to dt_fully_shard /
+ * dt_ddp_apply) send nothing; each rank keeps its own gradients (scaled by
+ * grad_scale) summed in a buffer of the tp-local parameter size (under ZeRO
+ * that is the unsharded size: the memory FSDP's no_sync costs too), and the
+ * parameters' gradients are not touched. The next backward with @p sync true
+ * adds them to its own and reduces the sum once, so after it the gradients
+ * equal those of one synced backward per micro-batch, with one reduction.
+ * Call between iterations (not while a backward is pending). Not collective,
+ * but every dp rank must make the same calls. Errors: DT_ERR_INVALID_ARG when
+ * @p root is not a data-parallel root or a backward is pending.
+ */
+DT_API dt_status dt_dp_set_gradient_sync(dt_module *root, bool sync);
+
 /** dt_fully_shard with the stage forced to DT_DP_DDP (other fields as given). */
 DT_API dt_status dt_ddp_apply(dt_module *root, dt_mesh *mesh, const char *dp_dim,
                               const dt_fsdp_params *p);

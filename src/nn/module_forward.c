@@ -36,11 +36,14 @@ dt_status dt_module_add_post_hook(dt_module *m, dt_module_post_hook_fn fn, void 
     return add_hook(m, h);
 }
 
-bool dt__module_has_pre_hook(const dt_module *m, dt_module_pre_hook_fn fn)
+bool dt__module_find_pre_hook(const dt_module *m, dt_module_pre_hook_fn fn, void **user)
 {
     for (int i = 0; i < m->n_hooks; i++)
-        if (m->hooks[i].pre && m->hooks[i].pre_fn == fn)
+        if (m->hooks[i].pre && m->hooks[i].pre_fn == fn) {
+            if (user != NULL)
+                *user = m->hooks[i].user;
             return true;
+        }
     return false;
 }
 

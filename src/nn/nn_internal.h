@@ -17,9 +17,10 @@
  */
 bool dt__module_slot_swap(dt_module *m, const char *name, dt_tensor *t);
 
-/* Whether @p fn is one of @p m's pre-forward hooks (data parallelism refuses
- * to be applied twice to one model). */
-bool dt__module_has_pre_hook(const dt_module *m, dt_module_pre_hook_fn fn);
+/* Whether @p fn is one of @p m's pre-forward hooks, and then (@p user not
+ * NULL) the user pointer of the first such hook: data parallelism finds its
+ * state on the root, and refuses to be applied twice to one model. */
+bool dt__module_find_pre_hook(const dt_module *m, dt_module_pre_hook_fn fn, void **user);
 
 /* A deferred tensor: a handle with shape, dtype and device and no storage
  * (deferred.c); dt_module_materialize allocates and fills it. */

@@ -42,6 +42,7 @@ static void param_free(dp_param *p)
     dt_tensor_release(p->recv);
     dt_tensor_release(p->rsrc);
     dt_tensor_release(p->rdst);
+    dt_tensor_release(p->acc);
     dt_tensor_release(p->gathered);
     dt_tensor_release(p->slot);
     dt_spec_release(p->tp_spec);
@@ -458,7 +459,26 @@ static dt_status unit_post(dt_module *m, dt_tensor **out, void *user)
 
 static bool already_parallel(dt_module *root)
 {
-    return dt__module_has_pre_hook(root, root_pre);
+    return dt__module_find_pre_hook(root, root_pre, NULL);
+}
+
+dt_status dt_dp_set_gradient_sync(dt_module *root, bool sync)
+{
+    DT_ARG_NOT_NULL(root);
+    void *user = NULL;
+    if (!dt__module_find_pre_hook(root, root_pre, &user))
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_dp_set_gradient_sync: module '%s' is not the root of a data-parallel "
+                      "model (dt_fully_shard / dt_ddp_apply)",
+                      dt_module_type_name(root));
+    dp_state *s = user;
+    if (s->pending > 0)
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_dp_set_gradient_sync: a backward pass is pending (%d parameter "
+                      "gradients not yet computed); change it between iterations",
+                      s->pending);
+    s->sync = sync;
+    return DT_OK;
 }
 
 /* ---------------------------------------------------------------- entry points */
@@ -484,6 +504,7 @@ static dt_status state_create(dt_module *root, dt_mesh *mesh, const char *dp_dim
     s->stage = DT_PARAM_VALUE(prm, stage, DT_FSDP_PARAM_FIELD_STAGE, DT_DP_ZERO3);
     s->scale = DT_PARAM_VALUE(prm, grad_scale, DT_FSDP_PARAM_FIELD_GRAD_SCALE, 1.0 / s->dp_size);
     s->prefetch = DT_PARAM_VALUE(prm, prefetch, DT_FSDP_PARAM_FIELD_PREFETCH, true);
+    s->sync = true;
     s->reduce_dtype =
         DT_PARAM_VALUE(prm, reduce_dtype, DT_FSDP_PARAM_FIELD_REDUCE_DTYPE, DT_DTYPE_F32);
     if ((int)s->stage < 0 || s->stage > DT_DP_ZERO3 || !(s->scale > 0.0)) {

@@ -385,23 +385,86 @@ static dt_status progress(dp_state *s)
     return DT_OK;
 }
 
+/*
+ * Without sync (dt_dp_set_gradient_sync): keep @p g, this rank's gradient,
+ * summed into p->acc for the next synced backward; nothing is sent.
+ */
+static dt_status accumulate(dp_param *p, dt_tensor *g)
+{
+    const dt_kernel_ops *k = NULL;
+    if (p->acc != NULL) {
+        DT_CHECK(kernels(g, &k));
+        return k->binary(DT_BINARY_ADD, p->acc, g, p->acc);
+    }
+    DT_CHECK(new_grad(g->ndim, g->shape, g->device, &p->acc));
+    dt_status st = dt_tensor_copy_(p->acc, g);
+    if (st != DT_OK) {
+        dt_tensor_release(p->acc);
+        p->acc = NULL;
+    }
+    return st;
+}
+
+/* A synced backward: @p g += what the passes without sync kept, then it is reduced. */
+static dt_status add_accumulated(dp_param *p, dt_tensor *g)
+{
+    const dt_kernel_ops *k = NULL;
+    if (p->acc == NULL)
+        return DT_OK;
+    DT_CHECK(kernels(g, &k));
+    dt_status st = k->binary(DT_BINARY_ADD, g, p->acc, g);
+    dt_tensor_release(p->acc);
+    p->acc = NULL;
+    return st;
+}
+
+static dt_status param_ready(dp_state *s, dp_param *p, dt_tensor *g)
+{
+    if (!s->sync)
+        return accumulate(p, g);
+    DT_CHECK(add_accumulated(p, g));
+    return s->stage == DT_DP_DDP ? ddp_ready(s, p, g) : zero_ready(s, p, g);
+}
+
 static dt_status param_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
 {
     dp_state *s = state_of(node);
     dp_param *p = &s->p[node->iv[0]];
     gx[0] = NULL;                     /* the gradient is installed by finish() */
     DT_CHECK(scale(gy[0], s->scale)); /* before the sum: the scale may differ between ranks */
-    if (s->stage == DT_DP_DDP)
-        DT_CHECK(ddp_ready(s, p, gy[0]));
-    else
-        DT_CHECK(zero_ready(s, p, gy[0]));
+    DT_CHECK(param_ready(s, p, gy[0]));
     if (s->stage == DT_DP_ZERO3 && (p->k >= 0 || s->offload) && p->gwork == NULL) {
         p->resident = false; /* every user of the gathered tensor has run */
         DT_CHECK(dt__dp_storage_drop(p->gathered));
     }
     if (--s->pending == 0)
-        return finish(s);
+        return s->sync ? finish(s) : DT_OK;
     return progress(s);
+}
+
+/*
+ * A parameter no op of this forward used, in a synced pass: what passes
+ * without sync kept for it is reduced now; else a DDP bucket still needs its
+ * entry (zeros).
+ */
+static dt_status unused_synced(dp_state *s, dp_param *p)
+{
+    if (p->acc != NULL) {
+        dt_tensor *g = p->acc;
+        p->acc = NULL;
+        dt_status st = s->stage == DT_DP_DDP ? ddp_ready(s, p, g) : zero_ready(s, p, g);
+        dt_tensor_release(g);
+        return st;
+    }
+    if (s->stage != DT_DP_DDP)
+        return DT_OK;
+    dp_bucket *b = &s->b[p->bucket];
+    dt_tensor *leaf = dt__dp_local(p->slot);
+    if (b->buf == NULL)
+        DT_CHECK(new_reduced(s, 1, &b->numel, leaf->device, &b->buf));
+    DT_CHECK(put(b->buf, p->boff, dt_tensor_numel(leaf), NULL));
+    b->n_ready++;
+    return ddp_post_ready(s);
 }
 
 dt_status dt__dp_forward_done(dp_state *s)
@@ -420,21 +483,10 @@ dt_status dt__dp_forward_done(dp_state *s)
             continue;
         unused++;
         s->pending--;
-        if (s->stage == DT_DP_DDP) { /* its bucket still needs all its entries */
-            dp_param *p = &s->p[i];
-            dp_bucket *b = &s->b[p->bucket];
-            dt_tensor *leaf = dt__dp_local(p->slot);
-            if (b->buf == NULL)
-                st = new_reduced(s, 1, &b->numel, leaf->device, &b->buf);
-            if (st == DT_OK)
-                st = put(b->buf, p->boff, dt_tensor_numel(leaf), NULL);
-            if (st == DT_OK) {
-                b->n_ready++;
-                st = ddp_post_ready(s);
-            }
-        }
+        if (s->sync)
+            st = unused_synced(s, &s->p[i]);
     }
-    if (st == DT_OK && unused > 0 && s->pending == 0) /* nothing left for backward to do */
+    if (st == DT_OK && unused > 0 && s->pending == 0 && s->sync) /* nothing left for backward */
         st = finish(s);
     return st;
 }

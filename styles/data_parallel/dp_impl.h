@@ -42,6 +42,9 @@ typedef struct dp_param {
     dt_tensor *rsrc; /* the gradient sent (kept alive) */
     dt_tensor *rdst; /* the reduced gradient (ZeRO-2/3 sharded: the shard's) */
     bool rpending;
+    /* this rank's gradients of backward passes without sync, to add to the
+     * next synced one (f32, the tp-local shape; NULL: none) */
+    dt_tensor *acc;
     /* DDP bucket */
     int bucket;
     int64_t boff;
@@ -67,6 +70,7 @@ typedef struct dp_state {
     int dp_dim, dp_size, dp_rank;
     double scale;
     dt_dtype reduce_dtype; /* what gradients are reduced in: f32 or bf16 */
+    bool sync;             /* false: backward accumulates locally, no reduction */
     bool prefetch;
     /* cpu_offload on a compute device: the dp shards (f32 master weights, so
      * the optimizer state and step too) live in host memory; the module

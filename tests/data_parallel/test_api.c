@@ -296,6 +296,47 @@ static void test_reduce_bf16(void **state)
         check_reduce_bf16((dt_dp_stage)st);
 }
 
+/* Two micro-batches, the first without sync: the gradients of one synced pass
+ * over both (as the single-rank run accumulating both), none in between. */
+static void check_no_sync(dt_dp_stage stage)
+{
+    dt_mesh *mesh = mr_world_mesh("dp");
+    dt_module *m = NULL, *ref = NULL;
+    DP_OK(dt_gpt_create(&cfg, 1234, &m));
+    DP_OK(dt_gpt_create(&cfg, 1234, &ref));
+    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_GRAD_SCALE,
+                         .stage = stage,
+                         .grad_scale = share(mesh, BATCH)};
+    DP_OK(dt_fully_shard(m, mesh, "dp", &fp));
+    FAILS(dt_dp_set_gradient_sync(dt_module_child(m, "output"), false), DT_ERR_INVALID_ARG,
+          "is not the root of a data-parallel model");
+    DP_OK(dt_dp_set_gradient_sync(m, false));
+    fwd_bwd(m, mesh, 0, 0.0);
+    assert_null(dt_tensor_grad(mr_param_at(m, "output.weight"))); /* kept back, not installed */
+    DP_OK(dt_dp_set_gradient_sync(m, true));
+    fwd_bwd(m, mesh, 1, 0.0);
+    fwd_bwd(ref, NULL, 0, 0.0);
+    fwd_bwd(ref, NULL, 1, 0.0);
+    static const char *const fqns[] = {"layers.1.feed_forward.w2.weight", "tok_embeddings.weight",
+                                       "output.weight"};
+    for (size_t i = 0; i < sizeof(fqns) / sizeof(fqns[0]); i++) {
+        double d = grad_diff(m, ref, fqns[i]);
+        if (!(d < 1e-5))
+            fail_msg("%s, no_sync: %s differs from the accumulated single-rank gradient by %.3g",
+                     dt_dp_stage_name(stage), fqns[i], d);
+    }
+    dt_module_destroy(m);
+    dt_module_destroy(ref);
+    dt_mesh_release(mesh);
+}
+
+static void test_no_sync(void **state)
+{
+    (void)state;
+    for (int st = DT_DP_DDP; st <= DT_DP_ZERO3; st++)
+        check_no_sync((dt_dp_stage)st);
+}
+
 static void test_accumulate_clip_ddp(void **state)
 {
     (void)state;
@@ -547,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_shards_full_tensor),
         cmocka_unit_test(test_save_load_full),
         cmocka_unit_test(test_reduce_bf16),
+        cmocka_unit_test(test_no_sync),
         cmocka_unit_test(test_accumulate_clip_ddp),
         cmocka_unit_test(test_accumulate_clip_zero1),
         cmocka_unit_test(test_accumulate_clip_zero2),
