@@ -197,6 +197,14 @@ struct dt_comm_ops {
     /* REQUIRED: abandon @p req (on errors/timeouts); frees it. */
     void (*req_cancel)(dt_comm *comm, void *req);
     /*
+     * (optional) Free host-allocator block @p p (of @p block bytes) once no
+     * abandoned request can write into it any more: when the transport is torn
+     * down. A collective that failed with requests in flight hands its scratch
+     * here (a rendezvous read still landing in a freed, reused buffer
+     * corrupted memory). NULL: the transport's cancel is final; freed at once.
+     */
+    void (*defer_free)(dt_comm *comm, void *p, size_t block);
+    /*
      * REQUIRED: progress the transport. With @p wait_s > 0 it may block up to
      * that long when nothing happens (spin DT_SPIN_US, then sleep on an event
      * fd): it returns early as soon as any event arrives. Returns an error

@@ -15,15 +15,23 @@
 #include "core/error.h"
 #include "core/log.h"
 
+/* Abandon the requests in flight. The scratch they may still write into goes
+ * to the transport's deferred free instead of back to the allocator. */
 static void cancel_pending(dt_work *w)
 {
     if (w->reqs == NULL)
         return;
+    bool any = false;
     for (size_t i = 0; i < w->sched.nops; i++) {
         if (w->reqs[i] != NULL) {
             w->comm->ops->req_cancel(w->comm, w->reqs[i]);
             w->reqs[i] = NULL;
+            any = true;
         }
+    }
+    if (any && w->sched.scratch != NULL && w->comm->ops->defer_free != NULL) {
+        w->comm->ops->defer_free(w->comm, w->sched.scratch, w->sched.scratch_block);
+        w->sched.scratch = NULL;
     }
 }
 

@@ -167,6 +167,11 @@ struct dt_ucx_shared {
     int orphans;                     /* requests the core gave up on that UCX still owns */
     struct dt_ucx_req **orphan_list; /* them, freed at teardown if never completed */
     int orphan_cap;
+    /* scratch of failed collectives, which abandoned requests may still write:
+     * freed after the worker is destroyed (dt__ucx_defer_free) */
+    void **grave;
+    size_t *grave_block;
+    int n_grave, grave_cap;
     struct dt_ucx_req *free_reqs; /* recycled request records (no malloc per message) */
     int nfree_reqs;
     double last_liveness; /* when local peers' processes were last checked */
@@ -230,6 +235,8 @@ dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uin
 dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag, void **req);
 dt_status dt__ucx_req_test(dt_comm *c, void *req);
 void dt__ucx_req_cancel(dt_comm *c, void *req);
+/* dt_comm_ops.defer_free: keep @p p until the worker is gone (leaked if the list cannot grow). */
+void dt__ucx_defer_free(dt_comm *c, void *p, size_t block);
 dt_status dt__ucx_progress(dt_comm *c, double wait_s);
 
 #endif

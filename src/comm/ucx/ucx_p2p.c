@@ -266,6 +266,24 @@ void dt__ucx_req_cancel(dt_comm *c, void *req)
         ucp_request_cancel(uc->shared->worker, r->ucp_req);
 }
 
+void dt__ucx_defer_free(dt_comm *c, void *p, size_t block)
+{
+    dt_ucx_shared *sh = ((dt_ucx_comm *)c->impl)->shared;
+    if (sh->n_grave == sh->grave_cap) {
+        int cap = sh->grave_cap ? 2 * sh->grave_cap : 8;
+        void **g = realloc(sh->grave, (size_t)cap * sizeof(*g));
+        if (g != NULL)
+            sh->grave = g;
+        size_t *b = g != NULL ? realloc(sh->grave_block, (size_t)cap * sizeof(*b)) : NULL;
+        if (b == NULL)
+            return; /* cannot track it: leak it rather than free it under UCX */
+        sh->grave_block = b;
+        sh->grave_cap = cap;
+    }
+    sh->grave[sh->n_grave] = p;
+    sh->grave_block[sh->n_grave++] = block;
+}
+
 /* Automatic budget: an event that came after @p waited s of this wait. */
 static void adapt_spin(dt_ucx_shared *sh, double waited, bool arrived)
 {

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -136,6 +137,10 @@ static void shared_release(dt_ucx_shared *sh)
     for (int i = 0; i < sh->orphans; i++) /* UCX never completed them */
         free(sh->orphan_list[i]);
     free(sh->orphan_list);
+    for (int i = 0; i < sh->n_grave; i++) /* nothing writes into them now */
+        dt__host_allocator.free(0, sh->grave[i], sh->grave_block[i]);
+    free(sh->grave);
+    free(sh->grave_block);
     free(sh->cma_bounce);
     dt__ucx_shm_close(sh);
     dt__ucx_req_pool_clear(sh);
@@ -364,6 +369,7 @@ const dt_comm_ops dt__ucx_ops = {
     .irecv = dt__ucx_irecv,
     .req_test = dt__ucx_req_test,
     .req_cancel = dt__ucx_req_cancel,
+    .defer_free = dt__ucx_defer_free,
     .progress = dt__ucx_progress,
     .subgroup = ucx_subgroup,
     .comm_id = ucx_comm_id,
