@@ -250,6 +250,25 @@ static void check_accumulate_clip(dt_dp_stage stage)
     dt_mesh_release(mesh);
 }
 
+/* Parameters whose gradients the reduce_dtype and no_sync checks compare. */
+static const char *const fqns[] = {"layers.1.feed_forward.w2.weight", "tok_embeddings.weight",
+                                   "output.weight"};
+
+/* The GPT made data parallel (@p stage, gradients reduced in @p reduce) and
+ * the same GPT on this rank alone. */
+static void dp_and_reference(dt_mesh *mesh, dt_dp_stage stage, dt_dtype reduce, dt_module **m,
+                             dt_module **ref)
+{
+    DP_OK(dt_gpt_create(&cfg, 1234, m));
+    DP_OK(dt_gpt_create(&cfg, 1234, ref));
+    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_GRAD_SCALE |
+                                       DT_FSDP_PARAM_FIELD_REDUCE_DTYPE,
+                         .stage = stage,
+                         .grad_scale = share(mesh, BATCH),
+                         .reduce_dtype = reduce};
+    DP_OK(dt_fully_shard(*m, mesh, "dp", &fp));
+}
+
 /* Every element of @p t (f32) is a bf16 value: its low 16 bits are zero. */
 static void expect_bf16_values(const char *fqn, const dt_tensor *t)
 {
@@ -263,18 +282,9 @@ static void expect_bf16_values(const char *fqn, const dt_tensor *t)
 /* reduce_dtype bf16: the gradients are the f32 ones to bf16 precision, and bf16 values. */
 static void check_reduce_bf16(dt_dp_stage stage)
 {
-    static const char *const fqns[] = {"layers.1.feed_forward.w2.weight", "tok_embeddings.weight",
-                                       "output.weight"};
     dt_mesh *mesh = mr_world_mesh("dp");
     dt_module *m = NULL, *ref = NULL;
-    DP_OK(dt_gpt_create(&cfg, 1234, &m));
-    DP_OK(dt_gpt_create(&cfg, 1234, &ref));
-    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_GRAD_SCALE |
-                                       DT_FSDP_PARAM_FIELD_REDUCE_DTYPE,
-                         .stage = stage,
-                         .grad_scale = share(mesh, BATCH),
-                         .reduce_dtype = DT_DTYPE_BF16};
-    DP_OK(dt_fully_shard(m, mesh, "dp", &fp));
+    dp_and_reference(mesh, stage, DT_DTYPE_BF16, &m, &ref);
     fwd_bwd(ref, NULL, 0, 0.0);
     fwd_bwd(m, mesh, 0, 0.0);
     for (size_t i = 0; i < sizeof(fqns) / sizeof(fqns[0]); i++) {
@@ -302,12 +312,7 @@ static void check_no_sync(dt_dp_stage stage)
 {
     dt_mesh *mesh = mr_world_mesh("dp");
     dt_module *m = NULL, *ref = NULL;
-    DP_OK(dt_gpt_create(&cfg, 1234, &m));
-    DP_OK(dt_gpt_create(&cfg, 1234, &ref));
-    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_GRAD_SCALE,
-                         .stage = stage,
-                         .grad_scale = share(mesh, BATCH)};
-    DP_OK(dt_fully_shard(m, mesh, "dp", &fp));
+    dp_and_reference(mesh, stage, DT_DTYPE_F32, &m, &ref);
     FAILS(dt_dp_set_gradient_sync(dt_module_child(m, "output"), false), DT_ERR_INVALID_ARG,
           "is not the root of a data-parallel model");
     DP_OK(dt_dp_set_gradient_sync(m, false));
@@ -317,8 +322,6 @@ static void check_no_sync(dt_dp_stage stage)
     fwd_bwd(m, mesh, 1, 0.0);
     fwd_bwd(ref, NULL, 0, 0.0);
     fwd_bwd(ref, NULL, 1, 0.0);
-    static const char *const fqns[] = {"layers.1.feed_forward.w2.weight", "tok_embeddings.weight",
-                                       "output.weight"};
     for (size_t i = 0; i < sizeof(fqns) / sizeof(fqns[0]); i++) {
         double d = grad_diff(m, ref, fqns[i]);
         if (!(d < 1e-5))

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/proc_stat.h"
 #include "dtrun.h"
 
 static int sig_pipe[2] = {-1, -1};
@@ -56,16 +57,9 @@ void dtrun_start_teardown(dtrun_state *st, dtrun_rank *ranks, int n, int sig, do
 /* Whether @p pid is stopped (state T: SIGSTOP/SIGTSTP; not t, a debugger's stop). */
 static bool rank_stopped(pid_t pid)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return false;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and ')' */
-    return p != NULL && p[1] == ' ' && p[2] == 'T';
+    char state = 0;
+    unsigned long long start = 0;
+    return dt__proc_stat((int)pid, &state, &start) && state == 'T';
 }
 
 /* Name the ranks stopped now (a failure elsewhere may be them hanging the job). */

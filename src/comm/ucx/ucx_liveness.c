@@ -15,32 +15,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
-
-/* State letter and start time of @p pid; false when there is no such process. */
-static bool proc_stat(int pid, char *state, unsigned long long *start)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return false;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and ')' */
-    if (p == NULL || p[1] == '\0')
-        return false;
-    p += 2;
-    *state = *p;
-    /* fields after the name start at 3 (state); start time is field 22 */
-    for (int field = 3; field < 22 && p != NULL; field++) {
-        p = strchr(p, ' ');
-        if (p != NULL)
-            p++;
-    }
-    *start = (p != NULL) ? strtoull(p, NULL, 10) : 0;
-    return true;
-}
+#include "core/proc_stat.h"
 
 void dt__ucx_info_self(dt_ucx_info *out)
 {
@@ -50,7 +25,7 @@ void dt__ucx_info_self(dt_ucx_info *out)
     out->instance = atomic_fetch_add(&worlds, 1);
     out->pid = (int)getpid();
     char state = 0;
-    proc_stat(out->pid, &state, &out->start_time);
+    dt__proc_stat(out->pid, &state, &out->start_time);
     if (gethostname(out->host, sizeof(out->host) - 1) != 0)
         snprintf(out->host, sizeof(out->host), "unknown");
 }
@@ -66,7 +41,7 @@ void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force, double now)
             continue;
         char state = 0;
         unsigned long long start = 0;
-        bool alive = proc_stat(p->pid, &state, &start) && state != 'Z' && state != 'X' &&
+        bool alive = dt__proc_stat(p->pid, &state, &start) && state != 'Z' && state != 'X' &&
                      start == p->start_time;
         if (!alive) {
             DT_LOG_INFO("comm", "ucx: world rank %d (pid %d) has exited", i, p->pid);
@@ -84,7 +59,7 @@ static bool peer_stopped(const dt_ucx_shared *sh, int i)
     unsigned long long start = 0;
     if (i == sh->world_rank || !p->local || p->dead)
         return false;
-    return proc_stat(p->pid, &state, &start) && start == p->start_time &&
+    return dt__proc_stat(p->pid, &state, &start) && start == p->start_time &&
            (state == 'T' || state == 't');
 }
 

@@ -30,6 +30,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/env_scope.h"
 #include "kernels/cpu/onednn.h"
 #include "kernels/kernel_ops.h"
 
@@ -78,25 +79,6 @@ static void parse_version(const char *config)
     blas.version[n] = '\0';
 }
 
-/* Set @p name to @p value for a moment; returns what to give env_restore. */
-static char *env_set_saving(const char *name, const char *value)
-{
-    const char *prev = getenv(name);
-    char *saved = prev != NULL ? strdup(prev) : NULL;
-    setenv(name, value, 1);
-    return saved;
-}
-
-/* Put @p name back as env_set_saving found it (an empty value stays empty). */
-static void env_restore(const char *name, char *saved)
-{
-    if (saved != NULL)
-        setenv(name, saved, 1);
-    else
-        unsetenv(name);
-    free(saved);
-}
-
 /* Re-run OpenBLAS's kernel selection with OPENBLAS_CORETYPE=core for the call. */
 static dt_status reselect_core(void *h, const char *core)
 {
@@ -107,10 +89,10 @@ static dt_status reselect_core(void *h, const char *core)
         return DT_ERR(DT_ERR_UNSUPPORTED,
                       "blas: this OpenBLAS has no dynamic kernel selection; cannot switch to %s",
                       core);
-    char *saved = env_set_saving("OPENBLAS_CORETYPE", core);
+    char *saved = dt__env_set_saving("OPENBLAS_CORETYPE", core);
     quit();
     init();
-    env_restore("OPENBLAS_CORETYPE", saved);
+    dt__env_restore("OPENBLAS_CORETYPE", saved);
     const char *now = blas.get_corename();
     if (now == NULL || strcasecmp(now, core) != 0)
         return DT_ERR(DT_ERR_BACKEND, "blas: asked OpenBLAS for kernel %s, it uses %s", core,
@@ -154,7 +136,7 @@ static void load_once(void)
     if (!preloaded) {
         char *saved_core = NULL, *saved_threads = NULL;
         if (wanted != NULL) /* read by OpenBLAS's constructor */
-            saved_core = env_set_saving("OPENBLAS_CORETYPE", wanted);
+            saved_core = dt__env_set_saving("OPENBLAS_CORETYPE", wanted);
         /* The constructor also starts its worker threads, one per core unless
          * told otherwise, and idle workers poll for ~0.1 s: measured, that made
          * a 2-rank 8 B all-reduce 80 us instead of 0.55 us for the first 0.1 s.
@@ -163,13 +145,13 @@ static void load_once(void)
         if (set_threads) {
             char n[16];
             snprintf(n, sizeof(n), "%d", dt__kernels_num_threads());
-            saved_threads = env_set_saving("OPENBLAS_NUM_THREADS", n);
+            saved_threads = dt__env_set_saving("OPENBLAS_NUM_THREADS", n);
         }
         h = open_lib(0, &name);
         if (wanted != NULL)
-            env_restore("OPENBLAS_CORETYPE", saved_core);
+            dt__env_restore("OPENBLAS_CORETYPE", saved_core);
         if (set_threads)
-            env_restore("OPENBLAS_NUM_THREADS", saved_threads);
+            dt__env_restore("OPENBLAS_NUM_THREADS", saved_threads);
     }
     if (h == NULL) {
         snprintf(blas_error, sizeof(blas_error), "blas: cannot load OpenBLAS: %s", dlerror());

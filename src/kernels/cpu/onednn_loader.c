@@ -21,6 +21,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "kernels/cpu/onednn.h"
+#include "kernels/cpu/env_scope.h"
 #include "kernels/cpu/onednn_api.h"
 #include "kernels/kernel_ops.h"
 
@@ -34,25 +35,6 @@ static atomic_int want_threads = 1;
 static dt__dnnl api;
 static _Thread_local int applied_threads; /* this thread's OpenMP setting, 0: not yet */
 static atomic_bool forked;                /* in a child forked after loading */
-
-/* Set @p name to @p value for the dlopen; returns what to give env_restore. */
-static char *env_set_saving(const char *name, const char *value)
-{
-    const char *prev = getenv(name);
-    char *saved = prev != NULL ? strdup(prev) : NULL;
-    setenv(name, value, 1);
-    return saved;
-}
-
-/* Put @p name back as found (an empty value stays empty). */
-static void env_restore(const char *name, char *saved)
-{
-    if (saved != NULL)
-        setenv(name, saved, 1);
-    else
-        unsetenv(name);
-    free(saved);
-}
 
 static bool omp_already_loaded(void)
 {
@@ -74,15 +56,15 @@ static void *open_with_omp_env(const char *lib, char *idle, size_t idle_len)
     if (set_threads) {
         char n[16];
         snprintf(n, sizeof(n), "%d", dt__kernels_num_threads());
-        saved_threads = env_set_saving("OMP_NUM_THREADS", n);
+        saved_threads = dt__env_set_saving("OMP_NUM_THREADS", n);
     }
     if (set_passive)
-        saved_policy = env_set_saving("OMP_WAIT_POLICY", "passive");
+        saved_policy = dt__env_set_saving("OMP_WAIT_POLICY", "passive");
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (set_threads)
-        env_restore("OMP_NUM_THREADS", saved_threads);
+        dt__env_restore("OMP_NUM_THREADS", saved_threads);
     if (set_passive)
-        env_restore("OMP_WAIT_POLICY", saved_policy);
+        dt__env_restore("OMP_WAIT_POLICY", saved_policy);
     if (omp_before)
         snprintf(idle, idle_len, "OpenMP loaded before dtensor (its wait policy stands)");
     else if (set_passive)
