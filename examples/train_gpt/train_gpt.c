@@ -47,14 +47,31 @@ static double now(void)
 }
 
 /* main's checks: one message naming the program, then the cleanup at out */
+/* What failed on this rank, for the other ranks (fail_everywhere). */
+static dt_status fail_status = DT_OK;
+static char fail_msg[1024];
+
 #define TRY(call)                                                                                  \
     do {                                                                                           \
         dt_status try_s_ = (call);                                                                 \
         if (try_s_ != DT_OK) {                                                                     \
-            fprintf(stderr, "train_gpt: %s: %s\n", dt_status_str(try_s_), dt_last_error());        \
+            fail_status = try_s_;                                                                  \
+            snprintf(fail_msg, sizeof(fail_msg), "%s", dt_last_error());                           \
+            fprintf(stderr, "train_gpt: %s: %s\n", dt_status_str(try_s_), fail_msg);               \
             goto out;                                                                              \
         }                                                                                          \
     } while (0)
+
+/*
+ * A failure on this rank alone (out of memory under its budget, a bad file)
+ * must reach the others with its reason, not as a peer that just exited:
+ * abort the world with it (a no-op when the failure was another rank's abort).
+ */
+static void fail_everywhere(const train_parallel *par)
+{
+    if (fail_status != DT_OK && par->rt != NULL && par->world > 1)
+        (void)dt_comm_abort(dt_runtime_world(par->rt), fail_status, fail_msg);
+}
 
 static dt_status make_optimizer(const train_args *a, dt_module *model, dt_optim **out)
 {
@@ -274,6 +291,7 @@ int main(int argc, char **argv)
         TRY(train_estimate_compare(&par, &est, stdout));
     rc = 0;
 out:
+    fail_everywhere(&par);
     dt_optim_destroy(opt);
     dt_module_destroy(model);
     dt_token_data_close(data);

@@ -7,6 +7,8 @@
 #  - dtrun --stop-timeout: a stopped rank fails the job even with no timeout near
 #  - one rank SIGKILLed mid-run (ZeRO-2 and DDP, started by hand): the others
 #    exit with "peer lost" naming the dead world rank within seconds
+#  - one rank alone past its DT_MEMORY_LIMIT: every rank fails with out of
+#    memory naming world rank 1 and the category (train_gpt aborts the world)
 # usage: failure_train_gpt.sh TRAIN_GPT DTRUN WORKDIR
 set -u
 train=$1 dtrun=$2 work=$3
@@ -151,4 +153,27 @@ grep -q "dtrun: rank 2 killed by signal SIGKILL" "$work/kill_dtrun.txt" ||
     fail "dtrun does not name the killed rank: $(tail -3 "$work/kill_dtrun.txt")"
 lt "$took" 5 || fail "dtrun took $took s after a rank was killed"
 echo "ok: rank 2 killed under dtrun: the job ended after $took s"
+# --- one rank alone past its memory budget (DT_MEMORY_LIMIT on rank 1 only):
+# every rank fails with out of memory, naming world rank 1 and the category
+port=$((20000 + RANDOM % 20000))
+t0=$(now)
+for r in 0 1 2 3; do
+    lim=()
+    [ $r = 1 ] && lim=(DT_MEMORY_LIMIT=1M)
+    env "${lim[@]}" RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r LOCAL_WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 \
+        MASTER_PORT=$port DT_JOB_TOKEN=failure-oom-$$ \
+        "$train" "${base[@]}" --mesh dp=2,tp=2 --steps 3 > "$work/oom.$r.txt" 2>&1 &
+    pids[r]=$!
+done
+for r in 0 1 2 3; do
+    wait "${pids[r]}" && fail "oom: rank $r exited 0"
+    took=$(since "$t0")
+    lt "$took" 10 || fail "oom: rank $r took $took s"
+    line=$(grep "train_gpt: " "$work/oom.$r.txt" | head -1)
+    echo "$line" | grep -q "^train_gpt: out of memory: .*bytes of [a-z]* would .*DT_MEMORY_LIMIT=1M" ||
+        fail "oom: rank $r's error does not name the category and budget: $line"
+    [ $r = 1 ] || echo "$line" | grep -q "world rank 1 failed" ||
+        fail "oom: rank $r's error does not name world rank 1: $line"
+done
+echo "ok: rank 1 alone out of memory: every rank failed within $took s naming it and the category"
 rm -rf "$work"
