@@ -127,6 +127,21 @@ static const char *pl_text(dt_placement p, char *buf, size_t len)
     return buf;
 }
 
+/* @p st with the module and the plan's layout in front: a layout the plan got
+ * wrong (colwise(output=S(7))) can only fail here, at the first forward,
+ * when the tensor's rank is known, and must say which plan entry it was. */
+static dt_status in_context(dt_status st, const dt_module *m, const char *what, dt_layout want)
+{
+    if (st == DT_OK)
+        return st;
+    char msg[768], pl[32] = "-";
+    snprintf(msg, sizeof(msg), "%s", dt__error_text(dt_last_error())); /* DT_ERR rewrites it */
+    if (want.present)
+        dt_placement_format(want.placement, pl, sizeof(pl));
+    return DT_ERR(st, "parallelize: %s '%s' %s (plan layout %s): %s", dt_module_type_name(m),
+                  dt_module_name(m), what, pl, msg);
+}
+
 /*
  * The common step: local -> distributed in @p have, then to @p want, then
  * maybe local. @p m and @p what ("input 0", "output") name it in trace logs
@@ -176,8 +191,9 @@ dt_status dt__hook_pre(dt_module *m, int n_in, dt_tensor **inputs, void *user)
         dt_tensor *y = NULL;
         char what[24];
         snprintf(what, sizeof(what), "input %d", i);
-        DT_CHECK(prepare(m, what, inputs[i], c->mesh, c->in[i], c->desired[i], c->in_last_dim,
-                         c->local_in, &y));
+        DT_CHECK(in_context(prepare(m, what, inputs[i], c->mesh, c->in[i], c->desired[i],
+                                    c->in_last_dim, c->local_in, &y),
+                            m, what, c->desired[i].present ? c->desired[i] : c->in[i]));
         dt_tensor_release(inputs[i]);
         inputs[i] = y;
     }
@@ -190,7 +206,9 @@ dt_status dt__hook_post(dt_module *m, dt_tensor **output, void *user)
     if (*output == NULL)
         return DT_OK;
     dt_tensor *y = NULL;
-    DT_CHECK(prepare(m, "output", *output, c->mesh, c->out, c->desired_out, -1, c->local_out, &y));
+    DT_CHECK(in_context(
+        prepare(m, "output", *output, c->mesh, c->out, c->desired_out, -1, c->local_out, &y), m,
+        "output", c->desired_out.present ? c->desired_out : c->out));
     dt_tensor_release(*output);
     *output = y;
     return DT_OK;

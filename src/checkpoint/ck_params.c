@@ -83,18 +83,6 @@ dt_status dt__ck_agree_max(dt_mesh *mesh, int64_t *v)
     return ck_allreduce(mesh, v, 1, DT_DTYPE_I64, DT_REDUCE_OP_MAX);
 }
 
-/* @p msg without the "rank N: " a last error starts with (messages name ranks). */
-static const char *ck_unprefixed(const char *msg)
-{
-    const char *p = msg;
-    if (strncmp(p, "rank ", 5) != 0)
-        return msg;
-    p += 5;
-    while (*p >= '0' && *p <= '9')
-        p++;
-    return p > msg + 5 && p[0] == ':' && p[1] == ' ' ? p + 2 : msg;
-}
-
 /* What the failing rank tells the others: its status and message. */
 #define CK_REPORT_WORDS 130
 typedef union ck_report {
@@ -122,7 +110,7 @@ static dt_status ck_first_failure(dt_mesh *mesh, dt_status mine, int32_t *who, c
     memset(rep, 0, sizeof(*rep));
     if (*who == me) { /* only it contributes: the sum is its report */
         rep->r.status = (int32_t)mine;
-        snprintf(rep->r.msg, sizeof(rep->r.msg), "%s", ck_unprefixed(dt_last_error()));
+        snprintf(rep->r.msg, sizeof(rep->r.msg), "%s", dt__error_text(dt_last_error()));
     }
     return ck_allreduce(mesh, rep->w, CK_REPORT_WORDS, DT_DTYPE_I32, DT_REDUCE_OP_SUM);
 }
@@ -140,7 +128,7 @@ dt_status dt__ck_agree_step(const char *fn, dt_mesh *mesh, dt_status mine, const
         return st;
     if (mine != DT_OK) { /* its own error stands, as it was before the agreement */
         if (strcmp(saved, dt_last_error()) != 0)
-            DT_ERR(mine, "%s", ck_unprefixed(saved));
+            DT_ERR(mine, "%s", dt__error_text(saved));
         return mine;
     }
     if (who < 0)

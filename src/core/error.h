@@ -40,6 +40,10 @@ void dt__trace_hop(dt_status status, const char *file, int line, const char *exp
 
 #define DT_ERR(status, ...) dt__error((status), __FILE__, __LINE__, __VA_ARGS__)
 
+/* @p msg (a last error) without the "rank N: " DT_ERR puts in front, to
+ * quote it inside another error, which gets its own. */
+const char *dt__error_text(const char *msg);
+
 #define DT_CHECK(call)                                                                             \
     do {                                                                                           \
         dt_status dt_check_s_ = (call);                                                            \

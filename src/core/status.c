@@ -51,6 +51,17 @@ dt_status dt__error(dt_status status, const char *file, int line, const char *fm
     return status;
 }
 
+const char *dt__error_text(const char *msg)
+{
+    const char *p = msg;
+    if (strncmp(p, "rank ", 5) != 0)
+        return msg;
+    p += 5;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    return p > msg + 5 && p[0] == ':' && p[1] == ' ' ? p + 2 : msg;
+}
+
 void dt__trace_hop(dt_status status, const char *file, int line, const char *expr)
 {
     DT_LOG_TRACE("core", "%s -> %s (%s:%d)", expr, dt_status_str(status), file, line);

@@ -236,12 +236,34 @@ static void test_embedding_and_pairwise(void **state)
     dt_module_destroy(emb), dt_module_destroy(er), dt_module_destroy(ffn), dt_module_destroy(fr);
 }
 
+/* A plan layout the output cannot take (S(7) of a 2-d output) fails at the first
+ * forward, naming the module and the plan's layout. */
+static void test_bad_plan_layout(void **state)
+{
+    (void)state;
+    dt_module *lin = NULL;
+    ST_OK(dt_linear_create(4, 6, true, &lin));
+    dt_plan *p = NULL;
+    ST_OK(dt_plan_parse(" = colwise(output=S(7))\n", &p)); /* the root module */
+    ST_OK(dt_parallelize_module(lin, mesh, p, "tp"));
+    int64_t xs[2] = {3, 4};
+    dt_tensor *x = NULL, *y = NULL;
+    ST_OK(dt_tensor_zeros(2, xs, DT_DTYPE_F32, dt_device_cpu(), &x));
+    ST_FAILS(dt_module_call(lin, x, &y), DT_ERR_INVALID_ARG,
+             "parallelize: Linear '' output (plan layout S(7)): dt_spec_create");
+    assert_null(y);
+    dt_tensor_release(x);
+    dt_plan_destroy(p);
+    dt_module_destroy(lin);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_torchshard_linears),
         cmocka_unit_test(test_parallel_cross_entropy),
         cmocka_unit_test(test_embedding_and_pairwise),
+        cmocka_unit_test(test_bad_plan_layout),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
