@@ -75,6 +75,14 @@ static const opt_row rows[] = {
     {"--reduce-dtype", OPT_STR, FIELD(reduce_dtype), "f32|bf16",
      "what gradients are sent and summed in over the dp dim (bf16: half the bytes; the "
      "optimizer still gets f32 gradients; default f32)"},
+    {"--micro-batches", OPT_INT, FIELD(micro_batches), "N",
+     "split each rank's rows into N forward/backward passes, gradients summed and reduced once, "
+     "in the last (default 1)"},
+    {"--lr-schedule", OPT_STR, FIELD(lr_schedule), "constant|linear|cosine",
+     "warm-up, then constant or a decay to --min-lr-ratio x lr at --steps (default: none)"},
+    {"--warmup", OPT_INT, FIELD(warmup), "N", "with --lr-schedule: linear warm-up steps"},
+    {"--min-lr-ratio", OPT_DOUBLE, FIELD(min_lr_ratio), "R",
+     "with --lr-schedule: the floor, a fraction of the lr (default 0)"},
     {"--help", OPT_FLAG, FIELD(help), NULL, "this text"},
 };
 
@@ -88,6 +96,7 @@ void train_args_defaults(train_args *a, const char *default_data)
                       .optim = "adamw",
                       .precision = "f32",
                       .reduce_dtype = "f32",
+                      .micro_batches = 1,
                       .momentum = 0.0,
                       .weight_decay = -1.0,
                       .clip_grad = 0.0,
@@ -173,6 +182,16 @@ int train_args_parse(int argc, char **argv, train_args *a, FILE *err)
     }
     if (strcmp(a->reduce_dtype, "f32") != 0 && strcmp(a->reduce_dtype, "bf16") != 0) {
         fprintf(err, "train_gpt: --reduce-dtype '%s' (expected f32 or bf16)\n", a->reduce_dtype);
+        return -1;
+    }
+    if (a->lr_schedule != NULL && strcmp(a->lr_schedule, "constant") != 0 &&
+        strcmp(a->lr_schedule, "linear") != 0 && strcmp(a->lr_schedule, "cosine") != 0) {
+        fprintf(err, "train_gpt: --lr-schedule '%s' (expected constant, linear or cosine)\n",
+                a->lr_schedule);
+        return -1;
+    }
+    if (a->micro_batches < 1) {
+        fprintf(err, "train_gpt: --micro-batches must be >= 1\n");
         return -1;
     }
     if (a->batch < 1 || a->clip_grad < 0.0) {

@@ -48,6 +48,7 @@ dt_status train_dp_apply(train_parallel *p, const char *style, bool cpu_offload,
                             batch, dt_comm_rank(c), dt_comm_size(c));
     fp.grad_scale = (double)(hi - lo) / (double)batch; /* the mean over the global batch */
     CHECK(dt_fully_shard(model, p->mesh, "dp", &fp));
+    p->data_parallel = true;
     printf("data parallel: %s over dp=%d (rows %" PRId64 "..%" PRId64 " of %" PRId64
            " on rank 0)%s%s\n",
            dt_dp_stage_name(fp.stage), dt_comm_size(c), lo, hi, batch,

@@ -26,6 +26,7 @@ typedef struct train_parallel {
     dt_mesh *mesh;    /* NULL when not parallelized */
     dt_device device; /* of the model, its optimizer state and the batches */
     int rank, world, tp;
+    bool data_parallel; /* dt_fully_shard applied (dt_dp_set_gradient_sync works) */
 } train_parallel;
 
 /*

@@ -111,17 +111,46 @@ static dt_status to_device(dt_tensor **t, dt_device device)
     return DT_OK;
 }
 
-/* One step: forward, loss, backward, optional clipping, update. */
-static dt_status train_step(const train_args *a, const train_parallel *par, dt_module *model,
-                            dt_optim *opt, const dt_token_data *data, int64_t step, int64_t seq,
-                            double *loss_out, double *norm_out)
+/* --lr-schedule: set up in main once the optimizer has its base lr. */
+static struct {
+    bool on;
+    dt_lr_schedule_params p;
+    double base_lr;
+} schedule;
+
+/* --lr-schedule / --warmup / --min-lr-ratio into the schedule, for --steps steps. */
+static dt_status schedule_setup(const train_args *a, const dt_optim *opt)
 {
-    dt_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
-    dt_status s;
-    int64_t lo = 0, hi = 0; /* this dp rank's rows of the global batch */
-    CHECK(dt_dp_rows(par->mesh, train_dp_dim(par), a->batch, &lo, &hi));
-    dt_optim_zero_grad(opt);
-    s = dt_token_data_batch(data, step, a->batch, seq, lo, hi, &x, &y);
+    if (a->lr_schedule == NULL)
+        return DT_OK;
+    dt_lr_schedule_kind k = DT_LR_CONSTANT;
+    if (strcmp(a->lr_schedule, "linear") == 0)
+        k = DT_LR_LINEAR;
+    else if (strcmp(a->lr_schedule, "cosine") == 0)
+        k = DT_LR_COSINE;
+    schedule.p = (dt_lr_schedule_params){.field_mask = DT_LR_SCHEDULE_PARAM_FIELD_KIND |
+                                                       DT_LR_SCHEDULE_PARAM_FIELD_WARMUP_STEPS |
+                                                       DT_LR_SCHEDULE_PARAM_FIELD_TOTAL_STEPS |
+                                                       DT_LR_SCHEDULE_PARAM_FIELD_MIN_LR_RATIO,
+                                         .kind = k,
+                                         .warmup_steps = a->warmup,
+                                         .total_steps = a->steps,
+                                         .min_lr_ratio = a->min_lr_ratio};
+    schedule.base_lr = dt_optim_lr(opt);
+    double lr = 0.0; /* checked now, not at the first step */
+    CHECK(dt_lr_schedule_value(&schedule.p, schedule.base_lr, 0, &lr));
+    schedule.on = true;
+    return DT_OK;
+}
+
+/* Rows [lo, hi) of the global batch: forward, loss scaled by @p weight,
+ * backward; @p loss_out gets the unscaled mean loss of these rows. */
+static dt_status micro_step(const train_args *a, const train_parallel *par, dt_module *model,
+                            const dt_token_data *data, int64_t step, int64_t seq, int64_t lo,
+                            int64_t hi, double weight, double *loss_out)
+{
+    dt_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL, *scaled = NULL;
+    dt_status s = dt_token_data_batch(data, step, a->batch, seq, lo, hi, &x, &y);
     if (s == DT_OK)
         s = to_device(&x, par->device);
     if (s == DT_OK)
@@ -131,18 +160,55 @@ static dt_status train_step(const train_args *a, const train_parallel *par, dt_m
     if (s == DT_OK)
         s = dt_nn_cross_entropy(logits, y, &loss);
     dt_tensor_release(logits); /* the graph keeps what backward needs */
-    if (s == DT_OK)            /* the global batch's loss, whatever the mesh */
-        s = dt_dp_mean_loss(loss, par->mesh, train_dp_dim(par), a->batch, loss_out);
     if (s == DT_OK)
-        s = dt_backward(loss, NULL);
-    if (s == DT_OK && a->clip_grad > 0.0)
-        s = dt_clip_grad_norm(model, a->clip_grad, norm_out);
+        s = dt_item(loss, loss_out);
     if (s == DT_OK)
-        s = dt_optim_step(opt);
+        s = weight == 1.0 ? dt_backward(loss, NULL) : dt_scale(loss, weight, &scaled);
+    if (s == DT_OK && scaled != NULL)
+        s = dt_backward(scaled, NULL);
+    dt_tensor_release(scaled);
     dt_tensor_release(loss);
     dt_tensor_release(x);
     dt_tensor_release(y);
     return s;
+}
+
+/*
+ * One step: this dp rank's rows in --micro-batches pieces (gradients summed,
+ * synced over dp only in the last backward), optional clipping, update;
+ * @p loss_out gets the global batch's loss.
+ */
+static dt_status train_step(const train_args *a, const train_parallel *par, dt_module *model,
+                            dt_optim *opt, const dt_token_data *data, int64_t step, int64_t seq,
+                            double *loss_out, double *norm_out)
+{
+    int64_t lo = 0, hi = 0, n = a->micro_batches; /* this dp rank's rows of the global batch */
+    CHECK(dt_dp_rows(par->mesh, train_dp_dim(par), a->batch, &lo, &hi));
+    if (n > hi - lo)
+        return dt_set_error(DT_ERR_INVALID_ARG,
+                            "train_gpt: --micro-batches %" PRId64
+                            " is more than this rank's %" PRId64 " rows of --batch %" PRId64,
+                            n, hi - lo, a->batch);
+    dt_optim_zero_grad(opt);
+    double local = 0.0; /* the mean loss over this rank's rows */
+    for (int64_t j = 0; j < n; j++) {
+        int64_t mlo = lo + j * (hi - lo) / n, mhi = lo + (j + 1) * (hi - lo) / n;
+        double w = (double)(mhi - mlo) / (double)(hi - lo), v = 0.0;
+        if (par->data_parallel) /* one reduction, in the last backward */
+            CHECK(dt_dp_set_gradient_sync(model, j == n - 1));
+        CHECK(micro_step(a, par, model, data, step, seq, mlo, mhi, w, &v));
+        local += w * v;
+    }
+    dt_tensor *lt = NULL; /* the global batch's loss, whatever the mesh */
+    CHECK(dt_tensor_from_buffer(0, NULL, DT_DTYPE_F64, &local, &lt));
+    dt_status s = dt_dp_mean_loss(lt, par->mesh, train_dp_dim(par), a->batch, loss_out);
+    dt_tensor_release(lt);
+    CHECK(s);
+    if (a->clip_grad > 0.0)
+        CHECK(dt_clip_grad_norm(model, a->clip_grad, norm_out));
+    if (schedule.on) /* this step's lr */
+        CHECK(dt_optim_schedule(opt, &schedule.p, schedule.base_lr));
+    return dt_optim_step(opt);
 }
 
 /* The GPT config of the preset with the size options applied, and the
@@ -263,6 +329,7 @@ int main(int argc, char **argv)
     if (a.init != NULL && deferred)    /* each rank reads its shards' boxes of the file */
         TRY(dt_load_full(model, a.init));
     TRY(make_optimizer(&a, model, &opt));
+    TRY(schedule_setup(&a, opt));
     if (strcmp(a.precision, "bf16") == 0) /* the matmuls of this thread's forward and backward */
         TRY(dt_autocast_set(DT_DTYPE_BF16, NULL));
     int64_t first = 0; /* a resumed run continues at the checkpoint's step */

@@ -3,7 +3,8 @@
 # prints the losses of one process; --memory-report prints one row per rank;
 # a ZeRO-3 --save loads in one process; deferred init (the default) and
 # --eager-init give the same losses, with and without --init, the deferred
-# parameter peak below half the eager one; a dp style without a dp dim fails.
+# parameter peak below half the eager one; --micro-batches (one gradient sync
+# per step) gives the same losses; a dp style without a dp dim fails.
 # usage: train_gpt_dp.sh TRAIN_GPT DTRUN WORKDIR
 set -u
 train=$1 dtrun=$2 work=$3
@@ -20,6 +21,21 @@ for st in ddp zero1 zero2 zero3; do
 done
 same "dp=2,tp=2 zero3 +sp" "$dtrun" -n 4 "$train" "${args[@]}" --mesh dp=2,tp=2 --sequence-parallel --data-parallel zero3
 same "dp=2 default (zero2)" "$dtrun" -n 2 "$train" "${args[@]}" --mesh dp=2,tp=1
+# gradient accumulation: --micro-batches splits each rank's rows, one dp reduction per step
+for st in ddp zero2 zero3; do
+    same "dp=2,tp=2 $st --micro-batches 2" "$dtrun" -n 4 "$train" "${args[@]}" --mesh dp=2,tp=2 \
+        --data-parallel $st --micro-batches 2
+done
+same "one rank --micro-batches 4" "$train" "${args[@]}" --micro-batches 4
+# --lr-schedule: constant with no warm-up is the plain run exactly; cosine with warm-up is not
+run_losses "constant schedule" "$train" "${args[@]}" --lr-schedule constant
+[ "$got" = "$single" ] || fail "--lr-schedule constant changed the losses: $got vs $single"
+run_losses "cosine schedule" "$train" "${args[@]}" --lr-schedule cosine --warmup 2
+[ "$got" != "$single" ] || fail "--lr-schedule cosine --warmup 2 left the losses unchanged"
+echo "ok: --lr-schedule constant = no schedule; cosine with warm-up changes the run"
+expect_error "--lr-schedule 'step' (expected constant, linear or cosine)" "$train" --lr-schedule step
+expect_error "--micro-batches 3 is more than this rank's 2 rows" "$dtrun" -n 2 "$train" "${args[@]}" \
+    --mesh dp=2,tp=1 --micro-batches 3
 
 out=$("$dtrun" -n 4 "$train" "${args[@]}" --mesh dp=2,tp=2 --data-parallel zero3 --memory-report \
       --save "$work/z3.safetensors") || fail "zero3 --memory-report --save"
