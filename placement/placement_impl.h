@@ -13,7 +13,7 @@
 #include "mesh/mesh_impl.h"
 
 /* The spec; a distributed tensor's `dist` points at one (owned reference). */
-struct dt_dist {
+struct dt_spec {
     dt_refobj base; /* must stay first: core releases tensor->dist through it */
     atomic_int refcount;
     dt_mesh *mesh; /* retained */

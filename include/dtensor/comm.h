@@ -74,6 +74,7 @@
 #define DTENSOR_COMM_H
 
 #include "dtensor/core.h"
+#include "dtensor/memory.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -251,6 +252,20 @@ DT_API dt_status dt_comm_status(dt_comm *comm);
  * status, or the family's error when it was aborted already.
  */
 DT_API dt_status dt_comm_abort(dt_comm *comm, dt_status status, const char *reason);
+
+/**
+ * Collective over @p comm (NULL: only this rank): every rank's
+ * dt_memory_stats_get(cpu) is gathered to rank 0 of @p comm, which prints to
+ * @p f (ignored elsewhere, may be NULL there) a header and one row per rank:
+ * current and peak MiB of parameters, gradients, optimizer state,
+ * activations, communication buffers and the total, then the bytes its
+ * allocator caches for reuse (not live). When a rank has used a
+ * device (sim, cuda), a second table shows that device's memory the same way,
+ * so host and device memory read apart (e.g. optimizer state offloaded to the
+ * host). When @p rows is not NULL it receives, on every rank, the host
+ * snapshots in rank order (caller allocates comm-size entries).
+ */
+DT_API dt_status dt_memory_report(dt_comm *comm, const char *title, FILE *f, dt_memory_stats *rows);
 
 #ifdef __cplusplus
 }

@@ -146,32 +146,6 @@ DT_API dt_status dt_dp_set_gradient_sync(dt_module *root, bool sync);
 DT_API dt_status dt_ddp_apply(dt_module *root, dt_mesh *mesh, const char *dp_dim,
                               const dt_fsdp_params *p);
 
-/**
- * Optimizer state placed like its parameter: state @p name ("exp_avg",
- * "exp_avg_sq", "momentum_buffer") of parameter @p i of @p o as a new
- * reference: for a distributed parameter (a tp shard, a ZeRO dp shard) a
- * distributed tensor with the parameter's spec wrapping the local state (no
- * copy, no communication: dt_full_tensor of it is the full state, as a
- * single-rank run would hold it); for a local parameter the state itself.
- * Errors: DT_ERR_NOT_FOUND when the optimizer has no such state (yet: states
- * exist from the first step) or @p i is out of range.
- */
-DT_API dt_status dt_optim_state_placed(const dt_optim *o, int i, const char *name, dt_tensor **out);
-
-/**
- * Collective over @p comm (NULL: only this rank): every rank's
- * dt_memory_stats_get(cpu) is gathered to rank 0 of @p comm, which prints to
- * @p f (ignored elsewhere, may be NULL there) a header and one row per rank:
- * current and peak MiB of parameters, gradients, optimizer state,
- * activations, communication buffers and the total, then the bytes its
- * allocator caches for reuse (not live). When a rank has used a
- * device (sim, cuda), a second table shows that device's memory the same way,
- * so host and device memory read apart (e.g. optimizer state offloaded to the
- * host). When @p rows is not NULL it receives, on every rank, the host
- * snapshots in rank order (caller allocates comm-size entries).
- */
-DT_API dt_status dt_memory_report(dt_comm *comm, const char *title, FILE *f, dt_memory_stats *rows);
-
 /** What dt_gpt_memory_estimate models: a train_gpt run (zero-initialise, then set). */
 typedef struct dt_memory_estimate_config {
     dt_gpt_config gpt;

@@ -51,7 +51,8 @@ DT_API dt_status dt_memory_stats_get(dt_device device, dt_memory_stats *out);
 DT_API void dt_memory_reset_peak(dt_device device);
 /** Return every cached, unused block of every device to the system. */
 DT_API void dt_memory_empty_cache(void);
-/** Print a one-table report of @p s (bytes per category, current and peak). */
+/** Print a one-table report of @p s (bytes per category, current and peak).
+ * Every rank's, gathered in one table: dt_memory_report (comm.h). */
 DT_API void dt_memory_print(const dt_memory_stats *s, FILE *f);
 
 /**

@@ -549,6 +549,17 @@ DT_API dt_status dt_lr_schedule_value(const dt_lr_schedule_params *p, double bas
 DT_API dt_status dt_optim_schedule(dt_optim *o, const dt_lr_schedule_params *p, double base_lr);
 /** "sgd" or "adamw". */
 DT_API const char *dt_optim_name(const dt_optim *o);
+/**
+ * Optimizer state placed like its parameter: state @p name ("exp_avg",
+ * "exp_avg_sq", "momentum_buffer") of parameter @p i of @p o as a new
+ * reference: for a distributed parameter (a tp shard, a ZeRO dp shard) a
+ * distributed tensor with the parameter's spec wrapping the local state (no
+ * copy, no communication: dt_full_tensor of it is the full state, as a
+ * single-rank run would hold it); for a local parameter the state itself.
+ * Errors: DT_ERR_NOT_FOUND when the optimizer has no such state (yet: states
+ * exist from the first step) or @p i is out of range.
+ */
+DT_API dt_status dt_optim_state_placed(const dt_optim *o, int i, const char *name, dt_tensor **out);
 /** Parameters the optimizer updates, their FQNs and tensors (borrowed). */
 DT_API int dt_optim_num_params(const dt_optim *o);
 DT_API const char *dt_optim_param_fqn(const dt_optim *o, int i);

@@ -108,7 +108,7 @@ DT_API dt_status dt_shard_local_shape(int ndim, const int64_t *shape, int mesh_n
 
 /* ------------------------------------------------------------ specs */
 
-typedef struct dt_dist dt_spec; /* refcounted, immutable */
+typedef struct dt_spec dt_spec; /* refcounted, immutable */
 
 /**
  * A spec for a tensor of @p ndim dims @p shape and @p dtype placed on @p mesh

@@ -4,6 +4,7 @@
  * rank of a same-host pair moves a block (DT__OP_PEER_COPY).
  */
 #include "comm/comm_impl.h"
+#include "comm/sched.h"
 
 #include <string.h>
 #if defined(__SSE2__)

@@ -5,6 +5,7 @@
  * it - blocking, or as a work handle.
  */
 #include "comm/comm_impl.h"
+#include "comm/work_impl.h"
 #include "comm/comm_check.h"
 #include "comm/comm_dispatch.h"
 #include "comm/comm_staged.h"

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/work_impl.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "dtensor/comm.h"

@@ -7,6 +7,7 @@
 #define DT_COMM_DISPATCH_H
 
 #include "comm/comm_impl.h"
+#include "comm/sched.h"
 
 dt_status dt__comm_check_comm(const char *fn, const dt_comm *comm);
 dt_status dt__comm_check_dtype(const char *fn, dt_dtype dtype);

@@ -8,6 +8,7 @@
  * ranks, so it differs from every live comm on every member.
  */
 #include "comm/comm_impl.h"
+#include "comm/work_impl.h"
 #include "comm/comm_staged.h"
 
 #include <stdlib.h>

@@ -1,6 +1,8 @@
 /*
- * The private side of dt_comm: the backend vtable, the generic collective
- * schedules built on a backend's point-to-point, and work handles.
+ * The private side of dt_comm: the comm and its family, the backend vtable,
+ * failures. The generic collective schedules built on a backend's
+ * point-to-point are in comm/sched.h, work handles in comm/work_impl.h,
+ * 2-D block copies in comm/block2d.h.
  *
  * A backend (src/comm/ucx/, src/comm/nccl/, the size-1 "self" backend) fills
  * one `dt_comm_ops` with designated initializers and creates comms whose
@@ -41,55 +43,12 @@
 
 #include "dtensor/comm.h"
 
+#include "comm/block2d.h"
 #include "core/clock.h"
 
 #include <stdint.h>
 
 typedef struct dt_comm_ops dt_comm_ops;
-
-/*
- * A 2-D block of bytes at an address of this or a peer process: rows rows of
- * row_bytes, starting pitch bytes apart. Sent between ranks of one host as
- * is (a descriptor), so fixed-width fields.
- */
-typedef struct dt__block2d {
-    uint64_t addr, rows, row_bytes, pitch;
-} dt__block2d;
-
-/* Contiguous runs the block is made of (1 when it is one run). */
-uint64_t dt__block2d_runs(const dt__block2d *b);
-/* Copy bytes [offset, offset + bytes) of block @p src's byte stream (row by
- * row) to the same bytes of block @p dst's (the shapes may differ). */
-void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src, uint64_t offset,
-                      uint64_t bytes);
-/* The byte range of part @p part of @p nparts of @p b: whole rows, so the
- * parts of blocks that share rows (column stripes) cover the same rows. */
-void dt__block2d_part(const dt__block2d *b, uint32_t part, uint32_t nparts, uint64_t *off,
-                      uint64_t *len);
-
-/* A position in a block's byte stream, run by run (one run if contiguous). */
-typedef struct dt__run_cursor {
-    uint64_t addr, rows, run, pitch; /* run: bytes per run */
-    uint64_t row, off;               /* the position: run index, byte in it */
-} dt__run_cursor;
-
-dt__run_cursor dt__run_cursor_at(const dt__block2d *b, uint64_t offset);
-static inline uint64_t dt__run_left(const dt__run_cursor *c)
-{
-    return c->run - c->off;
-}
-static inline char *dt__run_ptr(const dt__run_cursor *c)
-{
-    return (char *)(uintptr_t)(c->addr + c->row * c->pitch + c->off);
-}
-static inline void dt__run_skip(dt__run_cursor *c, uint64_t n)
-{
-    c->off += n;
-    if (c->off == c->run) {
-        c->row++;
-        c->off = 0;
-    }
-}
 
 /*
  * Logical tag passed to isend/irecv: DT__TAG_BITS bits. User point-to-point
@@ -287,178 +246,12 @@ struct dt_comm_ops {
     dt_status (*barrier)(dt_comm *comm, dt_work **work);
 };
 
-/* ------------------------------------------------------------ schedules */
-
-/*
- * A generic collective is a schedule: a list of rounds run in order. A round
- * posts all its sends and receives, waits for them, then runs its local ops
- * (reduce, copy, scale) in order. A round flagged `early` is independent of
- * the previous round's local ops: its transfers are posted before those run,
- * which pipelines a ring (transfer of segment i+1 overlaps reduce of i).
- */
-typedef enum dt__op_kind {
-    DT__OP_SEND,   /* src, bytes -> peer */
-    DT__OP_RECV,   /* dst, bytes <- peer */
-    DT__OP_REDUCE, /* dst[i] = op(dst[i], src[i]) for count elements */
-    DT__OP_COPY,   /* memcpy(dst, src, bytes) */
-    DT__OP_SCALE,  /* dst[i] /= divisor (the avg of a sum) for count elements */
-    DT__OP_COPY2D, /* block (dt__block2d *)dst = block (dt__block2d *)src, part part/nparts */
-    /* Same-host copy between my block (dt__block2d *)src and peer's block
-     * (dt__block2d *)dst, a descriptor received earlier; n: 1 when my block
-     * is the one sent, 0 when it is the one received; only part part of
-     * nparts of my block (dt__block2d_part). Which of the two ranks moves
-     * the data: dt__peer_copy_run. */
-    DT__OP_PEER_COPY,
-    /* Fail unless all n status words at (uint64_t *)src are DT_OK (word i is
-     * comm rank i's; a rank that failed shares its status instead of leaving
-     * its peers waiting). A failing PEER_COPY stores its status in *aux. */
-    DT__OP_CHECK
-} dt__op_kind;
-
-typedef struct dt__op {
-    dt__op_kind kind;
-    int peer;
-    void *dst;
-    const void *src;
-    size_t n;              /* bytes for SEND/RECV/COPY, elements for REDUCE/SCALE */
-    void *aux;             /* PEER_COPY: where a failure's status goes */
-    uint32_t part, nparts; /* COPY2D, PEER_COPY: the slice of the block */
-} dt__op;
-
-typedef struct dt__round {
-    size_t first, count; /* ops[first .. first+count) */
-    bool early;
-} dt__round;
-
-/* Ops and rounds a schedule holds before it allocates (most small collectives). */
-#define DT__SCHED_INLINE_OPS    16
-#define DT__SCHED_INLINE_ROUNDS 8
-
-typedef struct dt__sched {
-    dt__op *ops;
-    size_t nops, cap_ops;
-    dt__round *rounds;
-    size_t nrounds, cap_rounds;
-    dt_dtype dtype;
-    dt_reduce_op op; /* SUM for AVG (the SCALE op divides) */
-    int divisor;
-    void *scratch;        /* freed with the schedule */
-    size_t scratch_block; /* its block size in the host allocator's cache */
-    bool p2p;             /* user point-to-point: use p2p_tag, not a collective sequence */
-    uint32_t p2p_tag;
-    dt_status status;                        /* first build error (NO_MEMORY), checked at the end */
-    dt__op inline_ops[DT__SCHED_INLINE_OPS]; /* ops/rounds point here until they grow */
-    dt__round inline_rounds[DT__SCHED_INLINE_ROUNDS];
-} dt__sched;
-
-void dt__sched_init(dt__sched *s, dt_dtype dtype, dt_reduce_op op);
-void dt__sched_free(dt__sched *s);
-/* Move @p src into @p dst (uninitialised); src is left empty. */
-void dt__sched_move(dt__sched *dst, dt__sched *src);
-/* Start a new round; subsequent adds go into it. */
-void dt__sched_round(dt__sched *s, bool early);
-void dt__sched_send(dt__sched *s, const void *src, size_t bytes, int peer);
-void dt__sched_recv(dt__sched *s, void *dst, size_t bytes, int peer);
-void dt__sched_reduce(dt__sched *s, void *dst, const void *src, size_t count);
-void dt__sched_copy(dt__sched *s, void *dst, const void *src, size_t bytes);
-void dt__sched_scale(dt__sched *s, void *dst, size_t count, int divisor);
-/* Scratch memory owned by the schedule (one block per schedule). */
-void *dt__sched_scratch(dt__sched *s, size_t bytes);
-/* Copy of part @p part of @p nparts of 2-D blocks (0 of 1: all); the
- * descriptors must live as long as the schedule. */
-void dt__sched_copy2d(dt__sched *s, const dt__block2d *dst, const dt__block2d *src, uint32_t part,
-                      uint32_t nparts);
-/* A DT__OP_PEER_COPY (see there); descriptors live as long as the schedule. */
-void dt__sched_peer_copy(dt__sched *s, int peer, bool sending, const dt__block2d *mine,
-                         const dt__block2d *theirs, uint64_t *status, uint32_t part,
-                         uint32_t nparts);
-/* A DT__OP_CHECK of @p n status words. */
-void dt__sched_check(dt__sched *s, const uint64_t *status, size_t n);
-
-/* ------------------------------------------------------------ reductions */
-
-/* dst[i] = op(dst[i], src[i]); op is never AVG here (use SUM + divide). */
-void dt__reduce(void *dst, const void *src, size_t count, dt_dtype dtype, dt_reduce_op op);
-/* dst[i] = dst[i] / divisor (integer division for integer dtypes). */
-void dt__reduce_divide(void *dst, size_t count, dt_dtype dtype, int divisor);
-/* Whether dt__reduce supports (dtype, op). */
-bool dt__reduce_supported(dt_dtype dtype, dt_reduce_op op);
-
-/* ------------------------------------------------------------ algorithms */
-
-/* Each fills @p s (already initialised with dtype/op) for the calling rank. */
-dt_status dt__algo_allreduce_ring(dt_comm *c, const void *send, void *recv, size_t count,
-                                  dt__sched *s);
-dt_status dt__algo_allreduce_recursive_doubling(dt_comm *c, const void *send, void *recv,
-                                                size_t count, dt__sched *s);
-dt_status dt__algo_allreduce_direct(dt_comm *c, const void *send, void *recv, size_t count,
-                                    dt__sched *s);
-dt_status dt__algo_allgatherv_direct(dt_comm *c, const void *send, void *recv, const size_t *counts,
-                                     const size_t *displs, dt__sched *s);
-dt_status dt__algo_allgatherv_ring(dt_comm *c, const void *send, void *recv, const size_t *counts,
-                                   const size_t *displs, dt__sched *s);
-dt_status dt__algo_reduce_scatterv_direct(dt_comm *c, const void *send, void *recv,
-                                          const size_t *counts, dt__sched *s);
-dt_status dt__algo_reduce_scatterv_ring(dt_comm *c, const void *send, void *recv,
-                                        const size_t *counts, dt__sched *s);
-dt_status dt__algo_alltoallv_pairwise(dt_comm *c, const void *send, const size_t *scounts,
-                                      const size_t *sdispls, void *recv, const size_t *rcounts,
-                                      const size_t *rdispls, dt__sched *s);
-/* All-to-all of 2-D blocks (dt_comm_alltoallw; blocks in bytes, absolute
- * addresses): pack + pairwise + unpack, or descriptors + peer copies. */
-dt_status dt__algo_alltoallw_pack(dt_comm *c, const dt__block2d *send, const dt__block2d *recv,
-                                  dt__sched *s);
-dt_status dt__algo_alltoallw_peer_copy(dt_comm *c, const dt__block2d *send, const dt__block2d *recv,
-                                       dt__sched *s);
-/* Run one DT__OP_PEER_COPY: the side that moves the data, and the checks
- * (a size mismatch names @p what, the public collective). */
-dt_status dt__peer_copy_run(dt_comm *c, const char *what, const dt__op *op);
-dt_status dt__algo_broadcast_direct(dt_comm *c, void *buf, size_t count, int root, dt__sched *s);
-dt_status dt__algo_broadcast_binomial(dt_comm *c, void *buf, size_t count, int root, dt__sched *s);
-dt_status dt__algo_broadcast_pipeline(dt_comm *c, void *buf, size_t count, int root, dt__sched *s);
-dt_status dt__algo_broadcast_peer_copy(dt_comm *c, void *buf, size_t count, int root, dt__sched *s);
-dt_status dt__algo_barrier_dissemination(dt_comm *c, dt__sched *s);
-
-/* Segment size (bytes) of pipelined ring steps. */
-size_t dt__algo_ring_segment_bytes(void);
-
-/* ------------------------------------------------------------ work */
-
-struct dt_work {
-    dt_comm *comm;
-    const char *what; /* "dt_comm_allreduce", for messages */
-    dt_status status; /* DT_IN_PROGRESS until finished */
-    double timeout_s;
-    uint32_t tag;
-    dt__coll_desc desc; /* the call, for a mismatch message */
-    /* generic schedule execution */
-    dt__sched sched;
-    size_t round;    /* current round */
-    size_t posted;   /* rounds whose transfers are posted */
-    void **reqs;     /* one per op (NULL = none or done) */
-    size_t cap_reqs; /* request slots the block has room for */
-    /* native work (NCCL): test returns DT_OK / DT_IN_PROGRESS / error */
-    dt_status (*native_test)(dt_work *w);
-    void (*native_free)(dt_work *w);
-    void *native;
-};
-
 /* Whether dt_comm_alltoallw runs on @p comm: NCCL has a native all-to-all of
  * packed blocks and no 2-D one. */
 static inline bool dt__comm_has_alltoallw(const dt_comm *comm)
 {
     return comm->ops->alltoallv == NULL || comm->ops->peer_copy != NULL;
 }
-
-/* Take ownership of @p s (on success and failure) and start it as a work. */
-dt_status dt__work_start(dt_comm *comm, const char *what, dt__sched *s, dt_work **out);
-/* A work whose progress is the backend's own (optional natives). */
-dt_status dt__work_native(dt_comm *comm, const char *what, dt_status (*test)(dt_work *),
-                          void (*free_fn)(dt_work *), void *native, dt_work **out);
-/* Free the comm's spare work block (before destroying the comm). */
-void dt__work_drop_spare(dt_comm *comm);
-/* Run @p s to completion (or finish the work) : the blocking path. */
-dt_status dt__work_finish(dt_work *w, double timeout_s);
 
 /* ------------------------------------------------------------ failures (comm_abort.c) */
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "comm/comm_staged.h"
+#include "comm/work_impl.h"
 #include "core/error.h"
 #include "kernels/kernel_ops.h"
 

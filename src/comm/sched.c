@@ -4,6 +4,7 @@
  * once by the caller, so algorithm files stay free of per-add checks.
  */
 #include "comm/comm_impl.h"
+#include "comm/sched.h"
 
 #include <stdlib.h>
 #include <string.h>

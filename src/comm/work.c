@@ -7,6 +7,7 @@
  * step without waiting for anything.
  */
 #include "comm/comm_impl.h"
+#include "comm/work_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -29,7 +29,7 @@ typedef struct dt_refobj {
 } dt_refobj;
 
 struct dt_autograd_node; /* src/autograd/: starts with a dt_refobj */
-struct dt_dist;          /* placement/: the spec of a distributed tensor; starts with a dt_refobj */
+struct dt_spec;          /* placement/: the spec of a distributed tensor; starts with a dt_refobj */
 
 struct dt_tensor {
     uint32_t magic; /* DT__MAGIC_TENSOR while alive (handle.h) */
@@ -51,7 +51,7 @@ struct dt_tensor {
 
     /* distributed (placement/): when non-NULL, shape is the global shape and
      * `local` holds this rank's shard. */
-    struct dt_dist *dist;
+    struct dt_spec *dist;
     dt_tensor *local;
 };
 

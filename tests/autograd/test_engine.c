@@ -358,7 +358,7 @@ static void test_distributed_inputs_go_through_one_hook(void **state)
     /* a rules table without entries: every op must consult it and fail by name */
     static const dt_dist_op_table empty = {0};
     dt__ops_set_dist_table(&empty);
-    a->dist = (struct dt_dist *)&dummy; /* only the pointer is looked at */
+    a->dist = (struct dt_spec *)&dummy; /* only the pointer is looked at */
     assert_int_equal(dt_add(a, a, &y), DT_ERR_UNSUPPORTED);
     assert_non_null(strstr(dt_last_error(), "dt_add"));
     assert_int_equal(dt_softmax(a, -1, &y), DT_ERR_UNSUPPORTED);

@@ -196,7 +196,7 @@ static void test_distributed_handle(void **state)
     } fake = {{fake_dist_release}, 0};
     dt_tensor *d = NULL, *o = NULL;
     OK(dt__tensor_alloc_handle(2, (int64_t[]){4, 4}, DT_DTYPE_F32, cpu, &d));
-    d->dist = (struct dt_dist *)&fake;
+    d->dist = (struct dt_spec *)&fake;
     OK(dt_tensor_zeros(2, (int64_t[]){2, 4}, DT_DTYPE_F32, cpu, &d->local));
     assert_true(dt_tensor_is_distributed(d));
     assert_null(dt_tensor_data(d));

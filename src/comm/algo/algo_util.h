@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "comm/comm_impl.h"
+#include "comm/sched.h"
 
 /* Block i of n over count elements: balanced, the first count % n get one more. */
 static inline size_t dt__block_off(size_t count, int n, int i)

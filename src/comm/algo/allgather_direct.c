@@ -6,6 +6,7 @@
  * overlaps the transfers (their round is posted `early`).
  */
 #include "comm/comm_impl.h"
+#include "comm/sched.h"
 
 #include "comm/algo/algo_util.h"
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "comm/nccl/nccl_impl.h"
+#include "comm/work_impl.h"
 #include "core/log.h"
 
 /* ------------------------------------------------------------ staging */

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include <stdio.h>
 
-#include "dtensor/data_parallel.h"
+#include "dtensor/comm.h"
 
 #define MIB (1024.0 * 1024.0)
 

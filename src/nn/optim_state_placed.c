@@ -1,6 +1,6 @@
 /* dt_optim_state_placed: an optimizer state with its parameter's placements. */
 #include "core/error.h"
-#include "dtensor/data_parallel.h"
+#include "dtensor/nn.h"
 #include "dtensor/placement.h"
 
 dt_status dt_optim_state_placed(const dt_optim *o, int i, const char *name, dt_tensor **out)

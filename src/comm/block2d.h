@@ -1,0 +1,56 @@
+/*
+ * 2-D blocks of bytes: the unit of same-host peer copies (CMA, shared memory)
+ * and of the packed all-to-all. A descriptor is sent between ranks as is.
+ */
+#ifndef DT_COMM_BLOCK2D_H
+#define DT_COMM_BLOCK2D_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * A 2-D block of bytes at an address of this or a peer process: rows rows of
+ * row_bytes, starting pitch bytes apart. Sent between ranks of one host as
+ * is (a descriptor), so fixed-width fields.
+ */
+typedef struct dt__block2d {
+    uint64_t addr, rows, row_bytes, pitch;
+} dt__block2d;
+
+/* Contiguous runs the block is made of (1 when it is one run). */
+uint64_t dt__block2d_runs(const dt__block2d *b);
+/* Copy bytes [offset, offset + bytes) of block @p src's byte stream (row by
+ * row) to the same bytes of block @p dst's (the shapes may differ). */
+void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src, uint64_t offset,
+                      uint64_t bytes);
+/* The byte range of part @p part of @p nparts of @p b: whole rows, so the
+ * parts of blocks that share rows (column stripes) cover the same rows. */
+void dt__block2d_part(const dt__block2d *b, uint32_t part, uint32_t nparts, uint64_t *off,
+                      uint64_t *len);
+
+/* A position in a block's byte stream, run by run (one run if contiguous). */
+typedef struct dt__run_cursor {
+    uint64_t addr, rows, run, pitch; /* run: bytes per run */
+    uint64_t row, off;               /* the position: run index, byte in it */
+} dt__run_cursor;
+
+dt__run_cursor dt__run_cursor_at(const dt__block2d *b, uint64_t offset);
+static inline uint64_t dt__run_left(const dt__run_cursor *c)
+{
+    return c->run - c->off;
+}
+static inline char *dt__run_ptr(const dt__run_cursor *c)
+{
+    return (char *)(uintptr_t)(c->addr + c->row * c->pitch + c->off);
+}
+static inline void dt__run_skip(dt__run_cursor *c, uint64_t n)
+{
+    c->off += n;
+    if (c->off == c->run) {
+        c->row++;
+        c->off = 0;
+    }
+}
+
+#endif
