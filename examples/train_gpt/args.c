@@ -75,6 +75,9 @@ static const opt_row rows[] = {
     {"--reduce-dtype", OPT_STR, FIELD(reduce_dtype), "f32|bf16",
      "what gradients are sent and summed in over the dp dim (bf16: half the bytes; the "
      "optimizer still gets f32 gradients; default f32)"},
+    {"--param-dtype", OPT_STR, FIELD(param_dtype), "f32|bf16",
+     "what ZeRO gathers parameters in (bf16: half the bytes, the model computes on bf16 values "
+     "of the f32 master weights; default f32)"},
     {"--micro-batches", OPT_INT, FIELD(micro_batches), "N",
      "split each rank's rows into N forward/backward passes, gradients summed and reduced once, "
      "in the last (default 1)"},
@@ -96,6 +99,7 @@ void train_args_defaults(train_args *a, const char *default_data)
                       .optim = "adamw",
                       .precision = "f32",
                       .reduce_dtype = "f32",
+                      .param_dtype = "f32",
                       .micro_batches = 1,
                       .momentum = 0.0,
                       .weight_decay = -1.0,
@@ -180,10 +184,13 @@ int train_args_parse(int argc, char **argv, train_args *a, FILE *err)
         fprintf(err, "train_gpt: --precision '%s' (expected f32 or bf16)\n", a->precision);
         return -1;
     }
-    if (strcmp(a->reduce_dtype, "f32") != 0 && strcmp(a->reduce_dtype, "bf16") != 0) {
-        fprintf(err, "train_gpt: --reduce-dtype '%s' (expected f32 or bf16)\n", a->reduce_dtype);
-        return -1;
-    }
+    const char *const dtypes[2][2] = {{"--reduce-dtype", a->reduce_dtype},
+                                      {"--param-dtype", a->param_dtype}};
+    for (int i = 0; i < 2; i++)
+        if (strcmp(dtypes[i][1], "f32") != 0 && strcmp(dtypes[i][1], "bf16") != 0) {
+            fprintf(err, "train_gpt: %s '%s' (expected f32 or bf16)\n", dtypes[i][0], dtypes[i][1]);
+            return -1;
+        }
     if (a->lr_schedule != NULL && strcmp(a->lr_schedule, "constant") != 0 &&
         strcmp(a->lr_schedule, "linear") != 0 && strcmp(a->lr_schedule, "cosine") != 0) {
         fprintf(err, "train_gpt: --lr-schedule '%s' (expected constant, linear or cosine)\n",

@@ -42,6 +42,7 @@ typedef struct train_args {
     bool estimate_only;       /* --estimate-only: print the estimate and stop */
     const char *precision;    /* --precision f32|bf16 (bf16: dt_autocast_set for the matmuls) */
     const char *reduce_dtype; /* --reduce-dtype f32|bf16: dt_fsdp_params.reduce_dtype */
+    const char *param_dtype;  /* --param-dtype f32|bf16: dt_fsdp_params.param_dtype */
     int64_t micro_batches;    /* --micro-batches N (1): passes per step, one gradient sync */
     const char *lr_schedule;  /* --lr-schedule constant|linear|cosine (NULL: none) */
     int64_t warmup;           /* --warmup N steps */

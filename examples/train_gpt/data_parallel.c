@@ -21,7 +21,8 @@ static dt_comm *dp_comm(const train_parallel *p)
 }
 
 dt_status train_dp_apply(train_parallel *p, const char *style, bool cpu_offload,
-                         dt_dtype reduce_dtype, int64_t batch, dt_module *model)
+                         dt_dtype reduce_dtype, dt_dtype param_dtype, int64_t batch,
+                         dt_module *model)
 {
     dt_comm *c = dp_comm(p);
     if (c == NULL) {
@@ -36,9 +37,11 @@ dt_status train_dp_apply(train_parallel *p, const char *style, bool cpu_offload,
         return DT_OK; /* dp=1 and nothing asked: plain tensor parallelism */
     dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_GRAD_SCALE |
                                        DT_FSDP_PARAM_FIELD_CPU_OFFLOAD |
-                                       DT_FSDP_PARAM_FIELD_REDUCE_DTYPE,
+                                       DT_FSDP_PARAM_FIELD_REDUCE_DTYPE |
+                                       DT_FSDP_PARAM_FIELD_PARAM_DTYPE,
                          .cpu_offload = cpu_offload,
-                         .reduce_dtype = reduce_dtype};
+                         .reduce_dtype = reduce_dtype,
+                         .param_dtype = param_dtype};
     CHECK(dt_dp_stage_parse(style != NULL ? style : "zero2", &fp.stage));
     int64_t lo = 0, hi = 0;
     CHECK(dt_dp_rows(p->mesh, "dp", batch, &lo, &hi));
@@ -50,8 +53,9 @@ dt_status train_dp_apply(train_parallel *p, const char *style, bool cpu_offload,
     CHECK(dt_fully_shard(model, p->mesh, "dp", &fp));
     p->data_parallel = true;
     printf("data parallel: %s over dp=%d (rows %" PRId64 "..%" PRId64 " of %" PRId64
-           " on rank 0)%s%s\n",
+           " on rank 0)%s%s%s\n",
            dt_dp_stage_name(fp.stage), dt_comm_size(c), lo, hi, batch,
+           param_dtype == DT_DTYPE_BF16 ? ", parameters gathered in bf16" : "",
            reduce_dtype == DT_DTYPE_BF16 ? ", gradients reduced in bf16" : "",
            cpu_offload ? ", master weights and optimizer offloaded to the host" : "");
     return DT_OK;

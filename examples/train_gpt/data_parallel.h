@@ -16,7 +16,8 @@
  * without a mesh) is an error naming it.
  */
 dt_status train_dp_apply(train_parallel *p, const char *style, bool cpu_offload,
-                         dt_dtype reduce_dtype, int64_t batch, dt_module *model);
+                         dt_dtype reduce_dtype, dt_dtype param_dtype, int64_t batch,
+                         dt_module *model);
 
 /* "dp" when the mesh has a dp dim, else NULL: the dp_dim argument of
  * dt_dp_rows and dt_dp_mean_loss (NULL: the whole batch on every rank). */

@@ -324,7 +324,9 @@ int main(int argc, char **argv)
         TRY(dt_module_materialize(model));
     /* then dp, then the optimizer */
     dt_dtype reduce_dtype = strcmp(a.reduce_dtype, "bf16") == 0 ? DT_DTYPE_BF16 : DT_DTYPE_F32;
-    TRY(train_dp_apply(&par, a.data_parallel, a.cpu_offload, reduce_dtype, a.batch, model));
+    dt_dtype param_dtype = strcmp(a.param_dtype, "bf16") == 0 ? DT_DTYPE_BF16 : DT_DTYPE_F32;
+    TRY(train_dp_apply(&par, a.data_parallel, a.cpu_offload, reduce_dtype, param_dtype, a.batch,
+                       model));
     TRY(dt_module_materialize(model)); /* deferred: now, shard by shard */
     if (a.init != NULL && deferred)    /* each rank reads its shards' boxes of the file */
         TRY(dt_load_full(model, a.init));

@@ -83,6 +83,7 @@ enum {
     DT_FSDP_PARAM_FIELD_CPU_OFFLOAD = 1u << 4,
     DT_FSDP_PARAM_FIELD_GRAD_SCALE = 1u << 5,
     DT_FSDP_PARAM_FIELD_REDUCE_DTYPE = 1u << 6,
+    DT_FSDP_PARAM_FIELD_PARAM_DTYPE = 1u << 7,
 };
 
 /** Options of dt_fully_shard / dt_ddp_apply (field-masked; NULL = defaults). */
@@ -103,6 +104,10 @@ typedef struct dt_fsdp_params {
                               MixedPrecisionPolicy.reduce_dtype: DT_DTYPE_F32 (default) or
                               DT_DTYPE_BF16 (half the bytes; each partial sum is taken in f32
                               and rounded to bf16); the gradient installed is f32 either way */
+    dt_dtype param_dtype; /* what ZeRO gathers parameters in, as FSDP2's param_dtype:
+                             DT_DTYPE_F32 (default) or DT_DTYPE_BF16 (each rank sends its f32
+                             master shard rounded to bf16, half the bytes, and the module
+                             computes on those values); DDP gathers nothing */
 } dt_fsdp_params;
 
 /**
@@ -116,8 +121,8 @@ typedef struct dt_fsdp_params {
  * Collective over the dp dim only in the sense that every dp rank must make
  * the same call; no communication happens here.
  * Errors: DT_ERR_NOT_FOUND naming @p dp_dim; DT_ERR_INVALID_ARG for a bad
- * stage, grad_scale <= 0, a reduce_dtype other than f32 or bf16, a unit
- * pattern that matches nothing, a parameter
+ * stage, grad_scale <= 0, a reduce_dtype or param_dtype other than f32 or
+ * bf16, a unit pattern that matches nothing, a parameter
  * that is not f32 or is distributed on a mesh whose dims are not dims of
  * @p mesh other than @p dp_dim, or a model already made data parallel;
  * DT_ERR_UNSUPPORTED on a virtual mesh or for one tensor in two slots (tied

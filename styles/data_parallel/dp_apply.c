@@ -40,6 +40,7 @@ static void param_free(dp_param *p)
     dt_work_release(p->gwork);
     dt_work_release(p->rwork);
     dt_tensor_release(p->recv);
+    dt_tensor_release(p->send);
     dt_tensor_release(p->rsrc);
     dt_tensor_release(p->rdst);
     dt_tensor_release(p->acc);
@@ -507,6 +508,8 @@ static dt_status state_create(dt_module *root, dt_mesh *mesh, const char *dp_dim
     s->sync = true;
     s->reduce_dtype =
         DT_PARAM_VALUE(prm, reduce_dtype, DT_FSDP_PARAM_FIELD_REDUCE_DTYPE, DT_DTYPE_F32);
+    s->param_dtype =
+        DT_PARAM_VALUE(prm, param_dtype, DT_FSDP_PARAM_FIELD_PARAM_DTYPE, DT_DTYPE_F32);
     if ((int)s->stage < 0 || s->stage > DT_DP_ZERO3 || !(s->scale > 0.0)) {
         st = DT_ERR(DT_ERR_INVALID_ARG, "dt_fully_shard: bad stage %d or grad_scale %g",
                     (int)s->stage, s->scale);
@@ -515,6 +518,11 @@ static dt_status state_create(dt_module *root, dt_mesh *mesh, const char *dp_dim
     if (s->reduce_dtype != DT_DTYPE_F32 && s->reduce_dtype != DT_DTYPE_BF16) {
         st = DT_ERR(DT_ERR_INVALID_ARG, "dt_fully_shard: reduce_dtype %s, expected f32 or bf16",
                     dt_dtype_name(s->reduce_dtype));
+        goto err_state;
+    }
+    if (s->param_dtype != DT_DTYPE_F32 && s->param_dtype != DT_DTYPE_BF16) {
+        st = DT_ERR(DT_ERR_INVALID_ARG, "dt_fully_shard: param_dtype %s, expected f32 or bf16",
+                    dt_dtype_name(s->param_dtype));
         goto err_state;
     }
     if (already_parallel(root)) {

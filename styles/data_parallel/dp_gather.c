@@ -2,7 +2,9 @@
  * ZeRO all-gathers over the dp comm: each rank's shard of a tp-local tensor is
  * gathered into the tensor the module computes on. Along dim 0 the pieces
  * land in place (allgatherv with displacements); along another dim they go
- * through a packed buffer, unpacked when the gather completes. In ZeRO-3 the
+ * through a packed buffer, unpacked when the gather completes. With
+ * param_dtype bf16 each rank sends its shard rounded to bf16 (half the bytes)
+ * and every rank computes on the f32 values of those bf16 ones. In ZeRO-3 the
  * gathered tensor's storage is dropped between uses (its handle, and the
  * handles autograd saved on it, stay valid) and refilled before the next.
  */
@@ -51,6 +53,30 @@ static bool has_copy(const dp_state *s, const dp_param *p)
     return p->k >= 0 || s->offload;
 }
 
+/* A communication buffer like @p like (shape), in @p dtype. */
+static dt_status comm_buffer(const dt_tensor *like, int ndim, const int64_t *shape, dt_dtype dtype,
+                             dt_tensor **out)
+{
+    dt_mem_category prev = dt_memory_set_default_category(DT_MEM_COMM);
+    dt_status st = dt_tensor_empty(ndim, shape, dtype, like->device, out);
+    dt_memory_set_default_category(prev);
+    return st;
+}
+
+/* With param_dtype bf16: the shard rounded to bf16, what the gather sends. */
+static dt_status send_copy(const dp_state *s, dp_param *p, const void **send)
+{
+    dt_tensor *shard = dt_to_local(p->slot);
+    if (s->param_dtype == DT_DTYPE_F32) {
+        *send = dt_tensor_data(shard);
+        return DT_OK;
+    }
+    DT_CHECK(comm_buffer(shard, shard->ndim, shard->shape, s->param_dtype, &p->send));
+    DT_CHECK(dt_tensor_copy_(p->send, shard));
+    *send = dt_tensor_data(p->send);
+    return DT_OK;
+}
+
 dt_status dt__dp_gather_post(dp_state *s, int i)
 {
     dp_param *p = &s->p[i];
@@ -62,21 +88,36 @@ dt_status dt__dp_gather_post(dp_state *s, int i)
         p->resident = true;
         return DT_OK;
     }
-    const void *send = dt_tensor_data(dt_to_local(p->slot));
-    if (p->k == 0)
+    const void *send = NULL;
+    dt_status st = send_copy(s, p, &send);
+    /* f32 along dim 0: the pieces land in place; else through a buffer */
+    if (st == DT_OK && p->k == 0 && s->param_dtype == DT_DTYPE_F32)
         return dt_comm_allgatherv(s->dp, send, dt_tensor_data(p->gathered), p->counts, p->displs,
                                   DT_DTYPE_F32, &p->gwork);
     int64_t n = dt_tensor_numel(p->gathered);
-    dt_mem_category prev = dt_memory_set_default_category(DT_MEM_COMM);
-    dt_status st = dt_tensor_empty(1, &n, DT_DTYPE_F32, p->gathered->device, &p->recv);
-    dt_memory_set_default_category(prev);
-    DT_CHECK(st);
-    st = dt_comm_allgatherv(s->dp, send, dt_tensor_data(p->recv), p->counts, NULL, DT_DTYPE_F32,
-                            &p->gwork);
+    if (st == DT_OK)
+        st = comm_buffer(p->gathered, 1, &n, s->param_dtype, &p->recv);
+    if (st == DT_OK)
+        st = dt_comm_allgatherv(s->dp, send, dt_tensor_data(p->recv), p->counts,
+                                p->k == 0 ? p->displs : NULL, s->param_dtype, &p->gwork);
     if (st != DT_OK) {
         dt_tensor_release(p->recv);
-        p->recv = NULL;
+        dt_tensor_release(p->send);
+        p->recv = p->send = NULL;
     }
+    return st;
+}
+
+/* The gathered buffer @p recv into the tensor the module computes on (f32). */
+static dt_status receive(dp_param *p)
+{
+    if (p->k > 0) /* pieces of a later dim, packed in rank order */
+        return dt__dp_unpack(p, p->recv, p->gathered);
+    int64_t n = dt_tensor_numel(p->gathered), one = 1;
+    dt_tensor *flat = NULL;
+    DT_CHECK(dt__tensor_make_view(p->gathered, 1, &n, &one, p->gathered->offset, &flat));
+    dt_status st = dt_tensor_copy_(flat, p->recv);
+    dt_tensor_release(flat);
     return st;
 }
 
@@ -93,9 +134,10 @@ dt_status dt__dp_gather_wait(dp_state *s, int i)
     dt_work_release(p->gwork);
     p->gwork = NULL;
     if (st == DT_OK && p->recv != NULL)
-        st = dt__dp_unpack(p, p->recv, p->gathered);
+        st = receive(p);
     dt_tensor_release(p->recv);
-    p->recv = NULL;
+    dt_tensor_release(p->send);
+    p->recv = p->send = NULL;
     DT_CHECK(st);
     p->resident = true;
     return DT_OK;

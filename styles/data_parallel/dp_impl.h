@@ -35,7 +35,8 @@ typedef struct dp_param {
      * dropped between uses in ZeRO-3 */
     dt_tensor *gathered;
     bool resident;   /* gathered holds current values */
-    dt_tensor *recv; /* packed receive buffer of a k > 0 gather in flight */
+    dt_tensor *recv; /* receive buffer of a gather in flight (k > 0: packed; param_dtype) */
+    dt_tensor *send; /* the shard in param_dtype, sent by a gather in flight (NULL: f32) */
     dt_work *gwork;  /* gather in flight */
     /* gradient reduction in flight */
     dt_work *rwork;
@@ -70,6 +71,7 @@ typedef struct dp_state {
     int dp_dim, dp_size, dp_rank;
     double scale;
     dt_dtype reduce_dtype; /* what gradients are reduced in: f32 or bf16 */
+    dt_dtype param_dtype;  /* what ZeRO gathers parameters in: f32 or bf16 */
     bool sync;             /* false: backward accumulates locally, no reduction */
     bool prefetch;
     /* cpu_offload on a compute device: the dp shards (f32 master weights, so

@@ -340,6 +340,66 @@ static void test_no_sync(void **state)
         check_no_sync((dt_dp_stage)st);
 }
 
+/* @p m's parameters rounded to bf16 in place (f32 values of bf16 numbers). */
+static dt_status round_param(const char *fqn, dt_module *o, const char *n, dt_tensor *t, void *u)
+{
+    (void)fqn, (void)o, (void)n, (void)u;
+    dt_tensor *h = NULL;
+    dt_status st = dt_tensor_to_dtype(t, DT_DTYPE_BF16, &h);
+    if (st == DT_OK)
+        st = dt_tensor_copy_(t, h);
+    dt_tensor_release(h);
+    return st;
+}
+
+/* This rank's rows' loss of @p m (no backward). */
+static double rows_loss(dt_module *m, dt_mesh *mesh)
+{
+    int R = dt_mesh_size(mesh), r = dt_mesh_rank(mesh);
+    dt_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
+    DP_OK(dt_token_data_batch(data, 0, BATCH, SEQ, r * BATCH / R, (r + 1) * BATCH / R, &x, &y));
+    DP_OK(dt_module_call(m, x, &logits));
+    DP_OK(dt_nn_cross_entropy(logits, y, &loss));
+    double v = 0.0;
+    DP_OK(dt_item(loss, &v));
+    dt_tensor *objs[] = {x, y, logits, loss};
+    for (size_t i = 0; i < 4; i++)
+        dt_tensor_release(objs[i]);
+    return v;
+}
+
+/* param_dtype bf16: ZeRO computes on the bf16 values of its f32 master weights,
+ * exactly what a model whose weights were rounded to bf16 computes. */
+static void check_param_bf16(dt_dp_stage stage)
+{
+    dt_mesh *mesh = mr_world_mesh("dp");
+    dt_module *m = NULL, *ref = NULL, *plain = NULL;
+    DP_OK(dt_gpt_create(&cfg, 1234, &m));
+    DP_OK(dt_gpt_create(&cfg, 1234, &ref));
+    DP_OK(dt_gpt_create(&cfg, 1234, &plain));
+    DP_OK(dt_module_foreach_param(ref, round_param, NULL));
+    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_PARAM_DTYPE,
+                         .stage = stage,
+                         .param_dtype = DT_DTYPE_BF16};
+    DP_OK(dt_fully_shard(m, mesh, "dp", &fp));
+    bool prev = dt_grad_set_enabled(false);
+    double got = rows_loss(m, mesh), want = rows_loss(ref, mesh), f32 = rows_loss(plain, mesh);
+    dt_grad_set_enabled(prev);
+    print_message("%s, param_dtype bf16: loss %.9g, bf16-rounded model %.9g, f32 %.9g\n",
+                  dt_dp_stage_name(stage), got, want, f32);
+    assert_true(fabs(got - want) <= 1e-6 * fabs(want));
+    assert_true(fabs(got - f32) > 1e-6 * fabs(f32)); /* the rounding shows */
+    dt_module_destroy(m), dt_module_destroy(ref), dt_module_destroy(plain);
+    dt_mesh_release(mesh);
+}
+
+static void test_param_bf16(void **state)
+{
+    (void)state;
+    for (int st = DT_DP_ZERO1; st <= DT_DP_ZERO3; st++)
+        check_param_bf16((dt_dp_stage)st);
+}
+
 static void test_accumulate_clip_ddp(void **state)
 {
     (void)state;
@@ -592,6 +652,7 @@ int main(void)
         cmocka_unit_test(test_save_load_full),
         cmocka_unit_test(test_reduce_bf16),
         cmocka_unit_test(test_no_sync),
+        cmocka_unit_test(test_param_bf16),
         cmocka_unit_test(test_accumulate_clip_ddp),
         cmocka_unit_test(test_accumulate_clip_zero1),
         cmocka_unit_test(test_accumulate_clip_zero2),

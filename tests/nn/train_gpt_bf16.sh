@@ -1,7 +1,8 @@
 #!/bin/bash
 # train_gpt --precision bf16 (matmuls on bf16 operands, f32 accumulation,
 # everything else f32) with --reduce-dtype bf16 (gradients summed over dp in
-# bf16) against f32 (issue 15, "Done when"):
+# bf16) and --param-dtype bf16 (ZeRO gathers in bf16) against f32 (issue 15,
+# "Done when"):
 #  - dp=2 x tp=2 with ZeRO-2, 100 steps: every 10-step mean loss within 2% of
 #    the f32 run's, and every step within 4%;
 #  - bf16 on 1 rank and on tp=2: the same losses within 1% (bf16 rounding
@@ -39,8 +40,9 @@ compare() {
         }'
 }
 run f32_dp2tp2.txt 4 --mesh dp=2,tp=2 --data-parallel zero2
-run bf16_dp2tp2.txt 4 --mesh dp=2,tp=2 --data-parallel zero2 --precision bf16 --reduce-dtype bf16
-for what in "matmuls in bf16" "gradients reduced in bf16"; do
+run bf16_dp2tp2.txt 4 --mesh dp=2,tp=2 --data-parallel zero2 --precision bf16 --reduce-dtype bf16 \
+    --param-dtype bf16
+for what in "matmuls in bf16" "gradients reduced in bf16" "parameters gathered in bf16"; do
     grep -q "$what" "$work/bf16_dp2tp2.txt" || { echo "FAIL: '$what' not reported"; exit 1; }
 done
 compare f32_dp2tp2.txt bf16_dp2tp2.txt 0.02 0.04
