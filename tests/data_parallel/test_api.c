@@ -68,6 +68,10 @@ static void test_errors(void **state)
                           .reduce_dtype = DT_DTYPE_F16};
     FAILS(dt_fully_shard(m, mesh, "dp", &f16), DT_ERR_INVALID_ARG,
           "reduce_dtype f16, expected f32 or bf16");
+    dt_fsdp_params p16 = {.field_mask = DT_FSDP_PARAM_FIELD_PARAM_DTYPE,
+                          .param_dtype = DT_DTYPE_F16};
+    FAILS(dt_fully_shard(m, mesh, "dp", &p16), DT_ERR_INVALID_ARG,
+          "param_dtype f16, expected f32 or bf16");
     dt_fsdp_params units = {.field_mask = DT_FSDP_PARAM_FIELD_UNITS, .units = "layers.*,blocks.*"};
     FAILS(dt_fully_shard(m, mesh, "dp", &units), DT_ERR_INVALID_ARG, "blocks.*");
     assert_ptr_equal(mr_param_at(m, "output.weight"), w); /* unchanged */
