@@ -24,19 +24,7 @@ static dt_status colwise_plan(const dt_style *s, dt_module *m, const char *fqn,
                               dt_style_param_plan *out, int *n)
 {
     (void)s;
-    if (dt__module_is(m, "Linear")) {
-        out[(*n)++] = (dt_style_param_plan){m, "weight", dt_shard(0)};
-        if (dt_module_param(m, "bias") != NULL)
-            out[(*n)++] = (dt_style_param_plan){m, "bias", dt_shard(0)};
-        return DT_OK;
-    }
-    if (dt__module_is(m, "Embedding")) {
-        out[(*n)++] = (dt_style_param_plan){m, "weight", dt_shard(1)};
-        return DT_OK;
-    }
-    return DT_ERR(DT_ERR_UNSUPPORTED,
-                  "parallelize: colwise cannot shard '%s', a %s (it takes Linear or Embedding)",
-                  fqn, dt_module_type_name(m));
+    return dt__tp_param_plan(m, "colwise", fqn, true, out, n);
 }
 
 static dt_status colwise_hooks(const dt_style *s, dt_module *m, dt_mesh *tp)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "nn/nn_internal.h"
 #include "styles/style_kind.h"
 
 typedef struct pair_child {
@@ -20,11 +21,11 @@ static const pair_child attn_children[] = {{"wq", true}, {"wk", true}, {"wv", tr
 
 static int children_of(const dt_module *m, const pair_child **out)
 {
-    if (dt__module_is(m, "FeedForward")) {
+    if (dt__module_is(m, &dt__feed_forward_ops)) {
         *out = ffn_children;
         return 2;
     }
-    if (dt__module_is(m, "Attention")) {
+    if (dt__module_is(m, &dt__attention_ops)) {
         *out = attn_children;
         return 4;
     }
@@ -49,7 +50,7 @@ static dt_status pairwise_plan(const dt_style *s, dt_module *m, const char *fqn,
                       fqn, dt_module_type_name(m));
     for (int i = 0; i < nc; i++) {
         dt_module *c = dt_module_child(m, ch[i].name);
-        if (c == NULL || !dt__module_is(c, "Linear"))
+        if (c == NULL || !dt__module_is(c, &dt__linear_ops))
             return DT_ERR(DT_ERR_UNSUPPORTED, "parallelize: pairwise on '%s': no Linear '%s'", fqn,
                           ch[i].name);
         const dt__style_kind_ops *k = ch[i].col ? &dt__style_colwise_ops : &dt__style_rowwise_ops;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "nn/nn_internal.h"
 #include "styles/style_kind.h"
 
 dt_status dt__style_param_plan(const dt_style *s, dt_module *m, const char *fqn,
@@ -21,7 +22,7 @@ static dt_status check_heads(const dt_style_param_plan *pp, const char *fqn, int
 {
     dt_module *parent = dt_module_parent(pp->owner);
     if (pp->placement.kind != DT_PLACEMENT_SHARD || parent == NULL ||
-        !dt__module_is(parent, "Attention"))
+        !dt__module_is(parent, &dt__attention_ops))
         return DT_OK;
     int64_t heads = 0, head_dim = 0;
     DT_CHECK(dt_attention_config(parent, &heads, &head_dim));

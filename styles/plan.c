@@ -235,7 +235,7 @@ static dt_status check_overlap(const dt__plan_match *ms, const staged *st, int n
  */
 static dt_status check_input_dims(const dt_style *s, dt_module *m, const char *fqn)
 {
-    if (!dt__module_is(m, "Embedding") || s->n_inputs < 1)
+    if (!dt__module_is(m, &dt__embedding_ops) || s->n_inputs < 1)
         return DT_OK;
     const dt_layout *ls[2] = {&s->input_layouts[0], &s->desired_input_layouts[0]};
     static const char *const what[2] = {"input", "desired input"};

@@ -26,24 +26,25 @@ static dt_status rowwise_plan(const dt_style *s, dt_module *m, const char *fqn,
                               dt_style_param_plan *out, int *n)
 {
     (void)s;
-    if (dt__module_is(m, "Linear")) {
-        out[(*n)++] = (dt_style_param_plan){m, "weight", dt_shard(1)};
-        if (dt_module_param(m, "bias") != NULL)
-            out[(*n)++] = (dt_style_param_plan){m, "bias", dt_replicate()};
-        return DT_OK;
+    return dt__tp_param_plan(m, "rowwise", fqn, false, out, n);
+}
+
+/* The input width of a Linear-like @p m: the size of its first rowwise-sharded dim. */
+static int64_t in_features(const dt_module *m, const dt_module_tp_param *tp)
+{
+    for (; tp != NULL && tp->name != NULL; tp++) {
+        dt_tensor *p = dt_module_param(m, tp->name);
+        if (p != NULL && tp->rowwise_dim >= 0)
+            return dt_tensor_dim(p, tp->rowwise_dim);
     }
-    if (dt__module_is(m, "Embedding")) {
-        out[(*n)++] = (dt_style_param_plan){m, "weight", dt_shard(0)};
-        return DT_OK;
-    }
-    return DT_ERR(DT_ERR_UNSUPPORTED,
-                  "parallelize: rowwise cannot shard '%s', a %s (it takes Linear or Embedding)",
-                  fqn, dt_module_type_name(m));
+    return -1;
 }
 
 static dt_status rowwise_hooks(const dt_style *s, dt_module *m, dt_mesh *tp)
 {
-    bool linear = dt__module_is(m, "Linear");
+    dt_module_tp_kind kind;
+    const dt_module_tp_param *params = dt__module_tp(m, &kind);
+    bool linear = kind == DT_MODULE_TP_LINEAR;
     dt__hook_ctx *c = NULL;
     DT_CHECK(dt__hook_ctx_new(s, DT_STYLE_ROWWISE, tp, &c));
     c->n_in = 1;
@@ -52,7 +53,7 @@ static dt_status rowwise_hooks(const dt_style *s, dt_module *m, dt_mesh *tp)
     c->in[0] = s->input_layouts[0].present ? s->input_layouts[0] : dt_layout_of(def);
     c->desired[0] = dt_layout_of(def);
     if (linear) /* the full input width is the weight's in_features: no shape exchange */
-        c->in_last_dim = dt_tensor_dim(dt_module_param(m, "weight"), 1);
+        c->in_last_dim = in_features(m, params);
     c->out = dt_layout_of(dt_partial(DT_REDUCE_OP_SUM));
     c->desired_out = s->output_layout;
     c->local_out = s->use_local_output;

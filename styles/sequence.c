@@ -8,6 +8,7 @@
  * a rowwise layer with output S(1) reduce-scatters.
  */
 #include "core/error.h"
+#include "nn/nn_internal.h"
 #include "styles/style_kind.h"
 
 static void sequence_defaults(dt_style *s)
@@ -25,7 +26,7 @@ static dt_status sequence_plan(const dt_style *s, dt_module *m, const char *fqn,
                                dt_style_param_plan *out, int *n)
 {
     (void)s;
-    if (!dt__module_is(m, "LayerNorm"))
+    if (!dt__module_is(m, &dt__layer_norm_ops))
         return DT_ERR(DT_ERR_UNSUPPORTED,
                       "parallelize: sequence cannot run '%s', a %s, on sequence shards (it "
                       "takes LayerNorm)",

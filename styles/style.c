@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "nn/nn_internal.h"
 #include "styles/style_kind.h"
 
 dt_layout dt_layout_of(dt_placement p)
@@ -269,8 +270,33 @@ int dt_style_format(const dt_style *s, char *buf, size_t len)
     return pos;
 }
 
-bool dt__module_is(const dt_module *m, const char *type_name)
+bool dt__module_is(const dt_module *m, const dt_module_ops *type)
 {
-    const char *t = dt_module_type_name(m);
-    return t != NULL && strcmp(t, type_name) == 0;
+    return m != NULL && dt__module_ops_of(m) == type;
+}
+
+const dt_module_tp_param *dt__module_tp(const dt_module *m, dt_module_tp_kind *kind)
+{
+    const dt_module_ops *ops = dt__module_ops_of(m);
+    *kind = ops->tp_kind;
+    return ops->tp_kind != DT_MODULE_TP_NONE ? ops->tp_params : NULL;
+}
+
+dt_status dt__tp_param_plan(dt_module *m, const char *style, const char *fqn, bool colwise,
+                            dt_style_param_plan *out, int *n)
+{
+    dt_module_tp_kind kind;
+    const dt_module_tp_param *tp = dt__module_tp(m, &kind);
+    if (tp == NULL)
+        return DT_ERR(DT_ERR_UNSUPPORTED,
+                      "parallelize: %s cannot shard '%s', a %s (it takes Linear, Embedding, or "
+                      "a type whose dt_module_ops declare tp_kind and tp_params)",
+                      style, fqn, dt_module_type_name(m));
+    for (; tp->name != NULL; tp++) {
+        if (dt_module_param(m, tp->name) == NULL)
+            continue; /* an optional parameter (a bias) it does not have */
+        int d = colwise ? tp->colwise_dim : tp->rowwise_dim;
+        out[(*n)++] = (dt_style_param_plan){m, tp->name, d >= 0 ? dt_shard(d) : dt_replicate()};
+    }
+    return DT_OK;
 }

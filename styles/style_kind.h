@@ -39,7 +39,13 @@ dt_status dt__hook_ctx_new(const dt_style *s, dt_style_kind as, dt_mesh *tp, dt_
  * hooks own the context from here on (freed with them), even on failure. */
 dt_status dt__hook_add(dt_module *m, dt__hook_ctx *ctx, bool pre, bool post);
 
-/* True when @p m is of type @p type_name. */
-bool dt__module_is(const dt_module *m, const char *type_name);
+/* True when @p m is of type @p type (its vtable: nn/nn_internal.h names the built-ins). */
+bool dt__module_is(const dt_module *m, const dt_module_ops *type);
+/* The tensor-parallel layout @p m's type declares, and its kind (NULL: none). */
+const dt_module_tp_param *dt__module_tp(const dt_module *m, dt_module_tp_kind *kind);
+/* Colwise (@p colwise) or Rowwise placements of @p m's declared parameters into
+ * @p out; DT_ERR_UNSUPPORTED naming @p fqn and the type when it declares none. */
+dt_status dt__tp_param_plan(dt_module *m, const char *style, const char *fqn, bool colwise,
+                            dt_style_param_plan *out, int *n);
 
 #endif

@@ -57,9 +57,25 @@ typedef struct dt_module dt_module;
 
 /* ================================================================ module types */
 
+/** How the Colwise and Rowwise styles treat a module type (dt_module_ops.tp_kind). */
+typedef enum dt_module_tp_kind {
+    DT_MODULE_TP_NONE = 0,  /* not something Colwise/Rowwise shard */
+    DT_MODULE_TP_LINEAR,    /* computes like a Linear: [..., in] -> [..., out] */
+    DT_MODULE_TP_EMBEDDING, /* computes like an Embedding: ids -> [..., dim] */
+} dt_module_tp_kind;
+
+/** One parameter of a tp_kind type: the dim each style shards (-1: replicated). */
+typedef struct dt_module_tp_param {
+    const char *name; /* the parameter slot; NULL ends the list */
+    int colwise_dim;  /* Colwise shards this dim: the output features (a Linear's dim 0) */
+    int rowwise_dim;  /* Rowwise shards this dim: the input features (a Linear's dim 1) */
+} dt_module_tp_param;
+
 /**
  * The vtable of a module type. Fill one per type with designated initializers
  * and keep it alive as long as modules use it (a static const is typical).
+ * The vtable is the type's identity: styles recognise the built-in Linear,
+ * Embedding, LayerNorm, FeedForward and Attention by it, never by the name.
  */
 typedef struct dt_module_ops {
     /** Type name reported by dt_module_type_name ("Linear"). Required. */
@@ -72,6 +88,16 @@ typedef struct dt_module_ops {
     dt_status (*forward)(dt_module *m, int n_in, dt_tensor *const *inputs, dt_tensor **out);
     /** (optional) Free the type's private data (dt_module_impl). */
     void (*destroy_impl)(void *impl);
+    /**
+     * (optional) Lets Colwise/Rowwise shard modules of a user type that
+     * compute like a Linear (their forward calls dt_linear / dt_matmul on the
+     * parameters, so the sharded products follow the placements) or an
+     * Embedding; DT_MODULE_TP_NONE (0): they refuse it by name.
+     */
+    dt_module_tp_kind tp_kind;
+    /** (with tp_kind) Its parameters and their dims, ending with a NULL name;
+     *  a listed parameter the module lacks (an optional bias) is skipped. */
+    const dt_module_tp_param *tp_params;
 } dt_module_ops;
 
 /**

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "dtensor/ops.h"
 #include "nn/module_impl.h"
+#include "nn/nn_internal.h"
 
 typedef struct attention_impl {
     int64_t dim, n_heads, head_dim;
@@ -86,7 +87,7 @@ out_release:
     return status;
 }
 
-static const dt_module_ops attention_ops = {
+const dt_module_ops dt__attention_ops = {
     .type_name = "Attention", .forward = attention_forward, .destroy_impl = free};
 
 dt_status dt_attention_create(int64_t dim, int64_t n_heads, dt_module **out)
@@ -103,7 +104,7 @@ dt_status dt_attention_create(int64_t dim, int64_t n_heads, dt_module **out)
     *impl = (attention_impl){.dim = dim, .n_heads = n_heads, .head_dim = dim / n_heads};
     dt_module *m = NULL;
     dt_status status;
-    DT_CHECK(dt_module_create(&attention_ops, impl, &m));
+    DT_CHECK(dt_module_create(&dt__attention_ops, impl, &m));
     static const char *const names[4] = {"wq", "wk", "wv", "wo"};
     for (int i = 0; i < 4; i++) {
         dt_module *lin = NULL;
@@ -121,7 +122,7 @@ err_destroy:
 dt_status dt_attention_config(const dt_module *m, int64_t *n_heads, int64_t *head_dim)
 {
     DT_ARG_NOT_NULL(m);
-    if (m->ops != &attention_ops)
+    if (m->ops != &dt__attention_ops)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_attention_config: '%s' is a %s, not an Attention",
                       m->name, m->ops->type_name);
     const attention_impl *impl = m->impl;

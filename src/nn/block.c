@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "dtensor/ops.h"
 #include "nn/module_impl.h"
+#include "nn/nn_internal.h"
 
 /* ---------------------------------------------------------------- FeedForward */
 
@@ -22,8 +23,8 @@ out_release:
     return status;
 }
 
-static const dt_module_ops feed_forward_ops = {.type_name = "FeedForward",
-                                               .forward = feed_forward_forward};
+const dt_module_ops dt__feed_forward_ops = {.type_name = "FeedForward",
+                                            .forward = feed_forward_forward};
 
 dt_status dt_feed_forward_create(int64_t dim, int64_t hidden, dt_module **out)
 {
@@ -35,7 +36,7 @@ dt_status dt_feed_forward_create(int64_t dim, int64_t hidden, dt_module **out)
                       dim, hidden);
     dt_module *m = NULL, *w1 = NULL, *w2 = NULL;
     dt_status status;
-    DT_CHECK(dt_module_create(&feed_forward_ops, NULL, &m));
+    DT_CHECK(dt_module_create(&dt__feed_forward_ops, NULL, &m));
     DT_CHECK_GOTO(dt_linear_create(dim, hidden, true, &w1), status, err_destroy);
     DT_CHECK_GOTO(dt__module_adopt(m, "w1", w1), status, err_destroy);
     DT_CHECK_GOTO(dt_linear_create(hidden, dim, true, &w2), status, err_destroy);

@@ -8,6 +8,7 @@
 #include "dtensor/autograd.h"
 #include "dtensor/ops.h"
 #include "nn/module_impl.h"
+#include "nn/nn_internal.h"
 
 /* ---------------------------------------------------------------- Linear */
 
@@ -20,7 +21,12 @@ static dt_status linear_forward(dt_module *m, int n_in, dt_tensor *const *in, dt
     return dt_linear(in[0], w, dt_module_param(m, "bias"), out);
 }
 
-static const dt_module_ops linear_ops = {.type_name = "Linear", .forward = linear_forward};
+static const dt_module_tp_param linear_tp[] = {
+    {"weight", 0, 1}, {"bias", 0, -1}, {NULL, 0, 0}}; /* [out, in], [out] */
+const dt_module_ops dt__linear_ops = {.type_name = "Linear",
+                                      .forward = linear_forward,
+                                      .tp_kind = DT_MODULE_TP_LINEAR,
+                                      .tp_params = linear_tp};
 
 dt_status dt_linear_create(int64_t in_features, int64_t out_features, bool bias, dt_module **out)
 {
@@ -32,7 +38,7 @@ dt_status dt_linear_create(int64_t in_features, int64_t out_features, bool bias,
                       in_features, out_features);
     dt_module *m = NULL;
     dt_status status;
-    DT_CHECK(dt_module_create(&linear_ops, NULL, &m));
+    DT_CHECK(dt_module_create(&dt__linear_ops, NULL, &m));
     int64_t wshape[2] = {out_features, in_features};
     /* PyTorch's nn.Linear: kaiming_uniform(a = sqrt(5)) gives 1/sqrt(fan_in), as does the bias */
     double bound = 1.0 / sqrt((double)in_features);
@@ -62,7 +68,11 @@ static dt_status embedding_forward(dt_module *m, int n_in, dt_tensor *const *in,
     return dt_embedding(w, in[0], out);
 }
 
-static const dt_module_ops embedding_ops = {.type_name = "Embedding", .forward = embedding_forward};
+static const dt_module_tp_param embedding_tp[] = {{"weight", 1, 0}, {NULL, 0, 0}}; /* [n, dim] */
+const dt_module_ops dt__embedding_ops = {.type_name = "Embedding",
+                                         .forward = embedding_forward,
+                                         .tp_kind = DT_MODULE_TP_EMBEDDING,
+                                         .tp_params = embedding_tp};
 
 dt_status dt_embedding_create(int64_t num_embeddings, int64_t dim, dt_module **out)
 {
@@ -73,7 +83,7 @@ dt_status dt_embedding_create(int64_t num_embeddings, int64_t dim, dt_module **o
                       num_embeddings, dim);
     dt_module *m = NULL;
     dt_status status;
-    DT_CHECK(dt_module_create(&embedding_ops, NULL, &m));
+    DT_CHECK(dt_module_create(&dt__embedding_ops, NULL, &m));
     int64_t shape[2] = {num_embeddings, dim};
     char key[64]; /* type and sizes: the default init's key (nn.h) */
     snprintf(key, sizeof(key), "Embedding(%" PRId64 ",%" PRId64 ")", num_embeddings, dim);
@@ -103,7 +113,7 @@ static dt_status layer_norm_forward(dt_module *m, int n_in, dt_tensor *const *in
                          out);
 }
 
-static const dt_module_ops layer_norm_ops = {
+const dt_module_ops dt__layer_norm_ops = {
     .type_name = "LayerNorm", .forward = layer_norm_forward, .destroy_impl = free};
 
 dt_status dt_layer_norm_create(int64_t dim, double eps, dt_module **out)
@@ -119,7 +129,7 @@ dt_status dt_layer_norm_create(int64_t dim, double eps, dt_module **out)
     impl->eps = eps;
     dt_module *m = NULL;
     dt_status status;
-    DT_CHECK(dt_module_create(&layer_norm_ops, impl, &m));
+    DT_CHECK(dt_module_create(&dt__layer_norm_ops, impl, &m));
     DT_CHECK_GOTO(dt__module_new_param(m, "weight", 1, &dim, 1.0), status, err_destroy);
     DT_CHECK_GOTO(dt__module_new_param(m, "bias", 1, &dim, 0.0), status, err_destroy);
     *out = m;

@@ -36,6 +36,11 @@ dt_status dt_module_add_post_hook(dt_module *m, dt_module_post_hook_fn fn, void 
     return add_hook(m, h);
 }
 
+const dt_module_ops *dt__module_ops_of(const dt_module *m)
+{
+    return m->ops;
+}
+
 bool dt__module_find_pre_hook(const dt_module *m, dt_module_pre_hook_fn fn, void **user)
 {
     for (int i = 0; i < m->n_hooks; i++)

@@ -27,4 +27,10 @@ bool dt__module_find_pre_hook(const dt_module *m, dt_module_pre_hook_fn fn, void
 dt_status dt__tensor_deferred(int ndim, const int64_t *shape, dt_dtype dtype, dt_device device,
                               dt_tensor **out);
 
+/* The vtable of @p m's type: its identity (styles recognise types by it). */
+const dt_module_ops *dt__module_ops_of(const dt_module *m);
+/* The built-in types the styles know. */
+extern const dt_module_ops dt__linear_ops, dt__embedding_ops, dt__layer_norm_ops,
+    dt__feed_forward_ops, dt__attention_ops;
+
 #endif

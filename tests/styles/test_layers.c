@@ -236,6 +236,80 @@ static void test_embedding_and_pairwise(void **state)
     dt_module_destroy(emb), dt_module_destroy(er), dt_module_destroy(ffn), dt_module_destroy(fr);
 }
 
+/* ---------------------------------------------------------------- user types */
+
+/* A user's own linear layer: parameters "w" [out, in] and "b" [out]. */
+static dt_status proj_forward(dt_module *m, int n_in, dt_tensor *const *in, dt_tensor **out)
+{
+    (void)n_in;
+    return dt_linear(in[0], dt_module_param(m, "w"), dt_module_param(m, "b"), out);
+}
+static const dt_module_tp_param proj_tp[] = {{"w", 0, 1}, {"b", 0, -1}, {NULL, 0, 0}};
+static const dt_module_ops proj_ops = {.type_name = "MyProj",
+                                       .forward = proj_forward,
+                                       .tp_kind = DT_MODULE_TP_LINEAR,
+                                       .tp_params = proj_tp};
+/* A user type that calls itself "Linear" and declares no tensor-parallel layout. */
+static const dt_module_ops fake_linear_ops = {.type_name = "Linear", .forward = proj_forward};
+
+static dt_module *proj(const dt_module_ops *ops, int64_t in, int64_t outf)
+{
+    dt_module *m = NULL;
+    dt_tensor *w = NULL, *b = NULL;
+    ST_OK(dt_module_create(ops, NULL, &m));
+    ST_OK(dt_tensor_zeros(2, (int64_t[]){outf, in}, DT_DTYPE_F32, dt_device_cpu(), &w));
+    ST_OK(dt_tensor_zeros(1, &outf, DT_DTYPE_F32, dt_device_cpu(), &b));
+    ST_OK(dt_module_param_add(m, "w", w));
+    ST_OK(dt_module_param_add(m, "b", b));
+    dt_tensor_release(w), dt_tensor_release(b);
+    return m;
+}
+
+/* MyProj(7 -> 10) colwise then MyProj(10 -> 5) rowwise, as the built-in
+ * Linears would be, against the same modules on one rank; a user type named
+ * "Linear" is not mistaken for the built-in one. */
+static void test_user_linear_type(void **state)
+{
+    (void)state;
+    dt_module *net = NULL, *ref = NULL;
+    ST_OK(dt_sequential_create(&net));
+    ST_OK(dt_sequential_create(&ref));
+    ST_OK(dt_sequential_append(net, proj(&proj_ops, 7, 10)));
+    ST_OK(dt_sequential_append(net, proj(&proj_ops, 10, 5)));
+    ST_OK(dt_sequential_append(ref, proj(&proj_ops, 7, 10)));
+    ST_OK(dt_sequential_append(ref, proj(&proj_ops, 10, 5)));
+    init_params(net, 11), init_params(ref, 11);
+    dt_plan *p = NULL;
+    ST_OK(dt_plan_parse("0 = colwise\n1 = rowwise\n", &p));
+    ST_OK(dt_parallelize_module(net, mesh, p, "tp"));
+    assert_true(dt_tensor_is_distributed(mr_param_at(net, "0.w")));
+    dt_tensor *x = input(6, 7, 3), *y = NULL, *yr = NULL;
+    ST_OK(dt_module_call(net, x, &y));
+    ST_OK(dt_module_call(ref, x, &yr));
+    dt_tensor *yf = full_of(y);
+    assert_close("user linear pair", yf, yr);
+    dt_tensor *l = square_sum(y), *lr = square_sum(yr);
+    ST_OK(dt_backward(l, NULL));
+    ST_OK(dt_backward(lr, NULL));
+    const char *fq[4] = {"0.w", "0.b", "1.w", "1.b"};
+    for (int i = 0; i < 4; i++) {
+        dt_tensor *g = full_grad(mr_param_at(net, fq[i]));
+        assert_close(fq[i], g, dt_tensor_grad(mr_param_at(ref, fq[i])));
+        dt_tensor_release(g);
+    }
+    dt_module *fake = proj(&fake_linear_ops, 7, 10);
+    ST_FAILS(dt_parallelize_module(fake, mesh, p, "tp"), DT_ERR_NOT_FOUND, "plan key '0'");
+    dt_plan *pf = NULL;
+    ST_OK(dt_plan_parse(" = colwise\n", &pf));
+    ST_FAILS(dt_parallelize_module(fake, mesh, pf, "tp"), DT_ERR_UNSUPPORTED,
+             "colwise cannot shard '', a Linear (it takes Linear, Embedding, or a type whose");
+    dt_tensor *objs[] = {x, y, yr, yf, l, lr};
+    for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
+        dt_tensor_release(objs[i]);
+    dt_plan_destroy(p), dt_plan_destroy(pf);
+    dt_module_destroy(net), dt_module_destroy(ref), dt_module_destroy(fake);
+}
+
 /* A plan layout the output cannot take (S(7) of a 2-d output) fails at the first
  * forward, naming the module and the plan's layout. */
 static void test_bad_plan_layout(void **state)
@@ -264,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_parallel_cross_entropy),
         cmocka_unit_test(test_embedding_and_pairwise),
         cmocka_unit_test(test_bad_plan_layout),
+        cmocka_unit_test(test_user_linear_type),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
