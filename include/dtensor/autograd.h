@@ -59,6 +59,27 @@ DT_API dt_tensor *dt_tensor_grad(const dt_tensor *t);
  */
 DT_API dt_status dt_tensor_set_grad(dt_tensor *t, dt_tensor *grad);
 
+/** A post-accumulate-grad hook: @p t's gradient (dt_tensor_grad) is final for
+ *  this backward pass. An error it returns fails dt_backward with it. */
+typedef dt_status (*dt_grad_hook_fn)(dt_tensor *t, void *user);
+
+/**
+ * Run @p fn(t, user) once in every dt_backward that gives leaf @p t a
+ * gradient, as soon as that gradient is complete - every edge of the graph
+ * into @p t delivered its part (PyTorch's register_post_accumulate_grad_hook):
+ * an optimizer step or a gradient reduction can start while backward goes on.
+ * A gradient that arrives distributed (a Partial, reduced at the end of the
+ * pass) and one whose last edge carried none complete at the end of the
+ * pass. Hooks of one tensor run in registration order. A distributed @p t's
+ * hooks are its local shard's, which they receive (autograd runs on shards).
+ * @p free_user (may be NULL) gets @p user when the tensor is freed. Not
+ * collective. Errors: DT_ERR_INVALID_ARG for NULL @p t or @p fn, or a tensor
+ * that is not a leaf requiring grad; DT_ERR_NO_MEMORY.
+ */
+DT_API dt_status dt_tensor_register_post_accumulate_grad_hook(dt_tensor *t, dt_grad_hook_fn fn,
+                                                              void *user,
+                                                              void (*free_user)(void *user));
+
 /**
  * Backpropagate from @p root. With @p grad NULL, root must have one element
  * and its gradient is 1. Gradients accumulate (+=) into every leaf that

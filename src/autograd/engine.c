@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "autograd/dist_hooks.h"
+#include "autograd/grad_hooks.h"
 #include "autograd/node.h"
 #include "core/log.h"
 #include "dtensor/autograd.h"
@@ -34,8 +35,9 @@ static dt_status list_push(node_list *l, dt_ag_node *node)
 }
 
 /* Every node reachable from root (each retained once in `all`), with deps =
- * the number of edges into it from reachable nodes. */
-static dt_status collect(dt_ag_node *root, node_list *all)
+ * the number of edges into it from reachable nodes; and the edges into each
+ * leaf with post-accumulate-grad hooks (@p hooked). */
+static dt_status collect(dt_ag_node *root, node_list *all, dt__ag_hooked *hooked)
 {
     node_list stack = {0};
     dt_status s = DT_OK;
@@ -53,8 +55,10 @@ static dt_status collect(dt_ag_node *root, node_list *all)
         }
         for (int i = 0; i < node->n_inputs; i++) {
             dt_ag_node *child = node->inputs[i].node;
-            if (child == NULL)
+            if (child == NULL) {
+                DT_CHECK_GOTO(dt__ag_hooked_count(hooked, node->inputs[i].leaf), s, out);
                 continue;
+            }
             child->deps++;
             if (child->visited)
                 continue;
@@ -122,8 +126,9 @@ static dt_status accumulate_leaf_local(dt_tensor *leaf, dt_tensor *g, int held);
  */
 typedef struct leaf_pending {
     int n, cap;
-    dt_tensor **leaf; /* owned (the graph drops its edges as it goes) */
-    dt_tensor **g;    /* owned */
+    dt_tensor **leaf;      /* owned (the graph drops its edges as it goes) */
+    dt_tensor **g;         /* owned */
+    dt__ag_hooked *hooked; /* the hooked leaves: their hooks run when complete */
 } leaf_pending;
 
 static dt_status pending_add(leaf_pending *p, dt_tensor *leaf, dt_tensor *g)
@@ -165,7 +170,9 @@ static dt_status pending_flush(leaf_pending *p, bool apply)
     }
     free(p->leaf);
     free(p->g);
+    dt__ag_hooked *hooked = p->hooked;
     memset(p, 0, sizeof(*p));
+    p->hooked = hooked;
     return s;
 }
 
@@ -267,7 +274,10 @@ static dt_status route(dt_ag_node *node, int i, dt_tensor *g, leaf_pending *p)
         s = accumulate(&e->node->grads[e->output], r);
     else if (e->leaf != NULL)
         s = accumulate_leaf(e->leaf, r, r == g ? 2 : 1, p);
+    bool pending = r->dist != NULL;
     dt_tensor_release(r);
+    if (s == DT_OK && e->node == NULL && e->leaf != NULL)
+        s = dt__ag_hooked_arrived(p->hooked, e->leaf, pending);
     return s;
 }
 
@@ -342,10 +352,11 @@ static dt_status check_root_grad(dt_tensor *root, dt_tensor *grad, dt_tensor **o
     return DT_OK;
 }
 
-static dt_status run_all(node_list *all, dt_ag_node *root_node, int root_output, dt_tensor *g)
+static dt_status run_all(node_list *all, dt_ag_node *root_node, int root_output, dt_tensor *g,
+                         dt__ag_hooked *hooked)
 {
     node_list ready = {0};
-    leaf_pending pending = {0};
+    leaf_pending pending = {.hooked = hooked};
     dt_status s = DT_OK;
     for (int i = 0; i < all->n; i++) {
         dt_ag_node *node = all->v[i];
@@ -368,6 +379,8 @@ static dt_status run_all(node_list *all, dt_ag_node *root_node, int root_output,
         dt__ag_node_free_graph(node); /* saved activations go now */
     }
     s = pending_flush(&pending, true);
+    if (s == DT_OK) /* distributed leaf gradients are complete now, and the rest */
+        s = dt__ag_hooked_finish(hooked);
 out:
     if (s != DT_OK)
         pending_flush(&pending, false);
@@ -409,6 +422,7 @@ static dt_status local_root(dt_tensor **root, dt_tensor **grad)
 dt_status dt_backward(dt_tensor *root, dt_tensor *grad)
 {
     node_list all = {0};
+    dt__ag_hooked hooked = {0};
     dt_tensor *g = NULL;
     dt_status s = DT_OK;
     DT_ARG_NOT_NULL(root);
@@ -421,17 +435,18 @@ dt_status dt_backward(dt_tensor *root, dt_tensor *grad)
     if (root->grad_fn == NULL) { /* a leaf: its gradient is the seed itself */
         s = accumulate_leaf_local(root, g, grad == NULL ? 1 : 0); /* never the user's */
         dt_tensor_release(g);
-        return s;
+        return s == DT_OK ? dt__ag_run_grad_hooks(root) : s;
     }
-    DT_CHECK_GOTO(collect(root->grad_fn, &all), s, out);
+    DT_CHECK_GOTO(collect(root->grad_fn, &all, &hooked), s, out);
     if (root->grad_fn->deps != 0) {
         s = DT_ERR(DT_ERR_INTERNAL, "dt_backward: the graph has a cycle through '%s'",
                    root->grad_fn->name);
         goto out;
     }
     DT_LOG_DEBUG("autograd", "backward from '%s' over %d nodes", root->grad_fn->name, all.n);
-    s = run_all(&all, root->grad_fn, root->grad_fn_output, g);
+    s = run_all(&all, root->grad_fn, root->grad_fn_output, g, &hooked);
 out:
+    free(hooked.v); /* after an error (finish freed it otherwise): the hooks do not run */
     for (int i = 0; i < all.n; i++) {
         dt_ag_node *node = all.v[i];
         if (node->grads != NULL)

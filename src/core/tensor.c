@@ -258,6 +258,12 @@ void dt_tensor_release(dt_tensor *t)
     if (atomic_fetch_sub(&t->refcount, 1) != 1)
         return;
     dt_tensor_release(t->grad);
+    for (dt__grad_hook *h = t->grad_hooks, *next = NULL; h != NULL; h = next) {
+        next = h->next;
+        if (h->free_user != NULL)
+            h->free_user(h->user);
+        free(h);
+    }
     if (t->grad_fn != NULL)
         ((dt_refobj *)t->grad_fn)->release(t->grad_fn);
     if (t->dist != NULL)

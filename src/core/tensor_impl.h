@@ -48,12 +48,22 @@ struct dt_tensor {
     struct dt_autograd_node *grad_fn; /* node that produced this tensor, owned ref */
     int grad_fn_output;               /* which output of grad_fn this is */
     bool retains_grad;
+    struct dt__grad_hook *grad_hooks; /* post-accumulate-grad hooks of a leaf, owned */
 
     /* distributed (placement/): when non-NULL, shape is the global shape and
      * `local` holds this rank's shard. */
     struct dt_spec *dist;
     dt_tensor *local;
 };
+
+/* A post-accumulate-grad hook (autograd/grad_hooks.c); core frees the list
+ * with the tensor. */
+typedef struct dt__grad_hook {
+    dt_status (*fn)(dt_tensor *t, void *user);
+    void *user;
+    void (*free_user)(void *user);
+    struct dt__grad_hook *next;
+} dt__grad_hook;
 
 /* Internal helpers implemented in src/core/ */
 
