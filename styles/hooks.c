@@ -191,6 +191,12 @@ dt_status dt__hook_pre(dt_module *m, int n_in, dt_tensor **inputs, void *user)
         dt_tensor *y = NULL;
         char what[24];
         snprintf(what, sizeof(what), "input %d", i);
+        if (i == 0 && c->style->prepare_input != NULL) { /* the user's function does it all */
+            DT_CHECK(c->style->prepare_input(inputs[0], c->mesh, &y));
+            dt_tensor_release(inputs[0]);
+            inputs[0] = y;
+            continue;
+        }
         DT_CHECK(in_context(prepare(m, what, inputs[i], c->mesh, c->in[i], c->desired[i],
                                     c->in_last_dim, c->local_in, &y),
                             m, what, c->desired[i].present ? c->desired[i] : c->in[i]));
@@ -206,9 +212,12 @@ dt_status dt__hook_post(dt_module *m, dt_tensor **output, void *user)
     if (*output == NULL)
         return DT_OK;
     dt_tensor *y = NULL;
-    DT_CHECK(in_context(
-        prepare(m, "output", *output, c->mesh, c->out, c->desired_out, -1, c->local_out, &y), m,
-        "output", c->desired_out.present ? c->desired_out : c->out));
+    if (c->style->prepare_output != NULL) /* the user's function does it all */
+        DT_CHECK(c->style->prepare_output(*output, c->mesh, &y));
+    else
+        DT_CHECK(in_context(
+            prepare(m, "output", *output, c->mesh, c->out, c->desired_out, -1, c->local_out, &y), m,
+            "output", c->desired_out.present ? c->desired_out : c->out));
     dt_tensor_release(*output);
     *output = y;
     return DT_OK;

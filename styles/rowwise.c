@@ -63,7 +63,8 @@ static dt_status rowwise_hooks(const dt_style *s, dt_module *m, dt_mesh *tp)
 const dt__style_kind_ops dt__style_rowwise_ops = {
     .name = "rowwise",
     .allowed_fields = DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS | DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT |
-                      DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT,
+                      DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT | DT_STYLE_PARAM_FIELD_PREPARE_INPUT |
+                      DT_STYLE_PARAM_FIELD_PREPARE_OUTPUT,
     .defaults = rowwise_defaults,
     .param_plan = rowwise_plan,
     .add_hooks = rowwise_hooks,

@@ -71,6 +71,10 @@ static const char *field_name(uint64_t bit)
         return "use_local_output";
     case DT_STYLE_PARAM_FIELD_SEQUENCE_DIM:
         return "sequence_dim";
+    case DT_STYLE_PARAM_FIELD_PREPARE_INPUT:
+        return "prepare_input";
+    case DT_STYLE_PARAM_FIELD_PREPARE_OUTPUT:
+        return "prepare_output";
     default:
         return "unknown field";
     }
@@ -126,6 +130,10 @@ static dt_status check_params(const dt__style_kind_ops *ops, const dt_style_para
     }
     DT_CHECK(check_layout(ops->name, "output_layout", 0, p->output_layout, true));
     DT_CHECK(check_layout(ops->name, "desired_output_layout", 0, p->desired_output_layout, false));
+    if (((p->field_mask & DT_STYLE_PARAM_FIELD_PREPARE_INPUT) && p->prepare_input == NULL) ||
+        ((p->field_mask & DT_STYLE_PARAM_FIELD_PREPARE_OUTPUT) && p->prepare_output == NULL))
+        return DT_ERR(DT_ERR_INVALID_ARG, "%s style: option %s is NULL", ops->name,
+                      p->prepare_input == NULL ? "prepare_input" : "prepare_output");
     if ((p->field_mask & DT_STYLE_PARAM_FIELD_SEQUENCE_DIM) &&
         (p->sequence_dim < 0 || p->sequence_dim >= DT_MAX_DIMS))
         return DT_ERR(DT_ERR_INVALID_ARG, "%s style: sequence_dim %d is outside 0..%d", ops->name,
@@ -165,6 +173,10 @@ dt_status dt_style_create(dt_style_kind kind, const dt_style_params *p, dt_style
         s->use_local_output = p->use_local_output;
     if (p->field_mask & DT_STYLE_PARAM_FIELD_SEQUENCE_DIM)
         s->sequence_dim = p->sequence_dim;
+    if (p->field_mask & DT_STYLE_PARAM_FIELD_PREPARE_INPUT)
+        s->prepare_input = p->prepare_input;
+    if (p->field_mask & DT_STYLE_PARAM_FIELD_PREPARE_OUTPUT)
+        s->prepare_output = p->prepare_output;
     ops->defaults(s);
     *out = s;
     return DT_OK;
@@ -263,6 +275,10 @@ int dt_style_format(const dt_style *s, char *buf, size_t len)
         snprintf(v, sizeof(v), "%d", s->sequence_dim);
         put(buf, len, &pos, &first, "seq_dim=%s", v);
     }
+    if (f & DT_STYLE_PARAM_FIELD_PREPARE_INPUT) /* a function: not plan text */
+        put(buf, len, &pos, &first, "prepare_input=%s", "<function>");
+    if (f & DT_STYLE_PARAM_FIELD_PREPARE_OUTPUT)
+        put(buf, len, &pos, &first, "prepare_output=%s", "<function>");
     if (!first) {
         size_t at = (size_t)pos < len ? (size_t)pos : len;
         pos += snprintf(buf + at, len - at, ")");

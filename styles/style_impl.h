@@ -17,6 +17,7 @@ struct dt_style {
     dt_layout desired_output_layout;
     bool use_local_output;
     int sequence_dim;
+    dt_prepare_fn prepare_input, prepare_output; /* NULL: the layouts do it */
     uint64_t set_fields; /* the options given explicitly (for printing) */
 };
 

@@ -88,7 +88,18 @@ enum {
     DT_STYLE_PARAM_FIELD_DESIRED_OUTPUT_LAYOUT = 1u << 3,
     DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT = 1u << 4,
     DT_STYLE_PARAM_FIELD_SEQUENCE_DIM = 1u << 5,
+    DT_STYLE_PARAM_FIELD_PREPARE_INPUT = 1u << 6,
+    DT_STYLE_PARAM_FIELD_PREPARE_OUTPUT = 1u << 7,
 };
+
+/**
+ * A prepare function, as the `_prepare_input` / `_prepare_output` of
+ * PyTorch's first tensor-parallel styles: it turns a module's input (before
+ * its forward) or output (after) into what comes next, on the style's 1-d
+ * mesh @p mesh; a new reference in *out. The dt_make_* helpers below are
+ * prepare functions; a wrapper fixes their extra arguments (the dim).
+ */
+typedef dt_status (*dt_prepare_fn)(dt_tensor *t, dt_mesh *mesh, dt_tensor **out);
 
 /**
  * Options of a style (field-masked; NULL = every default of the table above).
@@ -96,7 +107,9 @@ enum {
  * DT_MODULE_MAX_INPUTS; default 1 for the styles with one input).
  * Which fields a kind takes:
  *   colwise, rowwise: INPUT_LAYOUTS (1 entry), OUTPUT_LAYOUT, USE_LOCAL_OUTPUT
- *     (the desired input is fixed by the partition, as in PyTorch);
+ *     (the desired input is fixed by the partition, as in PyTorch), or instead
+ *     of the layouts PREPARE_INPUT (input 0) and/or PREPARE_OUTPUT: functions
+ *     that do the whole step (PyTorch 1.13's _prepare_input/_prepare_output);
  *   sequence: SEQUENCE_DIM (default 1), USE_LOCAL_OUTPUT;
  *   prepare_input: INPUT_LAYOUTS and DESIRED_INPUT_LAYOUTS (required, the same
  *     n_inputs), USE_LOCAL_OUTPUT (hand the prepared inputs on as local);
@@ -114,6 +127,8 @@ typedef struct dt_style_params {
     dt_layout desired_output_layout;
     bool use_local_output;
     int sequence_dim;
+    dt_prepare_fn prepare_input;  /* replaces the input layouts of input 0 */
+    dt_prepare_fn prepare_output; /* replaces the output layouts and use_local_output */
 } dt_style_params;
 
 /**
@@ -287,6 +302,38 @@ DT_API dt_status dt_parallel_linear_create(int64_t in_features, int64_t out_feat
  * along its last dim (naming its placements); those of dt_cross_entropy.
  */
 DT_API dt_status dt_parallel_cross_entropy(dt_tensor *logits, dt_tensor *targets, dt_tensor **loss);
+
+/* ================================================================ prepare helpers */
+
+/*
+ * PyTorch's tensor-parallel helpers (torch.distributed.tensor.parallel, 1.13
+ * and 2.0), with their semantics, as C calls and dt_prepare_fn's. @p mesh may
+ * be NULL when @p t is distributed (its mesh is used); it must have one dim.
+ * Inputs may be local (taken as this rank's piece, no communication) or
+ * distributed (redistributed: collective over the mesh); outputs must be
+ * distributed. A new reference in *out. Errors: DT_ERR_INVALID_ARG naming the
+ * helper for NULL arguments, a mesh that is not 1-d ("mesh has 2 dims,
+ * expected 1"), a local tensor without a mesh, a local output; those of
+ * dt_from_local / dt_redistribute.
+ */
+/** Input -> Replicate: a local tensor is taken as the whole (every rank's copy). */
+DT_API dt_status dt_make_input_replicate_1d(dt_tensor *t, dt_mesh *mesh, dt_tensor **out);
+/** Input taken as Shard(0) (a local tensor: this rank's rows), then -> Replicate. */
+DT_API dt_status dt_make_input_reshard_replicate(dt_tensor *t, dt_mesh *mesh, dt_tensor **out);
+/** Input -> Shard(@p dim): a local tensor is this rank's piece along @p dim. */
+DT_API dt_status dt_make_input_shard_1d(dt_tensor *t, dt_mesh *mesh, int dim, dt_tensor **out);
+/** dt_make_input_shard_1d on the last dim. */
+DT_API dt_status dt_make_input_shard_1d_last_dim(dt_tensor *t, dt_mesh *mesh, dt_tensor **out);
+/** Output -> Replicate (distributed). */
+DT_API dt_status dt_make_output_replicate_1d(dt_tensor *t, dt_mesh *mesh, dt_tensor **out);
+/** Output -> Shard(@p dim) (distributed). */
+DT_API dt_status dt_make_output_shard_1d(dt_tensor *t, dt_mesh *mesh, int dim, dt_tensor **out);
+/** Output -> Replicate, then its local tensor (the whole output on every rank). */
+DT_API dt_status dt_make_output_tensor(dt_tensor *t, dt_mesh *mesh, dt_tensor **out);
+/** Output -> Shard(0), then its local tensor (this rank's rows). */
+DT_API dt_status dt_make_output_reshard_tensor(dt_tensor *t, dt_mesh *mesh, dt_tensor **out);
+/** The output's local tensor as it is (no communication). */
+DT_API dt_status dt_make_sharded_output_tensor(dt_tensor *t, dt_mesh *mesh, dt_tensor **out);
 
 #ifdef __cplusplus
 }
