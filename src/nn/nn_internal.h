@@ -31,6 +31,6 @@ dt_status dt__tensor_deferred(int ndim, const int64_t *shape, dt_dtype dtype, dt
 const dt_module_ops *dt__module_ops_of(const dt_module *m);
 /* The built-in types the styles know. */
 extern const dt_module_ops dt__linear_ops, dt__embedding_ops, dt__layer_norm_ops,
-    dt__feed_forward_ops, dt__attention_ops;
+    dt__feed_forward_ops, dt__attention_ops, dt__sequential_ops;
 
 #endif

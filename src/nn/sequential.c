@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "nn/module_impl.h"
+#include "nn/nn_internal.h"
 
 static dt_status sequential_forward(dt_module *m, int n_in, dt_tensor *const *in, dt_tensor **out)
 {
@@ -19,20 +20,19 @@ static dt_status sequential_forward(dt_module *m, int n_in, dt_tensor *const *in
     return DT_OK;
 }
 
-static const dt_module_ops sequential_ops = {.type_name = "Sequential",
-                                             .forward = sequential_forward};
+const dt_module_ops dt__sequential_ops = {.type_name = "Sequential", .forward = sequential_forward};
 
 dt_status dt_sequential_create(dt_module **out)
 {
     DT_ARG_NOT_NULL(out);
-    return dt_module_create(&sequential_ops, NULL, out);
+    return dt_module_create(&dt__sequential_ops, NULL, out);
 }
 
 dt_status dt_sequential_append(dt_module *seq, dt_module *child)
 {
     DT_ARG_NOT_NULL(seq);
     DT_ARG_NOT_NULL(child);
-    if (seq->ops != &sequential_ops)
+    if (seq->ops != &dt__sequential_ops)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_sequential_append: '%s' is a %s, not a Sequential",
                       seq->name, seq->ops->type_name);
     char name[24];

@@ -310,6 +310,71 @@ static void test_user_linear_type(void **state)
     dt_module_destroy(net), dt_module_destroy(ref), dt_module_destroy(fake);
 }
 
+/* A user activation module: GELU (no parameters). */
+static dt_status gelu_forward(dt_module *m, int n_in, dt_tensor *const *in, dt_tensor **out)
+{
+    (void)m, (void)n_in;
+    return dt_gelu_tanh(in[0], out);
+}
+static const dt_module_ops gelu_ops = {.type_name = "GELU", .forward = gelu_forward};
+
+/* Linear(6, 10), GELU, Linear(10, 6), Linear(6, 8), GELU, Linear(8, 6). */
+static dt_module *mlp(void)
+{
+    dt_module *seq = NULL, *l = NULL, *g = NULL;
+    static const int64_t dims[4][2] = {{6, 10}, {10, 6}, {6, 8}, {8, 6}};
+    ST_OK(dt_sequential_create(&seq));
+    for (int i = 0; i < 4; i++) {
+        ST_OK(dt_linear_create(dims[i][0], dims[i][1], true, &l));
+        ST_OK(dt_sequential_append(seq, l));
+        if (i % 2 == 0) {
+            ST_OK(dt_module_create(&gelu_ops, NULL, &g));
+            ST_OK(dt_sequential_append(seq, g));
+        }
+    }
+    return seq;
+}
+
+/* Pairwise on a Sequential MLP with an even number of Linears: colwise and
+ * rowwise in turn, replicated in and out, the single-rank values. */
+static void test_pairwise_sequential(void **state)
+{
+    (void)state;
+    dt_module *net = mlp(), *ref = mlp();
+    init_params(net, 21), init_params(ref, 21);
+    dt_plan *p = NULL;
+    ST_OK(dt_plan_parse(" = pairwise\n", &p));
+    ST_OK(dt_parallelize_module(net, mesh, p, "tp"));
+    assert_true(dt_tensor_is_distributed(mr_param_at(net, "0.weight")));
+    assert_true(dt_tensor_is_distributed(mr_param_at(net, "5.weight")));
+    dt_tensor *x = input(5, 6, 4), *y = NULL, *yr = NULL;
+    ST_OK(dt_module_call(net, x, &y));
+    ST_OK(dt_module_call(ref, x, &yr));
+    assert_false(dt_tensor_is_distributed(y)); /* replicated out, local */
+    assert_close("pairwise mlp", y, yr);
+    dt_tensor *l = square_sum(y), *lr = square_sum(yr);
+    ST_OK(dt_backward(l, NULL));
+    ST_OK(dt_backward(lr, NULL));
+    const char *fq[4] = {"0.weight", "2.bias", "3.weight", "5.bias"};
+    for (int i = 0; i < 4; i++) {
+        dt_tensor *g = full_grad(mr_param_at(net, fq[i]));
+        assert_close(fq[i], g, dt_tensor_grad(mr_param_at(ref, fq[i])));
+        dt_tensor_release(g);
+    }
+    /* an odd number of Linears has no pairs */
+    dt_module *odd = NULL, *lin = NULL;
+    ST_OK(dt_sequential_create(&odd));
+    ST_OK(dt_linear_create(4, 4, false, &lin));
+    ST_OK(dt_sequential_append(odd, lin));
+    ST_FAILS(dt_parallelize_module(odd, mesh, p, "tp"), DT_ERR_UNSUPPORTED,
+             "a Sequential with 1 Linear children: it needs an even number");
+    dt_tensor *objs[] = {x, y, yr, l, lr};
+    for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
+        dt_tensor_release(objs[i]);
+    dt_plan_destroy(p);
+    dt_module_destroy(net), dt_module_destroy(ref), dt_module_destroy(odd);
+}
+
 /* A plan layout the output cannot take (S(7) of a 2-d output) fails at the first
  * forward, naming the module and the plan's layout. */
 static void test_bad_plan_layout(void **state)
@@ -339,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_embedding_and_pairwise),
         cmocka_unit_test(test_bad_plan_layout),
         cmocka_unit_test(test_user_linear_type),
+        cmocka_unit_test(test_pairwise_sequential),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
