@@ -38,9 +38,8 @@ static dt_status input_as(const char *fn, dt_tensor *t, dt_mesh *mesh, dt_placem
     return dt_redistribute(t, 1, &p, out);
 }
 
-/* An output (distributed) in placement @p p. */
-static dt_status output_as(const char *fn, dt_tensor *t, dt_mesh *mesh, dt_placement p,
-                           dt_tensor **out)
+/* An output must be distributed, on a 1-d mesh. */
+static dt_status check_output(const char *fn, dt_tensor *t, dt_mesh *mesh, dt_tensor **out)
 {
     DT_ARG_NOT_NULL(out);
     DT_CHECK(mesh_1d(fn, t, mesh, &mesh));
@@ -49,6 +48,14 @@ static dt_status output_as(const char *fn, dt_tensor *t, dt_mesh *mesh, dt_place
                       "%s: expects the distributed output of a tensor-parallel module, got a "
                       "local tensor",
                       fn);
+    return DT_OK;
+}
+
+/* An output (distributed) in placement @p p. */
+static dt_status output_as(const char *fn, dt_tensor *t, dt_mesh *mesh, dt_placement p,
+                           dt_tensor **out)
+{
+    DT_CHECK(check_output(fn, t, mesh, out));
     return dt_redistribute(t, 1, &p, out);
 }
 
@@ -111,13 +118,7 @@ dt_status dt_make_output_reshard_tensor(dt_tensor *t, dt_mesh *mesh, dt_tensor *
 
 dt_status dt_make_sharded_output_tensor(dt_tensor *t, dt_mesh *mesh, dt_tensor **out)
 {
-    DT_ARG_NOT_NULL(out);
-    DT_CHECK(mesh_1d(__func__, t, mesh, &mesh));
-    if (!dt_tensor_is_distributed(t))
-        return DT_ERR(DT_ERR_INVALID_ARG,
-                      "%s: expects the distributed output of a tensor-parallel module, got a "
-                      "local tensor",
-                      __func__);
+    DT_CHECK(check_output(__func__, t, mesh, out));
     *out = dt_tensor_retain(dt_to_local(t));
     return DT_OK;
 }
