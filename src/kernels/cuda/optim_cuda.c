@@ -1,4 +1,4 @@
-/* Table entries for the fused optimizer steps (semantics in kernels/cpu/optim.c). */
+/* Table entries for the fused optimizer steps (semantics in kernels/cpu/optim_cpu.c). */
 #include <math.h>
 
 #include "kernels/cuda/cuda_common.h"
