@@ -176,4 +176,36 @@ dt_status dt__cpu_adamw_step(dt_tensor *p, const dt_tensor *g, dt_tensor *m, dt_
                              float beta1, float beta2, float eps, float weight_decay, int64_t step);
 dt_status dt__cpu_sum_squares(const dt_tensor *x, double *out);
 
+/* bf16_widen.c: the table's entries, taking bf16 operands through f32 copies
+ * (f32 operands go straight to the kernels above). */
+dt_status dt__cpu_binary_any(dt_binary_op op, const dt_tensor *a, const dt_tensor *b,
+                             dt_tensor *out);
+dt_status dt__cpu_unary_any(dt_unary_op op, const dt_tensor *x, float alpha, dt_tensor *out);
+dt_status dt__cpu_unary_backward_any(dt_unary_op op, const dt_tensor *x, const dt_tensor *gy,
+                                     dt_tensor *gx);
+dt_status dt__cpu_softmax_any(const dt_tensor *x, float scale, bool causal, bool log,
+                              dt_tensor *y);
+dt_status dt__cpu_softmax_backward_any(const dt_tensor *y, const dt_tensor *gy, float scale,
+                                       bool log, dt_tensor *gx);
+dt_status dt__cpu_layer_norm_any(const dt_tensor *x, const dt_tensor *wt, const dt_tensor *b,
+                                 float eps, dt_tensor *y, dt_tensor *mean, dt_tensor *rstd);
+dt_status dt__cpu_layer_norm_backward_any(const dt_tensor *x, const dt_tensor *wt,
+                                          const dt_tensor *mean, const dt_tensor *rstd,
+                                          const dt_tensor *gy, dt_tensor *gx, dt_tensor *gw,
+                                          dt_tensor *gb);
+dt_status dt__cpu_embedding_any(const dt_tensor *weight, const dt_tensor *ids,
+                                int64_t vocab_start, dt_tensor *out);
+dt_status dt__cpu_embedding_backward_any(const dt_tensor *ids, const dt_tensor *gy,
+                                         int64_t vocab_start, dt_tensor *gweight);
+dt_status dt__cpu_cross_entropy_any(const dt_tensor *logits, const dt_tensor *targets,
+                                    int64_t ignore_index, dt_tensor *loss, dt_tensor *lse);
+dt_status dt__cpu_cross_entropy_backward_any(const dt_tensor *logits, const dt_tensor *targets,
+                                             int64_t ignore_index, const dt_tensor *lse,
+                                             const dt_tensor *gloss, dt_tensor *glogits);
+dt_status dt__cpu_reduce_any(dt_reduce_kind kind, const dt_tensor *x, int dim, dt_tensor *out,
+                             dt_tensor *argmax);
+dt_status dt__cpu_masked_fill_any(const dt_tensor *x, const dt_tensor *mask, float value,
+                                  dt_tensor *out);
+dt_status dt__cpu_sum_squares_any(const dt_tensor *x, double *out);
+
 #endif

@@ -1,0 +1,219 @@
+/*
+ * bf16 operands for the CPU kernels other than GEMM: each bf16 input is read
+ * through an f32 copy, the f32 kernel computes (accumulating in f32, as
+ * PyTorch's CPU kernels do for bf16), and each bf16 output is rounded once
+ * from its f32 result. Kernels without a bf16 operand go straight to the f32
+ * code (no cost). Correct for every entry, not the fastest: a native bf16
+ * loop would save the copies.
+ */
+#include "kernels/cpu/cpu_internal.h"
+
+enum { WIDEN_MAX = 8 };
+
+/* The f32 stand-ins of one call's bf16 tensors. */
+typedef struct widen {
+    int n;
+    dt_tensor *orig[WIDEN_MAX]; /* borrowed */
+    dt_tensor *f32[WIDEN_MAX];  /* owned */
+    bool out[WIDEN_MAX];        /* rounded back into orig at the end */
+    dt_status st;
+} widen;
+
+/* @p t, or its f32 copy when it is bf16 (@p is_out: written by the kernel). */
+static dt_tensor *as_f32(widen *w, const dt_tensor *t, bool is_out)
+{
+    if (t == NULL || t->dtype != DT_DTYPE_BF16 || w->st != DT_OK)
+        return (dt_tensor *)t;
+    if (w->n == WIDEN_MAX) {
+        w->st = DT_ERR(DT_ERR_INTERNAL, "bf16 kernels: more than %d bf16 operands", WIDEN_MAX);
+        return (dt_tensor *)t;
+    }
+    dt_tensor *f = NULL;
+    w->st = dt_tensor_empty(t->ndim, t->shape, DT_DTYPE_F32, dt_device_cpu(), &f);
+    if (w->st == DT_OK) /* outputs too: accumulating kernels (+=) read them */
+        w->st = dt__cpu_copy(f, t);
+    if (w->st != DT_OK) {
+        dt_tensor_release(f);
+        return (dt_tensor *)t;
+    }
+    w->orig[w->n] = (dt_tensor *)t;
+    w->f32[w->n] = f;
+    w->out[w->n++] = is_out;
+    return f;
+}
+
+/* Round the outputs back (when @p st is DT_OK) and free the copies. */
+static dt_status widen_end(widen *w, dt_status st)
+{
+    if (st == DT_OK)
+        st = w->st;
+    for (int i = 0; i < w->n; i++) {
+        if (st == DT_OK && w->out[i])
+            st = dt__cpu_copy(w->orig[i], w->f32[i]);
+        dt_tensor_release(w->f32[i]);
+    }
+    return st;
+}
+
+static bool any_bf16(const dt_tensor *const *ts, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (ts[i] != NULL && ts[i]->dtype == DT_DTYPE_BF16)
+            return true;
+    return false;
+}
+#define ANY_BF16(...)                                                                              \
+    any_bf16((const dt_tensor *const[]){__VA_ARGS__},                                              \
+             (int)(sizeof((const dt_tensor *const[]){__VA_ARGS__}) / sizeof(dt_tensor *)))
+
+dt_status dt__cpu_binary_any(dt_binary_op op, const dt_tensor *a, const dt_tensor *b,
+                             dt_tensor *out)
+{
+    if (!ANY_BF16(a, b, out))
+        return dt__cpu_binary(op, a, b, out);
+    widen w = {0};
+    dt_tensor *fa = as_f32(&w, a, false), *fb = as_f32(&w, b, false), *fo = as_f32(&w, out, true);
+    return widen_end(&w, w.st == DT_OK ? dt__cpu_binary(op, fa, fb, fo) : w.st);
+}
+
+dt_status dt__cpu_unary_any(dt_unary_op op, const dt_tensor *x, float alpha, dt_tensor *out)
+{
+    if (!ANY_BF16(x, out))
+        return dt__cpu_unary(op, x, alpha, out);
+    widen w = {0};
+    dt_tensor *fx = as_f32(&w, x, false), *fo = as_f32(&w, out, true);
+    return widen_end(&w, w.st == DT_OK ? dt__cpu_unary(op, fx, alpha, fo) : w.st);
+}
+
+dt_status dt__cpu_unary_backward_any(dt_unary_op op, const dt_tensor *x, const dt_tensor *gy,
+                                     dt_tensor *gx)
+{
+    if (!ANY_BF16(x, gy, gx))
+        return dt__cpu_unary_backward(op, x, gy, gx);
+    widen w = {0};
+    dt_tensor *fx = as_f32(&w, x, false), *fg = as_f32(&w, gy, false), *fo = as_f32(&w, gx, true);
+    return widen_end(&w, w.st == DT_OK ? dt__cpu_unary_backward(op, fx, fg, fo) : w.st);
+}
+
+dt_status dt__cpu_softmax_any(const dt_tensor *x, float scale, bool causal, bool log, dt_tensor *y)
+{
+    if (!ANY_BF16(x, y))
+        return dt__cpu_softmax(x, scale, causal, log, y);
+    widen w = {0};
+    dt_tensor *fx = as_f32(&w, x, false), *fy = as_f32(&w, y, true);
+    return widen_end(&w, w.st == DT_OK ? dt__cpu_softmax(fx, scale, causal, log, fy) : w.st);
+}
+
+dt_status dt__cpu_softmax_backward_any(const dt_tensor *y, const dt_tensor *gy, float scale,
+                                       bool log, dt_tensor *gx)
+{
+    if (!ANY_BF16(y, gy, gx))
+        return dt__cpu_softmax_backward(y, gy, scale, log, gx);
+    widen w = {0};
+    dt_tensor *fy = as_f32(&w, y, false), *fg = as_f32(&w, gy, false), *fo = as_f32(&w, gx, true);
+    return widen_end(&w, w.st == DT_OK ? dt__cpu_softmax_backward(fy, fg, scale, log, fo) : w.st);
+}
+
+dt_status dt__cpu_layer_norm_any(const dt_tensor *x, const dt_tensor *wt, const dt_tensor *b,
+                                 float eps, dt_tensor *y, dt_tensor *mean, dt_tensor *rstd)
+{
+    if (!ANY_BF16(x, wt, b, y))
+        return dt__cpu_layer_norm(x, wt, b, eps, y, mean, rstd);
+    widen w = {0};
+    dt_tensor *fx = as_f32(&w, x, false), *fw = as_f32(&w, wt, false), *fb = as_f32(&w, b, false);
+    dt_tensor *fy = as_f32(&w, y, true);
+    return widen_end(&w,
+                     w.st == DT_OK ? dt__cpu_layer_norm(fx, fw, fb, eps, fy, mean, rstd) : w.st);
+}
+
+dt_status dt__cpu_layer_norm_backward_any(const dt_tensor *x, const dt_tensor *wt,
+                                          const dt_tensor *mean, const dt_tensor *rstd,
+                                          const dt_tensor *gy, dt_tensor *gx, dt_tensor *gw,
+                                          dt_tensor *gb)
+{
+    if (!ANY_BF16(x, wt, gy, gx, gw, gb))
+        return dt__cpu_layer_norm_backward(x, wt, mean, rstd, gy, gx, gw, gb);
+    widen w = {0};
+    dt_tensor *fx = as_f32(&w, x, false), *fw = as_f32(&w, wt, false);
+    dt_tensor *fg = as_f32(&w, gy, false), *fgx = as_f32(&w, gx, true);
+    dt_tensor *fgw = as_f32(&w, gw, true), *fgb = as_f32(&w, gb, true);
+    return widen_end(&w, w.st == DT_OK
+                             ? dt__cpu_layer_norm_backward(fx, fw, mean, rstd, fg, fgx, fgw, fgb)
+                             : w.st);
+}
+
+dt_status dt__cpu_embedding_any(const dt_tensor *weight, const dt_tensor *ids, int64_t vocab_start,
+                                dt_tensor *out)
+{
+    if (!ANY_BF16(weight, out))
+        return dt__cpu_embedding(weight, ids, vocab_start, out);
+    widen w = {0};
+    dt_tensor *fw = as_f32(&w, weight, false), *fo = as_f32(&w, out, true);
+    return widen_end(&w, w.st == DT_OK ? dt__cpu_embedding(fw, ids, vocab_start, fo) : w.st);
+}
+
+dt_status dt__cpu_embedding_backward_any(const dt_tensor *ids, const dt_tensor *gy,
+                                         int64_t vocab_start, dt_tensor *gweight)
+{
+    if (!ANY_BF16(gy, gweight))
+        return dt__cpu_embedding_backward(ids, gy, vocab_start, gweight);
+    widen w = {0};
+    dt_tensor *fg = as_f32(&w, gy, false), *fw = as_f32(&w, gweight, true);
+    return widen_end(&w,
+                     w.st == DT_OK ? dt__cpu_embedding_backward(ids, fg, vocab_start, fw) : w.st);
+}
+
+dt_status dt__cpu_cross_entropy_any(const dt_tensor *logits, const dt_tensor *targets,
+                                    int64_t ignore_index, dt_tensor *loss, dt_tensor *lse)
+{
+    if (!ANY_BF16(logits, loss, lse))
+        return dt__cpu_cross_entropy(logits, targets, ignore_index, loss, lse);
+    widen w = {0};
+    dt_tensor *fl = as_f32(&w, logits, false), *fo = as_f32(&w, loss, true);
+    dt_tensor *fs = as_f32(&w, lse, true);
+    return widen_end(&w, w.st == DT_OK ? dt__cpu_cross_entropy(fl, targets, ignore_index, fo, fs)
+                                       : w.st);
+}
+
+dt_status dt__cpu_cross_entropy_backward_any(const dt_tensor *logits, const dt_tensor *targets,
+                                             int64_t ignore_index, const dt_tensor *lse,
+                                             const dt_tensor *gloss, dt_tensor *glogits)
+{
+    if (!ANY_BF16(logits, lse, gloss, glogits))
+        return dt__cpu_cross_entropy_backward(logits, targets, ignore_index, lse, gloss, glogits);
+    widen w = {0};
+    dt_tensor *fl = as_f32(&w, logits, false), *fs = as_f32(&w, lse, false);
+    dt_tensor *fg = as_f32(&w, gloss, false), *fo = as_f32(&w, glogits, true);
+    return widen_end(&w, w.st == DT_OK
+                             ? dt__cpu_cross_entropy_backward(fl, targets, ignore_index, fs, fg, fo)
+                             : w.st);
+}
+
+dt_status dt__cpu_reduce_any(dt_reduce_kind kind, const dt_tensor *x, int dim, dt_tensor *out,
+                             dt_tensor *argmax)
+{
+    if (!ANY_BF16(x, out))
+        return dt__cpu_reduce(kind, x, dim, out, argmax);
+    widen w = {0};
+    dt_tensor *fx = as_f32(&w, x, false), *fo = as_f32(&w, out, true);
+    return widen_end(&w, w.st == DT_OK ? dt__cpu_reduce(kind, fx, dim, fo, argmax) : w.st);
+}
+
+dt_status dt__cpu_masked_fill_any(const dt_tensor *x, const dt_tensor *mask, float value,
+                                  dt_tensor *out)
+{
+    if (!ANY_BF16(x, out))
+        return dt__cpu_masked_fill(x, mask, value, out);
+    widen w = {0};
+    dt_tensor *fx = as_f32(&w, x, false), *fo = as_f32(&w, out, true);
+    return widen_end(&w, w.st == DT_OK ? dt__cpu_masked_fill(fx, mask, value, fo) : w.st);
+}
+
+dt_status dt__cpu_sum_squares_any(const dt_tensor *x, double *out)
+{
+    if (!ANY_BF16(x))
+        return dt__cpu_sum_squares(x, out);
+    widen w = {0};
+    dt_tensor *fx = as_f32(&w, x, false);
+    return widen_end(&w, w.st == DT_OK ? dt__cpu_sum_squares(fx, out) : w.st);
+}
