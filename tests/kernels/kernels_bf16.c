@@ -1,7 +1,7 @@
 /*
- * bf16 operands for the CPU kernels other than GEMM (kernels_gemm_bf16.c):
- * every kernel on bf16 tensors against a float64 reference computed here
- * from the same bf16 values, to bf16 precision (one rounding of the output:
+ * bf16 and f16 operands for the CPU kernels other than GEMM
+ * (kernels_gemm_bf16.c): every kernel on bf16 tensors, then on f16 ones, against a float64
+ * reference computed here from the same bf16 values, to bf16 precision (one rounding of the output:
  * 2^-8 relative, plus f32 accumulation); mixed bf16/f32 operands; f32 results
  * where the output is f32; the optimizer steps stay f32 only.
  */
@@ -9,7 +9,10 @@
 
 #include "kernels_test_util.h"
 
-#define BF16_RTOL (1.0 / 128) /* one rounding to bf16 (2^-9), with margin */
+#define BF16_RTOL (1.0 / 128)  /* one rounding to bf16 (2^-9), with margin */
+#define F16_RTOL  (1.0 / 1024) /* one rounding to f16 (2^-12), with margin */
+
+static dt_dtype H = DT_DTYPE_BF16; /* the half type of this round: bf16, then f16 */
 
 /* A random tensor of @p dtype in [lo, hi) (bf16: rounded from f32). */
 static dt_tensor *rand_as(int nd, const int64_t *shape, double lo, double hi, dt_dtype dtype)
@@ -25,7 +28,8 @@ static dt_tensor *rand_as(int nd, const int64_t *shape, double lo, double hi, dt
 
 static void close_all(const char *what, const dt_tensor *got, const double *want, double atol)
 {
-    double rtol = dt_tensor_dtype(got) == DT_DTYPE_BF16 ? BF16_RTOL : 1e-5;
+    dt_dtype d = dt_tensor_dtype(got);
+    double rtol = d == DT_DTYPE_BF16 ? BF16_RTOL : d == DT_DTYPE_F16 ? F16_RTOL : 1e-5;
     ku_expect_close(what, got, want, atol, rtol);
 }
 
@@ -34,9 +38,9 @@ static void test_binary_unary(void **state)
     (void)state;
     const dt_kernel_ops *k = ku_cpu();
     int64_t s[2] = {7, 33};
-    dt_tensor *a = rand_as(2, s, -2, 2, DT_DTYPE_BF16), *b = rand_as(2, s, -2, 2, DT_DTYPE_BF16);
+    dt_tensor *a = rand_as(2, s, -2, 2, H), *b = rand_as(2, s, -2, 2, H);
     dt_tensor *bf = rand_as(2, s, -2, 2, DT_DTYPE_F32);
-    dt_tensor *o = ku_empty(2, s, DT_DTYPE_BF16), *o32 = ku_empty(2, s, DT_DTYPE_F32);
+    dt_tensor *o = ku_empty(2, s, H), *o32 = ku_empty(2, s, DT_DTYPE_F32);
     double *va = ku_values(a), *vb = ku_values(b), *vf = ku_values(bf);
     double want[7 * 33];
     assert_int_equal(k->binary(DT_BINARY_MUL, a, b, o), DT_OK);
@@ -68,7 +72,7 @@ static void test_softmax_layer_norm(void **state)
     (void)state;
     const dt_kernel_ops *k = ku_cpu();
     int64_t s[2] = {5, 40}, r[1] = {5}, c[1] = {40};
-    dt_tensor *x = rand_as(2, s, -3, 3, DT_DTYPE_BF16), *y = ku_empty(2, s, DT_DTYPE_BF16);
+    dt_tensor *x = rand_as(2, s, -3, 3, H), *y = ku_empty(2, s, H);
     double *vx = ku_values(x), want[5 * 40];
     assert_int_equal(k->softmax(x, 1.0f, false, false, y), DT_OK);
     for (int i = 0; i < 5; i++) {
@@ -106,7 +110,7 @@ static void test_loss_reduce_lookup(void **state)
     (void)state;
     const dt_kernel_ops *k = ku_cpu();
     int64_t s[2] = {4, 9}, r[1] = {4};
-    dt_tensor *lg = rand_as(2, s, -2, 2, DT_DTYPE_BF16);
+    dt_tensor *lg = rand_as(2, s, -2, 2, H);
     int64_t tv[4] = {0, 8, 3, 3};
     dt_tensor *tg = NULL;
     assert_int_equal(dt_tensor_from_buffer(1, r, DT_DTYPE_I64, tv, &tg), DT_OK);
@@ -120,7 +124,7 @@ static void test_loss_reduce_lookup(void **state)
         want[i] = log(z) - vl[i * 9 + tv[i]];
     }
     close_all("cross_entropy(bf16 logits)", loss, want, 1e-5);
-    dt_tensor *sum = ku_empty(1, r, DT_DTYPE_BF16);
+    dt_tensor *sum = ku_empty(1, r, H);
     assert_int_equal(k->reduce(DT_REDUCE_KIND_SUM, lg, 1, sum, NULL), DT_OK);
     for (int i = 0; i < 4; i++) {
         want[i] = 0;
@@ -135,7 +139,7 @@ static void test_loss_reduce_lookup(void **state)
     assert_true(fabs(sq - wsq) <= 1e-5 * wsq);
     /* embedding rows of a bf16 table, and a masked fill */
     int64_t iv[4] = {0, 3, 2, 2}; /* rows of the [4, 9] table */
-    dt_tensor *ids = NULL, *emb = ku_empty(2, s, DT_DTYPE_BF16);
+    dt_tensor *ids = NULL, *emb = ku_empty(2, s, H);
     assert_int_equal(dt_tensor_from_buffer(1, r, DT_DTYPE_I64, iv, &ids), DT_OK);
     assert_int_equal(k->embedding(lg, ids, 0, emb), DT_OK);
     for (int i = 0; i < 4; i++)
@@ -143,7 +147,7 @@ static void test_loss_reduce_lookup(void **state)
             want[i * 9 + j] = vl[iv[i] * 9 + j];
     close_all("embedding(bf16)", emb, want, 0);
     uint8_t mv[9] = {1, 0, 0, 1, 0, 0, 0, 0, 1};
-    dt_tensor *mask = NULL, *mf = ku_empty(2, s, DT_DTYPE_BF16);
+    dt_tensor *mask = NULL, *mf = ku_empty(2, s, H);
     assert_int_equal(dt_tensor_from_buffer(1, (int64_t[]){9}, DT_DTYPE_U8, mv, &mask), DT_OK);
     assert_int_equal(k->masked_fill(lg, mask, -5.0f, mf), DT_OK);
     for (int i = 0; i < 36; i++)
@@ -161,7 +165,9 @@ static void test_supports(void **state)
     (void)state;
     const dt_kernel_ops *k = ku_cpu();
     for (int op = 0; op < DT_KOP_COUNT; op++)
-        assert_int_equal(k->supports((dt_kernel_op)op, DT_DTYPE_BF16), op != DT_KOP_OPTIM);
+        for (int h = 0; h < 2; h++)
+            assert_int_equal(k->supports((dt_kernel_op)op, h ? DT_DTYPE_F16 : DT_DTYPE_BF16),
+                             op != DT_KOP_OPTIM);
     assert_false(k->supports(DT_KOP_BINARY, DT_DTYPE_F64));
 }
 
@@ -173,5 +179,7 @@ int main(void)
         cmocka_unit_test(test_loss_reduce_lookup),
         cmocka_unit_test(test_supports),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    H = DT_DTYPE_F16; /* the same kernels on f16 */
+    return failed + cmocka_run_group_tests(tests, NULL, NULL);
 }

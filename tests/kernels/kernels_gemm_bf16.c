@@ -18,11 +18,13 @@ static dt_tensor *to_dtype(const dt_tensor *t, dt_dtype dtype)
     return o;
 }
 
-/* A random bf16 tensor in [-1, 1). */
+static dt_dtype H = DT_DTYPE_BF16; /* the half type of this round: bf16, then f16 */
+
+/* A random half (H) tensor in [-1, 1). */
 static dt_tensor *rand_bf16(int ndim, const int64_t *shape)
 {
     dt_tensor *f = ku_rand(ndim, shape, -1.0, 1.0);
-    dt_tensor *h = to_dtype(f, DT_DTYPE_BF16);
+    dt_tensor *h = to_dtype(f, H);
     dt_tensor_release(f);
     return h;
 }
@@ -97,7 +99,9 @@ static void run_case(const gemm_case *g, dt_dtype c_dtype)
     reference(g, a, b, c, want, scale);
     assert_int_equal(ku_cpu()->gemm(a, b, g->ta, g->tb, g->alpha, g->beta, c), DT_OK);
     /* f32 accumulation: about K f32 roundings; a bf16 c adds one rounding (2^-9 relative) */
-    double out_rtol = c_dtype == DT_DTYPE_BF16 ? 1.0 / 256 : 0.0;
+    double out_rtol = c_dtype == DT_DTYPE_BF16  ? 1.0 / 256
+                      : c_dtype == DT_DTYPE_F16 ? 1.0 / 2048
+                                                : 0.0;
     for (int64_t i = 0; i < n; i++) {
         double got = dt_tensor_item_at(c, i);
         double tol = 1e-5 * scale[i] + out_rtol * fabs(want[i]) + 1e-30;
@@ -131,10 +135,14 @@ static void test_against_f64(void **state)
         {4, {2, 3}, 32, 16, 32, false, false, false, 1.0f, 0.0f}, /* attention p v */
         {2, {0}, 5, 4, 0, false, false, true, 1.0f, 0.5f},        /* K = 0: c = beta c */
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        run_case(&cases[i], DT_DTYPE_F32);
-        run_case(&cases[i], DT_DTYPE_BF16);
+    for (int h = 0; h < 2; h++) { /* bf16 (oneDNN's kernel or f32 copies), then f16 (copies) */
+        H = h ? DT_DTYPE_F16 : DT_DTYPE_BF16;
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            run_case(&cases[i], DT_DTYPE_F32);
+            run_case(&cases[i], H);
+        }
     }
+    H = DT_DTYPE_BF16;
 }
 
 /* Operand dtypes that do not go together are refused, naming both. */

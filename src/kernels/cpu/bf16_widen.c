@@ -1,14 +1,19 @@
 /*
- * bf16 operands for the CPU kernels other than GEMM: each bf16 input is read
- * through an f32 copy, the f32 kernel computes (accumulating in f32, as
- * PyTorch's CPU kernels do for bf16), and each bf16 output is rounded once
- * from its f32 result. Kernels without a bf16 operand go straight to the f32
+ * bf16 and f16 operands for the CPU kernels other than GEMM: each such input
+ * is read through an f32 copy, the f32 kernel computes (accumulating in f32,
+ * as PyTorch's CPU kernels do for bf16), and each such output is rounded once
+ * from its f32 result. Kernels without a half operand go straight to the f32
  * code (no cost). Correct for every entry, not the fastest: a native bf16
  * loop would save the copies.
  */
 #include "kernels/cpu/cpu_internal.h"
 
 enum { WIDEN_MAX = 8 };
+
+static bool is_half(dt_dtype d)
+{
+    return d == DT_DTYPE_BF16 || d == DT_DTYPE_F16;
+}
 
 /* The f32 stand-ins of one call's bf16 tensors. */
 typedef struct widen {
@@ -22,7 +27,7 @@ typedef struct widen {
 /* @p t, or its f32 copy when it is bf16 (@p is_out: written by the kernel). */
 static dt_tensor *as_f32(widen *w, const dt_tensor *t, bool is_out)
 {
-    if (t == NULL || t->dtype != DT_DTYPE_BF16 || w->st != DT_OK)
+    if (t == NULL || !is_half(t->dtype) || w->st != DT_OK)
         return (dt_tensor *)t;
     if (w->n == WIDEN_MAX) {
         w->st = DT_ERR(DT_ERR_INTERNAL, "bf16 kernels: more than %d bf16 operands", WIDEN_MAX);
@@ -58,7 +63,7 @@ static dt_status widen_end(widen *w, dt_status st)
 static bool any_bf16(const dt_tensor *const *ts, int n)
 {
     for (int i = 0; i < n; i++)
-        if (ts[i] != NULL && ts[i]->dtype == DT_DTYPE_BF16)
+        if (ts[i] != NULL && is_half(ts[i]->dtype))
             return true;
     return false;
 }

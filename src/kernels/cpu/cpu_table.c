@@ -7,8 +7,10 @@ static bool cpu_supports(dt_kernel_op op, dt_dtype dtype)
         return dt_dtype_size(dtype) != 0;
     if (op == DT_KOP_OPTIM) /* master weights and optimizer state stay f32 */
         return dtype == DT_DTYPE_F32;
-    /* bf16 computes in f32: GEMM accumulates, the others read f32 copies (bf16_widen.c) */
-    return op < DT_KOP_COUNT && (dtype == DT_DTYPE_F32 || dtype == DT_DTYPE_BF16);
+    /* bf16 and f16 compute in f32: GEMM accumulates (bf16 on oneDNN's kernel),
+     * the others read f32 copies (bf16_widen.c) */
+    return op < DT_KOP_COUNT &&
+           (dtype == DT_DTYPE_F32 || dtype == DT_DTYPE_BF16 || dtype == DT_DTYPE_F16);
 }
 
 const dt_kernel_ops dt__kernels_cpu = {

@@ -191,7 +191,7 @@ static dt_status widen(const dt_tensor *t, bool keep, dt_tensor **out)
     return st;
 }
 
-/* bf16 operands on an engine without a bf16 kernel: the same GEMM on f32 copies. */
+/* Half operands (f16; bf16 on an engine without a bf16 kernel): the same GEMM on f32 copies. */
 static dt_status gemm_widened(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
                               float alpha, float beta, dt_tensor *c)
 {
@@ -214,19 +214,20 @@ static dt_status gemm_widened(const dt_tensor *a, const dt_tensor *b, bool trans
     return st;
 }
 
-/* a and b f32 into c f32, or a and b bf16 into c bf16 or f32. */
+/* a and b f32 into c f32, or a and b bf16 (f16) into c bf16 (f16) or f32. */
 static dt_status check_dtypes(const dt_tensor *a, const dt_tensor *b, const dt_tensor *c)
 {
     dt_dtype t = a->dtype;
-    if (t != DT_DTYPE_F32 && t != DT_DTYPE_BF16)
-        return DT_ERR(DT_ERR_INVALID_ARG, FN ": a has dtype %s, expected f32 or bf16",
+    if (t != DT_DTYPE_F32 && t != DT_DTYPE_BF16 && t != DT_DTYPE_F16)
+        return DT_ERR(DT_ERR_INVALID_ARG, FN ": a has dtype %s, expected f32, bf16 or f16",
                       dt_dtype_name(t));
     if (b->dtype != t)
         return DT_ERR(DT_ERR_INVALID_ARG, FN ": a is %s but b is %s (they must match)",
                       dt_dtype_name(t), dt_dtype_name(b->dtype));
     if (c->dtype != DT_DTYPE_F32 && c->dtype != t)
-        return DT_ERR(DT_ERR_INVALID_ARG, FN ": c has dtype %s, expected f32%s",
-                      dt_dtype_name(c->dtype), t == DT_DTYPE_BF16 ? " or bf16" : "");
+        return DT_ERR(DT_ERR_INVALID_ARG, FN ": c has dtype %s, expected f32%s%s",
+                      dt_dtype_name(c->dtype), t != DT_DTYPE_F32 ? " or " : "",
+                      t != DT_DTYPE_F32 ? dt_dtype_name(t) : "");
     return DT_OK;
 }
 
@@ -254,8 +255,10 @@ dt_status dt__cpu_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, boo
         return DT_OK;
     dt__gemm_engine engine;
     DT_CHECK(dt__gemm_engine_get(&engine));
-    bool bf16 = a->dtype == DT_DTYPE_BF16 || c->dtype == DT_DTYPE_BF16;
-    if (bf16 && (ak == 0 || engine != DT_GEMM_ENGINE_ONEDNN || !onednn_bf16()))
+    /* f16 always, bf16 without oneDNN's bf16 kernel: the product on f32 copies */
+    bool half = a->dtype != DT_DTYPE_F32 || c->dtype != DT_DTYPE_F32;
+    if (half &&
+        (a->dtype == DT_DTYPE_F16 || ak == 0 || engine != DT_GEMM_ENGINE_ONEDNN || !onednn_bf16()))
         return gemm_widened(a, b, trans_a, trans_b, alpha, beta, c);
     char *cd = (char *)c->storage->data + c->offset * (int64_t)dt_dtype_size(c->dtype);
     if (ak == 0) { /* nothing to multiply: c = beta * c */
