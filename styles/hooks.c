@@ -186,17 +186,18 @@ dt_status dt__hook_pre(dt_module *m, int n_in, dt_tensor **inputs, void *user)
     const dt__hook_ctx *c = user;
     int n = n_in < c->n_in ? n_in : c->n_in;
     for (int i = 0; i < n; i++) {
-        if (inputs[i] == NULL || (!c->in[i].present && !c->desired[i].present))
-            continue;
         dt_tensor *y = NULL;
-        char what[24];
-        snprintf(what, sizeof(what), "input %d", i);
-        if (i == 0 && c->style->prepare_input != NULL) { /* the user's function does it all */
+        if (i == 0 && inputs[0] != NULL && c->style->prepare_input != NULL) {
+            /* the user's function does it all */
             DT_CHECK(c->style->prepare_input(inputs[0], c->mesh, &y));
             dt_tensor_release(inputs[0]);
             inputs[0] = y;
             continue;
         }
+        if (inputs[i] == NULL || (!c->in[i].present && !c->desired[i].present))
+            continue;
+        char what[24];
+        snprintf(what, sizeof(what), "input %d", i);
         DT_CHECK(in_context(prepare(m, what, inputs[i], c->mesh, c->in[i], c->desired[i],
                                     c->in_last_dim, c->local_in, &y),
                             m, what, c->desired[i].present ? c->desired[i] : c->in[i]));

@@ -16,7 +16,7 @@
 
 #include "core/error.h"
 #include "core/file_open.h"
-#include "styles/style_impl.h"
+#include "styles/style_kind.h"
 
 #define ENTRY_MAX 1024
 
@@ -52,6 +52,14 @@ static const struct {
     {"pairwise", DT_STYLE_PAIRWISE},
     {"PairwiseParallel", DT_STYLE_PAIRWISE},
 };
+
+bool dt__style_builtin_name(const char *name)
+{
+    for (size_t i = 0; i < sizeof(style_names) / sizeof(style_names[0]); i++)
+        if (strcmp(style_names[i].name, name) == 0)
+            return true;
+    return false;
+}
 
 /* Split @p s at the first @p sep outside parentheses/brackets; returns the rest or NULL. */
 static char *split_top(char *s, char sep)
@@ -181,8 +189,14 @@ static dt_status parse_style(const entry_ctx *e, char *text, dt_style **out)
     size_t i = 0, n = sizeof(style_names) / sizeof(style_names[0]);
     while (i < n && strcmp(style_names[i].name, name) != 0)
         i++;
-    if (i == n)
-        return bad(e, "unknown style", name);
+    if (i == n) { /* a style the program registered (dt_style_register) */
+        const dt_style_ops *ops = dt__user_style_find(name);
+        if (ops == NULL)
+            return bad(e, "unknown style", name);
+        if (opts != NULL && *trim(opts) != '\0')
+            return bad(e, "a registered style takes no options:", name);
+        return dt_style_from_ops(ops, out);
+    }
     dt_style_params p = {0};
     while (opts != NULL) {
         char *rest = split_top(opts, ',');

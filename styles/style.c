@@ -44,6 +44,7 @@ const dt__style_kind_ops *dt__style_kind_ops_of(dt_style_kind k)
         [DT_STYLE_PREPARE_INPUT] = &dt__style_prepare_input_ops,
         [DT_STYLE_PREPARE_OUTPUT] = &dt__style_prepare_output_ops,
         [DT_STYLE_PAIRWISE] = &dt__style_pairwise_ops,
+        [DT_STYLE_USER] = &dt__style_user_ops,
     };
     if ((int)k < 0 || k >= DT_STYLE_KIND_COUNT)
         return NULL;
@@ -142,6 +143,14 @@ static dt_status check_params(const dt__style_kind_ops *ops, const dt_style_para
 }
 
 dt_status dt_style_create(dt_style_kind kind, const dt_style_params *p, dt_style **out)
+{
+    if (kind == DT_STYLE_USER)
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_style_create: a user style is made from its ops (dt_style_from_ops)");
+    return dt__style_create_kind(kind, p, out);
+}
+
+dt_status dt__style_create_kind(dt_style_kind kind, const dt_style_params *p, dt_style **out)
 {
     DT_ARG_NOT_NULL(out);
     const dt__style_kind_ops *ops = dt__style_kind_ops_of(kind);
@@ -249,7 +258,8 @@ int dt_style_format(const dt_style *s, char *buf, size_t len)
 {
     if (s == NULL)
         return snprintf(buf, len, "(null)");
-    int pos = snprintf(buf, len, "%s", dt_style_kind_name(s->kind));
+    int pos =
+        snprintf(buf, len, "%s", s->user != NULL ? s->user->name : dt_style_kind_name(s->kind));
     bool first = true;
     char v[160];
     uint64_t f = s->set_fields;

@@ -18,6 +18,7 @@ struct dt_style {
     bool use_local_output;
     int sequence_dim;
     dt_prepare_fn prepare_input, prepare_output; /* NULL: the layouts do it */
+    const dt_style_ops *user;                    /* DT_STYLE_USER: the program's style */
     uint64_t set_fields; /* the options given explicitly (for printing) */
 };
 
@@ -41,7 +42,6 @@ typedef struct dt_style_param_plan {
     dt_placement placement;
 } dt_style_param_plan;
 
-#define DT_STYLE_MAX_PARAMS 16
 
 /*
  * The parameters @p s partitions on @p m (the module itself, or its children

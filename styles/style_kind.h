@@ -27,6 +27,14 @@ extern const dt__style_kind_ops dt__style_sequence_ops;
 extern const dt__style_kind_ops dt__style_prepare_input_ops;
 extern const dt__style_kind_ops dt__style_prepare_output_ops;
 extern const dt__style_kind_ops dt__style_pairwise_ops;
+extern const dt__style_kind_ops dt__style_user_ops;
+
+/* dt_style_create for any kind, DT_STYLE_USER too (user_style.c sets it up). */
+dt_status dt__style_create_kind(dt_style_kind kind, const dt_style_params *p, dt_style **out);
+/* The registered user style named @p name, or NULL (user_style.c). */
+const dt_style_ops *dt__user_style_find(const char *name);
+/* Whether plan text names a built-in style @p name (plan_parse.c). */
+bool dt__style_builtin_name(const char *name);
 
 const dt__style_kind_ops *dt__style_kind_ops_of(dt_style_kind k);
 

@@ -78,6 +78,7 @@ typedef enum dt_style_kind {
     DT_STYLE_PREPARE_INPUT,
     DT_STYLE_PREPARE_OUTPUT,
     DT_STYLE_PAIRWISE,
+    DT_STYLE_USER, /* a style a program defines (dt_style_ops) */
     DT_STYLE_KIND_COUNT
 } dt_style_kind;
 
@@ -302,6 +303,50 @@ DT_API dt_status dt_parallel_linear_create(int64_t in_features, int64_t out_feat
  * along its last dim (naming its placements); those of dt_cross_entropy.
  */
 DT_API dt_status dt_parallel_cross_entropy(dt_tensor *logits, dt_tensor *targets, dt_tensor **loss);
+
+/* ================================================================ user styles */
+
+/** One placement a user style gives: parameter slot @p name of the module. */
+typedef struct dt_style_param_placement {
+    const char *name;
+    dt_placement placement; /* on the tp mesh dim */
+} dt_style_param_placement;
+
+/** Most parameters one module of a user style places. */
+#define DT_STYLE_MAX_PARAMS 16
+
+/**
+ * A style the library does not ship, as a subclass of PyTorch's
+ * ParallelStyle: how it places a module's own parameters on the tp mesh dim,
+ * and how it prepares the module's input and output. Keep it alive while
+ * styles use it (a static const is typical).
+ */
+typedef struct dt_style_ops {
+    /** The name plan text uses ("layers.*.moe = my_style"). Required. */
+    const char *name;
+    /**
+     * The placements of @p m's own parameters (slots of @p m) into @p out,
+     * at most DT_STYLE_MAX_PARAMS, their count in *n (0 is fine). An error
+     * (DT_ERR with the reason) refuses @p m; dt_parallelize_module then
+     * changes nothing (every match is checked before any is applied).
+     * Required.
+     */
+    dt_status (*plan_params)(dt_module *m, const char *fqn, dt_style_param_placement *out, int *n);
+    /** (optional) Prepare input 0 before the module's forward. */
+    dt_prepare_fn prepare_input;
+    /** (optional) Prepare the output after it. */
+    dt_prepare_fn prepare_output;
+} dt_style_ops;
+
+/**
+ * Register @p ops under ops->name so plan text can use it. Not thread-safe
+ * with parsing; typically at start-up. Errors: DT_ERR_INVALID_ARG for NULL
+ * entries, a name a built-in style or another registered style has, or a
+ * name plan text cannot hold; DT_ERR_NO_MEMORY past 64 styles.
+ */
+DT_API dt_status dt_style_register(const dt_style_ops *ops);
+/** A style of @p ops (registered or not); caller releases. Errors: NULL entries. */
+DT_API dt_status dt_style_from_ops(const dt_style_ops *ops, dt_style **out);
 
 /* ================================================================ prepare helpers */
 

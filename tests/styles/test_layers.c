@@ -375,6 +375,63 @@ static void test_pairwise_sequential(void **state)
     dt_module_destroy(net), dt_module_destroy(ref), dt_module_destroy(odd);
 }
 
+/* A style the library does not ship: column-parallel, but with the replicated
+ * input taken as a whole and the output gathered back (PyTorch 1.13's
+ * ColwiseParallel with make_input_replicate_1d / make_output_tensor). */
+static dt_status gathered_plan(dt_module *m, const char *fqn, dt_style_param_placement *out, int *n)
+{
+    if (dt_module_param(m, "weight") == NULL)
+        return dt_set_error(DT_ERR_UNSUPPORTED, "'%s' has no weight", fqn);
+    out[(*n)++] = (dt_style_param_placement){"weight", dt_shard(0)};
+    if (dt_module_param(m, "bias") != NULL)
+        out[(*n)++] = (dt_style_param_placement){"bias", dt_shard(0)};
+    return DT_OK;
+}
+static const dt_style_ops colwise_gathered = {.name = "colwise_gathered",
+                                              .plan_params = gathered_plan,
+                                              .prepare_input = dt_make_input_replicate_1d,
+                                              .prepare_output = dt_make_output_tensor};
+
+static void test_user_style(void **state)
+{
+    (void)state;
+    ST_OK(dt_style_register(&colwise_gathered)); /* once per process: plan text can use it */
+    ST_FAILS(dt_style_register(&colwise_gathered), DT_ERR_INVALID_ARG,
+             "a style named 'colwise_gathered' exists already");
+    dt_style_ops bad = {.name = "colwise", .plan_params = gathered_plan};
+    ST_FAILS(dt_style_register(&bad), DT_ERR_INVALID_ARG, "'colwise' exists already");
+    dt_module *net = NULL, *ref = NULL, *lin = NULL, *lr = NULL;
+    ST_OK(dt_sequential_create(&net));
+    ST_OK(dt_sequential_create(&ref));
+    ST_OK(dt_linear_create(7, 10, true, &lin));
+    ST_OK(dt_linear_create(7, 10, true, &lr));
+    ST_OK(dt_sequential_append(net, lin));
+    ST_OK(dt_sequential_append(ref, lr));
+    init_params(net, 31), init_params(ref, 31);
+    dt_plan *p = NULL;
+    ST_OK(dt_plan_parse("0 = colwise_gathered\n", &p));
+    char text[64];
+    dt_style_format(dt_plan_style_at(p, 0), text, sizeof(text));
+    assert_string_equal(text, "colwise_gathered");
+    ST_OK(dt_parallelize_module(net, mesh, p, "tp"));
+    assert_true(dt_tensor_is_distributed(mr_param_at(net, "0.weight")));
+    dt_tensor *x = input(4, 7, 9), *y = NULL, *yr = NULL;
+    ST_OK(dt_module_call(net, x, &y));
+    ST_OK(dt_module_call(ref, x, &yr));
+    assert_false(dt_tensor_is_distributed(y)); /* its prepare_output gathered it */
+    assert_close("user style", y, yr);
+    dt_tensor *l = square_sum(y), *lrs = square_sum(yr);
+    ST_OK(dt_backward(l, NULL));
+    ST_OK(dt_backward(lrs, NULL));
+    dt_tensor *g = full_grad(mr_param_at(net, "0.weight"));
+    assert_close("user style weight grad", g, dt_tensor_grad(mr_param_at(ref, "0.weight")));
+    dt_tensor *objs[] = {x, y, yr, l, lrs, g};
+    for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
+        dt_tensor_release(objs[i]);
+    dt_plan_destroy(p);
+    dt_module_destroy(net), dt_module_destroy(ref);
+}
+
 /* A plan layout the output cannot take (S(7) of a 2-d output) fails at the first
  * forward, naming the module and the plan's layout. */
 static void test_bad_plan_layout(void **state)
@@ -405,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_bad_plan_layout),
         cmocka_unit_test(test_user_linear_type),
         cmocka_unit_test(test_pairwise_sequential),
+        cmocka_unit_test(test_user_style),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
