@@ -155,6 +155,95 @@ static void test_loss_reduce_lookup(void **state)
         dt_tensor_release(objs[i]);
 }
 
+/* Broadcast mixed operands, log-softmax and its backward, mean/max. */
+static void test_broadcast_log_softmax_reduce(void **state)
+{
+    (void)state;
+    const dt_kernel_ops *k = ku_cpu();
+    int64_t s[2] = {6, 20}, row[2] = {1, 20}, c[1] = {20};
+    dt_tensor *x = rand_as(2, s, -3, 3, DT_DTYPE_BF16), *d = rand_as(2, row, 1, 2, DT_DTYPE_F32);
+    dt_tensor *y = ku_empty(2, s, DT_DTYPE_BF16), *gy = rand_as(2, s, -1, 1, DT_DTYPE_BF16);
+    double *vx = ku_values(x), *vd = ku_values(d), *vg = ku_values(gy), want[6 * 20];
+    assert_int_equal(k->binary(DT_BINARY_DIV, x, d, y), DT_OK); /* [6,20] / [1,20] */
+    for (int i = 0; i < 6 * 20; i++)
+        want[i] = vx[i] / vd[i % 20];
+    close_all("bf16 / f32 row -> bf16", y, want, 0);
+    assert_int_equal(k->softmax(x, 1.0f, false, true, y), DT_OK);
+    double *vy = ku_values(y);
+    for (int i = 0; i < 6; i++) {
+        double z = 0;
+        for (int j = 0; j < 20; j++)
+            z += exp(vx[i * 20 + j]);
+        for (int j = 0; j < 20; j++)
+            want[i * 20 + j] = vx[i * 20 + j] - log(z);
+    }
+    close_all("log_softmax(bf16)", y, want, 2e-2);
+    dt_tensor *gx = ku_empty(2, s, DT_DTYPE_BF16);
+    assert_int_equal(k->softmax_backward(y, gy, 1.0f, true, gx), DT_OK);
+    for (int i = 0; i < 6; i++) { /* gx = gy - exp(y) * sum(gy), from the bf16 y */
+        double sg = 0;
+        for (int j = 0; j < 20; j++)
+            sg += vg[i * 20 + j];
+        for (int j = 0; j < 20; j++)
+            want[i * 20 + j] = vg[i * 20 + j] - exp(vy[i * 20 + j]) * sg;
+    }
+    close_all("log_softmax_backward(bf16)", gx, want, 2e-2);
+    dt_tensor *mx = ku_empty(1, c, DT_DTYPE_BF16), *mean = ku_empty(1, c, DT_DTYPE_F32);
+    assert_int_equal(k->reduce(DT_REDUCE_KIND_MAX, x, 0, mx, NULL), DT_OK);
+    double wmean[20];
+    for (int j = 0; j < 20; j++) {
+        want[j] = -INFINITY, wmean[j] = 0;
+        for (int i = 0; i < 6; i++)
+            want[j] = fmax(want[j], vx[i * 20 + j]), wmean[j] += vx[i * 20 + j] / 6;
+    }
+    close_all("max(bf16) over dim 0", mx, want, 0);
+    assert_int_equal(k->reduce(DT_REDUCE_KIND_MEAN, x, 0, mean, NULL), DT_OK);
+    close_all("mean(bf16) -> f32", mean, wmean, 1e-6);
+    free(vx), free(vd), free(vg), free(vy);
+    dt_tensor *objs[] = {x, d, y, gy, gx, mx, mean};
+    for (int i = 0; i < 7; i++)
+        dt_tensor_release(objs[i]);
+}
+
+/* Backward of cross entropy and embedding into bf16 gradients. */
+static void test_loss_lookup_backward(void **state)
+{
+    (void)state;
+    const dt_kernel_ops *k = ku_cpu();
+    int64_t s[2] = {4, 9}, r[1] = {4};
+    int64_t tv[4] = {0, 8, -100, 3}, iv[4] = {1, 3, 1, 1};
+    dt_tensor *lg = rand_as(2, s, -2, 2, DT_DTYPE_BF16), *tg = NULL, *ids = NULL;
+    assert_int_equal(dt_tensor_from_buffer(1, r, DT_DTYPE_I64, tv, &tg), DT_OK);
+    assert_int_equal(dt_tensor_from_buffer(1, r, DT_DTYPE_I64, iv, &ids), DT_OK);
+    dt_tensor *loss = ku_empty(1, r, DT_DTYPE_F32), *lse = ku_empty(1, r, DT_DTYPE_F32);
+    dt_tensor *gl = rand_as(1, r, 0.5, 1.5, DT_DTYPE_F32), *g = ku_empty(2, s, DT_DTYPE_BF16);
+    double *vl = ku_values(lg), *vgl = ku_values(gl), want[36];
+    assert_int_equal(k->cross_entropy(lg, tg, -100, loss, lse), DT_OK);
+    assert_int_equal(k->cross_entropy_backward(lg, tg, -100, lse, gl, g), DT_OK);
+    for (int i = 0; i < 4; i++) {
+        double z = 0;
+        for (int j = 0; j < 9; j++)
+            z += exp(vl[i * 9 + j]);
+        for (int j = 0; j < 9; j++) {
+            double p = exp(vl[i * 9 + j]) / z - (j == tv[i]);
+            want[i * 9 + j] = tv[i] == -100 ? 0 : vgl[i] * p;
+        }
+    }
+    close_all("cross_entropy_backward -> bf16", g, want, 1e-5);
+    /* rows 1 and 3 of a zeroed bf16 table gather gy rows (row 1 three times) */
+    assert_int_equal(k->fill(g, 0.0), DT_OK);
+    assert_int_equal(k->embedding_backward(ids, lg, 0, g), DT_OK);
+    memset(want, 0, sizeof want);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 9; j++)
+            want[iv[i] * 9 + j] += vl[i * 9 + j];
+    close_all("embedding_backward -> bf16", g, want, 2e-2);
+    free(vl), free(vgl);
+    dt_tensor *objs[] = {lg, tg, ids, loss, lse, gl, g};
+    for (int i = 0; i < 7; i++)
+        dt_tensor_release(objs[i]);
+}
+
 /* What the table takes: bf16 everywhere but the optimizer steps. */
 static void test_supports(void **state)
 {
@@ -171,6 +260,8 @@ int main(void)
         cmocka_unit_test(test_binary_unary),
         cmocka_unit_test(test_softmax_layer_norm),
         cmocka_unit_test(test_loss_reduce_lookup),
+        cmocka_unit_test(test_broadcast_log_softmax_reduce),
+        cmocka_unit_test(test_loss_lookup_backward),
         cmocka_unit_test(test_supports),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
