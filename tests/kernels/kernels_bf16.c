@@ -244,6 +244,47 @@ static void test_loss_lookup_backward(void **state)
         dt_tensor_release(objs[i]);
 }
 
+/* LayerNorm backward with bf16 x, w, gy, gx (f32 gw, gb), and ReLU backward. */
+static void test_norm_unary_backward(void **state)
+{
+    (void)state;
+    const dt_kernel_ops *k = ku_cpu();
+    int64_t s[2] = {3, 16}, r[1] = {3}, c[1] = {16};
+    dt_tensor *x = rand_as(2, s, -2, 2, DT_DTYPE_BF16),
+              *wt = rand_as(1, c, 0.5, 1.5, DT_DTYPE_BF16);
+    dt_tensor *gy = rand_as(2, s, -1, 1, DT_DTYPE_BF16), *y = ku_empty(2, s, DT_DTYPE_BF16);
+    dt_tensor *gx = ku_empty(2, s, DT_DTYPE_BF16), *mean = ku_empty(1, r, DT_DTYPE_F32);
+    dt_tensor *rstd = ku_empty(1, r, DT_DTYPE_F32), *gw = ku_empty(1, c, DT_DTYPE_F32);
+    dt_tensor *gb = ku_empty(1, c, DT_DTYPE_F32);
+    assert_int_equal(k->fill(gw, 0.0), DT_OK);
+    assert_int_equal(k->fill(gb, 0.0), DT_OK);
+    assert_int_equal(k->layer_norm(x, wt, NULL, 1e-5f, y, mean, rstd), DT_OK);
+    assert_int_equal(k->layer_norm_backward(x, wt, mean, rstd, gy, gx, gw, gb), DT_OK);
+    double *vx = ku_values(x), *vw = ku_values(wt), *vg = ku_values(gy);
+    double *vm = ku_values(mean), *vr = ku_values(rstd), want[48], wgw[16] = {0}, wgb[16] = {0};
+    for (int i = 0; i < 3; i++) {
+        double mg = 0, mgx = 0, xh[16];
+        for (int j = 0; j < 16; j++) {
+            xh[j] = (vx[i * 16 + j] - vm[i]) * vr[i];
+            mg += vg[i * 16 + j] * vw[j] / 16, mgx += vg[i * 16 + j] * vw[j] * xh[j] / 16;
+            wgw[j] += vg[i * 16 + j] * xh[j], wgb[j] += vg[i * 16 + j];
+        }
+        for (int j = 0; j < 16; j++)
+            want[i * 16 + j] = vr[i] * (vg[i * 16 + j] * vw[j] - mg - xh[j] * mgx);
+    }
+    close_all("layer_norm_backward gx (bf16)", gx, want, 2e-2);
+    close_all("layer_norm_backward gw (f32)", gw, wgw, 1e-4);
+    close_all("layer_norm_backward gb (f32)", gb, wgb, 1e-5);
+    assert_int_equal(k->unary_backward(DT_UNARY_RELU, x, gy, gx), DT_OK);
+    for (int i = 0; i < 48; i++)
+        want[i] = vx[i] > 0 ? vg[i] : 0;
+    close_all("relu_backward (bf16)", gx, want, 0);
+    free(vx), free(vw), free(vg), free(vm), free(vr);
+    dt_tensor *objs[] = {x, wt, gy, y, gx, mean, rstd, gw, gb};
+    for (int i = 0; i < 9; i++)
+        dt_tensor_release(objs[i]);
+}
+
 /* What the table takes: bf16 everywhere but the optimizer steps. */
 static void test_supports(void **state)
 {
@@ -262,6 +303,7 @@ int main(void)
         cmocka_unit_test(test_loss_reduce_lookup),
         cmocka_unit_test(test_broadcast_log_softmax_reduce),
         cmocka_unit_test(test_loss_lookup_backward),
+        cmocka_unit_test(test_norm_unary_backward),
         cmocka_unit_test(test_supports),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
