@@ -285,6 +285,33 @@ static void test_norm_unary_backward(void **state)
         dt_tensor_release(objs[i]);
 }
 
+/* Strided bf16 views: a transposed input, and a transposed output written in place. */
+static void test_strided_views(void **state)
+{
+    (void)state;
+    const dt_kernel_ops *k = ku_cpu();
+    int64_t s[2] = {5, 8}, st[2] = {8, 5};
+    dt_tensor *a = rand_as(2, s, -2, 2, DT_DTYPE_BF16), *b = rand_as(2, st, -2, 2, DT_DTYPE_F32);
+    dt_tensor *at = NULL, *o = ku_empty(2, st, DT_DTYPE_BF16), *ot = NULL;
+    assert_int_equal(dt_tensor_transpose(a, 0, 1, &at), DT_OK); /* [8, 5] view of a */
+    double *va = ku_values(a), *vb = ku_values(b), want[40];
+    assert_int_equal(k->binary(DT_BINARY_MUL, at, b, o), DT_OK);
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 5; j++)
+            want[i * 5 + j] = va[j * 8 + i] * vb[i * 5 + j];
+    close_all("transposed bf16 * f32 -> bf16", o, want, 0);
+    assert_int_equal(dt_tensor_transpose(o, 0, 1, &ot), DT_OK); /* [5, 8] view of o */
+    assert_int_equal(k->binary(DT_BINARY_ADD, a, a, ot), DT_OK);
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 5; j++)
+            want[i * 5 + j] = 2 * va[j * 8 + i];
+    close_all("bf16 + bf16 -> transposed bf16 view", o, want, 0);
+    free(va), free(vb);
+    dt_tensor *objs[] = {a, b, at, o, ot};
+    for (int i = 0; i < 5; i++)
+        dt_tensor_release(objs[i]);
+}
+
 /* What the table takes: bf16 everywhere but the optimizer steps. */
 static void test_supports(void **state)
 {
@@ -304,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_broadcast_log_softmax_reduce),
         cmocka_unit_test(test_loss_lookup_backward),
         cmocka_unit_test(test_norm_unary_backward),
+        cmocka_unit_test(test_strided_views),
         cmocka_unit_test(test_supports),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
