@@ -159,6 +159,163 @@ static void test_loss_reduce_lookup(void **state)
         dt_tensor_release(objs[i]);
 }
 
+/* Broadcast mixed operands, log-softmax and its backward, mean/max. */
+static void test_broadcast_log_softmax_reduce(void **state)
+{
+    (void)state;
+    const dt_kernel_ops *k = ku_cpu();
+    int64_t s[2] = {6, 20}, row[2] = {1, 20}, c[1] = {20};
+    dt_tensor *x = rand_as(2, s, -3, 3, DT_DTYPE_BF16), *d = rand_as(2, row, 1, 2, DT_DTYPE_F32);
+    dt_tensor *y = ku_empty(2, s, DT_DTYPE_BF16), *gy = rand_as(2, s, -1, 1, DT_DTYPE_BF16);
+    double *vx = ku_values(x), *vd = ku_values(d), *vg = ku_values(gy), want[6 * 20];
+    assert_int_equal(k->binary(DT_BINARY_DIV, x, d, y), DT_OK); /* [6,20] / [1,20] */
+    for (int i = 0; i < 6 * 20; i++)
+        want[i] = vx[i] / vd[i % 20];
+    close_all("bf16 / f32 row -> bf16", y, want, 0);
+    assert_int_equal(k->softmax(x, 1.0f, false, true, y), DT_OK);
+    double *vy = ku_values(y);
+    for (int i = 0; i < 6; i++) {
+        double z = 0;
+        for (int j = 0; j < 20; j++)
+            z += exp(vx[i * 20 + j]);
+        for (int j = 0; j < 20; j++)
+            want[i * 20 + j] = vx[i * 20 + j] - log(z);
+    }
+    close_all("log_softmax(bf16)", y, want, 2e-2);
+    dt_tensor *gx = ku_empty(2, s, DT_DTYPE_BF16);
+    assert_int_equal(k->softmax_backward(y, gy, 1.0f, true, gx), DT_OK);
+    for (int i = 0; i < 6; i++) { /* gx = gy - exp(y) * sum(gy), from the bf16 y */
+        double sg = 0;
+        for (int j = 0; j < 20; j++)
+            sg += vg[i * 20 + j];
+        for (int j = 0; j < 20; j++)
+            want[i * 20 + j] = vg[i * 20 + j] - exp(vy[i * 20 + j]) * sg;
+    }
+    close_all("log_softmax_backward(bf16)", gx, want, 2e-2);
+    dt_tensor *mx = ku_empty(1, c, DT_DTYPE_BF16), *mean = ku_empty(1, c, DT_DTYPE_F32);
+    assert_int_equal(k->reduce(DT_REDUCE_KIND_MAX, x, 0, mx, NULL), DT_OK);
+    double wmean[20];
+    for (int j = 0; j < 20; j++) {
+        want[j] = -INFINITY, wmean[j] = 0;
+        for (int i = 0; i < 6; i++)
+            want[j] = fmax(want[j], vx[i * 20 + j]), wmean[j] += vx[i * 20 + j] / 6;
+    }
+    close_all("max(bf16) over dim 0", mx, want, 0);
+    assert_int_equal(k->reduce(DT_REDUCE_KIND_MEAN, x, 0, mean, NULL), DT_OK);
+    close_all("mean(bf16) -> f32", mean, wmean, 1e-6);
+    free(vx), free(vd), free(vg), free(vy);
+    dt_tensor *objs[] = {x, d, y, gy, gx, mx, mean};
+    for (int i = 0; i < 7; i++)
+        dt_tensor_release(objs[i]);
+}
+
+/* Backward of cross entropy and embedding into bf16 gradients. */
+static void test_loss_lookup_backward(void **state)
+{
+    (void)state;
+    const dt_kernel_ops *k = ku_cpu();
+    int64_t s[2] = {4, 9}, r[1] = {4};
+    int64_t tv[4] = {0, 8, -100, 3}, iv[4] = {1, 3, 1, 1};
+    dt_tensor *lg = rand_as(2, s, -2, 2, DT_DTYPE_BF16), *tg = NULL, *ids = NULL;
+    assert_int_equal(dt_tensor_from_buffer(1, r, DT_DTYPE_I64, tv, &tg), DT_OK);
+    assert_int_equal(dt_tensor_from_buffer(1, r, DT_DTYPE_I64, iv, &ids), DT_OK);
+    dt_tensor *loss = ku_empty(1, r, DT_DTYPE_F32), *lse = ku_empty(1, r, DT_DTYPE_F32);
+    dt_tensor *gl = rand_as(1, r, 0.5, 1.5, DT_DTYPE_F32), *g = ku_empty(2, s, DT_DTYPE_BF16);
+    double *vl = ku_values(lg), *vgl = ku_values(gl), want[36];
+    assert_int_equal(k->cross_entropy(lg, tg, -100, loss, lse), DT_OK);
+    assert_int_equal(k->cross_entropy_backward(lg, tg, -100, lse, gl, g), DT_OK);
+    for (int i = 0; i < 4; i++) {
+        double z = 0;
+        for (int j = 0; j < 9; j++)
+            z += exp(vl[i * 9 + j]);
+        for (int j = 0; j < 9; j++) {
+            double p = exp(vl[i * 9 + j]) / z - (j == tv[i]);
+            want[i * 9 + j] = tv[i] == -100 ? 0 : vgl[i] * p;
+        }
+    }
+    close_all("cross_entropy_backward -> bf16", g, want, 1e-5);
+    /* rows 1 and 3 of a zeroed bf16 table gather gy rows (row 1 three times) */
+    assert_int_equal(k->fill(g, 0.0), DT_OK);
+    assert_int_equal(k->embedding_backward(ids, lg, 0, g), DT_OK);
+    memset(want, 0, sizeof want);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 9; j++)
+            want[iv[i] * 9 + j] += vl[i * 9 + j];
+    close_all("embedding_backward -> bf16", g, want, 2e-2);
+    free(vl), free(vgl);
+    dt_tensor *objs[] = {lg, tg, ids, loss, lse, gl, g};
+    for (int i = 0; i < 7; i++)
+        dt_tensor_release(objs[i]);
+}
+
+/* LayerNorm backward with bf16 x, w, gy, gx (f32 gw, gb), and ReLU backward. */
+static void test_norm_unary_backward(void **state)
+{
+    (void)state;
+    const dt_kernel_ops *k = ku_cpu();
+    int64_t s[2] = {3, 16}, r[1] = {3}, c[1] = {16};
+    dt_tensor *x = rand_as(2, s, -2, 2, DT_DTYPE_BF16),
+              *wt = rand_as(1, c, 0.5, 1.5, DT_DTYPE_BF16);
+    dt_tensor *gy = rand_as(2, s, -1, 1, DT_DTYPE_BF16), *y = ku_empty(2, s, DT_DTYPE_BF16);
+    dt_tensor *gx = ku_empty(2, s, DT_DTYPE_BF16), *mean = ku_empty(1, r, DT_DTYPE_F32);
+    dt_tensor *rstd = ku_empty(1, r, DT_DTYPE_F32), *gw = ku_empty(1, c, DT_DTYPE_F32);
+    dt_tensor *gb = ku_empty(1, c, DT_DTYPE_F32);
+    assert_int_equal(k->fill(gw, 0.0), DT_OK);
+    assert_int_equal(k->fill(gb, 0.0), DT_OK);
+    assert_int_equal(k->layer_norm(x, wt, NULL, 1e-5f, y, mean, rstd), DT_OK);
+    assert_int_equal(k->layer_norm_backward(x, wt, mean, rstd, gy, gx, gw, gb), DT_OK);
+    double *vx = ku_values(x), *vw = ku_values(wt), *vg = ku_values(gy);
+    double *vm = ku_values(mean), *vr = ku_values(rstd), want[48], wgw[16] = {0}, wgb[16] = {0};
+    for (int i = 0; i < 3; i++) {
+        double mg = 0, mgx = 0, xh[16];
+        for (int j = 0; j < 16; j++) {
+            xh[j] = (vx[i * 16 + j] - vm[i]) * vr[i];
+            mg += vg[i * 16 + j] * vw[j] / 16, mgx += vg[i * 16 + j] * vw[j] * xh[j] / 16;
+            wgw[j] += vg[i * 16 + j] * xh[j], wgb[j] += vg[i * 16 + j];
+        }
+        for (int j = 0; j < 16; j++)
+            want[i * 16 + j] = vr[i] * (vg[i * 16 + j] * vw[j] - mg - xh[j] * mgx);
+    }
+    close_all("layer_norm_backward gx (bf16)", gx, want, 2e-2);
+    close_all("layer_norm_backward gw (f32)", gw, wgw, 1e-4);
+    close_all("layer_norm_backward gb (f32)", gb, wgb, 1e-5);
+    assert_int_equal(k->unary_backward(DT_UNARY_RELU, x, gy, gx), DT_OK);
+    for (int i = 0; i < 48; i++)
+        want[i] = vx[i] > 0 ? vg[i] : 0;
+    close_all("relu_backward (bf16)", gx, want, 0);
+    free(vx), free(vw), free(vg), free(vm), free(vr);
+    dt_tensor *objs[] = {x, wt, gy, y, gx, mean, rstd, gw, gb};
+    for (int i = 0; i < 9; i++)
+        dt_tensor_release(objs[i]);
+}
+
+/* Strided bf16 views: a transposed input, and a transposed output written in place. */
+static void test_strided_views(void **state)
+{
+    (void)state;
+    const dt_kernel_ops *k = ku_cpu();
+    int64_t s[2] = {5, 8}, st[2] = {8, 5};
+    dt_tensor *a = rand_as(2, s, -2, 2, DT_DTYPE_BF16), *b = rand_as(2, st, -2, 2, DT_DTYPE_F32);
+    dt_tensor *at = NULL, *o = ku_empty(2, st, DT_DTYPE_BF16), *ot = NULL;
+    assert_int_equal(dt_tensor_transpose(a, 0, 1, &at), DT_OK); /* [8, 5] view of a */
+    double *va = ku_values(a), *vb = ku_values(b), want[40];
+    assert_int_equal(k->binary(DT_BINARY_MUL, at, b, o), DT_OK);
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 5; j++)
+            want[i * 5 + j] = va[j * 8 + i] * vb[i * 5 + j];
+    close_all("transposed bf16 * f32 -> bf16", o, want, 0);
+    assert_int_equal(dt_tensor_transpose(o, 0, 1, &ot), DT_OK); /* [5, 8] view of o */
+    assert_int_equal(k->binary(DT_BINARY_ADD, a, a, ot), DT_OK);
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 5; j++)
+            want[i * 5 + j] = 2 * va[j * 8 + i];
+    close_all("bf16 + bf16 -> transposed bf16 view", o, want, 0);
+    free(va), free(vb);
+    dt_tensor *objs[] = {a, b, at, o, ot};
+    for (int i = 0; i < 5; i++)
+        dt_tensor_release(objs[i]);
+}
+
 /* What the table takes: bf16 everywhere but the optimizer steps. */
 static void test_supports(void **state)
 {
@@ -177,6 +334,10 @@ int main(void)
         cmocka_unit_test(test_binary_unary),
         cmocka_unit_test(test_softmax_layer_norm),
         cmocka_unit_test(test_loss_reduce_lookup),
+        cmocka_unit_test(test_broadcast_log_softmax_reduce),
+        cmocka_unit_test(test_loss_lookup_backward),
+        cmocka_unit_test(test_norm_unary_backward),
+        cmocka_unit_test(test_strided_views),
         cmocka_unit_test(test_supports),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
