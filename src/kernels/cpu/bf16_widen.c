@@ -8,29 +8,19 @@
  */
 #include "kernels/cpu/cpu_internal.h"
 
-enum { WIDEN_MAX = 8 };
-
 static bool is_half(dt_dtype d)
 {
     return d == DT_DTYPE_BF16 || d == DT_DTYPE_F16;
 }
 
-/* The f32 stand-ins of one call's bf16 tensors. */
-typedef struct widen {
-    int n;
-    dt_tensor *orig[WIDEN_MAX]; /* borrowed */
-    dt_tensor *f32[WIDEN_MAX];  /* owned */
-    bool out[WIDEN_MAX];        /* rounded back into orig at the end */
-    dt_status st;
-} widen;
-
 /* @p t, or its f32 copy when it is bf16 (@p is_out: written by the kernel). */
-static dt_tensor *as_f32(widen *w, const dt_tensor *t, bool is_out)
+dt_tensor *dt__cpu_widen_in(dt__cpu_widen *w, const dt_tensor *t, bool is_out)
 {
     if (t == NULL || !is_half(t->dtype) || w->st != DT_OK)
         return (dt_tensor *)t;
-    if (w->n == WIDEN_MAX) {
-        w->st = DT_ERR(DT_ERR_INTERNAL, "bf16 kernels: more than %d bf16 operands", WIDEN_MAX);
+    if (w->n == DT__CPU_WIDEN_MAX) {
+        w->st =
+            DT_ERR(DT_ERR_INTERNAL, "bf16 kernels: more than %d bf16 operands", DT__CPU_WIDEN_MAX);
         return (dt_tensor *)t;
     }
     dt_tensor *f = NULL;
@@ -48,7 +38,7 @@ static dt_tensor *as_f32(widen *w, const dt_tensor *t, bool is_out)
 }
 
 /* Round the outputs back (when @p st is DT_OK) and free the copies. */
-static dt_status widen_end(widen *w, dt_status st)
+dt_status dt__cpu_widen_end(dt__cpu_widen *w, dt_status st)
 {
     if (st == DT_OK)
         st = w->st;
@@ -76,18 +66,19 @@ dt_status dt__cpu_binary_any(dt_binary_op op, const dt_tensor *a, const dt_tenso
 {
     if (!ANY_BF16(a, b, out))
         return dt__cpu_binary(op, a, b, out);
-    widen w = {0};
-    dt_tensor *fa = as_f32(&w, a, false), *fb = as_f32(&w, b, false), *fo = as_f32(&w, out, true);
-    return widen_end(&w, w.st == DT_OK ? dt__cpu_binary(op, fa, fb, fo) : w.st);
+    dt__cpu_widen w = {0};
+    dt_tensor *fa = dt__cpu_widen_in(&w, a, false), *fb = dt__cpu_widen_in(&w, b, false),
+              *fo = dt__cpu_widen_in(&w, out, true);
+    return dt__cpu_widen_end(&w, w.st == DT_OK ? dt__cpu_binary(op, fa, fb, fo) : w.st);
 }
 
 dt_status dt__cpu_unary_any(dt_unary_op op, const dt_tensor *x, float alpha, dt_tensor *out)
 {
     if (!ANY_BF16(x, out))
         return dt__cpu_unary(op, x, alpha, out);
-    widen w = {0};
-    dt_tensor *fx = as_f32(&w, x, false), *fo = as_f32(&w, out, true);
-    return widen_end(&w, w.st == DT_OK ? dt__cpu_unary(op, fx, alpha, fo) : w.st);
+    dt__cpu_widen w = {0};
+    dt_tensor *fx = dt__cpu_widen_in(&w, x, false), *fo = dt__cpu_widen_in(&w, out, true);
+    return dt__cpu_widen_end(&w, w.st == DT_OK ? dt__cpu_unary(op, fx, alpha, fo) : w.st);
 }
 
 dt_status dt__cpu_unary_backward_any(dt_unary_op op, const dt_tensor *x, const dt_tensor *gy,
@@ -95,18 +86,20 @@ dt_status dt__cpu_unary_backward_any(dt_unary_op op, const dt_tensor *x, const d
 {
     if (!ANY_BF16(x, gy, gx))
         return dt__cpu_unary_backward(op, x, gy, gx);
-    widen w = {0};
-    dt_tensor *fx = as_f32(&w, x, false), *fg = as_f32(&w, gy, false), *fo = as_f32(&w, gx, true);
-    return widen_end(&w, w.st == DT_OK ? dt__cpu_unary_backward(op, fx, fg, fo) : w.st);
+    dt__cpu_widen w = {0};
+    dt_tensor *fx = dt__cpu_widen_in(&w, x, false), *fg = dt__cpu_widen_in(&w, gy, false),
+              *fo = dt__cpu_widen_in(&w, gx, true);
+    return dt__cpu_widen_end(&w, w.st == DT_OK ? dt__cpu_unary_backward(op, fx, fg, fo) : w.st);
 }
 
 dt_status dt__cpu_softmax_any(const dt_tensor *x, float scale, bool causal, bool log, dt_tensor *y)
 {
     if (!ANY_BF16(x, y))
         return dt__cpu_softmax(x, scale, causal, log, y);
-    widen w = {0};
-    dt_tensor *fx = as_f32(&w, x, false), *fy = as_f32(&w, y, true);
-    return widen_end(&w, w.st == DT_OK ? dt__cpu_softmax(fx, scale, causal, log, fy) : w.st);
+    dt__cpu_widen w = {0};
+    dt_tensor *fx = dt__cpu_widen_in(&w, x, false), *fy = dt__cpu_widen_in(&w, y, true);
+    return dt__cpu_widen_end(&w,
+                             w.st == DT_OK ? dt__cpu_softmax(fx, scale, causal, log, fy) : w.st);
 }
 
 dt_status dt__cpu_softmax_backward_any(const dt_tensor *y, const dt_tensor *gy, float scale,
@@ -114,9 +107,11 @@ dt_status dt__cpu_softmax_backward_any(const dt_tensor *y, const dt_tensor *gy, 
 {
     if (!ANY_BF16(y, gy, gx))
         return dt__cpu_softmax_backward(y, gy, scale, log, gx);
-    widen w = {0};
-    dt_tensor *fy = as_f32(&w, y, false), *fg = as_f32(&w, gy, false), *fo = as_f32(&w, gx, true);
-    return widen_end(&w, w.st == DT_OK ? dt__cpu_softmax_backward(fy, fg, scale, log, fo) : w.st);
+    dt__cpu_widen w = {0};
+    dt_tensor *fy = dt__cpu_widen_in(&w, y, false), *fg = dt__cpu_widen_in(&w, gy, false),
+              *fo = dt__cpu_widen_in(&w, gx, true);
+    return dt__cpu_widen_end(&w, w.st == DT_OK ? dt__cpu_softmax_backward(fy, fg, scale, log, fo)
+                                               : w.st);
 }
 
 dt_status dt__cpu_layer_norm_any(const dt_tensor *x, const dt_tensor *wt, const dt_tensor *b,
@@ -124,11 +119,12 @@ dt_status dt__cpu_layer_norm_any(const dt_tensor *x, const dt_tensor *wt, const 
 {
     if (!ANY_BF16(x, wt, b, y))
         return dt__cpu_layer_norm(x, wt, b, eps, y, mean, rstd);
-    widen w = {0};
-    dt_tensor *fx = as_f32(&w, x, false), *fw = as_f32(&w, wt, false), *fb = as_f32(&w, b, false);
-    dt_tensor *fy = as_f32(&w, y, true);
-    return widen_end(&w,
-                     w.st == DT_OK ? dt__cpu_layer_norm(fx, fw, fb, eps, fy, mean, rstd) : w.st);
+    dt__cpu_widen w = {0};
+    dt_tensor *fx = dt__cpu_widen_in(&w, x, false), *fw = dt__cpu_widen_in(&w, wt, false),
+              *fb = dt__cpu_widen_in(&w, b, false);
+    dt_tensor *fy = dt__cpu_widen_in(&w, y, true);
+    return dt__cpu_widen_end(&w, w.st == DT_OK ? dt__cpu_layer_norm(fx, fw, fb, eps, fy, mean, rstd)
+                                               : w.st);
 }
 
 dt_status dt__cpu_layer_norm_backward_any(const dt_tensor *x, const dt_tensor *wt,
@@ -138,13 +134,13 @@ dt_status dt__cpu_layer_norm_backward_any(const dt_tensor *x, const dt_tensor *w
 {
     if (!ANY_BF16(x, wt, gy, gx, gw, gb))
         return dt__cpu_layer_norm_backward(x, wt, mean, rstd, gy, gx, gw, gb);
-    widen w = {0};
-    dt_tensor *fx = as_f32(&w, x, false), *fw = as_f32(&w, wt, false);
-    dt_tensor *fg = as_f32(&w, gy, false), *fgx = as_f32(&w, gx, true);
-    dt_tensor *fgw = as_f32(&w, gw, true), *fgb = as_f32(&w, gb, true);
-    return widen_end(&w, w.st == DT_OK
-                             ? dt__cpu_layer_norm_backward(fx, fw, mean, rstd, fg, fgx, fgw, fgb)
-                             : w.st);
+    dt__cpu_widen w = {0};
+    dt_tensor *fx = dt__cpu_widen_in(&w, x, false), *fw = dt__cpu_widen_in(&w, wt, false);
+    dt_tensor *fg = dt__cpu_widen_in(&w, gy, false), *fgx = dt__cpu_widen_in(&w, gx, true);
+    dt_tensor *fgw = dt__cpu_widen_in(&w, gw, true), *fgb = dt__cpu_widen_in(&w, gb, true);
+    return dt__cpu_widen_end(
+        &w,
+        w.st == DT_OK ? dt__cpu_layer_norm_backward(fx, fw, mean, rstd, fg, fgx, fgw, fgb) : w.st);
 }
 
 dt_status dt__cpu_embedding_any(const dt_tensor *weight, const dt_tensor *ids, int64_t vocab_start,
@@ -152,9 +148,10 @@ dt_status dt__cpu_embedding_any(const dt_tensor *weight, const dt_tensor *ids, i
 {
     if (!ANY_BF16(weight, out))
         return dt__cpu_embedding(weight, ids, vocab_start, out);
-    widen w = {0};
-    dt_tensor *fw = as_f32(&w, weight, false), *fo = as_f32(&w, out, true);
-    return widen_end(&w, w.st == DT_OK ? dt__cpu_embedding(fw, ids, vocab_start, fo) : w.st);
+    dt__cpu_widen w = {0};
+    dt_tensor *fw = dt__cpu_widen_in(&w, weight, false), *fo = dt__cpu_widen_in(&w, out, true);
+    return dt__cpu_widen_end(&w,
+                             w.st == DT_OK ? dt__cpu_embedding(fw, ids, vocab_start, fo) : w.st);
 }
 
 dt_status dt__cpu_embedding_backward_any(const dt_tensor *ids, const dt_tensor *gy,
@@ -162,10 +159,10 @@ dt_status dt__cpu_embedding_backward_any(const dt_tensor *ids, const dt_tensor *
 {
     if (!ANY_BF16(gy, gweight))
         return dt__cpu_embedding_backward(ids, gy, vocab_start, gweight);
-    widen w = {0};
-    dt_tensor *fg = as_f32(&w, gy, false), *fw = as_f32(&w, gweight, true);
-    return widen_end(&w,
-                     w.st == DT_OK ? dt__cpu_embedding_backward(ids, fg, vocab_start, fw) : w.st);
+    dt__cpu_widen w = {0};
+    dt_tensor *fg = dt__cpu_widen_in(&w, gy, false), *fw = dt__cpu_widen_in(&w, gweight, true);
+    return dt__cpu_widen_end(
+        &w, w.st == DT_OK ? dt__cpu_embedding_backward(ids, fg, vocab_start, fw) : w.st);
 }
 
 dt_status dt__cpu_cross_entropy_any(const dt_tensor *logits, const dt_tensor *targets,
@@ -173,11 +170,11 @@ dt_status dt__cpu_cross_entropy_any(const dt_tensor *logits, const dt_tensor *ta
 {
     if (!ANY_BF16(logits, loss, lse))
         return dt__cpu_cross_entropy(logits, targets, ignore_index, loss, lse);
-    widen w = {0};
-    dt_tensor *fl = as_f32(&w, logits, false), *fo = as_f32(&w, loss, true);
-    dt_tensor *fs = as_f32(&w, lse, true);
-    return widen_end(&w, w.st == DT_OK ? dt__cpu_cross_entropy(fl, targets, ignore_index, fo, fs)
-                                       : w.st);
+    dt__cpu_widen w = {0};
+    dt_tensor *fl = dt__cpu_widen_in(&w, logits, false), *fo = dt__cpu_widen_in(&w, loss, true);
+    dt_tensor *fs = dt__cpu_widen_in(&w, lse, true);
+    return dt__cpu_widen_end(
+        &w, w.st == DT_OK ? dt__cpu_cross_entropy(fl, targets, ignore_index, fo, fs) : w.st);
 }
 
 dt_status dt__cpu_cross_entropy_backward_any(const dt_tensor *logits, const dt_tensor *targets,
@@ -186,12 +183,12 @@ dt_status dt__cpu_cross_entropy_backward_any(const dt_tensor *logits, const dt_t
 {
     if (!ANY_BF16(logits, lse, gloss, glogits))
         return dt__cpu_cross_entropy_backward(logits, targets, ignore_index, lse, gloss, glogits);
-    widen w = {0};
-    dt_tensor *fl = as_f32(&w, logits, false), *fs = as_f32(&w, lse, false);
-    dt_tensor *fg = as_f32(&w, gloss, false), *fo = as_f32(&w, glogits, true);
-    return widen_end(&w, w.st == DT_OK
-                             ? dt__cpu_cross_entropy_backward(fl, targets, ignore_index, fs, fg, fo)
-                             : w.st);
+    dt__cpu_widen w = {0};
+    dt_tensor *fl = dt__cpu_widen_in(&w, logits, false), *fs = dt__cpu_widen_in(&w, lse, false);
+    dt_tensor *fg = dt__cpu_widen_in(&w, gloss, false), *fo = dt__cpu_widen_in(&w, glogits, true);
+    return dt__cpu_widen_end(
+        &w, w.st == DT_OK ? dt__cpu_cross_entropy_backward(fl, targets, ignore_index, fs, fg, fo)
+                          : w.st);
 }
 
 dt_status dt__cpu_reduce_any(dt_reduce_kind kind, const dt_tensor *x, int dim, dt_tensor *out,
@@ -199,9 +196,9 @@ dt_status dt__cpu_reduce_any(dt_reduce_kind kind, const dt_tensor *x, int dim, d
 {
     if (!ANY_BF16(x, out))
         return dt__cpu_reduce(kind, x, dim, out, argmax);
-    widen w = {0};
-    dt_tensor *fx = as_f32(&w, x, false), *fo = as_f32(&w, out, true);
-    return widen_end(&w, w.st == DT_OK ? dt__cpu_reduce(kind, fx, dim, fo, argmax) : w.st);
+    dt__cpu_widen w = {0};
+    dt_tensor *fx = dt__cpu_widen_in(&w, x, false), *fo = dt__cpu_widen_in(&w, out, true);
+    return dt__cpu_widen_end(&w, w.st == DT_OK ? dt__cpu_reduce(kind, fx, dim, fo, argmax) : w.st);
 }
 
 dt_status dt__cpu_masked_fill_any(const dt_tensor *x, const dt_tensor *mask, float value,
@@ -209,16 +206,16 @@ dt_status dt__cpu_masked_fill_any(const dt_tensor *x, const dt_tensor *mask, flo
 {
     if (!ANY_BF16(x, out))
         return dt__cpu_masked_fill(x, mask, value, out);
-    widen w = {0};
-    dt_tensor *fx = as_f32(&w, x, false), *fo = as_f32(&w, out, true);
-    return widen_end(&w, w.st == DT_OK ? dt__cpu_masked_fill(fx, mask, value, fo) : w.st);
+    dt__cpu_widen w = {0};
+    dt_tensor *fx = dt__cpu_widen_in(&w, x, false), *fo = dt__cpu_widen_in(&w, out, true);
+    return dt__cpu_widen_end(&w, w.st == DT_OK ? dt__cpu_masked_fill(fx, mask, value, fo) : w.st);
 }
 
 dt_status dt__cpu_sum_squares_any(const dt_tensor *x, double *out)
 {
     if (!ANY_BF16(x))
         return dt__cpu_sum_squares(x, out);
-    widen w = {0};
-    dt_tensor *fx = as_f32(&w, x, false);
-    return widen_end(&w, w.st == DT_OK ? dt__cpu_sum_squares(fx, out) : w.st);
+    dt__cpu_widen w = {0};
+    dt_tensor *fx = dt__cpu_widen_in(&w, x, false);
+    return dt__cpu_widen_end(&w, w.st == DT_OK ? dt__cpu_sum_squares(fx, out) : w.st);
 }

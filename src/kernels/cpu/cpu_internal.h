@@ -176,6 +176,21 @@ dt_status dt__cpu_adamw_step(dt_tensor *p, const dt_tensor *g, dt_tensor *m, dt_
                              float beta1, float beta2, float eps, float weight_decay, int64_t step);
 dt_status dt__cpu_sum_squares(const dt_tensor *x, double *out);
 
+/* bf16_widen.c: the f32 stand-ins of one call's bf16/f16 tensors. */
+enum { DT__CPU_WIDEN_MAX = 8 };
+typedef struct dt__cpu_widen {
+    int n;
+    dt_tensor *orig[DT__CPU_WIDEN_MAX]; /* borrowed */
+    dt_tensor *f32[DT__CPU_WIDEN_MAX];  /* owned */
+    bool out[DT__CPU_WIDEN_MAX];        /* rounded back into orig at the end */
+    dt_status st;                       /* the first failure of dt__cpu_widen_in */
+} dt__cpu_widen;
+/* @p t itself, or an f32 copy of it when it is bf16/f16 (@p is_out: the kernel
+ * writes it, and dt__cpu_widen_end rounds it back). */
+dt_tensor *dt__cpu_widen_in(dt__cpu_widen *w, const dt_tensor *t, bool is_out);
+/* Round the outputs back (when @p st and w->st are DT_OK) and free the copies. */
+dt_status dt__cpu_widen_end(dt__cpu_widen *w, dt_status st);
+
 /* bf16_widen.c: the table's entries, taking bf16 operands through f32 copies
  * (f32 operands go straight to the kernels above). */
 dt_status dt__cpu_binary_any(dt_binary_op op, const dt_tensor *a, const dt_tensor *b,

@@ -179,39 +179,15 @@ static bool onednn_bf16(void)
     return dt__onednn_load(&o) == DT_OK && strcmp(o->kernel_bf16, "none") != 0;
 }
 
-/* A copy of @p t in f32 (values kept when @p keep, else uninitialised). */
-static dt_status widen(const dt_tensor *t, bool keep, dt_tensor **out)
-{
-    DT_CHECK(dt_tensor_empty(t->ndim, t->shape, DT_DTYPE_F32, dt_device_cpu(), out));
-    dt_status st = keep ? dt__cpu_copy(*out, t) : DT_OK;
-    if (st != DT_OK) {
-        dt_tensor_release(*out);
-        *out = NULL;
-    }
-    return st;
-}
-
 /* Half operands (f16; bf16 on an engine without a bf16 kernel): the same GEMM on f32 copies. */
 static dt_status gemm_widened(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
                               float alpha, float beta, dt_tensor *c)
 {
-    dt_tensor *fa = NULL, *fb = NULL, *fc = NULL;
-    bool c16 = c->dtype != DT_DTYPE_F32;
-    dt_status st = widen(a, true, &fa);
-    if (st == DT_OK)
-        st = widen(b, true, &fb);
-    if (st == DT_OK)
-        fc = c16 ? NULL : dt_tensor_retain(c);
-    if (st == DT_OK && c16)
-        st = widen(c, beta != 0.0f, &fc);
-    if (st == DT_OK)
-        st = dt__cpu_gemm(fa, fb, trans_a, trans_b, alpha, beta, fc);
-    if (st == DT_OK && c16)
-        st = dt__cpu_copy(c, fc);
-    dt_tensor_release(fa);
-    dt_tensor_release(fb);
-    dt_tensor_release(fc);
-    return st;
+    dt__cpu_widen w = {0};
+    dt_tensor *fa = dt__cpu_widen_in(&w, a, false), *fb = dt__cpu_widen_in(&w, b, false);
+    dt_tensor *fc = dt__cpu_widen_in(&w, c, true);
+    return dt__cpu_widen_end(
+        &w, w.st == DT_OK ? dt__cpu_gemm(fa, fb, trans_a, trans_b, alpha, beta, fc) : w.st);
 }
 
 /* a and b f32 into c f32, or a and b bf16 (f16) into c bf16 (f16) or f32. */
