@@ -327,13 +327,30 @@ err_release:
     return s;
 }
 
+/* @p spec with its strided shards replaced by Replicate: @p spec itself
+ * (borrowed) when it has none, else a new reference. */
+static dt_status plain_spec(dt_spec *spec, dt_spec **out)
+{
+    dt_placement pl[DT_MESH_MAX_DIMS];
+    bool strided = false;
+    for (int k = 0; k < spec->mesh_ndim; k++) {
+        strided = strided || spec->pl[k].strided;
+        pl[k] = spec->pl[k].strided ? dt_replicate() : spec->pl[k];
+    }
+    if (!strided) {
+        *out = spec;
+        return DT_OK;
+    }
+    return dt__spec_like(spec, spec->mesh_ndim, pl, out);
+}
+
 dt_status dt_distribute_from(dt_tensor *full, int src_rank, dt_mesh *mesh, int n,
                              const dt_placement *pl, dt_tensor **out)
 {
     const char *fn = "dt_distribute_from";
     int64_t hdr[REC_LEN] = {-1, 0};
     int src[DT_MESH_MAX_DIMS];
-    dt_spec *spec = NULL;
+    dt_spec *spec = NULL, *plain = NULL;
     dt_tensor *cur = NULL;
     dt_status s;
     DT_ARG_NOT_NULL(mesh);
@@ -359,12 +376,22 @@ dt_status dt_distribute_from(dt_tensor *full, int src_rank, dt_mesh *mesh, int n
                       src_rank);
     /* the same spec on every rank: a bad placement fails everywhere */
     DT_CHECK(dt_spec_create(mesh, n, pl, (int)hdr[0], hdr + 2, (dt_dtype)hdr[1], &spec));
+    /* strided shards split last: scatter the plain layout, then slice locally */
+    DT_CHECK_GOTO(plain_spec(spec, &plain), s, out);
     if (is_src)
         DT_CHECK_GOTO(dt_tensor_contiguous(full, &cur), s, out);
     for (int k = 0; k < mesh->ndim; k++) {
         if (!in_stage(mesh, src, k))
             continue;
-        DT_CHECK_GOTO(scatter_stage(spec, src, k, dev, &cur), s, out);
+        DT_CHECK_GOTO(scatter_stage(plain, src, k, dev, &cur), s, out);
+    }
+    if (plain != spec) {
+        dt__plan plan;
+        dt_tensor *y = NULL;
+        DT_CHECK_GOTO(dt__redist_plan(plain, spec, &plan), s, out);
+        DT_CHECK_GOTO(dt__redist_exec(&plan, plain, cur, &y), s, out);
+        dt_tensor_release(cur);
+        cur = y;
     }
     if (cur == full) { /* nothing was received (all Replicate/Partial): own the data */
         dt_tensor *c = NULL;
@@ -377,6 +404,8 @@ dt_status dt_distribute_from(dt_tensor *full, int src_rank, dt_mesh *mesh, int n
     s = dt__dist_wrap(spec, cur, out);
 out:
     dt_tensor_release(cur);
+    if (plain != spec)
+        dt_spec_release(plain);
     dt_spec_release(spec);
     return s;
 }

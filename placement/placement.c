@@ -8,19 +8,25 @@
 
 dt_placement dt_shard(int dim)
 {
-    dt_placement p = {DT_PLACEMENT_SHARD, dim, DT_REDUCE_OP_SUM};
+    dt_placement p = {DT_PLACEMENT_SHARD, dim, DT_REDUCE_OP_SUM, 0};
+    return p;
+}
+
+dt_placement dt_strided_shard(int dim)
+{
+    dt_placement p = {DT_PLACEMENT_SHARD, dim, DT_REDUCE_OP_SUM, 1};
     return p;
 }
 
 dt_placement dt_replicate(void)
 {
-    dt_placement p = {DT_PLACEMENT_REPLICATE, 0, DT_REDUCE_OP_SUM};
+    dt_placement p = {DT_PLACEMENT_REPLICATE, 0, DT_REDUCE_OP_SUM, 0};
     return p;
 }
 
 dt_placement dt_partial(dt_reduce_op op)
 {
-    dt_placement p = {DT_PLACEMENT_PARTIAL, 0, op};
+    dt_placement p = {DT_PLACEMENT_PARTIAL, 0, op, 0};
     return p;
 }
 
@@ -34,7 +40,7 @@ bool dt_placement_equal(dt_placement a, dt_placement b)
     if (a.kind != b.kind)
         return false;
     if (a.kind == DT_PLACEMENT_SHARD)
-        return a.dim == b.dim;
+        return a.dim == b.dim && !a.strided == !b.strided;
     if (a.kind == DT_PLACEMENT_PARTIAL)
         return a.op == b.op;
     return true;
@@ -70,7 +76,8 @@ dt_status dt_placement_normalize(dt_placement p, int ndim, dt_placement *out)
                           "of %d dims",
                           t, p.dim, ndim);
         }
-        *out = dt_shard(p.dim < 0 ? p.dim + ndim : p.dim);
+        *out = p.strided ? dt_strided_shard(p.dim < 0 ? p.dim + ndim : p.dim)
+                         : dt_shard(p.dim < 0 ? p.dim + ndim : p.dim);
         return DT_OK;
     }
     return DT_ERR(DT_ERR_INVALID_ARG, "dt_placement_normalize: unknown placement kind %d",
@@ -83,7 +90,7 @@ int dt_placement_format(dt_placement p, char *buf, size_t len)
     case DT_PLACEMENT_REPLICATE:
         return snprintf(buf, len, "R");
     case DT_PLACEMENT_SHARD:
-        return snprintf(buf, len, "S(%d)", p.dim);
+        return snprintf(buf, len, "%sS(%d)", p.strided ? "_" : "", p.dim);
     case DT_PLACEMENT_PARTIAL:
         return snprintf(buf, len, "P(%s)", dt_reduce_op_name(p.op));
     }
@@ -111,11 +118,19 @@ static bool parse_token(const char *s, size_t l, dt_placement *out)
     static const struct {
         const char *name;
         dt_placement_kind kind;
+        bool strided;
     } heads[] = {
-        {"S", DT_PLACEMENT_SHARD},     {"Shard", DT_PLACEMENT_SHARD},
-        {"R", DT_PLACEMENT_REPLICATE}, {"Replicate", DT_PLACEMENT_REPLICATE},
-        {"P", DT_PLACEMENT_PARTIAL},   {"Partial", DT_PLACEMENT_PARTIAL},
+        {"S", DT_PLACEMENT_SHARD, false},
+        {"Shard", DT_PLACEMENT_SHARD, false},
+        {"StridedShard", DT_PLACEMENT_SHARD, true},
+        {"R", DT_PLACEMENT_REPLICATE, false},
+        {"Replicate", DT_PLACEMENT_REPLICATE, false},
+        {"P", DT_PLACEMENT_PARTIAL, false},
+        {"Partial", DT_PLACEMENT_PARTIAL, false},
     };
+    bool underscore = l > 2 && s[0] == '_' && s[1] == 'S' && s[2] == '('; /* "_S(d)" */
+    if (underscore)
+        s++, l--;
     size_t h = 0;
     while (h < l && isalpha((unsigned char)s[h]))
         h++;
@@ -140,7 +155,7 @@ static bool parse_token(const char *s, size_t l, dt_placement *out)
             long d = strtol(num, &end, 10);
             if (*end != '\0' || d < -DT_MAX_DIMS || d >= DT_MAX_DIMS)
                 return false;
-            *out = dt_shard((int)d);
+            *out = heads[i].strided || underscore ? dt_strided_shard((int)d) : dt_shard((int)d);
             return true;
         }
         case DT_PLACEMENT_REPLICATE:
@@ -186,14 +201,14 @@ static bool is_sep(char c)
     return c == '\0' || c == ',' || isspace((unsigned char)c);
 }
 
-/* Length of the token starting at s: a head (Shard|Replicate|Partial|S|R|P),
+/* Length of the token starting at s: a head (StridedShard|Shard|Replicate|Partial|_S|S|R|P),
  * an optional "(...)", and anything else up to a separator or the next head
  * (so "S(0)R" splits into "S(0)" and "R" while "S0" stays one bad token). */
 static size_t token_len(const char *s)
 {
-    static const char *words[] = {"Shard", "Replicate", "Partial"};
+    static const char *words[] = {"StridedShard", "Shard", "Replicate", "Partial", "_S"};
     size_t l = 0;
-    for (size_t i = 0; i < 3 && l == 0; i++)
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]) && l == 0; i++)
         if (strncmp(s, words[i], strlen(words[i])) == 0)
             l = strlen(words[i]);
     if (l == 0 && (s[0] == 'S' || s[0] == 'R' || s[0] == 'P'))
@@ -202,7 +217,7 @@ static size_t token_len(const char *s)
         const char *close = strchr(s + l, ')');
         l = close != NULL ? (size_t)(close - s) + 1 : strlen(s);
     }
-    if (l > 0 && (is_sep(s[l]) || s[l] == 'S' || s[l] == 'R' || s[l] == 'P'))
+    if (l > 0 && (is_sep(s[l]) || s[l] == 'S' || s[l] == 'R' || s[l] == 'P' || s[l] == '_'))
         return l;
     while (!is_sep(s[l])) /* not a placement: the whole run is the bad token */
         l++;
@@ -226,7 +241,7 @@ dt_status dt_placements_parse(const char *text, int max, dt_placement *out, int 
         if (!parse_token(s, l, &p))
             return DT_ERR(DT_ERR_INVALID_ARG,
                           "dt_placements_parse: item %d '%.*s' of \"%s\" is not a placement "
-                          "(expected S(dim), R or P(sum|avg|max|min))",
+                          "(expected S(dim), _S(dim), R or P(sum|avg|max|min))",
                           count + 1, (int)l, s, text);
         if (count == max)
             return DT_ERR(DT_ERR_INVALID_ARG,

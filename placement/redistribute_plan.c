@@ -4,7 +4,8 @@
  * shards, walk the mesh dims right to left first (inner shards of a nested
  * sharding are gathered before outer ones); a target Shard whose tensor dim
  * is sharded differently by the mesh dims before it is first replicated.
- * Then walk left to right to reach the targets still missing.
+ * Then walk left to right to reach the targets still missing. Strided
+ * shards are gathered before and sliced after that walk.
  * Plans are cached on the mesh keyed by the spec pair; planning never
  * communicates.
  */
@@ -161,29 +162,56 @@ static bool prefix_aligned(const dt_placement *src, const dt_placement *dst, int
     return true;
 }
 
+/* The greedy walk over plain placements (no strided shard in @p start or
+ * @p target): right to left when something is sharded, then left to right. */
+static dt_status plan_plain(planner *p, const dt_placement *start, const dt_placement *target)
+{
+    int M = p->spec->mesh_ndim;
+    bool has_shard = false;
+    for (int k = 0; k < M; k++)
+        has_shard = has_shard || start[k].kind == DT_PLACEMENT_SHARD;
+    if (has_shard) {
+        for (int j = M - 1; j >= 0; j--) {
+            dt_placement t = target[j];
+            /* mesh dims < j are untouched so far: p->cur there is still start */
+            if (t.kind == DT_PLACEMENT_SHARD && !prefix_aligned(start, target, j, t.dim))
+                t = dt_replicate();
+            DT_CHECK(transition(p, j, t));
+        }
+    }
+    for (int j = 0; j < M; j++)
+        DT_CHECK(transition(p, j, target[j]));
+    return DT_OK;
+}
+
+/* Strided shards split a dim after the plain ones (shard_math.c), so they
+ * are gathered first (innermost, i.e. rightmost, first) and sliced last
+ * (outermost first); in between the plain planner runs. */
 static dt_status plan_compute(const dt_spec *src, const dt_spec *dst, dt__plan *plan)
 {
     planner p = {.spec = src, .plan = plan};
     int M = src->mesh_ndim;
+    dt_placement start[DT_MESH_MAX_DIMS], mid[DT_MESH_MAX_DIMS];
+    bool same = true;
     memset(plan, 0, sizeof(*plan));
     plan->mesh_ndim = M;
     plan->ndim = src->ndim;
     memcpy(p.cur, src->pl, sizeof(p.cur[0]) * (size_t)M);
     memcpy(plan->states[0], p.cur, sizeof(p.cur));
-    bool has_shard = false;
     for (int k = 0; k < M; k++)
-        has_shard = has_shard || src->pl[k].kind == DT_PLACEMENT_SHARD;
-    if (has_shard) {
-        for (int j = M - 1; j >= 0; j--) {
-            dt_placement t = dst->pl[j];
-            /* mesh dims < j are untouched so far: p.cur there is still src */
-            if (t.kind == DT_PLACEMENT_SHARD && !prefix_aligned(src->pl, dst->pl, j, t.dim))
-                t = dt_replicate();
-            DT_CHECK(transition(&p, j, t));
-        }
-    }
+        same = same && dt_placement_equal(src->pl[k], dst->pl[k]);
+    if (same)
+        return DT_OK;
+    for (int j = M - 1; j >= 0; j--)
+        if (p.cur[j].strided)
+            DT_CHECK(transition(&p, j, dt_replicate()));
+    memcpy(start, p.cur, sizeof(start[0]) * (size_t)M);
     for (int j = 0; j < M; j++)
-        DT_CHECK(transition(&p, j, dst->pl[j]));
+        mid[j] = dst->pl[j].strided ? dt_replicate() : dst->pl[j];
+    DT_CHECK(plan_plain(&p, start, mid));
+    for (int j = 0; j < M; j++)
+        if (dst->pl[j].strided)
+            DT_CHECK(transition(&p, j, dst->pl[j]));
     return DT_OK;
 }
 

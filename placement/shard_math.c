@@ -32,15 +32,18 @@ void dt__local_shape(int ndim, const int64_t *shape, int mesh_ndim, const int *m
         ls[d] = shape[d];
         off[d] = 0;
     }
-    /* mesh dims in order: the first splits, each later one splits the piece */
-    for (int k = 0; k < mesh_ndim; k++) {
-        if (pl[k].kind != DT_PLACEMENT_SHARD)
-            continue;
-        int d = pl[k].dim;
-        int64_t sz, o;
-        dt_shard_chunk(ls[d], mesh_shape[k], coord[k], &sz, &o);
-        ls[d] = sz;
-        off[d] += o;
+    /* mesh dims in order: the first splits, each later one splits the piece;
+     * strided shards split after every plain one (pass 1) */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int k = 0; k < mesh_ndim; k++) {
+            if (pl[k].kind != DT_PLACEMENT_SHARD || (pl[k].strided != 0) != (pass == 1))
+                continue;
+            int d = pl[k].dim;
+            int64_t sz, o;
+            dt_shard_chunk(ls[d], mesh_shape[k], coord[k], &sz, &o);
+            ls[d] = sz;
+            off[d] += o;
+        }
     }
     for (int d = 0; d < ndim; d++) {
         if (local_shape != NULL)

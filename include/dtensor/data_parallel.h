@@ -34,7 +34,10 @@
  * mesh with Shard(k) on dp and the parameter's placements on the other dims, so
  * dt_full_tensor, dt_module_print, dt_save_full and dt_clip_grad_norm see the
  * exact full weights and gradients. A parameter every dim of which is already
- * sharded (a column-parallel bias) stays replicated over dp.
+ * sharded (a column-parallel bias) is split over dp along dim 0 all the same:
+ * dp splits each tp piece, a strided shard (dt_strided_shard, "_S(0)" on dp,
+ * PyTorch's _StridedShard), so under ZeRO no parameter is replicated over dp.
+ * Only a 0-dim parameter stays replicated.
  *
  * Gradients: the autograd engine has no "gradient of this leaf is ready" hook,
  * so each parameter is handed to the module through a small autograd node

@@ -51,14 +51,29 @@ typedef struct dt_placement {
     dt_placement_kind kind;
     int dim;         /* Shard: tensor dim (may be negative until normalised) */
     dt_reduce_op op; /* Partial: sum, avg, max or min */
+    int strided;     /* Shard: 1 for a strided shard (dt_strided_shard), else 0 */
 } dt_placement;
 
 DT_API dt_placement dt_shard(int dim);
+/**
+ * A strided shard of tensor dim @p dim, text "_S(dim)" (PyTorch's
+ * `_StridedShard`). The mesh dims that shard one tensor dim normally nest in
+ * mesh-dim order (the first splits the dim, each later one splits the piece);
+ * strided shards split after every plain Shard of that dim, in mesh-dim order
+ * among themselves. So on a mesh (dp, tp), [_S(0), S(0)] is "tp shards dim 0,
+ * then dp shards each tp piece": what fully sharded data parallelism holds of a
+ * parameter that tensor parallelism already sharded on that dim. Each rank's
+ * shard is still one box of the tensor (checkpoints store it as such).
+ * Sharding rules read a strided shard as Shard(dim), moving it first.
+ */
+DT_API dt_placement dt_strided_shard(int dim);
 DT_API dt_placement dt_replicate(void);
 DT_API dt_placement dt_partial(dt_reduce_op op);
 
-DT_API bool dt_placement_is_shard(dt_placement p, int dim); /* dim < 0: any dim */
-/** Same kind and dim (Shard) or op (Partial). Normalise first to compare S(-1) with S(1). */
+/** A Shard (strided or not) of tensor dim @p dim; dim < 0: of any dim. */
+DT_API bool dt_placement_is_shard(dt_placement p, int dim);
+/** Same kind, dim and stridedness (Shard) or op (Partial). Normalise first to compare S(-1) with
+ * S(1). */
 DT_API bool dt_placement_equal(dt_placement a, dt_placement b);
 /**
  * @p p with a negative shard dim wrapped for a tensor of @p ndim dims.
@@ -67,12 +82,14 @@ DT_API bool dt_placement_equal(dt_placement a, dt_placement b);
  */
 DT_API dt_status dt_placement_normalize(dt_placement p, int ndim, dt_placement *out);
 
-/** Write "S(0)" / "R" / "P(sum)" into @p buf; returns the length it needed (snprintf rule). */
+/** Write "S(0)" / "_S(0)" / "R" / "P(sum)" into @p buf; returns the length it needed (snprintf
+ * rule). */
 DT_API int dt_placement_format(dt_placement p, char *buf, size_t len);
 /** Write @p n placements joined by @p sep ("," or "") ; snprintf rule. */
 DT_API int dt_placements_format(int n, const dt_placement *pl, const char *sep, char *buf,
                                 size_t len);
-/** Parse one placement ("S(1)", "Shard(-1)", "R", "Replicate", "P", "P(max)", "Partial(avg)"). */
+/** Parse one placement ("S(1)", "Shard(-1)", "_S(0)", "StridedShard(0)", "R", "Replicate", "P",
+ * "P(max)", "Partial(avg)"). */
 DT_API dt_status dt_placement_parse(const char *text, dt_placement *out);
 /**
  * Parse a list ("S(0),R", "S(0) R", "S(0)R") of at most @p max placements into
@@ -98,7 +115,8 @@ DT_API int64_t dt_shard_padded_size(int64_t size, int num_chunks);
 /**
  * Local shape and global offset of the shard at mesh coordinate @p coord of a
  * tensor of @p ndim dims @p shape placed with @p pl (mesh_ndim entries,
- * normalised) over a mesh of @p mesh_shape. Shards nest in mesh-dim order.
+ * normalised) over a mesh of @p mesh_shape. Shards of one tensor dim nest in
+ * mesh-dim order, plain ones first, then strided ones (dt_strided_shard).
  * @p global_offset may be NULL. DT_ERR_INVALID_ARG for a bad shard dim or coordinate.
  */
 DT_API dt_status dt_shard_local_shape(int ndim, const int64_t *shape, int mesh_ndim,
@@ -121,10 +139,10 @@ DT_API dt_status dt_spec_create(dt_mesh *mesh, int n, const dt_placement *pl, in
 DT_API dt_spec *dt_spec_retain(dt_spec *s);
 DT_API void dt_spec_release(dt_spec *s);
 
-DT_API dt_mesh *dt_spec_mesh(const dt_spec *s);                /* borrowed */
+DT_API dt_mesh *dt_spec_mesh(const dt_spec *s);                  /* borrowed */
 DT_API const dt_placement *dt_spec_placements(const dt_spec *s); /* mesh ndim entries */
 DT_API int dt_spec_ndim(const dt_spec *s);
-DT_API const int64_t *dt_spec_shape(const dt_spec *s);           /* global shape */
+DT_API const int64_t *dt_spec_shape(const dt_spec *s); /* global shape */
 DT_API dt_dtype dt_spec_dtype(const dt_spec *s);
 /** Local shape and global offset (either may be NULL) at @p coord (NULL: this rank's). */
 DT_API dt_status dt_spec_local_shape(const dt_spec *s, const int *coord, int64_t *local_shape,
@@ -181,7 +199,8 @@ DT_API dt_status dt_distribute_from(dt_tensor *full, int src_rank, dt_mesh *mesh
  */
 DT_API dt_status dt_from_local(dt_tensor *local, dt_mesh *mesh, int n, const dt_placement *pl,
                                const int64_t *global_shape, dt_tensor **out);
-/** This rank's shard of distributed @p t (with its autograd history). Borrowed; NULL if not distributed. */
+/** This rank's shard of distributed @p t (with its autograd history). Borrowed; NULL if not
+ * distributed. */
 DT_API dt_tensor *dt_to_local(dt_tensor *t);
 /** The spec of distributed @p t (borrowed), NULL for a local tensor. */
 DT_API const dt_spec *dt_tensor_spec(const dt_tensor *t);
@@ -197,7 +216,8 @@ DT_API const dt_placement *dt_tensor_placements(const dt_tensor *t);
  * redistributed back to @p t's placements (Partial read as Replicate).
  */
 DT_API dt_status dt_redistribute(dt_tensor *t, int n, const dt_placement *pl, dt_tensor **out);
-/** Same to an explicit spec; DT_ERR_INVALID_ARG when its mesh, shape or dtype differ from @p t's. */
+/** Same to an explicit spec; DT_ERR_INVALID_ARG when its mesh, shape or dtype differ from @p t's.
+ */
 DT_API dt_status dt_redistribute_to(dt_tensor *t, const dt_spec *dst, dt_tensor **out);
 /**
  * Collective over @p t's mesh: the full global tensor on every rank (a local

@@ -39,7 +39,8 @@
  * different meshes fail naming the op and the input. */
 dt_status dt__rl_mesh(const char *op, int n, dt_tensor *const *xs, dt_mesh **out);
 
-/* The placements of @p x on @p mesh: its own, or all-Replicate for a local tensor. */
+/* The placements of @p x on @p mesh: its own (a strided shard read as the
+ * plain Shard of its dim), or all-Replicate for a local tensor. */
 void dt__rl_placements(const dt_tensor *x, const dt_mesh *mesh, dt_placement *pl);
 
 /*

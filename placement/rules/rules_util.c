@@ -25,8 +25,12 @@ dt_status dt__rl_mesh(const char *op, int n, dt_tensor *const *xs, dt_mesh **out
 
 void dt__rl_placements(const dt_tensor *x, const dt_mesh *mesh, dt_placement *pl)
 {
-    for (int k = 0; k < mesh->ndim; k++)
+    /* rules see a strided shard as the plain Shard of its dim; dt__rl_prepare
+     * then moves the input to that layout (compared with the real one) */
+    for (int k = 0; k < mesh->ndim; k++) {
         pl[k] = x->dist != NULL ? x->dist->pl[k] : dt_replicate();
+        pl[k].strided = 0;
+    }
 }
 
 const char *dt__rl_fmt(int n, const dt_placement *pl, char *buf, size_t len)
@@ -166,7 +170,7 @@ dt_status dt__rl_prepare(const char *op, dt_tensor *x, dt_mesh *mesh, const dt_p
     dt__rl_placements(x, mesh, cur);
     bool same = true; /* the common case: nothing to move, no spec to build */
     for (int k = 0; k < mesh->ndim; k++) {
-        same = same && dt_placement_equal(cur[k], want[k]);
+        same = same && dt_placement_equal(x->dist != NULL ? x->dist->pl[k] : cur[k], want[k]);
         mask[k] =
             dt__rl_is_r(want[k]) && out_pl != NULL && !dt__rl_is_r(out_pl[k]) && mesh->shape[k] > 1;
         any = any || mask[k];

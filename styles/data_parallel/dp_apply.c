@@ -122,6 +122,18 @@ static dt_status collect(const char *fqn, dt_module *owner, const char *name, dt
     return DT_OK;
 }
 
+/* Does a tp placement of @p p shard its tensor dim @p d? */
+static bool tp_shards(const dp_param *p, int d)
+{
+    if (p->tp_spec == NULL)
+        return false;
+    const dt_placement *pl = dt_spec_placements(p->tp_spec);
+    for (int j = 0; j < dt_mesh_ndim(dt_spec_mesh(p->tp_spec)); j++)
+        if (dt_placement_is_shard(pl[j], d))
+            return true;
+    return false;
+}
+
 /* Placements of param @p p on the whole mesh: its tp placements by dim name,
  * Shard(k) or Replicate on dp, Replicate on dims it is not distributed over. */
 static dt_status full_placements(const dp_state *s, const dp_param *p, dt_placement *pl)
@@ -132,6 +144,8 @@ static dt_status full_placements(const dp_state *s, const dp_param *p, dt_placem
     pl[s->dp_dim] = p->k >= 0 ? dt_shard(p->k) : dt_replicate();
     if (p->tp_spec == NULL)
         return DT_OK;
+    if (p->k >= 0 && tp_shards(p, p->k)) /* dp splits tp's pieces: shards after tp's */
+        pl[s->dp_dim] = dt_strided_shard(p->k);
     dt_mesh *m2 = dt_spec_mesh(p->tp_spec);
     for (int j = 0; j < dt_mesh_ndim(m2); j++) {
         const char *nm = dt_mesh_dim_name(m2, j);
@@ -148,20 +162,15 @@ static dt_status full_placements(const dp_state *s, const dp_param *p, dt_placem
     return DT_OK;
 }
 
-/* The dim the dp shards split: the first that no tp placement shards. */
+/* The dim the dp shards split: the first that no tp placement shards, else
+ * dim 0 (a strided shard: dp splits each tp piece, PyTorch's _StridedShard);
+ * -1 for a 0-dim parameter, which stays replicated over dp. */
 static int pick_dim(const dp_param *p)
 {
-    for (int d = 0; d < p->ndim; d++) {
-        bool taken = false;
-        if (p->tp_spec != NULL) {
-            dt_mesh *m2 = dt_spec_mesh(p->tp_spec);
-            for (int j = 0; j < dt_mesh_ndim(m2); j++)
-                taken = taken || dt_placement_is_shard(dt_spec_placements(p->tp_spec)[j], d);
-        }
-        if (!taken)
+    for (int d = 0; d < p->ndim; d++)
+        if (!tp_shards(p, d))
             return d;
-    }
-    return -1;
+    return p->ndim > 0 ? 0 : -1;
 }
 
 /* Compute p's pieces and (ZeRO) make its shard: on success p->slot is the

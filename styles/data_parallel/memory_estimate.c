@@ -51,9 +51,10 @@ static void add_param(est_sim *s, int unit, int64_t d0, int64_t d1, int tpdim)
         shape[tpdim] = est__chunk(shape[tpdim], s->c.tp);
     p->unit = unit;
     p->local = shape[0] * (nd == 2 ? shape[1] : 1);
-    /* the dp dim: the first the tp plan does not shard (dp_apply.c pick_dim) */
-    p->k = -1;
-    for (int d = 0; d < nd && p->k < 0; d++)
+    /* the dp dim: the first the tp plan does not shard, else 0 (strided:
+     * dp splits tp's pieces; dp_apply.c pick_dim) */
+    p->k = 0;
+    for (int d = nd - 1; d >= 0; d--)
         if (d != tpdim || !s->tp_plan)
             p->k = d;
     p->shard = p->local;

@@ -7,7 +7,8 @@
  * tests/styles/test_gpt_tp.c). Every rank runs the single-rank reference
  * itself. The mesh follows the world: 2 ranks dp=2; 3 ranks dp=3 (uneven dp
  * shards: 64 rows -> 22, 22, 20); 4 ranks dp=2 x tp=2 (tensor parallelism
- * with the spec's plan, then data parallelism over the other dim). One case
+ * with the spec's plan, then data parallelism over the other dim; under ZeRO
+ * every parameter, the colwise biases too, is sharded over dp). One case
  * takes uneven local batches (5 rows over dp) with grad_scale = rows / B.
  */
 #include "dp_util.h"
@@ -55,6 +56,32 @@ static dt_module *reference(mr_optim which, int64_t batch, double clip, double *
     return m;
 }
 
+/* ZeRO: every parameter is a shard over dp (a colwise bias, which tp already
+ * shards on its only dim, as a strided shard _S(0)), so each rank holds
+ * 1/(dp*tp) of the model up to torch.chunk rounding. */
+static dt_status expect_dp_shard(const char *fqn, dt_module *o, const char *n, dt_tensor *p,
+                                 void *u)
+{
+    (void)o, (void)n, (void)u;
+    char pl[64];
+    assert_true(dt_tensor_is_distributed(p));
+    dt_placements_format(dt_mesh_ndim(dt_tensor_mesh(p)), dt_tensor_placements(p), ",", pl,
+                         sizeof(pl));
+    if (dt_tensor_placements(p)[0].kind != DT_PLACEMENT_SHARD)
+        fail_msg("%s is %s: replicated over dp", fqn, pl);
+    return DT_OK;
+}
+
+static void check_zero_shards(dt_module *m, const dt_mesh *mesh)
+{
+    DP_OK(dt_module_foreach_param(m, expect_dp_shard, NULL));
+    int64_t full = 4 * dt_module_param_numel(m), local = dt_module_param_bytes_local(m);
+    int64_t world = dt_mesh_size(mesh);
+    if (local * world > full + full / 10) /* uneven chunks: at most 10% over */
+        fail_msg("a rank holds %lld of %lld parameter bytes over %lld ranks", (long long)local,
+                 (long long)full, (long long)world);
+}
+
 static void run_case(dt_dp_stage stage, mr_optim which, int64_t batch, double clip)
 {
     double rl_uneven[STEPS], *rl = ref_loss[which];
@@ -85,6 +112,8 @@ static void run_case(dt_dp_stage stage, mr_optim which, int64_t batch, double cl
     double loss[STEPS];
     mr_gpt_create(&cfg, 1234, &m);
     dp_parallelize(m, &run);
+    if (stage != DT_DP_DDP)
+        check_zero_shards(m, mesh);
     dp_train(m, &run, which, data, STEPS, batch, SEQ, loss);
     mr_cmp c = mr_compare_weights(m, r, 0.0);
     char what[64];

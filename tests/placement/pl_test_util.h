@@ -93,11 +93,28 @@ static inline dt_tensor *pt_tensor(int ndim, const int64_t *shape, dt_dtype dt, 
     return t;
 }
 
-/* The slice of @p full that spec @p s gives this rank (a new tensor). */
+/* The slice of @p full that spec @p s gives this rank (a new tensor),
+ * computed here rather than by the library: for each tensor dim, the mesh
+ * dims with a plain Shard of it split it in mesh order, then those with a
+ * strided shard, each splitting the previous piece (torch.chunk). */
 static inline dt_tensor *pt_expected_local(dt_tensor *full, const dt_spec *s)
 {
     int64_t ls[DT_MAX_DIMS], off[DT_MAX_DIMS];
-    PT_OK(dt_spec_local_shape(s, NULL, ls, off));
+    const dt_placement *pl = dt_spec_placements(s);
+    dt_mesh *m = dt_spec_mesh(s);
+    int coord[DT_MESH_MAX_DIMS];
+    PT_OK(dt_mesh_rank_to_coord(m, dt_mesh_rank(m), coord));
+    for (int d = 0; d < dt_spec_ndim(s); d++) {
+        ls[d] = dt_tensor_dim(full, d), off[d] = 0;
+        for (int strided = 0; strided < 2; strided++)
+            for (int k = 0; k < dt_mesh_ndim(m); k++) {
+                int64_t n, o;
+                if (!dt_placement_is_shard(pl[k], d) || pl[k].strided != strided)
+                    continue;
+                dt_shard_chunk(ls[d], dt_mesh_dim_size(m, k), coord[k], &n, &o);
+                ls[d] = n, off[d] += o;
+            }
+    }
     dt_tensor *cur = dt_tensor_retain(full), *next = NULL;
     for (int d = 0; d < dt_spec_ndim(s); d++) {
         PT_OK(dt_tensor_narrow(cur, d, off[d], ls[d], &next));

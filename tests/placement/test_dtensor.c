@@ -94,12 +94,16 @@ static void test_distribute_from(void **state)
     int nm = pt_meshes(w, shapes, nds);
     int64_t ts[2][2] = {{7, 5}, {2, 3}};
     static dt_placement lists[512][3];
-    dt_placement opts[5] = {dt_replicate(), dt_shard(0), dt_shard(1), dt_partial(DT_REDUCE_OP_SUM),
-                            dt_partial(DT_REDUCE_OP_MAX)};
+    dt_placement opts[6] = {dt_replicate(),
+                            dt_shard(0),
+                            dt_shard(1),
+                            dt_partial(DT_REDUCE_OP_SUM),
+                            dt_partial(DT_REDUCE_OP_MAX),
+                            dt_strided_shard(0)};
     for (int i = 0; i < nm; i++) {
         dt_mesh *m = NULL;
         PT_OK(dt_mesh_create(pt_rt, nds[i], shapes[i], NULL, &m));
-        int nl = pt_lists(nds[i], 5, opts, lists);
+        int nl = pt_lists(nds[i], 6, opts, lists);
         int src = dt_mesh_size(m) - 1; /* not rank 0: the scatter roots move */
         for (int s = 0; s < 2; s++) {
             dt_tensor *x = pt_tensor(2, ts[s], DT_DTYPE_F32, 11);

@@ -30,6 +30,19 @@ static void test_text_roundtrip(void **state)
     assert_false(dt_placement_equal(dt_partial(DT_REDUCE_OP_MAX), dt_partial(DT_REDUCE_OP_MIN)));
     assert_false(dt_placement_equal(dt_shard(0), dt_shard(1)));
     assert_false(dt_placement_equal(dt_shard(0), dt_replicate()));
+    /* strided shards: "_S(d)" or "StridedShard(d)", never equal to the plain one */
+    assert_int_equal(dt_placement_parse("_S(1)", &p), DT_OK);
+    assert_true(dt_placement_equal(p, dt_strided_shard(1)));
+    assert_true(dt_placement_is_shard(p, 1));
+    dt_placement_format(p, buf, sizeof(buf));
+    assert_string_equal(buf, "_S(1)");
+    assert_int_equal(dt_placement_parse("StridedShard(-1)", &p), DT_OK);
+    assert_true(dt_placement_equal(p, dt_strided_shard(-1)));
+    assert_int_equal(dt_placement_normalize(p, 2, &p), DT_OK);
+    assert_true(dt_placement_equal(p, dt_strided_shard(1)));
+    assert_false(dt_placement_equal(dt_strided_shard(0), dt_shard(0)));
+    assert_int_equal(dt_placement_parse("_R", &p), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_placement_parse("_Shard(0)", &p), DT_ERR_INVALID_ARG);
 }
 
 static void test_list_parse(void **state)
@@ -51,6 +64,13 @@ static void test_list_parse(void **state)
     assert_string_equal(buf, "R,S(1),P(max),R");
     dt_placements_format(n, pl, "", buf, sizeof(buf));
     assert_string_equal(buf, "RS(1)P(max)R");
+
+    assert_int_equal(dt_placements_parse("_S(0)S(0)", 4, pl, &n), DT_OK);
+    assert_int_equal(n, 2);
+    assert_true(dt_placement_equal(pl[0], dt_strided_shard(0)));
+    assert_true(dt_placement_equal(pl[1], dt_shard(0)));
+    assert_int_equal(dt_placements_parse("S(0)_S(1)", 4, pl, &n), DT_OK);
+    assert_true(dt_placement_equal(pl[1], dt_strided_shard(1)));
 
     assert_int_equal(dt_placements_parse("S(0),X", 4, pl, &n), DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "item 2 'X'"));
@@ -163,6 +183,21 @@ static void test_nested(void **state)
     assert_int_equal(dt_shard_local_shape(1, tiny, 2, mesh, pl, c3, ls, off), DT_OK);
     assert_int_equal(ls[0], 0);
     assert_int_equal(off[0], 1);
+    /* [_S(0), S(0)]: mesh dim 1 splits 7 rows first (4 | 3), then mesh dim 0
+     * splits each piece: rows 0-1, 4-5 | 2-3, 6 for coordinates (0,0), (0,1),
+     * (1,0), (1,1); the same shards as [S(0), _S(0)] with the mesh dims swapped */
+    dt_placement st[2] = {dt_strided_shard(0), dt_shard(0)},
+                 ts[2] = {dt_shard(0), dt_strided_shard(0)};
+    int64_t ss[4] = {2, 2, 2, 1}, so[4] = {0, 4, 2, 6};
+    for (int r = 0; r < 4; r++) {
+        int cr[2] = {r / 2, r % 2}, sw[2] = {r % 2, r / 2};
+        assert_int_equal(dt_shard_local_shape(2, shape, 2, mesh, st, cr, ls, off), DT_OK);
+        assert_int_equal(ls[0], ss[r]);
+        assert_int_equal(off[0], so[r]);
+        assert_int_equal(dt_shard_local_shape(2, shape, 2, mesh, ts, sw, ls, off), DT_OK);
+        assert_int_equal(ls[0], ss[r]);
+        assert_int_equal(off[0], so[r]);
+    }
     c[0] = 2;
     assert_int_equal(dt_shard_local_shape(2, shape, 2, mesh, pl2, c, ls, off), DT_ERR_INVALID_ARG);
     dt_placement bad[2] = {dt_shard(2), dt_replicate()};

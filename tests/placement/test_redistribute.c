@@ -194,6 +194,48 @@ static void test_three_dims(void **state)
     }
 }
 
+/* Strided shards (_S(d): split after the plain shards of d) to and from
+ * every other layout, on every mesh of up to 3 dims. */
+static void test_strided(void **state)
+{
+    (void)state;
+    int w = dt_runtime_size(pt_rt), shapes[4][3], nds[4];
+    int nm = pt_meshes(w, shapes, nds);
+    int64_t tshapes[2][2] = {{7, 5}, {3, 1}};
+    static dt_placement lists[512][3];
+    for (int i = 0; i < nm; i++) {
+        dt_mesh *m = NULL;
+        char mname[32];
+        dt__mesh_shape_str(nds[i], shapes[i], mname, sizeof(mname));
+        PT_OK(dt_mesh_create(pt_rt, nds[i], shapes[i], NULL, &m));
+        dt_placement opts[6] = {dt_strided_shard(0), dt_strided_shard(1),
+                                dt_shard(0),         dt_replicate(),
+                                dt_shard(1),         dt_partial(DT_REDUCE_OP_SUM)};
+        int nl = pt_lists(nds[i], nds[i] == 3 ? 3 : 6, opts, lists);
+        for (int s = 0; s < 2; s++)
+            check_all_pairs(m, mname, 2, tshapes[s], 7, lists, nl);
+        /* ops read _S(d) as S(d): a strided and a plain operand, summed over dim 1 */
+        dt_tensor *x = pt_tensor(2, tshapes[0], DT_DTYPE_F32, 8), *a = NULL, *b = NULL;
+        dt_tensor *y = NULL, *z = NULL, *full = NULL, *xx = NULL, *want = NULL;
+        dt_placement pa[3], pb[3];
+        for (int k = 0; k < nds[i]; k++)
+            pa[k] = k == 0 ? dt_strided_shard(0) : dt_shard(0), pb[k] = dt_shard(0);
+        PT_OK(dt_distribute(x, m, nds[i], pa, &a));
+        PT_OK(dt_distribute(x, m, nds[i], pb, &b));
+        PT_OK(dt_mul(a, b, &y));
+        PT_OK(dt_sum(y, 1, false, &z));
+        PT_OK(dt_full_tensor(z, &full));
+        PT_OK(dt_mul(x, x, &xx));
+        PT_OK(dt_sum(xx, 1, false, &want));
+        expect_equal(full, want, mname, "sum(_S(0) * S(0), dim 1)");
+        dt_tensor *all[7] = {x, a, b, y, z, full, xx};
+        for (int t = 0; t < 7; t++)
+            dt_tensor_release(all[t]);
+        dt_tensor_release(want);
+        dt_mesh_release(m);
+    }
+}
+
 /* Other dtypes move bit for bit (no autograd). */
 static void test_dtypes(void **state)
 {
@@ -235,6 +277,7 @@ int main(void)
         cmocka_unit_test(test_dtypes),
         cmocka_unit_test(test_exhaustive),
         cmocka_unit_test(test_three_dims),
+        cmocka_unit_test(test_strided),
     };
     return cmocka_run_group_tests(tests, pt_setup, pt_teardown);
 }
