@@ -7,6 +7,8 @@
 
 /* The node slot holding the dtype the forward's products ran in (autocast.c). */
 #define IV_COMPUTE 8
+/* dt_matmul's node: the rank of b (the weight-gradient shortcut needs it) */
+#define IV_B_NDIM 2
 
 /*
  * A gemm operand with unit stride in its last dim, expanded to the batch
@@ -128,7 +130,8 @@ static dt_status matmul_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tens
         else
             DT_CHECK(matmul_raw(b, g, tb, true, cd, &gx[0]));
     }
-    if (dt__ag_input_needs_grad(node, 1) && b->ndim == 2 && a->ndim > 2 && !ta)
+    /* b itself is saved only when a needs a gradient: its rank is in iv */
+    if (dt__ag_input_needs_grad(node, 1) && node->iv[IV_B_NDIM] == 2 && a->ndim > 2 && !ta)
         return flat_weight_grad(a, g, tb, cd, &gx[1]);
     if (dt__ag_input_needs_grad(node, 1)) {
         if (!tb)
@@ -173,6 +176,7 @@ dt_status dt_matmul(dt_tensor *a, dt_tensor *b, bool trans_a, bool trans_b, dt_t
         node->iv[0] = trans_a;
         node->iv[1] = trans_b;
         node->iv[IV_COMPUTE] = compute;
+        node->iv[IV_B_NDIM] = b->ndim;
         DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 1) ? a : NULL), s, err_node);
         DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 0) ? b : NULL), s, err_node);
         DT_CHECK_GOTO(dt__ag_attach(node, 1, &y), s, err_y);

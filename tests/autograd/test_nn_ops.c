@@ -65,8 +65,11 @@ static void check_matmul(int na, const int64_t *sa, int nb, const int64_t *sb, m
         ref[e] = acc;
     }
     ag_expect_close("matmul forward", ref, y, 1e-5, 1e-5);
-    bool check[2] = {true, true};
+    bool check[2] = {true, true}, only_b[2] = {false, true}, only_a[2] = {true, false};
     ag_gradcheck("matmul", f_matmul, &c, 2, in, check);
+    /* one operand a constant (b is then not saved: a weight-only gradient) */
+    ag_gradcheck("matmul, b alone", f_matmul, &c, 2, in, only_b);
+    ag_gradcheck("matmul, a alone", f_matmul, &c, 2, in, only_a);
     free(ref);
     free(a);
     free(b);
