@@ -483,6 +483,11 @@ DT_API dt_status dt_kv_cache_create(dt_module *gpt, int64_t batch, int64_t max_l
 DT_API void dt_kv_cache_destroy(dt_kv_cache *c);
 /** Positions cached so far (the next forward's first position); 0 for NULL. */
 DT_API int64_t dt_kv_cache_length(const dt_kv_cache *c);
+/**
+ * Bytes of keys and values this rank holds (the layers allocated so far): a
+ * tp rank of the spec's plan holds 1/tp of a single process's. 0 for NULL.
+ */
+DT_API int64_t dt_kv_cache_nbytes(const dt_kv_cache *c);
 /** Forget every position (keeps the memory): the next forward starts at 0. NULL-safe. */
 DT_API void dt_kv_cache_reset(dt_kv_cache *c);
 

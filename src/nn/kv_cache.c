@@ -98,6 +98,15 @@ int64_t dt_kv_cache_length(const dt_kv_cache *c)
     return c == NULL ? 0 : c->len;
 }
 
+int64_t dt_kv_cache_nbytes(const dt_kv_cache *c)
+{
+    int64_t n = 0;
+    for (int i = 0; c != NULL && i < c->n_layers; i++)
+        if (c->k[i] != NULL)
+            n += (int64_t)(dt_tensor_nbytes(c->k[i]) + dt_tensor_nbytes(c->v[i]));
+    return n;
+}
+
 void dt_kv_cache_reset(dt_kv_cache *c)
 {
     if (c != NULL)

@@ -73,7 +73,10 @@ static void test_cached_equals_full(void **state)
     NN_OK(dt_module_call(gpt, x, &full));
     dt_kv_cache *c = NULL;
     NN_OK(dt_kv_cache_create(gpt, B, 16, &c));
+    assert_int_equal(dt_kv_cache_nbytes(c), 0); /* allocated at the first forward */
     run_cached(gpt, c, all, full);
+    /* keys and values of 2 layers: [B, 4 heads, 16 positions, head_dim 16] f32 */
+    assert_int_equal(dt_kv_cache_nbytes(c), 2 * 2 * B * 4 * 16 * 16 * 4);
     dt_kv_cache_reset(c);
     assert_int_equal(dt_kv_cache_length(c), 0);
     run_cached(gpt, c, all, full);         /* the reused cache overwrites the old positions */
