@@ -1,4 +1,5 @@
 /* train_gpt's sharded checkpoints (see checkpointing.h). */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,6 +63,29 @@ dt_status train_ck_resume(const train_parallel *p, const char *dir, dt_module *m
     return DT_OK;
 }
 
+/*
+ * <dir>/config.json: the model's sizes, which the tensors' shapes alone do not
+ * give (n_heads), for programs that load the checkpoint (examples/generate).
+ * Written to a temporary name and renamed, as the checkpoint's files are.
+ */
+static dt_status write_config(const char *dir, const dt_gpt_config *c)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return dt_set_error(DT_ERR_SYSTEM, "train_gpt: cannot create %s: %s", tmp, strerror(errno));
+    fprintf(f,
+            "{\"model_type\": \"gpt\", \"vocab_size\": %" PRId64 ", \"max_seq_len\": %" PRId64
+            ", \"dim\": %" PRId64 ", \"n_layers\": %" PRId64 ", \"n_heads\": %" PRId64
+            ", \"ffn_dim\": %" PRId64 ", \"tokenizer\": \"bytes\"}\n",
+            c->vocab_size, c->max_seq_len, c->dim, c->n_layers, c->n_heads, c->ffn_dim);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        return dt_set_error(DT_ERR_SYSTEM, "train_gpt: cannot write %s: %s", path, strerror(errno));
+    return DT_OK;
+}
+
 dt_status train_ck_after_step(const train_parallel *p, const char *dir, int64_t every, int64_t s,
                               int64_t steps, dt_module *model, dt_optim *opt)
 {
@@ -79,7 +103,9 @@ dt_status train_ck_after_step(const train_parallel *p, const char *dir, int64_t 
             return dt_set_error((dt_status)v, "train_gpt: rank 0 could not save %s", dir);
     }
     CHECK(st);
-    if (p->rank == 0)
+    if (p->rank == 0) {
+        CHECK(write_config(dir, dt_gpt_get_config(model)));
         printf("checkpoint %s at step %" PRId64 "\n", dir, s + 1);
+    }
     return DT_OK;
 }

@@ -16,7 +16,8 @@ dt_status train_ck_resume(const train_parallel *p, const char *dir, dt_module *m
 /*
  * After step @p s (0-based) of @p steps: save to @p dir when @p every > 0 and
  * s + 1 is a multiple of it, or when s is the last step. Collective (every
- * rank calls it). @p dir NULL: nothing.
+ * rank calls it). Rank 0 also writes <dir>/config.json, the model's sizes
+ * and tokenizer (byte-level), for examples/generate. @p dir NULL: nothing.
  */
 dt_status train_ck_after_step(const train_parallel *p, const char *dir, int64_t every, int64_t s,
                               int64_t steps, dt_module *model, dt_optim *opt);

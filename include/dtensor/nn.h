@@ -449,6 +449,66 @@ DT_API int dt_module_num_deferred(const dt_module *root);
  */
 DT_API dt_status dt_module_materialize(dt_module *root);
 
+/* ================================================================ incremental decoding */
+
+/*
+ * Text generation re-runs the GPT on one new token at a time. A KV cache
+ * keeps every Attention's keys and values of the positions seen so far, so a
+ * step computes the new positions only (Hugging Face's past_key_values):
+ *
+ *     dt_kv_cache *c;  dt_kv_cache_create(gpt, 1, cfg.max_seq_len, &c);
+ *     dt_gpt_forward_cached(gpt, c, prompt_ids, &logits);   // [1, P] -> [1, P, V]
+ *     for (...) dt_gpt_forward_cached(gpt, c, next_id, &logits);   // [1, 1] -> [1, 1, V]
+ *
+ * The cache holds what each Attention computes on: under column-sharded
+ * wq/wk/wv with local outputs (the spec's tp plan) its local heads only, so
+ * the cache is sharded by head like the projections, with no communication
+ * of its own. The training forward (dt_module_forward) is unchanged.
+ */
+
+typedef struct dt_kv_cache dt_kv_cache;
+
+/**
+ * A cache for @p gpt (a "GPT" module, possibly parallelized; borrowed: it must
+ * outlive the cache) for @p batch sequences of up to @p max_len positions
+ * (<= the model's max_seq_len). Keys and values are allocated at the first
+ * forward, per Attention, shaped [batch, local heads, max_len, head_dim] on
+ * the device and in the dtype of its projections' outputs. Not collective.
+ * Errors: DT_ERR_INVALID_ARG (not a GPT, batch < 1, max_len outside
+ * [1, max_seq_len], naming the value), DT_ERR_NO_MEMORY.
+ */
+DT_API dt_status dt_kv_cache_create(dt_module *gpt, int64_t batch, int64_t max_len,
+                                    dt_kv_cache **out);
+/** Free the cache and its tensors. NULL-safe. */
+DT_API void dt_kv_cache_destroy(dt_kv_cache *c);
+/** Positions cached so far (the next forward's first position); 0 for NULL. */
+DT_API int64_t dt_kv_cache_length(const dt_kv_cache *c);
+/**
+ * Bytes of keys and values this rank holds (the layers allocated so far): a
+ * tp rank of the spec's plan holds 1/tp of a single process's. 0 for NULL.
+ */
+DT_API int64_t dt_kv_cache_nbytes(const dt_kv_cache *c);
+/** Forget every position (keeps the memory): the next forward starts at 0. NULL-safe. */
+DT_API void dt_kv_cache_reset(dt_kv_cache *c);
+
+/**
+ * Run @p gpt on @p ids [batch, T] as positions L..L+T-1, L =
+ * dt_kv_cache_length(c): each Attention appends the new keys and values to
+ * the cache and attends over positions 0..L+T-1 (causal among the new ones),
+ * then the cache length becomes L+T. *logits: [batch, T, vocab_size] as the
+ * model's forward gives them (under the spec's tp plan a distributed tensor
+ * sharded on the vocabulary: dt_full_tensor gathers it). Goes through
+ * dt_module_forward, so parallel styles' hooks run: collective whenever the
+ * model's forward is (every rank of its mesh calls it with the same ids).
+ * Records no autograd history. On error the cache length is unchanged.
+ * Errors: DT_ERR_INVALID_ARG (ids not [batch, T] with T >= 1, L+T over the
+ * cache's max_len, a cache made for another model), DT_ERR_UNSUPPORTED when an
+ * Attention's q/k/v are distributed tensors (the cache needs local heads:
+ * colwise wq/wk/wv with local outputs, or no parallelism); the forward's.
+ */
+DT_API dt_status dt_gpt_forward_cached(dt_module *gpt, dt_kv_cache *c, dt_tensor *ids,
+                                       dt_tensor **logits);
+
 /* ================================================================ losses */
 
 /**

@@ -2,6 +2,7 @@
  * Causal self-attention. The head count comes from the width of wq's output
  * (local heads = width / head_dim), so a column-sharded wq whose output is
  * its local columns runs on its local heads without knowing about sharding.
+ * Inside dt_gpt_forward_cached the KV cache (kv_cache.c) does the attending.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -74,11 +75,16 @@ static dt_status attention_forward(dt_module *m, int n_in, dt_tensor *const *in,
         DT_CHECK_GOTO(check_proj(m, what[i], t[Q + i], impl->head_dim), status, out_release);
         DT_CHECK_GOTO(split_heads(t[Q + i], impl->head_dim, &t[QH + i]), status, out_release);
     }
-    /* scores [B, H, T, T] = q k^T; softmax(scores / sqrt(hd)) with the causal mask */
-    DT_CHECK_GOTO(dt_matmul(t[QH], t[KH], false, true, &t[S]), status, out_release);
-    DT_CHECK_GOTO(dt_causal_softmax(t[S], 1.0 / sqrt((double)impl->head_dim), &t[P]), status,
-                  out_release);
-    DT_CHECK_GOTO(dt_matmul(t[P], t[VH], false, false, &t[O]), status, out_release);
+    dt_kv_cache *cache = dt__kv_active();
+    if (cache != NULL) { /* incremental decoding: the cache attends over past positions too */
+        DT_CHECK_GOTO(dt__kv_attend(cache, m, t[QH], t[KH], t[VH], &t[O]), status, out_release);
+    } else {
+        /* scores [B, H, T, T] = q k^T; softmax(scores / sqrt(hd)) with the causal mask */
+        DT_CHECK_GOTO(dt_matmul(t[QH], t[KH], false, true, &t[S]), status, out_release);
+        DT_CHECK_GOTO(dt_causal_softmax(t[S], 1.0 / sqrt((double)impl->head_dim), &t[P]), status,
+                      out_release);
+        DT_CHECK_GOTO(dt_matmul(t[P], t[VH], false, false, &t[O]), status, out_release);
+    }
     DT_CHECK_GOTO(merge_heads(t[O], &t[OM]), status, out_release);
     status = dt__module_call_child(m, "wo", t[OM], out);
 out_release:

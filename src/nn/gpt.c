@@ -58,15 +58,28 @@ static dt_status check_config(const dt_gpt_config *c)
     return DT_OK;
 }
 
-/* h = tok_embeddings(ids) + pos_embeddings(0..T-1) */
-static dt_status embed(dt_module *m, dt_tensor *ids, dt_tensor **out)
+/* Positions first..first+t-1 as i64 on the host. */
+static dt_status positions(int64_t first, int64_t t, dt_tensor **out)
+{
+    DT_CHECK(dt_tensor_arange(first + t, DT_DTYPE_I64, out));
+    if (first == 0)
+        return DT_OK;
+    dt_tensor *all = *out;
+    dt_status status = dt_tensor_narrow(all, 0, first, t, out);
+    dt_tensor_release(all);
+    return status;
+}
+
+/* h = tok_embeddings(ids) + pos_embeddings(first..first+T-1); first = 0 but
+ * under a KV cache (the cached length) */
+static dt_status embed(dt_module *m, dt_tensor *ids, int64_t first, dt_tensor **out)
 {
     int64_t t = dt_tensor_dim(ids, 1);
     dt_tensor *tok = NULL, *pos_host = NULL, *pos_ids = NULL, *pos = NULL;
     dt_status status;
     DT_CHECK(dt__module_call_child(m, "tok_embeddings", ids, &tok));
     /* positions live where the ids do (arange builds them on the host) */
-    DT_CHECK_GOTO(dt_tensor_arange(t, DT_DTYPE_I64, &pos_host), status, out_release);
+    DT_CHECK_GOTO(positions(first, t, &pos_host), status, out_release);
     DT_CHECK_GOTO(dt_tensor_to_device(pos_host, dt_tensor_device(ids), &pos_ids), status,
                   out_release);
     DT_CHECK_GOTO(dt__module_call_child(m, "pos_embeddings", pos_ids, &pos), status, out_release);
@@ -87,13 +100,15 @@ static dt_status gpt_forward(dt_module *m, int n_in, dt_tensor *const *in, dt_te
     if (dt_tensor_ndim(ids) != 2)
         return DT_ERR(DT_ERR_INVALID_ARG, "GPT: ids must be [B, T], got %d dims",
                       dt_tensor_ndim(ids));
-    if (dt_tensor_dim(ids, 1) > impl->cfg.max_seq_len)
+    dt_kv_cache *cache = dt__kv_active();
+    int64_t first = cache != NULL ? dt__kv_offset(cache) : 0;
+    if (first + dt_tensor_dim(ids, 1) > impl->cfg.max_seq_len)
         return DT_ERR(DT_ERR_INVALID_ARG,
                       "GPT: sequence length %" PRId64 " exceeds max_seq_len %" PRId64,
-                      dt_tensor_dim(ids, 1), impl->cfg.max_seq_len);
+                      first + dt_tensor_dim(ids, 1), impl->cfg.max_seq_len);
     dt_tensor *h = NULL, *hl = NULL, *n = NULL;
     dt_status status;
-    DT_CHECK(embed(m, ids, &h));
+    DT_CHECK(embed(m, ids, first, &h));
     DT_CHECK_GOTO(dt__module_call_child(m, "layers", h, &hl), status, out_release);
     DT_CHECK_GOTO(dt__module_call_child(m, "norm", hl, &n), status, out_release);
     status = dt__module_call_child(m, "output", n, out);

@@ -97,4 +97,15 @@ dt_tensor *dt__local_of(dt_tensor *t);
 /* True when distributed @p t has a Partial placement on some mesh dim. */
 bool dt__param_is_partial(const dt_tensor *t);
 
+/* Incremental decoding (kv_cache.c): the cache of the dt_gpt_forward_cached
+ * running on this thread, or NULL (a plain forward). */
+dt_kv_cache *dt__kv_active(void);
+/* The first position of the running cached forward's new tokens. */
+int64_t dt__kv_offset(const dt_kv_cache *c);
+/* Attention @p m under cache @p c: append kh, vh [B, H, T, hd] at the cache's
+ * length, *o = softmax(qh K^T / sqrt(hd)) V over every cached position
+ * (causal among the new ones), [B, H, T, hd]. */
+dt_status dt__kv_attend(dt_kv_cache *c, const dt_module *m, dt_tensor *qh, dt_tensor *kh,
+                        dt_tensor *vh, dt_tensor **o);
+
 #endif
