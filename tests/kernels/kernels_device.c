@@ -100,6 +100,34 @@ static void test_gemm(void **state)
     release_all(ts, 6);
 }
 
+/* bf16 operands, f32 accumulation, into f32 and into bf16 (autocast's GEMM). */
+static void test_gemm_bf16(void **state)
+{
+    (void)state;
+    int64_t as[3] = {2, 9, 40}, bs[2] = {13, 40}, cs[3] = {2, 9, 13};
+    assert_true(kd->supports == NULL || kd->supports(DT_KOP_GEMM, DT_DTYPE_BF16));
+    dt_tensor *a32 = ku_rand(3, as, -1, 1), *b32 = ku_rand(2, bs, -1, 1);
+    dt_tensor *a = host_empty(3, as, DT_DTYPE_BF16), *b = host_empty(2, bs, DT_DTYPE_BF16);
+    K_OK(ku_cpu()->copy(a, a32));
+    K_OK(ku_cpu()->copy(b, b32));
+    dt_tensor *da = on_dev(a), *db = on_dev(b);
+    for (int out = 0; out < 2; out++) {
+        dt_dtype cdt = out == 0 ? DT_DTYPE_F32 : DT_DTYPE_BF16;
+        dt_tensor *c = host_empty(3, cs, cdt), *dc = NULL;
+        K_OK(dt_tensor_empty(3, cs, cdt, dev, &dc));
+        K_OK(ku_cpu()->gemm(a, b, false, true, 1.0f, 0.0f, c));
+        K_OK(kd->gemm(da, db, false, true, 1.0f, 0.0f, dc));
+        double t0 = tol; /* another summation order may round to the next bf16 */
+        tol = tol != 0 && cdt == DT_DTYPE_BF16 ? 8e-3 : tol;
+        expect_same(out == 0 ? "gemm bf16 -> f32" : "gemm bf16 -> bf16", c, dc);
+        tol = t0;
+        dt_tensor_release(c);
+        dt_tensor_release(dc);
+    }
+    dt_tensor *ts[] = {a32, b32, a, b, da, db};
+    release_all(ts, 6);
+}
+
 static void test_binary_unary(void **state)
 {
     (void)state;
@@ -279,13 +307,10 @@ int main(int argc, char **argv)
     dt_tensor_release(probe);
     tol = dev.type == DT_DEVICE_SIM ? 0 : 2e-5;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fill_copy),
-        cmocka_unit_test(test_gemm),
-        cmocka_unit_test(test_binary_unary),
-        cmocka_unit_test(test_softmax_layer_norm),
-        cmocka_unit_test(test_embedding_cross_entropy),
-        cmocka_unit_test(test_reduce_masked_fill),
-        cmocka_unit_test(test_optimizers),
+        cmocka_unit_test(test_fill_copy),          cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_gemm_bf16),          cmocka_unit_test(test_binary_unary),
+        cmocka_unit_test(test_softmax_layer_norm), cmocka_unit_test(test_embedding_cross_entropy),
+        cmocka_unit_test(test_reduce_masked_fill), cmocka_unit_test(test_optimizers),
     };
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

@@ -6,6 +6,9 @@
  * cublasSgemmStridedBatched when each operand's batch offsets are one
  * stride (contiguous batches or broadcast), else to cublasSgemmBatched with
  * a pointer array. Plain FP32 math (no TF32), to stay close to the CPU.
+ * bf16 and f16 operands (both the same dtype) go to the ...Ex calls with
+ * f32 accumulation (CUBLAS_COMPUTE_32F: tensor cores on Ampere and later),
+ * into an f32 or bf16/f16 c, as the CPU table's oneDNN path does.
  *
  * One cuBLAS handle per device, created on first use and kept for the life
  * of the process; calls are serialised by a lock (handles are not thread safe).
@@ -123,32 +126,47 @@ static int64_t row_ld(const dt_tensor *t, int64_t cols)
     return (t->shape[t->ndim - 2] <= 1 || ld < min) ? min : ld;
 }
 
+/* The cuBLAS data type of a GEMM operand. */
+static cudaDataType_t blas_type(dt_dtype dt)
+{
+    return dt == DT_DTYPE_BF16 ? CUDA_R_16BF : dt == DT_DTYPE_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
 static dt_status gemm_pointer_array(const char *fn, cublasHandle_t h, cublasOperation_t opb,
                                     cublasOperation_t opa, int n, int m, int k, float alpha,
                                     float beta, const gemm_operand *ga, int lda,
                                     const gemm_operand *gb, int ldb, dt_tensor *c, int batch)
 {
     size_t bytes = sizeof(void *) * 3 * (size_t)batch;
-    const float **host = malloc(bytes);
+    const char **host = malloc(bytes); /* byte pointers: offsets scaled by the element size */
     if (host == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for %d batch pointers", fn, batch);
-    const float *pa = dt__cuda_ptr(ga->t), *pb = dt__cuda_ptr(gb->t);
-    float *pc = dt__cuda_ptr(c);
+    const char *pa = dt__cuda_ptr(ga->t), *pb = dt__cuda_ptr(gb->t);
+    char *pc = dt__cuda_ptr(c);
+    int64_t es_ab = (int64_t)dt_dtype_size(ga->t->dtype), es_c = (int64_t)dt_dtype_size(c->dtype);
     for (int i = 0; i < batch; i++) {
-        host[i] = pb + operand_offset(gb, c, i);
-        host[batch + i] = pa + operand_offset(ga, c, i);
-        host[2 * batch + i] = pc + (int64_t)i * m * n;
+        host[i] = pb + operand_offset(gb, c, i) * es_ab;
+        host[batch + i] = pa + operand_offset(ga, c, i) * es_ab;
+        host[2 * batch + i] = pc + (int64_t)i * m * n * es_c;
     }
     void *dev = NULL;
     dt_status s = DT_OK;
     DT_CHECK_GOTO(dt__cuda_scratch(fn, bytes, &dev), s, out_free_host);
     DT_CUDA_CHECK_GOTO(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice), fn, s, out_free_dev);
-    const float *const *dp = dev;
-    float *const *dc = (float *const *)((const float **)dev + 2 * batch);
-    cublasStatus_t st = cublasSgemmBatched(h, opb, opa, n, m, k, &alpha, dp, ldb, dp + batch, lda,
-                                           &beta, dc, n, batch);
+    const void *const *dp = dev;
+    void *const *dc = (void *const *)((const void **)dev + 2 * batch);
+    cublasStatus_t st;
+    if (ga->t->dtype == DT_DTYPE_F32 && c->dtype == DT_DTYPE_F32)
+        st = cublasSgemmBatched(h, opb, opa, n, m, k, &alpha, (const float *const *)dp, ldb,
+                                (const float *const *)(dp + batch), lda, &beta, (float *const *)dc,
+                                n, batch);
+    else
+        st = cublasGemmBatchedEx(h, opb, opa, n, m, k, &alpha, dp, blas_type(gb->t->dtype), ldb,
+                                 dp + batch, blas_type(ga->t->dtype), lda, &beta, dc,
+                                 blas_type(c->dtype), n, batch, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS)
-        s = blas_error(st, fn, "cublasSgemmBatched");
+        s = blas_error(st, fn, "cublas(Sgemm|GemmEx)Batched");
 out_free_dev:
     dt__cuda_scratch_free(dev);
 out_free_host:
@@ -160,9 +178,13 @@ dt_status dt__cuda_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, bo
                         float alpha, float beta, dt_tensor *c)
 {
     const char *fn = "dt_kernel_gemm";
-    DT_CHECK(dt__cuda_check_out(fn, "c", c, DT_DTYPE_F32));
-    DT_CHECK(dt__cuda_check(fn, "a", a, DT_DTYPE_F32));
-    DT_CHECK(dt__cuda_check(fn, "b", b, DT_DTYPE_F32));
+    /* f32 x f32 -> f32, or bf16/f16 operands (the same dtype) -> f32 or that dtype */
+    dt_dtype in = a->dtype;
+    if (in != DT_DTYPE_BF16 && in != DT_DTYPE_F16)
+        in = DT_DTYPE_F32;
+    DT_CHECK(dt__cuda_check(fn, "a", a, in));
+    DT_CHECK(dt__cuda_check(fn, "b", b, in));
+    DT_CHECK(dt__cuda_check_out(fn, "c", c, c->dtype == in ? in : DT_DTYPE_F32));
     if (a->ndim < 2 || b->ndim < 2 || c->ndim < 2)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: a, b, c need 2+ dims (have %d, %d, %d)", fn, a->ndim,
                       b->ndim, c->ndim);
@@ -199,13 +221,21 @@ dt_status dt__cuda_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, bo
     pthread_mutex_lock(&blas_lock);
     cublasHandle_t h = NULL;
     DT_CHECK_GOTO(blas_handle(fn, c->device.index, &h), s, out_unlock);
-    if (ga.uniform && gb.uniform) {
+    if (ga.uniform && gb.uniform && in == DT_DTYPE_F32) {
         cublasStatus_t st =
             cublasSgemmStridedBatched(h, opb, opa, (int)N, (int)M, (int)K, &alpha, dt__cuda_ptr(b),
                                       (int)ldb, gb.stride, dt__cuda_ptr(a), (int)lda, ga.stride,
                                       &beta, dt__cuda_ptr(c), (int)N, M * N, (int)batch);
         if (st != CUBLAS_STATUS_SUCCESS)
             s = blas_error(st, fn, "cublasSgemmStridedBatched");
+    } else if (ga.uniform && gb.uniform) {
+        cublasStatus_t st = cublasGemmStridedBatchedEx(
+            h, opb, opa, (int)N, (int)M, (int)K, &alpha, dt__cuda_ptr(b), blas_type(in), (int)ldb,
+            gb.stride, dt__cuda_ptr(a), blas_type(in), (int)lda, ga.stride, &beta, dt__cuda_ptr(c),
+            blas_type(c->dtype), (int)N, M * N, (int)batch, CUBLAS_COMPUTE_32F,
+            CUBLAS_GEMM_DEFAULT);
+        if (st != CUBLAS_STATUS_SUCCESS)
+            s = blas_error(st, fn, "cublasGemmStridedBatchedEx");
     } else {
         s = gemm_pointer_array(fn, h, opb, opa, (int)N, (int)M, (int)K, alpha, beta, &ga, (int)lda,
                                &gb, (int)ldb, c, (int)batch);

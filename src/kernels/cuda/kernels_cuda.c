@@ -34,6 +34,8 @@ static bool cuda_supports(dt_kernel_op op, dt_dtype dtype)
 {
     if (op == DT_KOP_FILL || op == DT_KOP_COPY)
         return dt_dtype_size(dtype) != 0;
+    if (op == DT_KOP_GEMM) /* bf16/f16 operands, f32 accumulation (gemm_cublas.c) */
+        return dtype == DT_DTYPE_F32 || dtype == DT_DTYPE_BF16 || dtype == DT_DTYPE_F16;
     return op < DT_KOP_COUNT && dtype == DT_DTYPE_F32;
 }
 
