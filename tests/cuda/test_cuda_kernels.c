@@ -50,7 +50,10 @@ static void test_table_complete(void **state)
         assert_true(k->supports((dt_kernel_op)op, DT_DTYPE_F32));
     assert_true(k->supports(DT_KOP_COPY, DT_DTYPE_BF16));
     assert_true(k->supports(DT_KOP_FILL, DT_DTYPE_U8));
-    assert_false(k->supports(DT_KOP_GEMM, DT_DTYPE_F16));
+    assert_true(k->supports(DT_KOP_GEMM, DT_DTYPE_F16)); /* cublasGemmEx */
+    assert_true(k->supports(DT_KOP_GEMM, DT_DTYPE_BF16));
+    assert_false(k->supports(DT_KOP_GEMM, DT_DTYPE_I64));
+    assert_false(k->supports(DT_KOP_SOFTMAX, DT_DTYPE_BF16));
     assert_false(k->supports(DT_KOP_COUNT, DT_DTYPE_F32));
 }
 
