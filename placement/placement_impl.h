@@ -22,6 +22,10 @@ struct dt_spec {
     int ndim;
     int64_t shape[DT_MAX_DIMS];
     dt_dtype dtype;
+    /* The dtype its Partial sums travel and are summed in: bf16 for a matmul
+     * or linear result made under autocast (redistribute_wire.c), else dtype.
+     * Not part of the spec's identity (dt_spec_equal). */
+    dt_dtype wire;
 };
 
 /* ------------------------------------------------------------ plans */
@@ -62,6 +66,10 @@ dt_status dt__redist_plan(const dt_spec *src, const dt_spec *dst, dt__plan *out)
 int dt__plan_format(const dt__plan *plan, const dt_mesh *mesh, dt_dtype dtype, char *buf,
                     size_t len);
 const char *dt__step_kind_name(dt__step_kind k);
+
+/* The dtype step @p st of a tensor of spec @p src sends and reduces in:
+ * src->wire for the sum of a Partial, else src->dtype (redistribute_wire.c). */
+dt_dtype dt__redist_wire_dtype(const dt__step *st, const dt_spec *src);
 
 /* Run @p plan on this rank's shard @p local of a tensor of spec @p src: the new
  * shard into *out (may be @p local itself, retained). No autograd. Collective. */

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/node.h"
 #include "comm/comm_check.h"
 #include "comm/comm_impl.h"
 #include "core/error.h"
@@ -23,6 +22,7 @@ typedef struct step_ctx {
     int n, me;
     int ndim;
     dt_dtype dtype;
+    dt_dtype wire;   /* what a reduction sends (dt__redist_wire_dtype) */
     size_t *scratch; /* 4 * n counts/displacements */
 } step_ctx;
 
@@ -390,6 +390,27 @@ static dt_status exec_partition(const step_ctx *c, dt_tensor *x, dt_tensor **out
     return DT_OK;
 }
 
+/* A reduction step in @p wire (dt__redist_wire_dtype): x converted, reduced,
+ * converted back; the collective counted with the bytes it moved. */
+static dt_status exec_reduce_in(const step_ctx *c, dt_dtype wire, dt_tensor *x, dt_tensor **out)
+{
+    dt__step st = *c->st;
+    step_ctx w = *c;
+    dt_tensor *xw = NULL, *yw = NULL;
+    st.bytes = st.bytes / (int64_t)dt_dtype_size(c->dtype) * (int64_t)dt_dtype_size(wire);
+    w.st = &st;
+    w.dtype = wire;
+    dt_status s = dt_tensor_to_dtype(x, wire, &xw);
+    if (s == DT_OK)
+        s = st.kind == DT__STEP_ALLREDUCE ? exec_allreduce(&w, xw, &yw)
+                                          : exec_reduce_scatter(&w, xw, &yw);
+    if (s == DT_OK)
+        s = dt_tensor_to_dtype(yw, c->dtype, out);
+    dt_tensor_release(xw);
+    dt_tensor_release(yw);
+    return s;
+}
+
 static dt_status exec_step(const step_ctx *c, dt_tensor *x, dt_tensor **out)
 {
     if (c->st->kind == DT__STEP_PARTITION)
@@ -414,6 +435,12 @@ static dt_status exec_step(const step_ctx *c, dt_tensor *x, dt_tensor **out)
     c = &cc;
     s = dt_tensor_contiguous(x, &xc);
     if (s != DT_OK) {
+        free(cc.scratch);
+        return s;
+    }
+    if (c->wire != c->dtype) {
+        s = exec_reduce_in(c, c->wire, xc, out);
+        dt_tensor_release(xc);
         free(cc.scratch);
         return s;
     }
@@ -467,7 +494,9 @@ static dt_status check_input(const step_ctx *c, const dt_tensor *x)
 static dt__comm_ctx agree_on(const dt__plan *plan, const dt_spec *src, char *text, size_t n)
 {
     const dt_placement *a = plan->states[0], *b = plan->states[plan->n_steps];
-    int32_t v[2 + 6 * DT_MESH_MAX_DIMS] = {plan->mesh_ndim, (int32_t)src->dtype}, k = 2;
+    int32_t v[2 + 6 * DT_MESH_MAX_DIMS] = {plan->mesh_ndim,
+                                           (int32_t)src->dtype | (int32_t)src->wire << 8},
+                      k = 2;
     for (int j = 0; j < plan->mesh_ndim; j++) {
         int32_t f[6] = {a[j].kind, a[j].dim, a[j].op, b[j].kind, b[j].dim, b[j].op};
         memcpy(v + k, f, sizeof(f));
@@ -496,6 +525,7 @@ dt_status dt__redist_exec(const dt__plan *plan, const dt_spec *src, dt_tensor *l
         step_ctx c = {
             .st = &plan->steps[i], .mesh = src->mesh, .ndim = src->ndim, .dtype = src->dtype};
         int j = c.st->mesh_dim;
+        c.wire = dt__redist_wire_dtype(c.st, src);
         c.comm = dt_mesh_dim_comm(src->mesh, j);
         c.n = src->mesh->shape[j];
         c.me = src->mesh->coord[j];
@@ -512,90 +542,4 @@ dt_status dt__redist_exec(const dt__plan *plan, const dt_spec *src, dt_tensor *l
     dt__comm_context_restore(saved);
     *out = x;
     return DT_OK;
-}
-
-/* ------------------------------------------------------------ autograd */
-
-/* saved[0] / saved[1]: handles carrying the source / target spec (no data):
- * released with the node, they keep the specs and the mesh alive.
- * gy[0] is the output shard's gradient laid out as the target with Partial
- * read as Replicate; if the engine hands over a distributed gradient instead
- * (a pending Partial), it is planned from its own spec, so P -> S(d) becomes
- * one reduce-scatter as in PyTorch. */
-static dt_status redistribute_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
-{
-    const dt_spec *src = node->saved[0]->dist, *dst = node->saved[1]->dist;
-    dt_spec *gsrc = NULL, *gdst = NULL;
-    dt_tensor *g = gy[0];
-    dt__plan plan;
-    dt_status s;
-    if (!dt__ag_input_needs_grad(node, 0))
-        return DT_OK;
-    if (g->dist != NULL) {
-        gsrc = dt_spec_retain(g->dist);
-        g = g->local;
-    } else {
-        DT_CHECK(dt__spec_normalize_grad(dst, &gsrc));
-    }
-    DT_CHECK_GOTO(dt__spec_normalize_grad(src, &gdst), s, out);
-    DT_CHECK_GOTO(dt__redist_check("dt_redistribute (backward)", gsrc, gdst), s, out);
-    DT_CHECK_GOTO(dt__redist_plan(gsrc, gdst, &plan), s, out);
-    s = dt__redist_exec(&plan, gsrc, g, &gx[0]);
-out:
-    dt_spec_release(gsrc);
-    dt_spec_release(gdst);
-    return s;
-}
-
-static dt_status record(const dt_spec *src, const dt_spec *dst, dt_tensor *x, dt_tensor **y)
-{
-    dt_ag_node *node = NULL;
-    dt_tensor *h0 = NULL, *h1 = NULL, *alias = NULL;
-    dt_status s;
-    if (*y == x) { /* a no-op plan step kept the shard: the output needs its own handle */
-        DT_CHECK(dt__tensor_make_view(x, x->ndim, x->shape, x->strides, x->offset, &alias));
-        dt_tensor_release(*y);
-        *y = alias;
-    }
-    DT_CHECK(dt__dist_wrap((dt_spec *)src, NULL, &h0));
-    DT_CHECK_GOTO(dt__dist_wrap((dt_spec *)dst, NULL, &h1), s, err_release);
-    DT_CHECK_GOTO(dt__ag_node_create("redistribute", redistribute_backward, 1, &x, &node), s,
-                  err_release);
-    node->saved[0] = h0;
-    node->saved[1] = h1;
-    node->n_saved = 2;
-    /* a pending Partial gradient is planned from its own spec (above): P ->
-     * S(d) is then one reduce-scatter instead of an all-reduce and a slice */
-    node->accepts_dist_grad = true;
-    return dt__ag_attach(node, 1, y);
-err_release:
-    dt_tensor_release(h0);
-    dt_tensor_release(h1);
-    return s;
-}
-
-dt_status dt__redist_local(const dt_spec *src, const dt_spec *dst, dt_tensor *local,
-                           dt_tensor **out)
-{
-    dt__plan plan;
-    dt_tensor *y = NULL;
-    dt_status s;
-    DT_CHECK(dt__redist_check("dt_redistribute", src, dst));
-    if (dt_spec_equal(src, dst)) { /* the common no-op: skip the plan cache */
-        *out = dt_tensor_retain(local);
-        return DT_OK;
-    }
-    DT_CHECK(dt__redist_plan(src, dst, &plan));
-    if (plan.n_steps == 0) {
-        *out = dt_tensor_retain(local);
-        return DT_OK;
-    }
-    DT_CHECK(dt__redist_exec(&plan, src, local, &y));
-    if (dt__ag_should_record(1, &local))
-        DT_CHECK_GOTO(record(src, dst, local, &y), s, err_release);
-    *out = y;
-    return DT_OK;
-err_release:
-    dt_tensor_release(y);
-    return s;
 }

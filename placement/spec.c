@@ -62,6 +62,7 @@ dt_status dt_spec_create(dt_mesh *mesh, int n, const dt_placement *pl, int ndim,
     if (ndim > 0)
         memcpy(s->shape, shape, sizeof(int64_t) * (size_t)ndim);
     s->dtype = dtype;
+    s->wire = dtype;
     *out = s;
     return DT_OK;
 }

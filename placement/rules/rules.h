@@ -59,6 +59,11 @@ dt_status dt__rl_prepare(const char *op, dt_tensor *x, dt_mesh *mesh, const dt_p
 dt_status dt__rl_wrap(const char *op, dt_mesh *mesh, const dt_placement *pl, int ndim,
                       const int64_t *shape, dt_dtype dtype, dt_tensor *local, dt_tensor **out);
 
+/* dt__rl_wrap for a matmul or linear result: made under autocast bf16, its
+ * Partial sums travel in bf16 (spec->wire, redistribute_wire.c). */
+dt_status dt__rl_wrap_product(const char *op, dt_mesh *mesh, const dt_placement *pl, int ndim,
+                              const int64_t *shape, dt_tensor *local, dt_tensor **out);
+
 /* A Partial(sum) placement; Replicate. */
 static inline dt_placement dt__rl_psum(void)
 {

@@ -141,7 +141,7 @@ dt_status dt__rl_matmul(dt_tensor *a, dt_tensor *b, bool ta, bool tb, dt_tensor 
     DT_CHECK_GOTO(dt__rl_prepare(name, a, mesh, wa, wo, &la), s, out);
     DT_CHECK_GOTO(dt__rl_prepare(name, b, mesh, wb, wo, &lb), s, out);
     DT_CHECK_GOTO(dt_matmul(la, lb, ta, tb, &y), s, out);
-    s = dt__rl_wrap(name, mesh, wo, g.n, g.oshape, DT_DTYPE_F32, y, out);
+    s = dt__rl_wrap_product(name, mesh, wo, g.n, g.oshape, y, out);
 out:
     dt_tensor_release(y);
     dt_tensor_release(la);
@@ -231,7 +231,7 @@ dt_status dt__rl_linear(dt_tensor *x, dt_tensor *w, dt_tensor *bias, dt_tensor *
         lb = lb1;
     }
     DT_CHECK_GOTO(dt_linear(lx, lw, lb, &y), s, out);
-    s = dt__rl_wrap(name, mesh, wo, x->ndim, oshape, DT_DTYPE_F32, y, out);
+    s = dt__rl_wrap_product(name, mesh, wo, x->ndim, oshape, y, out);
 out:
     dt_tensor_release(y);
     dt_tensor_release(lx);

@@ -204,13 +204,15 @@ out:
     return s;
 }
 
-dt_status dt__rl_wrap(const char *op, dt_mesh *mesh, const dt_placement *pl, int ndim,
-                      const int64_t *shape, dt_dtype dtype, dt_tensor *local, dt_tensor **out)
+static dt_status wrap(const char *op, dt_mesh *mesh, const dt_placement *pl, int ndim,
+                      const int64_t *shape, dt_dtype dtype, dt_dtype wire, dt_tensor *local,
+                      dt_tensor **out)
 {
     dt_spec *spec = NULL;
     int64_t want[DT_MAX_DIMS];
     dt_status s;
     DT_CHECK(dt_spec_create(mesh, mesh->ndim, pl, ndim, shape, dtype, &spec));
+    spec->wire = wire; /* not shared yet */
     DT_CHECK_GOTO(dt_spec_local_shape(spec, NULL, want, NULL), s, out);
     if (local->ndim != ndim || memcmp(local->shape, want, sizeof(int64_t) * (size_t)ndim) != 0) {
         char a[96], b[96], p[64];
@@ -224,6 +226,19 @@ dt_status dt__rl_wrap(const char *op, dt_mesh *mesh, const dt_placement *pl, int
 out:
     dt_spec_release(spec);
     return s;
+}
+
+dt_status dt__rl_wrap(const char *op, dt_mesh *mesh, const dt_placement *pl, int ndim,
+                      const int64_t *shape, dt_dtype dtype, dt_tensor *local, dt_tensor **out)
+{
+    return wrap(op, mesh, pl, ndim, shape, dtype, dtype, local, out);
+}
+
+dt_status dt__rl_wrap_product(const char *op, dt_mesh *mesh, const dt_placement *pl, int ndim,
+                              const int64_t *shape, dt_tensor *local, dt_tensor **out)
+{
+    dt_dtype wire = dt_autocast_get() == DT_DTYPE_BF16 ? DT_DTYPE_BF16 : DT_DTYPE_F32;
+    return wrap(op, mesh, pl, ndim, shape, DT_DTYPE_F32, wire, local, out);
 }
 
 /* ------------------------------------------------------------ fallback */

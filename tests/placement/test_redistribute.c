@@ -9,6 +9,8 @@
  *   - the gradient through dt_redistribute is the right slice of the upstream
  *     gradient laid out with the source placements (Partial read as Replicate).
  */
+#include <math.h>
+
 #include "pl_test_util.h"
 #include "placement/placement_impl.h"
 
@@ -236,6 +238,72 @@ static void test_strided(void **state)
     }
 }
 
+/* A matmul made under autocast bf16 (PyTorch: a bf16 result) that is left
+ * Partial is summed in bf16: half the bytes; other Partials stay f32. */
+static void autocast_product(dt_mesh *m, dt_tensor *a, dt_tensor *b, bool on, dt_tensor **y,
+                             int64_t *moved)
+{
+    dt_placement s0 = dt_shard(0), s1 = dt_shard(1), r = dt_replicate();
+    dt_tensor *da = NULL, *db = NULL, *p = NULL;
+    dt_dtype prev;
+    PT_OK(dt_distribute(a, m, 1, &s1, &da));
+    PT_OK(dt_distribute(b, m, 1, &s0, &db));
+    PT_OK(dt_autocast_set(on ? DT_DTYPE_BF16 : DT_DTYPE_F32, &prev));
+    PT_OK(dt_matmul(da, db, false, false, &p)); /* K sharded: Partial(sum) */
+    PT_OK(dt_autocast_set(prev, NULL));
+    assert_int_equal(dt_tensor_placements(p)[0].kind, DT_PLACEMENT_PARTIAL);
+    dt_coll_stats st;
+    dt_mesh_coll_stats_reset(m);
+    PT_OK(dt_redistribute(p, 1, &r, y)); /* autocast is off again: the spec remembers */
+    dt_mesh_coll_stats(m, &st);
+    *moved = st.bytes[DT_COLL_ALLREDUCE];
+    dt_tensor_release(da);
+    dt_tensor_release(db);
+    dt_tensor_release(p);
+}
+
+static void test_autocast_wire(void **state)
+{
+    (void)state;
+    int w = dt_runtime_size(pt_rt);
+    dt_mesh *m = NULL;
+    PT_OK(dt_mesh_create(pt_rt, 1, &w, NULL, &m));
+    int64_t as[2] = {6, 8}, bs[2] = {8, 5};
+    dt_tensor *ai = pt_tensor(2, as, DT_DTYPE_F32, 30), *bi = pt_tensor(2, bs, DT_DTYPE_F32, 31);
+    dt_tensor *a = NULL, *b = NULL, *y32 = NULL, *y16 = NULL;
+    PT_OK(dt_scale(ai, 1.0 / 3.0, &a)); /* values bf16 cannot hold exactly */
+    PT_OK(dt_scale(bi, 1.0 / 7.0, &b));
+    int64_t bytes32, bytes16;
+    autocast_product(m, a, b, false, &y32, &bytes32);
+    autocast_product(m, a, b, true, &y16, &bytes16);
+    if (w > 1) {
+        assert_true(bytes32 > 0);
+        assert_int_equal(bytes16, bytes32 / 2);
+    }
+    dt_tensor *l32 = dt_to_local(y32), *l16 = dt_to_local(y16);
+    double scale = 0; /* the products' magnitude: bf16 operands and sums stay within 2^-6 of it */
+    for (int64_t i = 0; i < dt_tensor_numel(l32); i++)
+        scale = fmax(scale, fabs(dt_tensor_item_at(l32, i)));
+    for (int64_t i = 0; i < dt_tensor_numel(l32); i++) {
+        double x = dt_tensor_item_at(l16, i), want = dt_tensor_item_at(l32, i);
+        if (fabs(x - want) > scale / 64)
+            fail_msg("autocast product: element %lld is %g, f32 gives %g", (long long)i, x, want);
+    }
+    /* a Partial no product made (a distributed constant) stays f32 under autocast */
+    dt_placement p = dt_partial(DT_REDUCE_OP_SUM), r = dt_replicate();
+    dt_tensor *d = NULL, *e = NULL;
+    dt_dtype prev;
+    PT_OK(dt_distribute(a, m, 1, &p, &d));
+    PT_OK(dt_autocast_set(DT_DTYPE_BF16, &prev));
+    PT_OK(dt_redistribute(d, 1, &r, &e));
+    PT_OK(dt_autocast_set(prev, NULL));
+    assert_true(dt_tensor_equal(dt_to_local(e), a));
+    dt_tensor *ts[] = {ai, bi, a, b, y32, y16, d, e};
+    for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++)
+        dt_tensor_release(ts[i]);
+    dt_mesh_release(m);
+}
+
 /* Other dtypes move bit for bit (no autograd). */
 static void test_dtypes(void **state)
 {
@@ -274,10 +342,9 @@ static void test_dtypes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dtypes),
-        cmocka_unit_test(test_exhaustive),
-        cmocka_unit_test(test_three_dims),
-        cmocka_unit_test(test_strided),
+        cmocka_unit_test(test_dtypes),        cmocka_unit_test(test_exhaustive),
+        cmocka_unit_test(test_three_dims),    cmocka_unit_test(test_strided),
+        cmocka_unit_test(test_autocast_wire),
     };
     return cmocka_run_group_tests(tests, pt_setup, pt_teardown);
 }
