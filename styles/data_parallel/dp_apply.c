@@ -443,9 +443,18 @@ static dt_status unit_pre(dt_module *m, int n_in, dt_tensor **in, void *user)
 {
     (void)n_in, (void)in;
     dp_state *s = user;
-    for (int u = 1; u < s->n_units; u++)
-        if (s->u[u].m == m)
-            return unit_enter(s, u);
+    for (int u = 1; u < s->n_units; u++) {
+        if (s->u[u].m != m)
+            continue;
+        /* a second round of gathers and gradient nodes in backward would
+         * count each parameter twice */
+        if (dt__module_recomputing() && dt_grad_is_enabled())
+            return DT_ERR(DT_ERR_UNSUPPORTED,
+                          "data parallel: unit '%s' runs inside the recompute of a "
+                          "checkpointed module; checkpoint the unit itself or modules inside it",
+                          dt_module_name(m));
+        return unit_enter(s, u);
+    }
     return DT_OK;
 }
 

@@ -550,6 +550,57 @@ static void test_module_print(void **state)
     dt_module_destroy(m);
 }
 
+static dt_module *find(dt_module *root, const char *fqn)
+{
+    dt_module *m = NULL;
+    NN_OK(dt_module_find(root, fqn, &m));
+    return m;
+}
+
+/* Activation checkpointing: marking by hand and by FQN glob, bad input; a
+ * marked forward computes the same values (gradients: tests/data_parallel/
+ * test_activation_checkpoint.c). */
+static void test_checkpoint_marking(void **state)
+{
+    (void)state;
+    dt_gpt_config cfg;
+    NN_OK(dt_gpt_config_preset("tiny", &cfg));
+    dt_module *gpt = NULL;
+    NN_OK(dt_gpt_create(&cfg, 1234, &gpt));
+    int n = -1;
+    NN_FAILS(dt_module_checkpoint(NULL, true), DT_ERR_INVALID_ARG, "m");
+    NN_FAILS(dt_module_checkpoint_matching(NULL, "layers.*", &n), DT_ERR_INVALID_ARG, "root");
+    NN_FAILS(dt_module_checkpoint_matching(gpt, NULL, &n), DT_ERR_INVALID_ARG, "pattern");
+    NN_FAILS(dt_module_checkpoint_matching(gpt, "", &n), DT_ERR_INVALID_ARG, "empty");
+    NN_FAILS(dt_module_checkpoint_matching(gpt, "blocks.*", &n), DT_ERR_NOT_FOUND, "'blocks.*'");
+    assert_int_equal(n, 0);
+    /* '*' is one segment: "layers.*" marks the blocks, not their children */
+    NN_OK(dt_module_checkpoint_matching(gpt, "layers.*", &n));
+    assert_int_equal(n, cfg.n_layers);
+    assert_true(dt_module_is_checkpointed(find(gpt, "layers.0")));
+    assert_true(dt_module_is_checkpointed(find(gpt, "layers.1")));
+    assert_false(dt_module_is_checkpointed(find(gpt, "layers.0.attention")));
+    assert_false(dt_module_is_checkpointed(gpt));
+    assert_false(dt_module_is_checkpointed(NULL));
+
+    /* a marked forward under grad mode gives the plain forward's values */
+    int64_t shape[2] = {1, 4};
+    dt_tensor *tok = NULL, *y = NULL, *y0 = NULL;
+    NN_OK(dt_tensor_zeros(2, shape, DT_DTYPE_I64, dt_device_cpu(), &tok));
+    NN_OK(dt_module_call(gpt, tok, &y));
+    assert_true(dt_tensor_requires_grad(y));
+    NN_OK(dt_module_checkpoint(find(gpt, "layers.0"), false));
+    NN_OK(dt_module_checkpoint(find(gpt, "layers.1"), false));
+    assert_false(dt_module_is_checkpointed(find(gpt, "layers.1")));
+    NN_OK(dt_module_call(gpt, tok, &y0));
+    size_t nb = (size_t)dt_tensor_numel(y) * sizeof(float);
+    assert_memory_equal(dt_tensor_data(y), dt_tensor_data(y0), nb);
+    dt_tensor_release(y);
+    dt_tensor_release(y0);
+    dt_tensor_release(tok);
+    dt_module_destroy(gpt);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -562,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_param_set_and_hooks),
         cmocka_unit_test(test_distributed_param_init),
         cmocka_unit_test(test_module_print),
+        cmocka_unit_test(test_checkpoint_marking),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,214 @@
+/*
+ * Activation checkpointing (dt_module_checkpoint_matching) under every kind
+ * of parallelism: the same model trained with and without checkpointed
+ * modules, in one process, gives bit-identical losses, gradients (the last
+ * step's, every rank's local shards) and weights. 1 rank: blocks, their
+ * attention and MLP, and nested marks. 2 ranks: tp=2, tp=2 with sequence
+ * parallelism, dp=2 DDP and ZeRO-3. 3 ranks: tp=3, dp=3 ZeRO-2 (uneven
+ * shards). 4 ranks: dp=2 x tp=2 with DDP and ZeRO-1/2/3, sequence
+ * parallelism with ZeRO-3, and tp=4. The checkpointed run's peak activation
+ * bytes must be below the plain run's.
+ */
+#include "dp_util.h"
+
+#define STEPS 3
+#define BATCH 8
+#define SEQ   16
+
+static dt_token_data *data;
+static dt_gpt_config cfg;
+
+/* the tiny preset with 12 heads (tp 2, 3 and 4 hold whole heads) and 4
+ * blocks, so that the blocks' activations dominate */
+static int setup(void **state)
+{
+    int rc = mr_setup_gpt(state, SEQ, &data, &cfg);
+    cfg.dim = 48;
+    cfg.n_heads = 12;
+    cfg.ffn_dim = 96;
+    cfg.n_layers = 4;
+    return rc;
+}
+
+static int teardown(void **state)
+{
+    dt_token_data_close(data);
+    return mr_teardown(state);
+}
+
+static dt_mesh *mesh_of(int dp, int tp)
+{
+    int shape[2] = {dp, tp};
+    const char *names[2] = {"dp", "tp"};
+    dt_mesh *m = NULL;
+    DP_OK(dt_mesh_create(mr_rt, 2, shape, names, &m));
+    return m;
+}
+
+/* tp (the default plan, sequence parallel or not), then dp at @p stage (-1: none) */
+static void parallelize(dt_module *m, dt_mesh *mesh, bool sp, int stage)
+{
+    if (mesh == NULL)
+        return;
+    if (dt_mesh_dim_size(mesh, 1) > 1) {
+        dt_plan *plan = NULL;
+        DP_OK(dt_plan_gpt_default(sp, &plan));
+        DP_OK(dt_parallelize_module(m, mesh, plan, "tp"));
+        dt_plan_destroy(plan);
+    }
+    if (stage >= 0) {
+        dt_fsdp_params p = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE, .stage = (dt_dp_stage)stage};
+        DP_OK(dt_fully_shard(m, mesh, "dp", &p));
+    }
+}
+
+/* Train a fresh model; @p patterns (NULL-terminated, may be NULL) are checkpointed. */
+static dt_module *train(dt_mesh *mesh, bool sp, int stage, const char *const *patterns,
+                        double *loss, int64_t *act_peak)
+{
+    dt_module *m = NULL;
+    mr_gpt_create(&cfg, 1234, &m);
+    parallelize(m, mesh, sp, stage);
+    for (int i = 0; patterns != NULL && patterns[i] != NULL; i++)
+        DP_OK(dt_module_checkpoint_matching(m, patterns[i], NULL));
+    dt_comm *dpc = NULL;
+    if (mesh != NULL && stage >= 0)
+        dpc = dt_mesh_dim_comm(mesh, 0);
+    dt_memory_stats end;
+    dt_memory_reset_peak(dt_runtime_device(mr_rt));
+    mr_train(m, MR_ADAMW, dpc, 0.0, data, STEPS, BATCH, SEQ, loss, &end);
+    *act_peak = end.peak[DT_MEM_ACTIVATION];
+    return m;
+}
+
+typedef struct same_ctx {
+    dt_module *ref;
+    int n;
+} same_ctx;
+
+/* Bytes of two tensors' local data (host copies) are equal. */
+static void expect_same_bytes(const char *what, const char *fqn, dt_tensor *a, dt_tensor *b)
+{
+    if (a == NULL || b == NULL) {
+        if (a != b)
+            fail_msg("%s of %s: one run has none", what, fqn);
+        return;
+    }
+    dt_tensor *ha = mr_host(a), *hb = mr_host(b);
+    size_t n = (size_t)dt_tensor_numel(ha) * dt_dtype_size(dt_tensor_dtype(ha));
+    assert_int_equal(dt_tensor_numel(ha), dt_tensor_numel(hb));
+    if (memcmp(dt_tensor_data(ha), dt_tensor_data(hb), n) != 0)
+        fail_msg("%s of %s differs from the plain run's", what, fqn);
+    dt_tensor_release(ha);
+    dt_tensor_release(hb);
+}
+
+static dt_status same_param(const char *fqn, dt_module *owner, const char *name, dt_tensor *p,
+                            void *user)
+{
+    (void)owner, (void)name;
+    same_ctx *c = user;
+    dt_tensor *r = mr_param_at(c->ref, fqn);
+    dt_tensor *pl = dt_tensor_is_distributed(p) ? dt_to_local(p) : p;
+    dt_tensor *rl = dt_tensor_is_distributed(r) ? dt_to_local(r) : r;
+    expect_same_bytes("gradient", fqn, dt_tensor_grad(p), dt_tensor_grad(r));
+    expect_same_bytes("weight", fqn, pl, rl);
+    c->n++;
+    return DT_OK;
+}
+
+static void run_case(const char *what, int dp, int tp, bool sp, int stage,
+                     const char *const *patterns)
+{
+    dt_mesh *mesh = dp * tp > 1 ? mesh_of(dp, tp) : NULL;
+    double lp[STEPS], lc[STEPS];
+    int64_t peak_plain = 0, peak_ck = 0;
+    dt_module *plain = train(mesh, sp, stage, NULL, lp, &peak_plain);
+    dt_module *ck = train(mesh, sp, stage, patterns, lc, &peak_ck);
+    for (int s = 0; s < STEPS; s++)
+        if (lp[s] != lc[s])
+            fail_msg("%s: step %d loss %.9g, plain %.9g", what, s, lc[s], lp[s]);
+    same_ctx c = {.ref = plain};
+    DP_OK(dt_module_foreach_param(ck, same_param, &c));
+    print_message("%s: %d parameters' gradients and weights identical; peak activation "
+                  "%lld B checkpointed, %lld B plain\n",
+                  what, c.n, (long long)peak_ck, (long long)peak_plain);
+    assert_true(peak_ck < peak_plain);
+    dt_module_destroy(ck);
+    dt_module_destroy(plain);
+    dt_mesh_release(mesh);
+}
+
+static const char *const blocks[] = {"layers.*", NULL};
+static const char *const inner[] = {"layers.*.attention", "layers.*.feed_forward", NULL};
+static const char *const nested[] = {"layers.*", "layers.0.attention", NULL};
+
+static int world(void)
+{
+    return dt_runtime_size(mr_rt);
+}
+
+static void test_single_rank(void **state)
+{
+    (void)state;
+    if (world() != 1)
+        skip();
+    run_case("1 rank, blocks", 1, 1, false, -1, blocks);
+    run_case("1 rank, attention and MLP", 1, 1, false, -1, inner);
+    run_case("1 rank, nested marks", 1, 1, false, -1, nested);
+}
+
+static void test_tensor_parallel(void **state)
+{
+    (void)state;
+    int w = world();
+    if (w == 1)
+        skip();
+    char what[64];
+    snprintf(what, sizeof(what), "tp=%d", w);
+    run_case(what, 1, w, false, -1, blocks);
+    snprintf(what, sizeof(what), "tp=%d, attention and MLP", w);
+    run_case(what, 1, w, false, -1, inner);
+}
+
+static void test_sequence_parallel(void **state)
+{
+    (void)state;
+    int w = world();
+    if (w == 1 || w == 3)
+        skip();
+    char what[64];
+    snprintf(what, sizeof(what), "tp=%d sequence parallel", w);
+    run_case(what, 1, w, true, -1, blocks);
+    if (w == 4)
+        run_case("dp=2 x tp=2 sequence parallel, zero3", 2, 2, true, DT_DP_ZERO3, blocks);
+}
+
+static void test_data_parallel(void **state)
+{
+    (void)state;
+    int w = world();
+    if (w == 1)
+        skip();
+    int dp = w == 4 ? 2 : w, tp = w / dp;
+    for (int st = DT_DP_DDP; st <= DT_DP_ZERO3; st++) {
+        if (w == 2 && st != DT_DP_DDP && st != DT_DP_ZERO3)
+            continue;
+        if (w == 3 && st != DT_DP_ZERO2)
+            continue;
+        char what[64];
+        snprintf(what, sizeof(what), "dp=%d x tp=%d %s", dp, tp, dt_dp_stage_name(st));
+        run_case(what, dp, tp, false, st, blocks);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_single_rank),
+        cmocka_unit_test(test_tensor_parallel),
+        cmocka_unit_test(test_sequence_parallel),
+        cmocka_unit_test(test_data_parallel),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
