@@ -327,6 +327,8 @@ int main(int argc, char **argv)
     dt_dtype param_dtype = strcmp(a.param_dtype, "bf16") == 0 ? DT_DTYPE_BF16 : DT_DTYPE_F32;
     TRY(train_dp_apply(&par, a.data_parallel, a.cpu_offload, reduce_dtype, param_dtype, a.batch,
                        model));
+    if (a.activation_checkpointing) /* the blocks keep only their inputs */
+        TRY(dt_module_checkpoint_matching(model, "layers.*", NULL));
     TRY(dt_module_materialize(model)); /* deferred: now, shard by shard */
     if (a.init != NULL && deferred)    /* each rank reads its shards' boxes of the file */
         TRY(dt_load_full(model, a.init));
@@ -356,6 +358,9 @@ int main(int argc, char **argv)
         printf("saved %s\n", a.save);
     }
     TRY(train_dp_memory_report(&par, a.memory_report, stdout));
+    if ((a.memory_report || a.estimate_memory) && a.activation_checkpointing && par.rank == 0)
+        printf("(the estimate's activations are those of a run without "
+               "--activation-checkpointing)\n");
     if (a.memory_report || a.estimate_memory)
         TRY(train_estimate_compare(&par, &est, stdout));
     rc = 0;
