@@ -371,6 +371,22 @@ DT_API dt_status dt_linear_create(int64_t in_features, int64_t out_features, boo
 DT_API dt_status dt_embedding_create(int64_t num_embeddings, int64_t dim, dt_module **out);
 /** LayerNorm over the last dim (biased variance); parameters "weight", "bias" [dim]. */
 DT_API dt_status dt_layer_norm_create(int64_t dim, double eps, dt_module **out);
+/**
+ * Dropout (torch.nn.functional.dropout in training mode): *out = x * mask,
+ * each mask element 1 / (1 - p) with probability 1 - p, else 0 (f32 @p x,
+ * local or distributed: Shard and Replicate, not Partial). The mask is drawn
+ * under one dt_rng_next_seed() by global index (dt_tensor_fill_uniform's
+ * rule: u >= p keeps), so a shard's mask is the full tensor's slice and
+ * activation checkpointing recomputes the same mask. p = 0 returns @p x
+ * itself (a new reference). Differentiable (the gradient is masked the same
+ * way). Not collective. Errors: DT_ERR_INVALID_ARG for NULL, p outside
+ * [0, 1), a non-f32 or Partial @p x.
+ */
+DT_API dt_status dt_nn_dropout(dt_tensor *x, double p, dt_tensor **out);
+/** A "Dropout" module (no parameters): forward = dt_nn_dropout(x, @p p).
+ *  There is no eval mode: make it with p = 0 for evaluation. Errors:
+ *  DT_ERR_INVALID_ARG for p outside [0, 1); DT_ERR_NO_MEMORY. */
+DT_API dt_status dt_dropout_create(double p, dt_module **out);
 
 /**
  * Causal self-attention with children "wq", "wk", "wv", "wo" (Linear dim->dim,

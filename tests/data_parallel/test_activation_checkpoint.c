@@ -7,7 +7,9 @@
  * parallelism, dp=2 DDP and ZeRO-3. 3 ranks: tp=3, dp=3 ZeRO-2 (uneven
  * shards). 4 ranks: dp=2 x tp=2 with DDP and ZeRO-1/2/3, sequence
  * parallelism with ZeRO-3, and tp=4. The checkpointed run's peak activation
- * bytes must be below the plain run's.
+ * bytes must be below the plain run's. Dropout inside a checkpointed module
+ * (1 to 4 ranks, tp over all of them) gives the plain run's gradients: the
+ * recompute replays the forward random stream.
  */
 #include "dp_util.h"
 
@@ -202,13 +204,92 @@ static void test_data_parallel(void **state)
     }
 }
 
+/* ---------------------------------------------------------------- dropout */
+
+/* Linear(8,24), a "body" [Linear(24,48), Dropout(0.5), Linear(48,24)] that
+ * tp shards colwise/rowwise, Dropout(0.25), Linear(24,4); body checkpointed
+ * when @p ck. */
+static dt_module *dropout_model(dt_mesh *mesh, bool ck)
+{
+    dt_module *root = NULL, *body = NULL, *l = NULL;
+    dt_nn_manual_seed(77);
+    DP_OK(dt_sequential_create(&root));
+    DP_OK(dt_linear_create(8, 24, true, &l));
+    DP_OK(dt_sequential_append(root, l));
+    DP_OK(dt_sequential_create(&body));
+    DP_OK(dt_linear_create(24, 48, true, &l));
+    DP_OK(dt_sequential_append(body, l));
+    DP_OK(dt_dropout_create(0.5, &l));
+    DP_OK(dt_sequential_append(body, l));
+    DP_OK(dt_linear_create(48, 24, true, &l));
+    DP_OK(dt_sequential_append(body, l));
+    DP_OK(dt_sequential_append(root, body));
+    DP_OK(dt_dropout_create(0.25, &l));
+    DP_OK(dt_sequential_append(root, l));
+    DP_OK(dt_linear_create(24, 4, true, &l));
+    DP_OK(dt_sequential_append(root, l));
+    if (mesh != NULL) {
+        dt_plan *plan = NULL;
+        DP_OK(dt_plan_parse("1.0 = colwise\n1.2 = rowwise\n", &plan));
+        DP_OK(dt_parallelize_module(root, mesh, plan, "tp"));
+        dt_plan_destroy(plan);
+    }
+    if (ck)
+        DP_OK(dt_module_checkpoint(body, true));
+    return root;
+}
+
+/* Two forward/backward passes from the same random stream seed; the stream's
+ * state after them in @p after. */
+static void dropout_run(dt_module *m, dt_rng_state *after)
+{
+    int64_t shape[2] = {6, 8};
+    dt_rng_manual_seed(2024);
+    for (int pass = 0; pass < 2; pass++) {
+        dt_tensor *x = NULL, *y = NULL, *loss = NULL;
+        DP_OK(dt_tensor_empty(2, shape, DT_DTYPE_F32, dt_device_cpu(), &x));
+        DP_OK(dt_tensor_fill_uniform(x, -1.0, 1.0, 99 + (uint64_t)pass, NULL, NULL));
+        x = mr_on_device(x);
+        DP_OK(dt_module_call(m, x, &y));
+        DP_OK(dt_sum_all(y, &loss));
+        DP_OK(dt_backward(loss, NULL));
+        dt_tensor_release(loss);
+        dt_tensor_release(y);
+        dt_tensor_release(x);
+    }
+    *after = dt_rng_get_state();
+}
+
+/* Dropout inside a checkpointed module: the recompute replays the random
+ * stream, so the masks and the gradients are the plain run's, and the
+ * stream ends where the plain run's does; under tp the masks of the
+ * column-parallel activation are slices of the full one. */
+static void test_dropout_replayed(void **state)
+{
+    (void)state;
+    int w = world();
+    dt_mesh *mesh = w > 1 ? mr_world_mesh("tp") : NULL;
+    dt_module *plain = dropout_model(mesh, false), *ck = dropout_model(mesh, true);
+    dt_rng_state sp, sc;
+    dropout_run(plain, &sp);
+    dropout_run(ck, &sc);
+    assert_true(sp.seed == sc.seed && sp.offset == sc.offset);
+    assert_int_equal(sp.offset, 4); /* two dropouts, two passes */
+    same_ctx c = {.ref = plain};
+    DP_OK(dt_module_foreach_param(ck, same_param, &c));
+    print_message("tp=%d dropout in a checkpointed module: %d parameters' gradients identical\n", w,
+                  c.n);
+    dt_module_destroy(ck);
+    dt_module_destroy(plain);
+    dt_mesh_release(mesh);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_single_rank),
-        cmocka_unit_test(test_tensor_parallel),
-        cmocka_unit_test(test_sequence_parallel),
-        cmocka_unit_test(test_data_parallel),
+        cmocka_unit_test(test_single_rank),       cmocka_unit_test(test_tensor_parallel),
+        cmocka_unit_test(test_sequence_parallel), cmocka_unit_test(test_data_parallel),
+        cmocka_unit_test(test_dropout_replayed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
