@@ -4,6 +4,7 @@
  * forward hooks. The hooks hand the modules their parameters (gathered for
  * ZeRO) through the nodes of dp_grad.c and put the shards back afterwards.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -448,11 +449,15 @@ static dt_status unit_pre(dt_module *m, int n_in, dt_tensor **in, void *user)
             continue;
         /* a second round of gathers and gradient nodes in backward would
          * count each parameter twice */
-        if (dt__module_recomputing() && dt_grad_is_enabled())
+        if (dt__module_recomputing() && dt_grad_is_enabled()) {
+            char fqn[256];
+            if (dt_module_fqn(m, fqn, sizeof(fqn)) != DT_OK)
+                snprintf(fqn, sizeof(fqn), "%s", dt_module_name(m));
             return DT_ERR(DT_ERR_UNSUPPORTED,
                           "data parallel: unit '%s' runs inside the recompute of a "
                           "checkpointed module; checkpoint the unit itself or modules inside it",
-                          dt_module_name(m));
+                          fqn);
+        }
         return unit_enter(s, u);
     }
     return DT_OK;

@@ -204,6 +204,49 @@ static void test_data_parallel(void **state)
     }
 }
 
+/* A ZeRO-3 unit (a block) strictly inside a checkpointed module ("layers"):
+ * its gathers and gradient nodes would run a second time in the recompute,
+ * so backward fails on every rank naming the unit; the next step, with the
+ * mark moved to the units, trains. */
+static void test_zero3_unit_inside(void **state)
+{
+    (void)state;
+    if (world() != 2)
+        skip();
+    dt_mesh *mesh = mesh_of(2, 1);
+    dt_module *m = NULL;
+    mr_gpt_create(&cfg, 1234, &m);
+    parallelize(m, mesh, false, DT_DP_ZERO3);
+    DP_OK(dt_module_checkpoint_matching(m, "layers", NULL));
+    int64_t lo = 0, hi = 0;
+    DP_OK(dt_dp_rows(mesh, "dp", BATCH, &lo, &hi));
+    dt_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
+    DP_OK(dt_token_data_batch(data, 0, BATCH, SEQ, lo, hi, &x, &y));
+    x = mr_on_device(x);
+    y = mr_on_device(y);
+    DP_OK(dt_module_call(m, x, &logits));
+    DP_OK(dt_nn_cross_entropy(logits, y, &loss));
+    dt_status st = dt_backward(loss, NULL);
+    assert_int_equal(st, DT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(dt_last_error(), "unit 'layers.0'"));
+    dt_tensor_release(loss);
+    dt_tensor_release(logits);
+    DP_OK(dt_module_checkpoint_matching(m, "layers", NULL)); /* still marked: unmark */
+    dt_module *layers = NULL;
+    DP_OK(dt_module_find(m, "layers", &layers));
+    DP_OK(dt_module_checkpoint(layers, false));
+    DP_OK(dt_module_checkpoint_matching(m, "layers.*", NULL));
+    DP_OK(dt_module_call(m, x, &logits));
+    DP_OK(dt_nn_cross_entropy(logits, y, &loss));
+    DP_OK(dt_backward(loss, NULL));
+    dt_tensor_release(loss);
+    dt_tensor_release(logits);
+    dt_tensor_release(x);
+    dt_tensor_release(y);
+    dt_module_destroy(m);
+    dt_mesh_release(mesh);
+}
+
 /* ---------------------------------------------------------------- dropout */
 
 /* Linear(8,24), a "body" [Linear(24,48), Dropout(0.5), Linear(48,24)] that
@@ -289,7 +332,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_single_rank),       cmocka_unit_test(test_tensor_parallel),
         cmocka_unit_test(test_sequence_parallel), cmocka_unit_test(test_data_parallel),
-        cmocka_unit_test(test_dropout_replayed),
+        cmocka_unit_test(test_zero3_unit_inside), cmocka_unit_test(test_dropout_replayed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

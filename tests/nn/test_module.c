@@ -601,6 +601,61 @@ static void test_checkpoint_marking(void **state)
     dt_module_destroy(gpt);
 }
 
+/* A user module that adds a tensor it does not own (the global below). */
+static dt_tensor *g_outside;
+
+static dt_status add_outside_forward(dt_module *m, int n_in, dt_tensor *const *in, dt_tensor **out)
+{
+    (void)m, (void)n_in;
+    return dt_add(in[0], g_outside, out);
+}
+
+static const dt_module_ops add_outside_ops = {.type_name = "AddOutside",
+                                              .forward = add_outside_forward};
+
+/* A checkpointed module whose forward uses a tensor that is neither its
+ * input nor its parameter: when nothing else uses that tensor's graph, the
+ * nested backward runs it (the gradient is right); when the outer graph
+ * uses it too, backward fails naming the problem instead of running the
+ * outer graph's nodes twice. */
+static void test_checkpoint_outside_tensor(void **state)
+{
+    (void)state;
+    int64_t n = 4;
+    dt_tensor *w = NULL, *x = NULL, *y = NULL, *loss = NULL, *z = NULL;
+    NN_OK(dt_tensor_ones(1, &n, DT_DTYPE_F32, dt_device_cpu(), &w));
+    NN_OK(dt_tensor_set_requires_grad(w, true));
+    dt_module *m = NULL;
+    NN_OK(dt_module_create(&add_outside_ops, NULL, &m));
+    NN_OK(dt_module_checkpoint(m, true));
+    for (int shared = 0; shared < 2; shared++) {
+        NN_OK(dt_scale(w, 2.0, &g_outside)); /* a non-leaf */
+        NN_OK(dt_scale(w, 3.0, &x));
+        NN_OK(dt_module_call(m, x, &y));
+        if (shared) { /* the outer graph reaches g_outside's node too */
+            NN_OK(dt_add(y, g_outside, &z));
+            dt_tensor_release(y);
+            y = z;
+        }
+        NN_OK(dt_sum_all(y, &loss));
+        NN_OK(dt_tensor_set_grad(w, NULL));
+        if (shared) {
+            NN_FAILS(dt_backward(loss, NULL), DT_ERR_INVALID_ARG, "backward pass in progress");
+        } else {
+            NN_OK(dt_backward(loss, NULL));
+            const float *g = dt_tensor_data(dt_tensor_grad(w));
+            for (int64_t i = 0; i < n; i++)
+                assert_true(g[i] == 5.0f);
+        }
+        dt_tensor_release(loss);
+        dt_tensor_release(y);
+        dt_tensor_release(x);
+        dt_tensor_release(g_outside);
+    }
+    dt_tensor_release(w);
+    dt_module_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -614,6 +669,7 @@ int main(void)
         cmocka_unit_test(test_distributed_param_init),
         cmocka_unit_test(test_module_print),
         cmocka_unit_test(test_checkpoint_marking),
+        cmocka_unit_test(test_checkpoint_outside_tensor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
