@@ -7,6 +7,7 @@
  *   dtrun -n 4 train_gpt --mesh dp=2,tp=2 --steps 100 --save-checkpoint ck --every 50
  *   dtrun -n 4 train_gpt --mesh tp=4 --steps 200 --resume ck   (continues at step 100)
  *   dtrun -n 4 train_gpt --mesh dp=2,tp=2 --data-parallel zero3 --estimate-only
+ *   train_gpt --config small --activation-checkpointing --memory-report
  *
  * On several ranks the model is built deferred (shapes only), sharded, then
  * materialised: each rank allocates and initialises only its shards, and
@@ -15,7 +16,9 @@
  *
  * The parallel options (--mesh, --sequence-parallel, --plan, --data-parallel)
  * only change the placements of the model's parameters (parallel.c,
- * data_parallel.c), not this loop.
+ * data_parallel.c), not this loop; nor does --activation-checkpointing (the
+ * blocks layers.* recompute their activations in backward: the same losses,
+ * a lower activation peak).
  */
 #include <inttypes.h>
 #include <stdbool.h>
