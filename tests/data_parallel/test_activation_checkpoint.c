@@ -271,6 +271,7 @@ static dt_module *dropout_model(dt_mesh *mesh, bool ck)
     DP_OK(dt_sequential_append(root, l));
     DP_OK(dt_linear_create(24, 4, true, &l));
     DP_OK(dt_sequential_append(root, l));
+    DP_OK(dt_module_to(root, dt_runtime_device(mr_rt)));
     if (mesh != NULL) {
         dt_plan *plan = NULL;
         DP_OK(dt_plan_parse("1.0 = colwise\n1.2 = rowwise\n", &plan));
