@@ -1,8 +1,9 @@
 #!/bin/bash
 # train_gpt --activation-checkpointing: the losses (printed to 6 decimals) are
-# the plain run's exactly, on one rank, tp=2 with sequence parallelism, and
-# dp=2 x tp=2 ZeRO-3 and DDP; the activation peak of the memory report is
-# lower; GPT small on one rank lowers it by at least 3x (issue 22 item 6).
+# the plain run's exactly, on one rank (f32 and bf16 matmuls), tp=2 with
+# sequence parallelism, and dp=2 x tp=2 ZeRO-3 and DDP; the activation peak of
+# the memory report is lower; GPT small on one rank lowers it by at least 3x
+# (issue 22 item 6).
 # usage: train_gpt_activation_checkpointing.sh TRAIN_GPT DTRUN
 set -u
 train=$1 dtrun=$2
@@ -38,6 +39,7 @@ compare() {
 }
 
 compare "one rank" "$train" "${args[@]}"
+compare "one rank, bf16 matmuls (autocast replayed)" "$train" "${args[@]}" --precision bf16
 compare "tp=2 sequence parallel" "$dtrun" -n 2 "$train" "${args[@]}" --mesh tp=2 \
     --sequence-parallel
 compare "dp=2,tp=2 zero3" "$dtrun" -n 4 "$train" "${args[@]}" --mesh dp=2,tp=2 \
