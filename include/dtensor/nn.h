@@ -276,12 +276,14 @@ DT_API dt_status dt_module_checkpoint(dt_module *m, bool enable);
 DT_API bool dt_module_is_checkpointed(const dt_module *m);
 /**
  * Mark every module of @p root's tree whose FQN matches @p pattern, with the
- * plans' convention: segments separated by '.', '*' (fnmatch within one
- * segment) never crosses a '.', e.g. "layers.*". @p n_marked (optional)
- * receives the count. Not collective. Errors: DT_ERR_INVALID_ARG for NULL
- * @p root or @p pattern, or an empty pattern (the root itself: use
- * dt_module_checkpoint); DT_ERR_NOT_FOUND naming @p pattern when it matches
- * no module (nothing is marked).
+ * plans' convention (dt_plan_add): segments separated by '.', each matching
+ * one path segment with glob characters (fnmatch: '*' never crosses a '.')
+ * and '|' alternatives, e.g. "layers.*" or "layers.*.attention|feed_forward".
+ * @p n_marked (optional) receives the count. Not collective. Errors:
+ * DT_ERR_INVALID_ARG for NULL @p root or @p pattern, an empty pattern (the
+ * root itself: use dt_module_checkpoint) or an empty segment ("a..b");
+ * DT_ERR_NOT_FOUND naming @p pattern when it matches no module (nothing is
+ * marked).
  */
 DT_API dt_status dt_module_checkpoint_matching(dt_module *root, const char *pattern, int *n_marked);
 

@@ -22,15 +22,26 @@ bool dt_module_is_checkpointed(const dt_module *m)
 }
 
 /* Whether the first @p len characters of @p pat, one FQN segment, match
- * child name @p name (fnmatch, so '*' stays inside the segment). */
+ * child name @p name: fnmatch per '|' alternative (so '*' stays inside the
+ * segment), as the plans' segments. */
 static bool segment_match(const char *pat, size_t len, const char *name)
 {
-    char seg[256];
-    if (len >= sizeof(seg))
-        return false;
-    memcpy(seg, pat, len);
-    seg[len] = '\0';
-    return fnmatch(seg, name, 0) == 0;
+    char alt[256];
+    size_t start = 0;
+    while (start <= len) {
+        size_t end = start;
+        while (end < len && pat[end] != '|')
+            end++;
+        size_t n = end - start;
+        if (n > 0 && n < sizeof(alt)) {
+            memcpy(alt, pat + start, n);
+            alt[n] = '\0';
+            if (fnmatch(alt, name, 0) == 0)
+                return true;
+        }
+        start = end + 1;
+    }
+    return false;
 }
 
 /* Mark the modules under @p m that match the rest @p pat of the pattern. */
@@ -75,6 +86,10 @@ dt_status dt_module_checkpoint_matching(dt_module *root, const char *pattern, in
         return DT_ERR(DT_ERR_INVALID_ARG,
                       "dt_module_checkpoint_matching: empty pattern (mark the root with "
                       "dt_module_checkpoint)");
+    size_t len = strlen(pattern);
+    if (pattern[0] == '.' || pattern[len - 1] == '.' || strstr(pattern, "..") != NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "dt_module_checkpoint_matching: pattern '%s' has an empty segment", pattern);
     if (count_rec(root, pattern) == 0)
         return DT_ERR(DT_ERR_NOT_FOUND,
                       "dt_module_checkpoint_matching: pattern '%s' matches no module", pattern);

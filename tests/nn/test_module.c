@@ -582,6 +582,21 @@ static void test_checkpoint_marking(void **state)
     assert_false(dt_module_is_checkpointed(find(gpt, "layers.0.attention")));
     assert_false(dt_module_is_checkpointed(gpt));
     assert_false(dt_module_is_checkpointed(NULL));
+    /* '|' alternatives within a segment, as the plans */
+    NN_OK(dt_module_checkpoint_matching(gpt, "layers.*.attention|feed_forward", &n));
+    assert_int_equal(n, 2 * cfg.n_layers);
+    assert_true(dt_module_is_checkpointed(find(gpt, "layers.1.feed_forward")));
+    NN_FAILS(dt_module_checkpoint_matching(gpt, "layers..attention", &n), DT_ERR_INVALID_ARG,
+             "'layers..attention' has an empty segment");
+    NN_FAILS(dt_module_checkpoint_matching(gpt, "layers.", &n), DT_ERR_INVALID_ARG,
+             "empty segment");
+    for (int l = 0; l < cfg.n_layers; l++) {
+        char fqn[64];
+        snprintf(fqn, sizeof(fqn), "layers.%d.attention", l);
+        NN_OK(dt_module_checkpoint(find(gpt, fqn), false));
+        snprintf(fqn, sizeof(fqn), "layers.%d.feed_forward", l);
+        NN_OK(dt_module_checkpoint(find(gpt, fqn), false));
+    }
 
     /* a marked forward under grad mode gives the plain forward's values */
     int64_t shape[2] = {1, 4};
