@@ -361,9 +361,6 @@ int main(int argc, char **argv)
         printf("saved %s\n", a.save);
     }
     TRY(train_dp_memory_report(&par, a.memory_report, stdout));
-    if ((a.memory_report || a.estimate_memory) && a.activation_checkpointing && par.rank == 0)
-        printf("(the estimate's activations are those of a run without "
-               "--activation-checkpointing)\n");
     if (a.memory_report || a.estimate_memory)
         TRY(train_estimate_compare(&par, &est, stdout));
     rc = 0;
