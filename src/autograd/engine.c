@@ -505,8 +505,14 @@ dt_status dt__ag_grad(dt_tensor *root, dt_tensor *grad, int n, dt_tensor *const 
 {
     for (int i = 0; i < n; i++)
         grads[i] = NULL;
-    if (root->grad_fn == NULL)
-        return DT_ERR(DT_ERR_INTERNAL, "dt__ag_grad: the root is not the output of an op");
+    if (root->grad_fn == NULL) { /* the root is a leaf: its gradient is the seed */
+        for (int i = 0; i < n; i++)
+            if (leaves[i] == root) {
+                grads[i] = dt_tensor_retain(grad);
+                return DT_OK;
+            }
+        return DT_ERR(DT_ERR_INTERNAL, "dt__ag_grad: the root is a leaf not asked for");
+    }
     leaf_pending pend = {.n_cap = n, .cap_leaf = leaves, .cap_g = grads};
     dt_status s = walk(root->grad_fn, root->grad_fn_output, grad, &pend);
     if (s != DT_OK)

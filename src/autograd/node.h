@@ -108,7 +108,8 @@ void dt__ag_node_free_graph(dt_ag_node *node);
  * NULL when none arrived) the gradients of @p leaves[i], summed as they
  * arrived - a distributed one still pending, as an edge would carry it -
  * instead of adding them into their .grad. Other leaves accumulate as in
- * dt_backward. The graph must not reach nodes of the pass in progress.
+ * dt_backward. The graph must not reach nodes of the pass in progress. A
+ * root that is itself one of @p leaves gets @p grad.
  */
 dt_status dt__ag_grad(dt_tensor *root, dt_tensor *grad, int n, dt_tensor *const *leaves,
                       dt_tensor **grads);

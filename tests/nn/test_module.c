@@ -671,6 +671,42 @@ static void test_checkpoint_outside_tensor(void **state)
     dt_module_destroy(m);
 }
 
+static dt_status identity_forward(dt_module *m, int n_in, dt_tensor *const *in, dt_tensor **out)
+{
+    (void)m, (void)n_in;
+    *out = dt_tensor_retain(in[0]);
+    return DT_OK;
+}
+
+static const dt_module_ops identity_ops = {.type_name = "Identity", .forward = identity_forward};
+
+/* A checkpointed module that returns its input: the gradient passes through,
+ * and the input keeps its own history (the node hangs on a new handle). */
+static void test_checkpoint_identity(void **state)
+{
+    (void)state;
+    int64_t n = 3;
+    dt_tensor *w = NULL, *x = NULL, *y = NULL, *loss = NULL;
+    NN_OK(dt_tensor_ones(1, &n, DT_DTYPE_F32, dt_device_cpu(), &w));
+    NN_OK(dt_tensor_set_requires_grad(w, true));
+    dt_module *m = NULL;
+    NN_OK(dt_module_create(&identity_ops, NULL, &m));
+    NN_OK(dt_module_checkpoint(m, true));
+    NN_OK(dt_scale(w, 3.0, &x));
+    NN_OK(dt_module_call(m, x, &y));
+    assert_ptr_not_equal(y, x);
+    NN_OK(dt_sum_all(y, &loss));
+    NN_OK(dt_backward(loss, NULL));
+    const float *g = dt_tensor_data(dt_tensor_grad(w));
+    for (int64_t i = 0; i < n; i++)
+        assert_true(g[i] == 3.0f);
+    dt_tensor_release(loss);
+    dt_tensor_release(y);
+    dt_tensor_release(x);
+    dt_tensor_release(w);
+    dt_module_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -685,6 +721,7 @@ int main(void)
         cmocka_unit_test(test_module_print),
         cmocka_unit_test(test_checkpoint_marking),
         cmocka_unit_test(test_checkpoint_outside_tensor),
+        cmocka_unit_test(test_checkpoint_identity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
