@@ -81,6 +81,9 @@ static const opt_row rows[] = {
     {"--micro-batches", OPT_INT, FIELD(micro_batches), "N",
      "split each rank's rows into N forward/backward passes, gradients summed and reduced once, "
      "in the last (default 1)"},
+    {"--activation-checkpointing", OPT_FLAG, FIELD(activation_checkpointing), NULL,
+     "keep only each block's input in forward and recompute the block in backward "
+     "(dt_module_checkpoint_matching \"layers.*\"): less activation memory, one more forward"},
     {"--lr-schedule", OPT_STR, FIELD(lr_schedule), "constant|linear|cosine",
      "warm-up, then constant or a decay to --min-lr-ratio x lr at --steps (default: none)"},
     {"--warmup", OPT_INT, FIELD(warmup), "N", "with --lr-schedule: linear warm-up steps"},

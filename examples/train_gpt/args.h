@@ -37,9 +37,10 @@ typedef struct train_args {
     const char *resume;          /* --resume DIR (sharded checkpoint to continue from) */
     const char *device;          /* --device cpu|sim|cuda (NULL: the rank's, DT_DEVICE) */
     bool cpu_offload;            /* --cpu-offload: ZeRO master weights and optimizer on the host */
-    bool eager_init;          /* --eager-init: build the full model on every rank, then shard it */
-    bool estimate_memory;     /* --estimate-memory: the estimate first, compared at the end */
-    bool estimate_only;       /* --estimate-only: print the estimate and stop */
+    bool eager_init;      /* --eager-init: build the full model on every rank, then shard it */
+    bool estimate_memory; /* --estimate-memory: the estimate first, compared at the end */
+    bool estimate_only;   /* --estimate-only: print the estimate and stop */
+    bool activation_checkpointing; /* --activation-checkpointing: recompute layers.* */
     const char *precision;    /* --precision f32|bf16 (bf16: dt_autocast_set for the matmuls) */
     const char *reduce_dtype; /* --reduce-dtype f32|bf16: dt_fsdp_params.reduce_dtype */
     const char *param_dtype;  /* --param-dtype f32|bf16: dt_fsdp_params.param_dtype */

@@ -14,7 +14,8 @@ dt_status train_estimate(const train_parallel *p, const train_args *a, const dt_
                                    .momentum = a->momentum,
                                    .batch = a->batch,
                                    .seq = seq,
-                                   .eager_init = a->eager_init};
+                                   .eager_init = a->eager_init,
+                                   .activation_checkpointing = a->activation_checkpointing};
     bool has_dp = false;
     CHECK(train_mesh_dims(p, a->mesh, &c.dp, &has_dp, &c.tp));
     /* as train_dp_apply: a dp dim makes the model data parallel unless dp=1 and no style */

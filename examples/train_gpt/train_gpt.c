@@ -7,6 +7,7 @@
  *   dtrun -n 4 train_gpt --mesh dp=2,tp=2 --steps 100 --save-checkpoint ck --every 50
  *   dtrun -n 4 train_gpt --mesh tp=4 --steps 200 --resume ck   (continues at step 100)
  *   dtrun -n 4 train_gpt --mesh dp=2,tp=2 --data-parallel zero3 --estimate-only
+ *   train_gpt --config small --activation-checkpointing --memory-report
  *
  * On several ranks the model is built deferred (shapes only), sharded, then
  * materialised: each rank allocates and initialises only its shards, and
@@ -15,7 +16,9 @@
  *
  * The parallel options (--mesh, --sequence-parallel, --plan, --data-parallel)
  * only change the placements of the model's parameters (parallel.c,
- * data_parallel.c), not this loop.
+ * data_parallel.c), not this loop; nor does --activation-checkpointing (the
+ * blocks layers.* recompute their activations in backward: the same losses,
+ * a lower activation peak).
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -327,6 +330,8 @@ int main(int argc, char **argv)
     dt_dtype param_dtype = strcmp(a.param_dtype, "bf16") == 0 ? DT_DTYPE_BF16 : DT_DTYPE_F32;
     TRY(train_dp_apply(&par, a.data_parallel, a.cpu_offload, reduce_dtype, param_dtype, a.batch,
                        model));
+    if (a.activation_checkpointing) /* the blocks keep only their inputs */
+        TRY(dt_module_checkpoint_matching(model, "layers.*", NULL));
     TRY(dt_module_materialize(model)); /* deferred: now, shard by shard */
     if (a.init != NULL && deferred)    /* each rank reads its shards' boxes of the file */
         TRY(dt_load_full(model, a.init));

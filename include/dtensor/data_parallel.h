@@ -92,25 +92,25 @@ enum {
 /** Options of dt_fully_shard / dt_ddp_apply (field-masked; NULL = defaults). */
 typedef struct dt_fsdp_params {
     uint64_t field_mask;
-    dt_dp_stage stage;   /* default DT_DP_ZERO3 (dt_ddp_apply forces DT_DP_DDP) */
-    size_t bucket_bytes; /* DDP bucket capacity, default 4 MiB (>= 1 parameter per bucket) */
-    const char *units;   /* ZeRO units: comma-separated FQN patterns ('*' = one segment),
-                            default: see the top of this file */
-    bool prefetch;       /* ZeRO-3: gather the next unit while this one runs, default true */
-    bool cpu_offload;    /* ZeRO on a device (sim, cuda): the dp shards (f32 master weights)
-                            and so the optimizer state and step live in host memory; each
-                            unit's parameters are copied/gathered to the device for compute
-                            (prefetched as without offload), gradients reduced on the device
-                            and copied to the host. A no-op for DDP and on CPU ranks. */
-    double grad_scale;   /* factor on this rank's gradients before the dp sum, default 1/dp */
+    dt_dp_stage stage;     /* default DT_DP_ZERO3 (dt_ddp_apply forces DT_DP_DDP) */
+    size_t bucket_bytes;   /* DDP bucket capacity, default 4 MiB (>= 1 parameter per bucket) */
+    const char *units;     /* ZeRO units: comma-separated FQN patterns ('*' = one segment),
+                              default: see the top of this file */
+    bool prefetch;         /* ZeRO-3: gather the next unit while this one runs, default true */
+    bool cpu_offload;      /* ZeRO on a device (sim, cuda): the dp shards (f32 master weights)
+                              and so the optimizer state and step live in host memory; each
+                              unit's parameters are copied/gathered to the device for compute
+                              (prefetched as without offload), gradients reduced on the device
+                              and copied to the host. A no-op for DDP and on CPU ranks. */
+    double grad_scale;     /* factor on this rank's gradients before the dp sum, default 1/dp */
     dt_dtype reduce_dtype; /* what gradients are sent and summed in over dp, as FSDP2's
                               MixedPrecisionPolicy.reduce_dtype: DT_DTYPE_F32 (default) or
                               DT_DTYPE_BF16 (half the bytes; each partial sum is taken in f32
                               and rounded to bf16); the gradient installed is f32 either way */
-    dt_dtype param_dtype; /* what ZeRO gathers parameters in, as FSDP2's param_dtype:
-                             DT_DTYPE_F32 (default) or DT_DTYPE_BF16 (each rank sends its f32
-                             master shard rounded to bf16, half the bytes, and the module
-                             computes on those values); DDP gathers nothing */
+    dt_dtype param_dtype;  /* what ZeRO gathers parameters in, as FSDP2's param_dtype:
+                              DT_DTYPE_F32 (default) or DT_DTYPE_BF16 (each rank sends its f32
+                              master shard rounded to bf16, half the bytes, and the module
+                              computes on those values); DDP gathers nothing */
 } dt_fsdp_params;
 
 /**
@@ -157,16 +157,18 @@ DT_API dt_status dt_ddp_apply(dt_module *root, dt_mesh *mesh, const char *dp_dim
 /** What dt_gpt_memory_estimate models: a train_gpt run (zero-initialise, then set). */
 typedef struct dt_memory_estimate_config {
     dt_gpt_config gpt;
-    int dp, tp;             /* mesh shape (1, 1: one rank) */
-    bool sequence_parallel; /* the default plan's SequenceParallel variant */
-    bool data_parallel;     /* a dp dim with a style (false: dp must be 1) */
-    dt_dp_stage stage;      /* with data_parallel */
-    bool cpu_offload;       /* a no-op on CPU ranks, as in dt_fully_shard */
-    const char *optim;      /* "sgd" or "adamw" (NULL: adamw) */
-    double momentum;        /* sgd: 0 keeps no state */
-    int64_t batch, seq;     /* global batch (split over dp as train_gpt does) and T */
-    bool eager_init;        /* the full model on every rank before sharding (--eager-init;
-                               also what one rank does) */
+    int dp, tp;                    /* mesh shape (1, 1: one rank) */
+    bool sequence_parallel;        /* the default plan's SequenceParallel variant */
+    bool data_parallel;            /* a dp dim with a style (false: dp must be 1) */
+    dt_dp_stage stage;             /* with data_parallel */
+    bool cpu_offload;              /* a no-op on CPU ranks, as in dt_fully_shard */
+    const char *optim;             /* "sgd" or "adamw" (NULL: adamw) */
+    double momentum;               /* sgd: 0 keeps no state */
+    int64_t batch, seq;            /* global batch (split over dp as train_gpt does) and T */
+    bool eager_init;               /* the full model on every rank before sharding (--eager-init;
+                                      also what one rank does) */
+    bool activation_checkpointing; /* the blocks layers.* checkpointed (dt_module_checkpoint):
+                                      each keeps its input, recomputed in backward */
 } dt_memory_estimate_config;
 
 /** Per-rank bytes of the largest rank, by category (peak of each, as dt_memory_stats). */

@@ -247,6 +247,46 @@ DT_API dt_status dt_module_add_post_hook(dt_module *m, dt_module_post_hook_fn fn
 /** Remove every hook of @p m (not of its children). */
 DT_API void dt_module_clear_hooks(dt_module *m);
 
+/**
+ * Activation checkpointing (torch.utils.checkpoint per module): mark @p m so
+ * that its forward under grad mode keeps none of its activations. The
+ * module's own hooks run as usual; its type's forward (and so every
+ * descendant, hooks included) runs with grad mode off and records one node,
+ * which holds the inputs, the tensors in the parameter slots of @p m's
+ * subtree, the forward random stream (dt_rng_get_state) and the autocast
+ * dtype. When backward reaches that node, it re-runs the forward with grad
+ * mode on from those, replaying the random stream, backpropagates through
+ * the recomputed graph and hands the gradients of the inputs and of the
+ * parameters on: gradients equal the plain run's bit for bit (with
+ * tensor/sequence parallelism and DDP/ZeRO too: data parallelism's hooks see
+ * the node as one consumer of each parameter).
+ * @p enable false unmarks. Not collective; mark the same modules on every
+ * rank. Errors: DT_ERR_INVALID_ARG for a NULL @p m.
+ *
+ * Limits: the graph must not outlive the model; a parameter of the subtree
+ * the forward does not use gets a zero gradient (not none); the module must
+ * compute only from its inputs and parameters (a nested backward that
+ * reaches the outer graph fails with DT_ERR_INVALID_ARG); a ZeRO-3 unit
+ * strictly inside a checkpointed module is refused in backward
+ * (DT_ERR_UNSUPPORTED: checkpoint the unit or modules inside it); the
+ * inputs must not be modified in place before backward.
+ */
+DT_API dt_status dt_module_checkpoint(dt_module *m, bool enable);
+/** True when @p m is marked by dt_module_checkpoint; false for NULL. */
+DT_API bool dt_module_is_checkpointed(const dt_module *m);
+/**
+ * Mark every module of @p root's tree whose FQN matches @p pattern, with the
+ * plans' convention (dt_plan_add): segments separated by '.', each matching
+ * one path segment with glob characters (fnmatch: '*' never crosses a '.')
+ * and '|' alternatives, e.g. "layers.*" or "layers.*.attention|feed_forward".
+ * @p n_marked (optional) receives the count. Not collective. Errors:
+ * DT_ERR_INVALID_ARG for NULL @p root or @p pattern, an empty pattern (the
+ * root itself: use dt_module_checkpoint) or an empty segment ("a..b");
+ * DT_ERR_NOT_FOUND naming @p pattern when it matches no module (nothing is
+ * marked).
+ */
+DT_API dt_status dt_module_checkpoint_matching(dt_module *root, const char *pattern, int *n_marked);
+
 /* ================================================================ built-in layers */
 
 /*
@@ -286,6 +326,35 @@ DT_API void dt_module_clear_hooks(dt_module *m);
  */
 DT_API void dt_nn_manual_seed(uint64_t seed);
 
+/* ================================================================ forward random stream */
+
+/** The seed of the forward random stream before any dt_rng_manual_seed. */
+#define DT_RNG_DEFAULT_SEED 0x5eedULL
+
+/** The forward random stream's whole state (counter-based: a seed and how
+ *  many seeds were drawn). */
+typedef struct dt_rng_state {
+    uint64_t seed;
+    uint64_t offset;
+} dt_rng_state;
+
+/**
+ * Where random ops inside a forward take their seeds (torch's default
+ * generator): dt_rng_next_seed returns splitmix64(seed ^ splitmix64(offset))
+ * and advances offset. Activation checkpointing saves the state before a
+ * checkpointed forward and replays it in the recompute, so dt_nn_dropout and
+ * user ops drawing from the stream give the same values twice. Per thread;
+ * not collective (ranks that must agree seed alike). dt_rng_manual_seed
+ * restarts the stream at @p seed, offset 0.
+ */
+DT_API void dt_rng_manual_seed(uint64_t seed);
+/** The next seed of the calling thread's forward random stream (see above). */
+DT_API uint64_t dt_rng_next_seed(void);
+/** The calling thread's forward random stream state. */
+DT_API dt_rng_state dt_rng_get_state(void);
+/** Restore a state returned by dt_rng_get_state. */
+DT_API void dt_rng_set_state(dt_rng_state state);
+
 /**
  * y = x W^T + b; parameters "weight" [out, in] and, with @p bias, "bias" [out],
  * both U(-1/sqrt(in_features), 1/sqrt(in_features)) (PyTorch's nn.Linear:
@@ -304,6 +373,22 @@ DT_API dt_status dt_linear_create(int64_t in_features, int64_t out_features, boo
 DT_API dt_status dt_embedding_create(int64_t num_embeddings, int64_t dim, dt_module **out);
 /** LayerNorm over the last dim (biased variance); parameters "weight", "bias" [dim]. */
 DT_API dt_status dt_layer_norm_create(int64_t dim, double eps, dt_module **out);
+/**
+ * Dropout (torch.nn.functional.dropout in training mode): *out = x * mask,
+ * each mask element 1 / (1 - p) with probability 1 - p, else 0 (f32 @p x,
+ * local or distributed: Shard and Replicate, not Partial). The mask is drawn
+ * under one dt_rng_next_seed() by global index (dt_tensor_fill_uniform's
+ * rule: u >= p keeps), so a shard's mask is the full tensor's slice and
+ * activation checkpointing recomputes the same mask. p = 0 returns @p x
+ * itself (a new reference). Differentiable (the gradient is masked the same
+ * way). Not collective. Errors: DT_ERR_INVALID_ARG for NULL, p outside
+ * [0, 1), a non-f32 or Partial @p x.
+ */
+DT_API dt_status dt_nn_dropout(dt_tensor *x, double p, dt_tensor **out);
+/** A "Dropout" module (no parameters): forward = dt_nn_dropout(x, @p p).
+ *  There is no eval mode: make it with p = 0 for evaluation. Errors:
+ *  DT_ERR_INVALID_ARG for p outside [0, 1); DT_ERR_NO_MEMORY. */
+DT_API dt_status dt_dropout_create(double p, dt_module **out);
 
 /**
  * Causal self-attention with children "wq", "wk", "wv", "wo" (Linear dim->dim,

@@ -59,6 +59,13 @@ static dt_status collect(dt_ag_node *root, node_list *all, dt__ag_hooked *hooked
                 DT_CHECK_GOTO(dt__ag_hooked_count(hooked, node->inputs[i].leaf), s, out);
                 continue;
             }
+            if (child->grads != NULL) { /* scratch of a pass in progress */
+                s = DT_ERR(DT_ERR_INVALID_ARG,
+                           "dt_backward: the graph reaches '%s', part of a backward pass in "
+                           "progress (a nested backward must stay in its own graph)",
+                           child->name);
+                goto out;
+            }
             child->deps++;
             if (child->visited)
                 continue;
@@ -129,6 +136,11 @@ typedef struct leaf_pending {
     dt_tensor **leaf;      /* owned (the graph drops its edges as it goes) */
     dt_tensor **g;         /* owned */
     dt__ag_hooked *hooked; /* the hooked leaves: their hooks run when complete */
+    /* dt__ag_grad: these leaves' gradients are summed here, as they arrive
+     * (a distributed one stays pending), instead of into their .grad */
+    int n_cap;
+    dt_tensor *const *cap_leaf;
+    dt_tensor **cap_g;
 } leaf_pending;
 
 static dt_status pending_add(leaf_pending *p, dt_tensor *leaf, dt_tensor *g)
@@ -252,6 +264,15 @@ static bool same_shape(const dt_tensor *t, const dt_ag_meta *m)
            memcmp(t->shape, m->shape, sizeof(m->shape[0]) * (size_t)m->ndim) == 0;
 }
 
+/* Which captured leaf @p leaf is (dt__ag_grad), or -1. */
+static int captured(const leaf_pending *p, const dt_tensor *leaf)
+{
+    for (int i = 0; leaf != NULL && i < p->n_cap; i++)
+        if (p->cap_leaf[i] == leaf)
+            return i;
+    return -1;
+}
+
 /* Route gradient g of input i of node to its producer or leaf; the caller
  * holds one reference to g. */
 static dt_status route(dt_ag_node *node, int i, dt_tensor *g, leaf_pending *p)
@@ -270,6 +291,12 @@ static dt_status route(dt_ag_node *node, int i, dt_tensor *g, leaf_pending *p)
         r = dt_tensor_retain(g);
     else
         DT_CHECK(dt__kt_reduce_to_shape(g, e->meta.ndim, e->meta.shape, &r));
+    int c = e->node == NULL ? captured(p, e->leaf) : -1;
+    if (c >= 0) {
+        s = accumulate(&p->cap_g[c], r);
+        dt_tensor_release(r);
+        return s;
+    }
     if (e->node != NULL)
         s = accumulate(&e->node->grads[e->output], r);
     else if (e->leaf != NULL)
@@ -353,10 +380,11 @@ static dt_status check_root_grad(dt_tensor *root, dt_tensor *grad, dt_tensor **o
 }
 
 static dt_status run_all(node_list *all, dt_ag_node *root_node, int root_output, dt_tensor *g,
-                         dt__ag_hooked *hooked)
+                         leaf_pending *pend)
 {
     node_list ready = {0};
-    leaf_pending pending = {.hooked = hooked};
+    leaf_pending pending = *pend;
+    dt__ag_hooked *hooked = pend->hooked;
     dt_status s = DT_OK;
     for (int i = 0; i < all->n; i++) {
         dt_ag_node *node = all->v[i];
@@ -419,10 +447,39 @@ static dt_status local_root(dt_tensor **root, dt_tensor **grad)
     return DT_OK;
 }
 
-dt_status dt_backward(dt_tensor *root, dt_tensor *grad)
+/* Collect and run the graph under @p root (a node), seeded with @p g on its
+ * output @p out; @p pend says where captured leaves' gradients go. */
+static dt_status walk(dt_ag_node *root, int out, dt_tensor *g, leaf_pending *pend)
 {
     node_list all = {0};
     dt__ag_hooked hooked = {0};
+    dt_status s = DT_OK;
+    pend->hooked = &hooked;
+    DT_CHECK_GOTO(collect(root, &all, &hooked), s, out);
+    if (root->deps != 0) {
+        s = DT_ERR(DT_ERR_INTERNAL, "dt_backward: the graph has a cycle through '%s'", root->name);
+        goto out;
+    }
+    DT_LOG_DEBUG("autograd", "backward from '%s' over %d nodes", root->name, all.n);
+    s = run_all(&all, root, out, g, pend);
+out:
+    free(hooked.v); /* after an error (finish freed it otherwise): the hooks do not run */
+    for (int i = 0; i < all.n; i++) {
+        dt_ag_node *node = all.v[i];
+        if (node->grads != NULL)
+            dt__kt_release_all(node->n_outputs, node->grads);
+        free(node->grads);
+        node->grads = NULL;
+        node->deps = 0;
+        node->visited = false;
+        dt__ag_node_release(node);
+    }
+    free(all.v);
+    return s;
+}
+
+dt_status dt_backward(dt_tensor *root, dt_tensor *grad)
+{
     dt_tensor *g = NULL;
     dt_status s = DT_OK;
     DT_ARG_NOT_NULL(root);
@@ -437,27 +494,28 @@ dt_status dt_backward(dt_tensor *root, dt_tensor *grad)
         dt_tensor_release(g);
         return s == DT_OK ? dt__ag_run_grad_hooks(root) : s;
     }
-    DT_CHECK_GOTO(collect(root->grad_fn, &all, &hooked), s, out);
-    if (root->grad_fn->deps != 0) {
-        s = DT_ERR(DT_ERR_INTERNAL, "dt_backward: the graph has a cycle through '%s'",
-                   root->grad_fn->name);
-        goto out;
-    }
-    DT_LOG_DEBUG("autograd", "backward from '%s' over %d nodes", root->grad_fn->name, all.n);
-    s = run_all(&all, root->grad_fn, root->grad_fn_output, g, &hooked);
-out:
-    free(hooked.v); /* after an error (finish freed it otherwise): the hooks do not run */
-    for (int i = 0; i < all.n; i++) {
-        dt_ag_node *node = all.v[i];
-        if (node->grads != NULL)
-            dt__kt_release_all(node->n_outputs, node->grads);
-        free(node->grads);
-        node->grads = NULL;
-        node->deps = 0;
-        node->visited = false;
-        dt__ag_node_release(node);
-    }
-    free(all.v);
+    leaf_pending pend = {0};
+    s = walk(root->grad_fn, root->grad_fn_output, g, &pend);
     dt_tensor_release(g);
+    return s;
+}
+
+dt_status dt__ag_grad(dt_tensor *root, dt_tensor *grad, int n, dt_tensor *const *leaves,
+                      dt_tensor **grads)
+{
+    for (int i = 0; i < n; i++)
+        grads[i] = NULL;
+    if (root->grad_fn == NULL) { /* the root is a leaf: its gradient is the seed */
+        for (int i = 0; i < n; i++)
+            if (leaves[i] == root) {
+                grads[i] = dt_tensor_retain(grad);
+                return DT_OK;
+            }
+        return DT_ERR(DT_ERR_INTERNAL, "dt__ag_grad: the root is a leaf not asked for");
+    }
+    leaf_pending pend = {.n_cap = n, .cap_leaf = leaves, .cap_g = grads};
+    dt_status s = walk(root->grad_fn, root->grad_fn_output, grad, &pend);
+    if (s != DT_OK)
+        dt__kt_release_all(n, grads);
     return s;
 }

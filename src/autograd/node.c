@@ -115,6 +115,9 @@ dt_ag_node *dt__ag_node_retain(dt_ag_node *node)
  * last reference drops (NULL todo: release them normally). */
 static void drop_graph(dt_ag_node *node, dt_ag_node **todo)
 {
+    if (node->drop_extra != NULL && node->extra != NULL)
+        node->drop_extra(node->extra);
+    node->drop_extra = NULL;
     for (int i = 0; i < node->n_saved; i++) {
         dt_tensor_release(node->saved[i]);
         node->saved[i] = NULL;

@@ -63,7 +63,10 @@ struct dt_autograd_node {
     /* op-specific scalars (dims, flags, factors) and an optional heap block */
     int64_t iv[2 * DT_MAX_DIMS];
     double dv[2];
-    void *extra;   /* free()d with the node */
+    void *extra; /* free()d with the node */
+    /* Optional: releases what @p extra holds (tensors), once the node ran or
+     * when it is freed, before extra itself is free()d. */
+    void (*drop_extra)(void *extra);
     bool consumed; /* its backward ran (or the graph was torn down) */
     /* Its backward takes a distributed (pending Partial) output gradient as
      * it is, instead of the engine reducing it first: a redistribute can turn
@@ -97,5 +100,18 @@ dt_ag_node *dt__ag_node_retain(dt_ag_node *node);
 void dt__ag_node_release(dt_ag_node *node);
 /* Drop saved tensors and edges (after backward ran): frees activations early. */
 void dt__ag_node_free_graph(dt_ag_node *node);
+
+/*
+ * A backward pass inside a node's backward (activation checkpointing): run
+ * the graph under @p root (a non-leaf) seeded with @p grad (its shape; may be
+ * a pending distributed gradient) and return in @p grads[i] (new references,
+ * NULL when none arrived) the gradients of @p leaves[i], summed as they
+ * arrived - a distributed one still pending, as an edge would carry it -
+ * instead of adding them into their .grad. Other leaves accumulate as in
+ * dt_backward. The graph must not reach nodes of the pass in progress. A
+ * root that is itself one of @p leaves gets @p grad.
+ */
+dt_status dt__ag_grad(dt_tensor *root, dt_tensor *grad, int n, dt_tensor *const *leaves,
+                      dt_tensor **grads);
 
 #endif

@@ -1,4 +1,4 @@
-/* Running a module: pre-hooks, the type's forward, post-hooks. */
+/* Running a module: pre-hooks, the type's forward (checkpointed when marked), post-hooks. */
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -86,7 +86,7 @@ dt_status dt_module_forward(dt_module *m, int n_in, dt_tensor *const *inputs, dt
         if (m->hooks[h].pre)
             DT_CHECK_GOTO(m->hooks[h].pre_fn(m, n_in, in, m->hooks[h].user), status,
                           err_release_inputs);
-    DT_CHECK_GOTO(m->ops->forward(m, n_in, in, &y), status, err_release_inputs);
+    DT_CHECK_GOTO(dt__module_run_forward(m, n_in, in, &y), status, err_release_inputs);
     for (int h = 0; h < m->n_hooks; h++)
         if (!m->hooks[h].pre)
             DT_CHECK_GOTO(m->hooks[h].post_fn(m, &y, m->hooks[h].user), status, err_release_output);

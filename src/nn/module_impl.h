@@ -50,6 +50,8 @@ struct dt_module {
 
     dt_module_hook *hooks;
     int n_hooks, cap_hooks;
+
+    bool checkpoint; /* dt_module_checkpoint: recompute forward in backward */
 };
 
 /* Allocate an f32 CPU tensor of @p shape filled with @p fill as a parameter of
@@ -81,6 +83,10 @@ bool dt__deferred_seen(void);
 /* DT_ERR_INVALID_ARG naming the first deferred parameter under @p m (its FQN
  * from the root), for @p fn; DT_OK when there is none. */
 dt_status dt__module_check_materialized(const char *fn, dt_module *m);
+/* @p m's type forward; for a module marked by dt_module_checkpoint under
+ * grad mode, without keeping its graph: one node that recomputes it in
+ * backward (checkpoint_recompute.c). */
+dt_status dt__module_run_forward(dt_module *m, int n_in, dt_tensor **in, dt_tensor **out);
 
 /* Attach @p child (a new root) to @p parent; on failure destroy the child. */
 dt_status dt__module_adopt(dt_module *parent, const char *name, dt_module *child);

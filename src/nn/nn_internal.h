@@ -33,4 +33,9 @@ const dt_module_ops *dt__module_ops_of(const dt_module *m);
 extern const dt_module_ops dt__linear_ops, dt__embedding_ops, dt__layer_norm_ops,
     dt__feed_forward_ops, dt__attention_ops, dt__sequential_ops;
 
+/* True while this thread recomputes a checkpointed module's forward in
+ * backward (checkpoint_recompute.c): the module's descendants run again, and
+ * hooks that must run once per step (a ZeRO-3 unit's) can refuse. */
+bool dt__module_recomputing(void);
+
 #endif

@@ -4,6 +4,7 @@
  * forward hooks. The hooks hand the modules their parameters (gathered for
  * ZeRO) through the nodes of dp_grad.c and put the shards back afterwards.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -452,9 +453,22 @@ static dt_status unit_pre(dt_module *m, int n_in, dt_tensor **in, void *user)
 {
     (void)n_in, (void)in;
     dp_state *s = user;
-    for (int u = 1; u < s->n_units; u++)
-        if (s->u[u].m == m)
-            return unit_enter(s, u);
+    for (int u = 1; u < s->n_units; u++) {
+        if (s->u[u].m != m)
+            continue;
+        /* a second round of gathers and gradient nodes in backward would
+         * count each parameter twice */
+        if (dt__module_recomputing() && dt_grad_is_enabled()) {
+            char fqn[256];
+            if (dt_module_fqn(m, fqn, sizeof(fqn)) != DT_OK)
+                snprintf(fqn, sizeof(fqn), "%s", dt_module_name(m));
+            return DT_ERR(DT_ERR_UNSUPPORTED,
+                          "data parallel: unit '%s' runs inside the recompute of a "
+                          "checkpointed module; checkpoint the unit itself or modules inside it",
+                          fqn);
+        }
+        return unit_enter(s, u);
+    }
     return DT_OK;
 }
 

@@ -232,9 +232,9 @@ static void give_norm_input(est_sim *s, const dims *m)
     est__give(s, s->c.sequence_parallel ? OTHER : ACT, F32 * m->r * m->d);
 }
 
-static void forward_block(est_sim *s, const dims *m, int u, bool prefetch)
+/* What a block's forward allocates and frees between its unit's gathers. */
+static void forward_block_body(est_sim *s, const dims *m)
 {
-    unit_enter(s, u, prefetch);
     norm_for_linears(s, m);                          /* attention_norm */
     est__take(s, ACT, 3 * F32 * m->r * m->dl);       /* q, k, v: saved by the score matmuls */
     est__take(s, ACT, 2 * F32 * m->tt);              /* scores, probabilities (saved) */
@@ -248,6 +248,22 @@ static void forward_block(est_sim *s, const dims *m, int u, bool prefetch)
     rowwise_out(s, m);                         /* w2 */
     est__take(s, ACT, F32 * m->rr * m->d);     /* block output */
     give_rowwise_out(s, m);
+}
+
+/*
+ * With activation checkpointing (src/nn/checkpoint_recompute.c) the block
+ * keeps only its output (the next block's saved input): what the body saved
+ * goes at once (taken first: an upper bound of the forward's transient).
+ */
+static void forward_block(est_sim *s, const dims *m, int u, bool prefetch)
+{
+    int64_t act = s->cur[ACT], other = s->cur[OTHER];
+    unit_enter(s, u, prefetch);
+    forward_block_body(s, m);
+    if (s->c.activation_checkpointing) {
+        est__give(s, ACT, s->cur[ACT] - act - F32 * m->rr * m->d);
+        est__give(s, OTHER, s->cur[OTHER] - other);
+    }
     unit_exit(s, u);
 }
 
@@ -359,6 +375,8 @@ static void backward_block(est_sim *s, const dims *m, int u)
     int p0 = first_param(s, u);
     int64_t rfl = F32 * m->r * m->fl;
     unit_regather(s, u);
+    if (s->c.activation_checkpointing) /* the recompute, on the re-gathered unit */
+        forward_block_body(s, m);
     if (s->c.sequence_parallel) /* the block output's gradient all-gathered for w2 */
         est__take(s, OTHER, F32 * m->r * m->d);
     linear_back(s, m->r, m->fl, p0 + 14, p0 + 15); /* w2 */
@@ -378,6 +396,8 @@ static void backward_block(est_sim *s, const dims *m, int u)
     norm_back(s, m, p0, materialize(s, m, m->r, m->rr));
     residual_sum(s, m);
     est__give(s, ACT, F32 * m->rr * m->d); /* the block input */
+    if (s->c.activation_checkpointing)
+        est__give(s, ACT, F32 * m->rr * m->d); /* the recomputed output */
     reap(s, false);
 }
 

@@ -1,8 +1,10 @@
 #!/bin/bash
 # train_gpt --estimate-memory (dt_gpt_memory_estimate) against the measured
 # peaks: on one rank, tp=2, dp=2 x tp=2 ZeRO-3 (also with sequence
-# parallelism) and dp=2 DDP with SGD + momentum, every rank's measured total
-# peak lies within 15% of the estimate; the estimate is printed before any
+# parallelism) and dp=2 DDP with SGD + momentum, and with activation
+# checkpointing (1 rank; dp=2 x tp=2 ZeRO-3 + sequence parallelism), every
+# rank's measured total peak lies within 15% of the estimate (with
+# checkpointing the activation peak too); the estimate is printed before any
 # tensor is allocated (before the model line), and --estimate-only allocates
 # nothing and trains nothing.
 # usage: memory_estimate.sh TRAIN_GPT DTRUN
@@ -39,6 +41,15 @@ check "tp=2" 2 --mesh tp=2
 check "dp=2,tp=2 zero3" 4 --mesh dp=2,tp=2 --data-parallel zero3
 check "dp=2,tp=2 zero3 + sequence parallel" 4 --mesh dp=2,tp=2 --data-parallel zero3 --sequence-parallel
 check "dp=2 ddp, sgd + momentum" 2 --mesh dp=2,tp=1 --data-parallel ddp --optim sgd --momentum 0.9
+check "1 rank, activation checkpointing" 1 --activation-checkpointing
+check "dp=2,tp=2 zero3 + sequence parallel + activation checkpointing" 4 --mesh dp=2,tp=2 \
+    --data-parallel zero3 --sequence-parallel --activation-checkpointing
+# the activation peak itself, which checkpointing changes (not only the total)
+out=$("$train" "${args[@]}" --activation-checkpointing) || fail "checkpointing: train_gpt failed"
+act=$(echo "$out" | sed -n '/^memory estimate vs/,$p' | awk '$1 == "activation" { print $4 }')
+awk -v r="$act" 'BEGIN { exit !(r != "" && r >= 0.85 && r <= 1.15) }' ||
+    fail "activation checkpointing: activation measured / estimate '$act' is off by > 15%"
+echo "ok: activation checkpointing: activation measured / estimate $act"
 
 out=$("$dtrun" -n 4 "$train" "${args[@]}" --mesh dp=2,tp=2 --data-parallel zero3 --estimate-only) ||
     fail "--estimate-only failed"

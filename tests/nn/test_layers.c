@@ -416,6 +416,55 @@ static void test_gpt(void **state)
     dt_module_destroy(m);
 }
 
+/* Dropout: keeps about 1 - p of the elements, scaled by 1 / (1 - p); the mask
+ * comes from the forward random stream (the same state, the same mask; the
+ * next draw, another); the gradient is masked alike; bad input is named. */
+static void test_dropout(void **state)
+{
+    (void)state;
+    int64_t n = 4000;
+    dt_tensor *x = NULL, *y = NULL, *y2 = NULL, *loss = NULL;
+    NN_OK(dt_tensor_ones(1, &n, DT_DTYPE_F32, dt_device_cpu(), &x));
+    NN_OK(dt_tensor_set_requires_grad(x, true));
+    dt_rng_state st = dt_rng_get_state();
+    NN_OK(dt_nn_dropout(x, 0.25, &y));
+    dt_rng_set_state(st);
+    NN_OK(dt_nn_dropout(x, 0.25, &y2));
+    const float *a = dt_tensor_data(y), *b = dt_tensor_data(y2);
+    assert_memory_equal(a, b, (size_t)n * sizeof(float)); /* replayed */
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; i++) {
+        assert_true(a[i] == 0.0f || fabsf(a[i] - 4.0f / 3.0f) < 1e-6f);
+        kept += a[i] != 0.0f;
+    }
+    assert_true(kept > 2800 && kept < 3200); /* 3000 expected, sd 27 */
+    dt_tensor_release(y2);
+    NN_OK(dt_nn_dropout(x, 0.25, &y2)); /* the stream moved on: another mask */
+    assert_memory_not_equal(a, dt_tensor_data(y2), (size_t)n * sizeof(float));
+    NN_OK(dt_sum_all(y, &loss));
+    NN_OK(dt_backward(loss, NULL));
+    assert_memory_equal(dt_tensor_data(dt_tensor_grad(x)), a, (size_t)n * sizeof(float));
+    dt_tensor_release(loss);
+    dt_tensor_release(y);
+    dt_tensor_release(y2);
+    NN_OK(dt_nn_dropout(x, 0.0, &y)); /* p = 0: x itself */
+    assert_ptr_equal(y, x);
+    dt_tensor_release(y);
+    dt_module *m = NULL;
+    NN_FAILS(dt_nn_dropout(x, 1.0, &y), DT_ERR_INVALID_ARG, "p = 1");
+    NN_FAILS(dt_nn_dropout(x, -0.5, &y), DT_ERR_INVALID_ARG, "p = -0.5");
+    NN_FAILS(dt_nn_dropout(NULL, 0.5, &y), DT_ERR_INVALID_ARG, "x");
+    NN_FAILS(dt_dropout_create(1.5, &m), DT_ERR_INVALID_ARG, "p = 1.5");
+    NN_OK(dt_dropout_create(0.5, &m));
+    assert_string_equal(dt_module_type_name(m), "Dropout");
+    dt_module_destroy(m);
+    dt_tensor_release(x);
+    dt_tensor *ids = NULL;
+    NN_OK(dt_tensor_zeros(1, &n, DT_DTYPE_I64, dt_device_cpu(), &ids));
+    NN_FAILS(dt_nn_dropout(ids, 0.5, &y), DT_ERR_INVALID_ARG, "i64");
+    dt_tensor_release(ids);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -423,6 +472,7 @@ int main(void)
         cmocka_unit_test(test_layer_norm), cmocka_unit_test(test_feed_forward),
         cmocka_unit_test(test_attention),  cmocka_unit_test(test_attention_local_heads),
         cmocka_unit_test(test_block),      cmocka_unit_test(test_gpt),
+        cmocka_unit_test(test_dropout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
