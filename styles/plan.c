@@ -2,11 +2,11 @@
  * Plans: FQN patterns -> styles, matching against a module tree, and
  * dt_parallelize_module, which checks everything before it changes anything.
  */
-#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fqn_match.h"
 #include "mesh/mesh_impl.h"
 #include "core/log.h"
 #include "nn/nn_internal.h"
@@ -80,26 +80,6 @@ dt_style *dt_plan_style_at(const dt_plan *p, int i)
 
 /* ------------------------------------------------------------ matching */
 
-bool dt__plan_segment_match(const char *pat, size_t pat_len, const char *name)
-{
-    char alt[256];
-    size_t start = 0;
-    while (start <= pat_len) {
-        size_t end = start;
-        while (end < pat_len && pat[end] != '|')
-            end++;
-        size_t n = end - start;
-        if (n > 0 && n < sizeof(alt)) {
-            memcpy(alt, pat + start, n);
-            alt[n] = '\0';
-            if (fnmatch(alt, name, 0) == 0)
-                return true;
-        }
-        start = end + 1;
-    }
-    return false;
-}
-
 typedef struct match_list {
     dt__plan_match *items;
     int n, cap;
@@ -132,7 +112,7 @@ static dt_status match_rec(dt_module *m, const char *fqn, const char *pat, int e
     const char *rest = dot != NULL ? dot + 1 : pat + seg;
     for (int i = 0; i < dt_module_num_children(m); i++) {
         dt_module *c = dt_module_child_at(m, i);
-        if (!dt__plan_segment_match(pat, seg, dt_module_name(c)))
+        if (!dt__fqn_segment_match(pat, seg, dt_module_name(c)))
             continue;
         size_t n = strlen(fqn) + strlen(dt_module_name(c)) + 2;
         char *cf = malloc(n);

@@ -19,7 +19,7 @@ struct dt_style {
     int sequence_dim;
     dt_prepare_fn prepare_input, prepare_output; /* NULL: the layouts do it */
     const dt_style_ops *user;                    /* DT_STYLE_USER: the program's style */
-    uint64_t set_fields; /* the options given explicitly (for printing) */
+    uint64_t set_fields;                         /* the options given explicitly (for printing) */
 };
 
 typedef struct dt_plan_entry {
@@ -41,7 +41,6 @@ typedef struct dt_style_param_plan {
     const char *name; /* borrowed from the module */
     dt_placement placement;
 } dt_style_param_plan;
-
 
 /*
  * The parameters @p s partitions on @p m (the module itself, or its children
@@ -79,9 +78,6 @@ dt_status dt__hook_post(dt_module *m, dt_tensor **output, void *user);
 /* Layout helpers (styles/style.c). */
 int dt__layout_format(dt_layout l, char *buf, size_t len);
 dt_status dt__layout_parse(const char *text, dt_layout *out);
-
-/* The FQN matcher (styles/plan.c): does segment pattern @p pat match @p name? */
-bool dt__plan_segment_match(const char *pat, size_t pat_len, const char *name);
 
 /* One module a plan entry matched (styles/plan.c). */
 typedef struct dt__plan_match {
