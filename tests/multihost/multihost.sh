@@ -14,7 +14,9 @@
 #      its host's dtrun naming it and the other host's ranks reporting it lost;
 #   3. a host whose link is cut (ip link set down) is reported as lost on both
 #      hosts within 3 x DT_TIMEOUT_S (5 s here), not hung;
-#   4. the store refuses a rank with another job's token and one without any.
+#   4. the store refuses a rank with another job's token and one without any;
+#   5. two hosts that share a hostname (machines or containers named alike)
+#      are still two hosts: the job runs, over the link.
 # Skips (77) where namespaces cannot be made (not root, no iproute2 or
 # unshare, a container without CAP_SYS_ADMIN or veth). Every step runs under
 # `timeout`; the namespaces go on every exit.
@@ -251,3 +253,24 @@ done
   fail "host 0's store does not log both refusals: $(grep -v ' step ' "$work/tok.0" | tail -n 5)"
 [ "$(field tok.0 1)" != 0 ] || fail "host 0 went on without host 1"
 echo "ok: the store refuses another job's token and no token; host 0 ended after $(after "$t" "$(field tok.0 2)") s"
+
+# 5. both hosts named dt-twin: without their boot ids and namespaces to tell
+# them apart, each took the other's ranks for its own and read their pids in
+# its own /proc ("peer lost (its process exited)" at the first collective)
+tx0=$(bytes tx)
+for n in 0 1; do
+  (
+    rc=0
+    host "$n" dt-twin "$train" $args --steps 2 > "$work/twin.$n" 2>&1 || rc=$?
+    echo "rc=$rc t=$(now)" >> "$work/twin.$n"
+  ) &
+  pids="$pids $!"
+done
+settle
+for n in 0 1; do
+  [ "$(field twin.$n 1)" = 0 ] ||
+    fail "host $n failed with both hosts named dt-twin: $(grep -v ' step ' "$work/twin.$n" | tail -n 5)"
+done
+tx=$(($(bytes tx) - tx0)) want=$((2 * params * 2))
+[ "$tx" -ge "$want" ] || fail "with one hostname only $tx bytes left host 1 (want >= $want)"
+echo "ok: two hosts with one hostname train over the link ($tx bytes out)"
