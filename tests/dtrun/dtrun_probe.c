@@ -6,6 +6,7 @@
  *   selfkill R [ignore-term]     rank R SIGKILLs itself; the others print their pid and sleep
  *   trapint                      print "ready", wait for SIGINT, print "got SIGINT", exit 0
  * "ignore-term" makes the sleeping ranks ignore SIGTERM, so only SIGKILL ends them.
+ * A sleeping rank exits 1 on SIGUSR1 (as a rank that lost a peer would).
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -28,8 +29,15 @@ static const char *ev(const char *k)
     return v ? v : "-";
 }
 
+static void on_usr1(int sig)
+{
+    (void)sig;
+    _exit(1);
+}
+
 static void sleep_forever(int argc, char **argv, int argi)
 {
+    signal(SIGUSR1, on_usr1);
     if (argc > argi && strcmp(argv[argi], "ignore-term") == 0)
         signal(SIGTERM, SIG_IGN);
     printf("pid %d %d\n", rank(), (int)getpid());

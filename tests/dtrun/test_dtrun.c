@@ -306,6 +306,64 @@ static void test_dtrun_killed_ranks_follow(void **state)
     run_free(&a);
 }
 
+/* Whether @p pid is a zombie (ended, not reaped yet). */
+static bool proc_zombie(int pid)
+{
+    char path[64], buf[256] = "";
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return rp != NULL && rp[2] == 'Z';
+}
+
+/*
+ * Rank 2 is SIGKILLed, then rank 0 exits 1 (as its reaction would), both
+ * while dtrun is stopped (a busy machine): dtrun reaps them together, rank 0
+ * first (the kernel's order), and must still name rank 2.
+ */
+static void test_killed_rank_named_before_reactions(void **state)
+{
+    run a;
+    const char *args[] = {"-n", "3", probe, "exit", "0", "99", NULL}; /* all sleep forever */
+    run_start(&a, args, NULL);
+    int pids[3] = {0}, seen = 0;
+    for (int i = 0; i < 500 && seen < 3; i++) {
+        usleep(10000);
+        char *o = slurp(a.out_path);
+        seen = 0;
+        for (const char *p = o; (p = strstr(p, "pid ")) != NULL; p += 4) {
+            int rk, pid;
+            if (sscanf(p, "pid %d %d", &rk, &pid) == 2 && rk >= 0 && rk < 3) {
+                pids[rk] = pid;
+                seen++;
+            }
+        }
+        free(o);
+    }
+    assert_int_equal(seen, 3);
+    kill(a.pid, SIGSTOP);
+    kill(pids[2], SIGKILL);
+    for (int i = 0; i < 500 && !proc_zombie(pids[2]); i++)
+        usleep(10000);
+    kill(pids[0], SIGUSR1);
+    for (int i = 0; i < 500 && !proc_zombie(pids[0]); i++)
+        usleep(10000);
+    bool both = proc_zombie(pids[2]) && proc_zombie(pids[0]);
+    kill(a.pid, SIGCONT);
+    run_finish(&a, 20);
+    assert_true(both);
+    assert_int_equal(exit_code(&a), 128 + SIGKILL);
+    assert_non_null(strstr(a.err, "dtrun: rank 2 killed by signal SIGKILL"));
+    assert_null(strstr(a.err, "dtrun: rank 0 exited"));
+    assert_pids_gone(a.out);
+    run_free(&a);
+}
+
 static void test_bad_arguments(void **state)
 {
     const char *cases[][8] = {
@@ -395,10 +453,15 @@ int main(int argc, char **argv)
     probe = argv[2];
     store_ranks = argv[3];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_env_per_rank),     cmocka_unit_test(test_tag_output_lines_whole),
-        cmocka_unit_test(test_rank_exit_code),   cmocka_unit_test(test_rank_killed_tears_down),
-        cmocka_unit_test(test_sigint_forwarded), cmocka_unit_test(test_dtrun_killed_ranks_follow),
-        cmocka_unit_test(test_bad_arguments),    cmocka_unit_test(test_multinode),
+        cmocka_unit_test(test_env_per_rank),
+        cmocka_unit_test(test_tag_output_lines_whole),
+        cmocka_unit_test(test_rank_exit_code),
+        cmocka_unit_test(test_rank_killed_tears_down),
+        cmocka_unit_test(test_sigint_forwarded),
+        cmocka_unit_test(test_dtrun_killed_ranks_follow),
+        cmocka_unit_test(test_killed_rank_named_before_reactions),
+        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_multinode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,42 +94,51 @@ static void check_stopped(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *s
     }
 }
 
-/* Reap finished ranks; report the first failures and start tearing down. */
+/*
+ * Reap finished ranks; report the first failure and start tearing down.
+ * Ranks that ended before dtrun ran (a busy machine) come back from waitpid
+ * oldest first, not in the order they died: of those, one killed by a signal
+ * is named before one that exited with an error, which is most often its
+ * peers' reaction to that death (peer lost).
+ */
 static void reap(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *st)
 {
+    int cause = -1;
     for (;;) {
         int status;
         pid_t pid = waitpid(-1, &status, WNOHANG);
         if (pid <= 0)
-            return;
+            break;
         for (int l = 0; l < o->nproc; l++) {
             if (ranks[l].pid != pid)
                 continue;
-            int grank = o->node_rank * o->nproc + l;
             ranks[l].pid = 0;
             ranks[l].status = status;
             st->live--;
             kill(-pid, SIGKILL); /* whatever the rank left behind in its group */
             bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-            if (!failed || st->tearing_down)
-                break;
-            char sb[32];
-            if (WIFSIGNALED(status)) {
-                fprintf(stderr, "dtrun: rank %d killed by signal %s\n", grank,
-                        sig_name(WTERMSIG(status), sb, sizeof(sb)));
-                st->fail_code = 128 + WTERMSIG(status);
-            } else {
-                fprintf(stderr, "dtrun: rank %d exited with status %d\n", grank,
-                        WEXITSTATUS(status));
-                st->fail_code = WEXITSTATUS(status);
-            }
-            report_stopped(o, ranks, dt__clock_now());
-            if (st->live > 0)
-                fprintf(stderr, "dtrun: terminating the other %d rank(s)\n", st->live);
-            dtrun_start_teardown(st, ranks, o->nproc, SIGTERM, o->grace_s);
+            if (failed && !st->tearing_down &&
+                (cause < 0 || (WIFSIGNALED(status) && !WIFSIGNALED(ranks[cause].status))))
+                cause = l;
             break;
         }
     }
+    if (cause < 0)
+        return;
+    int status = ranks[cause].status, grank = o->node_rank * o->nproc + cause;
+    char sb[32];
+    if (WIFSIGNALED(status)) {
+        fprintf(stderr, "dtrun: rank %d killed by signal %s\n", grank,
+                sig_name(WTERMSIG(status), sb, sizeof(sb)));
+        st->fail_code = 128 + WTERMSIG(status);
+    } else {
+        fprintf(stderr, "dtrun: rank %d exited with status %d\n", grank, WEXITSTATUS(status));
+        st->fail_code = WEXITSTATUS(status);
+    }
+    report_stopped(o, ranks, dt__clock_now());
+    if (st->live > 0)
+        fprintf(stderr, "dtrun: terminating the other %d rank(s)\n", st->live);
+    dtrun_start_teardown(st, ranks, o->nproc, SIGTERM, o->grace_s);
 }
 
 static void handle_signals(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *st)

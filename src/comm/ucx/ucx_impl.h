@@ -51,11 +51,21 @@ typedef struct dt_ucx_info {
     int pid;
     unsigned long long start_time;
     char host[64];
+    char boot_id[40]; /* /proc/sys/kernel/random/boot_id: tells machines apart */
+    uint64_t pid_ns;  /* inodes of /proc/self/ns/pid and /ns/ipc: containers */
+    uint64_t ipc_ns;
     uint32_t instance; /* this process's count of UCX worlds (names its rings) */
 } dt_ucx_info;
 
 /* Fill @p out for this process. */
 void dt__ucx_info_self(dt_ucx_info *out);
+/*
+ * Whether two ranks share a host: the same hostname, boot and pid and IPC
+ * namespaces, which the same-host shortcuts need (liveness by pid, CMA, UCX's
+ * SysV segments). A hostname alone is not enough: machines or containers
+ * named alike would read each other's pids as their own.
+ */
+bool dt__ucx_same_host(const dt_ucx_info *a, const dt_ucx_info *b);
 /*
  * Automatic spin (DT_SPIN_US = -1): before sleeping on the event fd a wait
  *   1. polls plainly for an adaptive budget between DT_UCX_SPIN_MIN_US and

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -28,6 +29,22 @@ void dt__ucx_info_self(dt_ucx_info *out)
     dt__proc_stat(out->pid, &state, &out->start_time);
     if (gethostname(out->host, sizeof(out->host) - 1) != 0)
         snprintf(out->host, sizeof(out->host), "unknown");
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f == NULL || fgets(out->boot_id, sizeof(out->boot_id), f) == NULL)
+        out->boot_id[0] = '\0'; /* no /proc: the hostname and namespaces decide */
+    if (f != NULL)
+        fclose(f);
+    out->boot_id[strcspn(out->boot_id, "\n")] = '\0';
+    struct stat st;
+    out->pid_ns = stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+    out->ipc_ns = stat("/proc/self/ns/ipc", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+bool dt__ucx_same_host(const dt_ucx_info *a, const dt_ucx_info *b)
+{
+    return strncmp(a->host, b->host, sizeof(a->host)) == 0 &&
+           strncmp(a->boot_id, b->boot_id, sizeof(a->boot_id)) == 0 && a->pid_ns == b->pid_ns &&
+           a->ipc_ns == b->ipc_ns;
 }
 
 void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force, double now)

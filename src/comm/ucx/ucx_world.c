@@ -193,7 +193,7 @@ static dt_status connect_all(dt_ucx_shared *sh, dt_store *store)
         p->world_rank = i;
         p->pid = infos[i].pid;
         p->start_time = infos[i].start_time;
-        p->local = (strncmp(infos[i].host, me_info.host, sizeof(me_info.host)) == 0);
+        p->local = dt__ucx_same_host(&infos[i], &me_info);
         /* same host: shared memory, whose transports cannot do peer error handling */
         ucp_ep_params_t ep = {
             .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
