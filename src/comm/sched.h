@@ -105,6 +105,10 @@ void dt__sched_check(dt__sched *s, const uint64_t *status, size_t n);
 
 /* dst[i] = op(dst[i], src[i]); op is never AVG here (use SUM + divide). */
 void dt__reduce(void *dst, const void *src, size_t count, dt_dtype dtype, dt_reduce_op op);
+/* dst[i] = op(x[i], y[i]): the same values as copying x to dst and then
+ * dt__reduce(dst, y); dst overlaps neither x nor y. */
+void dt__reduce3(void *dst, const void *x, const void *y, size_t count, dt_dtype dtype,
+                 dt_reduce_op op);
 /* dst[i] = dst[i] / divisor (integer division for integer dtypes). */
 void dt__reduce_divide(void *dst, size_t count, dt_dtype dtype, int divisor);
 /* Whether dt__reduce supports (dtype, op). */
