@@ -24,7 +24,7 @@
  */
 typedef enum dt__op_kind {
     DT__OP_SEND,   /* src, bytes -> peer */
-    DT__OP_RECV,   /* dst, bytes <- peer */
+    DT__OP_RECV,   /* dst, bytes <- peer; with src: then dst = op(dst, src) (recv_reduce) */
     DT__OP_REDUCE, /* dst[i] = op(dst[i], src[i]) for count elements */
     DT__OP_COPY,   /* memcpy(dst, src, bytes) */
     DT__OP_SCALE,  /* dst[i] /= divisor (the avg of a sum) for count elements */
@@ -85,6 +85,11 @@ void dt__sched_move(dt__sched *dst, dt__sched *src);
 void dt__sched_round(dt__sched *s, bool early);
 void dt__sched_send(dt__sched *s, const void *src, size_t bytes, int peer);
 void dt__sched_recv(dt__sched *s, void *dst, size_t bytes, int peer);
+/* Receive into @p dst and fold @p src into it: dst = op(received, src), the
+ * same values as a receive then dt__sched_reduce(dst, src). A backend with
+ * irecv_reduce folds the message as it lands (out of its own buffers);
+ * @p dst and @p src must not overlap. */
+void dt__sched_recv_reduce(dt__sched *s, void *dst, const void *src, size_t bytes, int peer);
 void dt__sched_reduce(dt__sched *s, void *dst, const void *src, size_t count);
 void dt__sched_copy(dt__sched *s, void *dst, const void *src, size_t bytes);
 void dt__sched_scale(dt__sched *s, void *dst, size_t count, int divisor);
