@@ -173,15 +173,29 @@ bool dt__reduce_supported(dt_dtype dtype, dt_reduce_op op)
         }                                                                                          \
     } while (0)
 
-DT_CPU_CLONES void dt__reduce(void *dst, const void *src, size_t n, dt_dtype dtype, dt_reduce_op op)
+/* static: a non-static target_clones function's ifunc ignores -fvisibility
+ * and would be exported from libdtensor.so */
+DT_CPU_CLONES
+static void reduce2(void *dst, const void *src, size_t n, dt_dtype dtype, dt_reduce_op op)
 {
     DT_REDUCE_DTYPES(dst, dst, src, n, dtype, op);
 }
 
-DT_CPU_CLONES void dt__reduce3(void *dst, const void *x, const void *y, size_t n, dt_dtype dtype,
-                               dt_reduce_op op)
+DT_CPU_CLONES
+static void reduce3(void *dst, const void *x, const void *y, size_t n, dt_dtype dtype,
+                    dt_reduce_op op)
 {
     DT_REDUCE_DTYPES(dst, x, y, n, dtype, op);
+}
+
+void dt__reduce(void *dst, const void *src, size_t n, dt_dtype dtype, dt_reduce_op op)
+{
+    reduce2(dst, src, n, dtype, op);
+}
+
+void dt__reduce3(void *dst, const void *x, const void *y, size_t n, dt_dtype dtype, dt_reduce_op op)
+{
+    reduce3(dst, x, y, n, dtype, op);
 }
 
 void dt__reduce_divide(void *dst, size_t n, dt_dtype dtype, int divisor)
