@@ -28,6 +28,7 @@ typedef struct b_opts {
     int factor;
     int iters;  /* 0 = automatic */
     int warmup;
+    int side;   /* -x N: side-by-side mode, N interleaved batches (0: off) */
     bool run[B_NCOLL];
 } b_opts;
 
@@ -51,7 +52,7 @@ static size_t b_parse_size(const char *s)
     return (size_t)v;
 }
 
-/* -b min -e max -f factor -n iters -w warmup -c allreduce,allgather,... */
+/* -b min -e max -f factor -n iters -w warmup -x batches -c allreduce,allgather,... */
 static int b_parse(int argc, char **argv, b_opts *o)
 {
     *o = (b_opts){.min_bytes = 8, .max_bytes = 64u << 20, .factor = 2, .warmup = 3};
@@ -67,6 +68,8 @@ static int b_parse(int argc, char **argv, b_opts *o)
             o->iters = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "-w") == 0)
             o->warmup = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "-x") == 0)
+            o->side = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "-c") == 0) {
             any = true;
             for (int c = 0; c < B_NCOLL; c++)
@@ -138,6 +141,101 @@ static size_t b_count(b_coll c, size_t bytes, int nranks)
     if (c == B_ALLGATHER || c == B_REDUCE_SCATTER || c == B_ALLTOALL)
         return n / (size_t)nranks; /* per block */
     return n;
+}
+
+/* ------------------------------------------------------------ side by side (-x N) */
+
+/* What the side-by-side mode needs of a library: one collective call (0 on
+ * success) and the slowest rank's value of a double. */
+typedef struct b_lib {
+    const char *name;
+    int nranks, rank;
+    int (*run)(void *ctx, b_coll c, size_t cnt);
+    double (*slowest)(void *ctx, double v);
+    void *ctx;
+} b_lib;
+
+static int b_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of the @p n first entries of @p v (sorted in place). */
+static double b_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), b_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* A ratio's cell: flagged when the half is slower than the whole all-reduce
+ * (it contains both halves), marked when over the 0.6 goal. */
+static const char *b_mark(double r)
+{
+    return r > 1.0 ? "SLOWER" : (r > 0.6 ? ">0.6" : "ok");
+}
+
+static const b_coll b_side_colls[3] = {B_ALLREDUCE, B_REDUCE_SCATTER, B_ALLGATHER};
+
+/* Seconds per call of the three collectives at @p bytes: the median over
+ * @p o->side batches, run in turn (ar, rs, ag, ar, ...) so that a burst of
+ * load on a shared host hits all three alike; a batch's time is its slowest
+ * rank's mean. Non-zero on a failed call. */
+static int b_side_times(const b_opts *o, const b_lib *lib, size_t bytes, double sec[3])
+{
+    double t[3][64];
+    int nb = o->side < 64 ? o->side : 64;
+    int iters = b_iters(o, bytes) / nb > 1 ? b_iters(o, bytes) / nb : 1;
+    for (int k = 0; k < 3; k++) {
+        size_t cnt = b_count(b_side_colls[k], bytes, lib->nranks);
+        for (int i = 0; i < b_warmup(o, b_iters(o, bytes)); i++)
+            if (lib->run(lib->ctx, b_side_colls[k], cnt) != 0)
+                return 1;
+    }
+    for (int b = 0; b < nb; b++) {
+        for (int k = 0; k < 3; k++) {
+            size_t cnt = b_count(b_side_colls[k], bytes, lib->nranks);
+            (void)lib->slowest(lib->ctx, 0); /* start together */
+            double t0 = b_now();
+            for (int i = 0; i < iters; i++)
+                if (lib->run(lib->ctx, b_side_colls[k], cnt) != 0)
+                    return 1;
+            t[k][b] = lib->slowest(lib->ctx, (b_now() - t0) / iters);
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        sec[k] = b_median(t[k], nb);
+    return 0;
+}
+
+/* -x N: per size one row with all-reduce, reduce-scatter and all-gather of
+ * the same buffer side by side - time and bus bandwidth - and the halves'
+ * time over the all-reduce's, flagged when a half is slower than the whole. */
+static int b_side_by_side(const b_opts *o, const b_lib *lib)
+{
+    const int p = lib->nranks;
+    if (lib->rank == 0) {
+        printf("# %s side by side, %d ranks: us per call (median of %d interleaved batches), "
+               "busbw GB/s\n",
+               lib->name, p, o->side);
+        printf("#%11s %10s %7s %10s %7s %10s %7s %6s %6s  %s\n", "size(B)", "ar_us", "ar_bus",
+               "rs_us", "rs_bus", "ag_us", "ag_bus", "rs/ar", "ag/ar", "flag");
+    }
+    for (size_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes *= (size_t)o->factor) {
+        double sec[3];
+        if (b_side_times(o, lib, bytes, sec) != 0)
+            return 1;
+        if (lib->rank != 0)
+            continue;
+        double bus[3], rs = sec[1] / sec[0], ag = sec[2] / sec[0];
+        for (int k = 0; k < 3; k++)
+            bus[k] = (double)bytes / sec[k] / 1e9 * b_busbw_factor(b_side_colls[k], p);
+        printf(" %11zu %10.2f %7.3f %10.2f %7.3f %10.2f %7.3f %6.2f %6.2f  rs:%s,ag:%s side\n",
+               bytes, sec[0] * 1e6, bus[0], sec[1] * 1e6, bus[1], sec[2] * 1e6, bus[2], rs, ag,
+               b_mark(rs), b_mark(ag));
+        fflush(stdout);
+    }
+    return 0;
 }
 
 #endif

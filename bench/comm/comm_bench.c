@@ -2,7 +2,10 @@
  * comm_bench: dtensor collectives (UCX backend) in nccl-tests' format.
  *   dtrun -n 2 comm_bench [-b 8] [-e 64M] [-f 2] [-n iters] [-w warmup]
  *                         [-c allreduce,allgather,reduce_scatter,alltoall,broadcast]
+ *                         [-x N]
  * float32, out of place; time = the slowest rank's mean per iteration.
+ * -x N: all-reduce, reduce-scatter and all-gather side by side instead
+ * (bench_common.h), each row the median of N interleaved batches.
  */
 #include "dtensor.h"
 
@@ -24,6 +27,27 @@ static dt_status run_once(dt_comm *w, b_coll c, float *a, float *b, size_t cnt)
     }
 }
 
+typedef struct side_ctx {
+    dt_comm *w;
+    float *a, *b;
+} side_ctx;
+
+static int side_run(void *ctx, b_coll c, size_t cnt)
+{
+    side_ctx *x = ctx;
+    dt_status st = run_once(x->w, c, x->a, x->b, cnt);
+    if (st != DT_OK)
+        fprintf(stderr, "%s: %s\n", b_coll_names[c], dt_last_error());
+    return st != DT_OK;
+}
+
+static double side_slowest(void *ctx, double v)
+{
+    side_ctx *x = ctx;
+    (void)dt_comm_allreduce(x->w, &v, &v, 1, DT_DTYPE_F64, DT_REDUCE_OP_MAX, NULL);
+    return v;
+}
+
 int main(int argc, char **argv)
 {
     b_opts o;
@@ -41,7 +65,11 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < cap; i++)
         a[i] = b[i] = (float)(i % 7);
     int rc = 0;
-    for (int c = 0; c < B_NCOLL && rc == 0; c++) {
+    side_ctx x = {w, a, b};
+    b_lib lib = {"dtensor/ucx", p, me, side_run, side_slowest, &x};
+    if (o.side > 0)
+        rc = b_side_by_side(&o, &lib);
+    for (int c = 0; o.side == 0 && c < B_NCOLL && rc == 0; c++) {
         if (!o.run[c])
             continue;
         if (me == 0)

@@ -23,6 +23,21 @@ static void run_once(b_coll c, float *a, float *b, size_t cnt)
     }
 }
 
+static int side_run(void *ctx, b_coll c, size_t cnt)
+{
+    float **ab = ctx;
+    run_once(c, ab[0], ab[1], cnt);
+    return 0;
+}
+
+static double side_slowest(void *ctx, double v)
+{
+    double worst = 0;
+    (void)ctx;
+    MPI_Allreduce(&v, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return worst;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -38,7 +53,11 @@ int main(int argc, char **argv)
     float *a = malloc(cap * sizeof(float)), *b = malloc(cap * sizeof(float));
     for (size_t i = 0; i < cap; i++)
         a[i] = b[i] = (float)(i % 7);
-    for (int c = 0; c < B_NCOLL; c++) {
+    float *ab[2] = {a, b};
+    b_lib lib = {"openmpi", p, me, side_run, side_slowest, ab};
+    if (o.side > 0)
+        b_side_by_side(&o, &lib);
+    for (int c = 0; o.side == 0 && c < B_NCOLL; c++) {
         if (!o.run[c])
             continue;
         if (me == 0)

@@ -4,16 +4,18 @@
 # (oversubscribed on a 2-core machine), and print bus-bandwidth and time
 # ratios against the issue's goals.
 #
-#   bench/comm/run.sh [BUILD_DIR] [-f FACTOR] [-e MAXBYTES] [-r "2 4"] [-k REPEAT]
+#   bench/comm/run.sh [BUILD_DIR] [-f FACTOR] [-e MAXBYTES] [-r "2 4"] [-k REPEAT] [-x BATCHES]
 #
 # With -k N each program runs N times, interleaved (dtensor, MPI, gloo, dtensor,
 # ...), and every row keeps its best time: on a shared, noisy machine this
 # compares the libraries rather than the neighbours' load. Same rule for all.
 # Tables go to $OUT (default /tmp/dt_comm_bench), the comparison to stdout,
-# including per rank count the reduce-scatter and all-gather time over the
-# all-reduce time of the same buffer (a half slower than the whole is flagged),
-# and, with gnuplot (Debian: gnuplot-nox), $OUT/busbw_<n>ranks.png: bus
-# bandwidth against size, dtensor and Open MPI.
+# and, from 1 MiB on, all-reduce, reduce-scatter and all-gather of the same
+# buffer side by side per rank count (comm_bench -x: the three interleaved in
+# BATCHES batches, median; default 5): time and bus bandwidth, the halves'
+# time over the all-reduce's (a half slower than the whole is flagged), and
+# the same ratios for Open MPI; and, with gnuplot (Debian: gnuplot-nox),
+# $OUT/busbw_<n>ranks.png: bus bandwidth against size, dtensor and Open MPI.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=${1:-$HERE/../../build}
@@ -22,12 +24,14 @@ FACTOR=2
 MAXB=64M
 RANKS="2 4"
 REPEAT=1
+BATCHES=5
 while [ $# -gt 0 ]; do
   case "$1" in
     -f) FACTOR=$2; shift 2 ;;
     -e) MAXB=$2; shift 2 ;;
     -r) RANKS=$2; shift 2 ;;
     -k) REPEAT=$2; shift 2 ;;
+    -x) BATCHES=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -40,7 +44,7 @@ ARGS="-b 8 -e $MAXB -f $FACTOR"
 ROOT=""
 [ "$(id -u)" = 0 ] && ROOT="--allow-run-as-root"
 
-rm -f "$OUT"/dt_* "$OUT"/mpi_* "$OUT"/gloo_*
+rm -f "$OUT"/dt_* "$OUT"/mpi_* "$OUT"/gloo_* "$OUT"/side_*
 for n in $RANKS; do
   k=1
   while [ "$k" -le "$REPEAT" ]; do
@@ -58,6 +62,15 @@ for n in $RANKS; do
     fi
     k=$((k + 1))
   done
+  # all-reduce and its two halves side by side, interleaved (bench_common.h)
+  SIDE="-b 1M -e $MAXB -f $FACTOR -x $BATCHES"
+  echo "== $n ranks: side by side, dtensor" >&2
+  "$DTRUN" -n "$n" "$DT" $SIDE > "$OUT/side_dt_$n.txt" || echo "dtensor side run failed" >&2
+  if [ -x "$MPI" ] && command -v mpirun >/dev/null; then
+    echo "== $n ranks: side by side, Open MPI" >&2
+    mpirun $ROOT --oversubscribe -n "$n" "$MPI" $SIDE > "$OUT/side_mpi_$n.txt" 2>/dev/null ||
+      echo "Open MPI side run failed" >&2
+  fi
 done
 
 /usr/bin/python3 - "$OUT" $RANKS <<'PY'
@@ -76,6 +89,20 @@ def load(prefix):
                 key, t, bw = (f[7], int(f[0])), float(f[4]), float(f[6])
                 if key not in rows or t < rows[key][0]:
                     rows[key] = (t, bw)  # time us, busbw GB/s
+    return rows
+
+
+def load_side(path):
+    """comm_bench -x rows: size -> ((us, busbw) of allreduce, reduce_scatter, allgather)."""
+    rows = {}
+    try:
+        lines = open(path).readlines()
+    except OSError:
+        return rows
+    for line in lines:
+        f = line.split()
+        if len(f) == 11 and not line.startswith("#"):
+            rows[int(f[0])] = tuple((float(f[i]), float(f[i + 1])) for i in (1, 3, 5))
     return rows
 
 BIG = 256 * 1024
@@ -126,22 +153,25 @@ for n in ranks:
 
     # An all-reduce is a reduce-scatter then an all-gather of the same buffer:
     # each half should take about half its time (goal <= 0.6x from 1 MiB on);
-    # a half that is slower than the whole is flagged.
-    print("\n# reduce-scatter and all-gather time / all-reduce time of the same buffer (%d ranks)" % n)
-    print("%10s %8s %8s" % ("size(B)", "rs/ar", "ag/ar"))
+    # a half that is slower than the whole is flagged. Timed interleaved
+    # (comm_bench -x), so load from other tenants hits the three alike.
+    side = {lib: load_side("%s/side_%s_%d.txt" % (out, lib, n)) for lib in ("dt", "mpi")}
+    print("\n# all-reduce, reduce-scatter, all-gather of the same buffer, %d ranks: "
+          "us (busbw GB/s); halves' time / all-reduce time" % n)
+    print("%10s %17s %17s %17s %6s %6s %-6s %17s %11s" % (
+        "size(B)", "allreduce", "reduce_scatter", "allgather", "rs/ar", "ag/ar", "flag",
+        "openmpi rs/ar ag/ar", "rs,ag x mpi"))
     flagged = 0
-    for size in sorted(s for (c, s) in dt if c == "allreduce" and s >= 1 << 20):
-        ar = dt[("allreduce", size)][0]
-        cells = []
-        for coll in ("reduce_scatter", "allgather"):
-            if (coll, size) not in dt:
-                cells.append("-")
-                continue
-            r = dt[(coll, size)][0] / ar
-            mark = " SLOWER" if r > 1.0 else (" >0.6" if r > 0.6 else "")
-            flagged += r > 1.0
-            cells.append("%.2f%s" % (r, mark))
-        print("%10d %8s %8s" % (size, cells[0], cells[1]))
+    for size in sorted(side["dt"]):
+        d, m = side["dt"][size], side["mpi"].get(size)
+        rs, ag = d[1][0] / d[0][0], d[2][0] / d[0][0]
+        flag = "SLOWER" if max(rs, ag) > 1.0 else (">0.6" if max(rs, ag) > 0.6 else "ok")
+        flagged += flag == "SLOWER"
+        cells = ["%8.0f (%6.2f)" % t for t in d]
+        mr = "%8.2f %5.2f" % (m[1][0] / m[0][0], m[2][0] / m[0][0]) if m else "-"
+        xm = "%5.2f %5.2f" % (d[1][1] / m[1][1], d[2][1] / m[2][1]) if m else "-"
+        print("%10d %17s %17s %17s %6.2f %6.2f %-6s %17s %11s" % (size, cells[0], cells[1],
+                                                                   cells[2], rs, ag, flag, mr, xm))
     print("  rows where a half is slower than the whole all-reduce: %d" % flagged)
 
     # busbw against size, dtensor and Open MPI, for the plot

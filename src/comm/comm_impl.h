@@ -147,6 +147,15 @@ struct dt_comm_ops {
     /* REQUIRED: start receiving exactly @p bytes from @p peer with logical @p tag. */
     dt_status (*irecv)(dt_comm *comm, void *buf, size_t bytes, int peer, uint32_t tag, void **req);
     /*
+     * (optional) irecv, then buf = op(received, fold) element-wise: the values
+     * of dt__reduce(buf, fold) after the receive, but folded as the message
+     * lands (out of a shared-memory window instead of copying it out first:
+     * one pass over the bytes fewer). @p fold does not overlap @p buf.
+     * NULL: the core reduces once the receive is done.
+     */
+    dt_status (*irecv_reduce)(dt_comm *comm, void *buf, size_t bytes, int peer, uint32_t tag,
+                              const void *fold, dt_dtype dtype, dt_reduce_op op, void **req);
+    /*
      * REQUIRED: DT_OK when @p req finished (it is freed), DT_IN_PROGRESS when
      * not yet, an error (recorded, req freed) when it failed - including a
      * receive whose peer is known to be dead (DT_ERR_PEER_LOST).

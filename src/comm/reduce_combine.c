@@ -2,56 +2,63 @@
  * Element-wise reductions used by the collective algorithms: sum, max, min,
  * prod on f32, f64, f16, bf16, i32, i64 (avg = sum, then divide once at the
  * end). Half types are widened to f32, combined, and rounded back once per
- * step, as NCCL and gloo do.
+ * step, as NCCL and gloo do. dt__reduce3 writes op(x, y) to a third buffer
+ * (a receive folded straight out of the transport's window); every loop is
+ * compiled for AVX-512, AVX2 and baseline x86-64 (DT_CPU_CLONES).
  */
 #include "comm/comm_impl.h"
 
 #include <stdint.h>
 #include <string.h>
 
-#define DT_REDUCE_LOOP(T, dst, src, n, EXPR)                                                       \
+#include "core/clones.h"
+
+/* dst[i] = EXPR(a = x[i], b = y[i]). dt__reduce passes x = dst: the same
+ * pointer, which the compiler sees, so no overlap check sends it to a
+ * scalar loop. */
+#define DT_REDUCE_LOOP(T, dst, x, y, n, EXPR)                                                      \
     do {                                                                                           \
         T *d_ = (T *)(dst);                                                                        \
-        const T *s_ = (const T *)(src);                                                            \
+        const T *x_ = (const T *)(x), *y_ = (const T *)(y);                                        \
         for (size_t i_ = 0; i_ < (n); i_++) {                                                      \
-            T a = d_[i_], b = s_[i_];                                                              \
+            T a = x_[i_], b = y_[i_];                                                              \
             d_[i_] = (EXPR);                                                                       \
         }                                                                                          \
     } while (0)
 
-#define DT_REDUCE_NATIVE(T, dst, src, n, op)                                                       \
+#define DT_REDUCE_NATIVE(T, dst, x, y, n, op)                                                      \
     do {                                                                                           \
         switch (op) {                                                                              \
         case DT_REDUCE_OP_MAX:                                                                     \
-            DT_REDUCE_LOOP(T, dst, src, n, a > b ? a : b);                                         \
+            DT_REDUCE_LOOP(T, dst, x, y, n, a > b ? a : b);                                        \
             break;                                                                                 \
         case DT_REDUCE_OP_MIN:                                                                     \
-            DT_REDUCE_LOOP(T, dst, src, n, a < b ? a : b);                                         \
+            DT_REDUCE_LOOP(T, dst, x, y, n, a < b ? a : b);                                        \
             break;                                                                                 \
         case DT_REDUCE_OP_PROD:                                                                    \
-            DT_REDUCE_LOOP(T, dst, src, n, a *b);                                                  \
+            DT_REDUCE_LOOP(T, dst, x, y, n, a *b);                                                 \
             break;                                                                                 \
         default:                                                                                   \
-            DT_REDUCE_LOOP(T, dst, src, n, a + b);                                                 \
+            DT_REDUCE_LOOP(T, dst, x, y, n, a + b);                                                \
             break;                                                                                 \
         }                                                                                          \
     } while (0)
 
 /* Wrapping integer arithmetic (no signed-overflow UB on user data). */
-#define DT_REDUCE_INT(T, UT, dst, src, n, op)                                                      \
+#define DT_REDUCE_INT(T, UT, dst, x, y, n, op)                                                     \
     do {                                                                                           \
         switch (op) {                                                                              \
         case DT_REDUCE_OP_MAX:                                                                     \
-            DT_REDUCE_LOOP(T, dst, src, n, a > b ? a : b);                                         \
+            DT_REDUCE_LOOP(T, dst, x, y, n, a > b ? a : b);                                        \
             break;                                                                                 \
         case DT_REDUCE_OP_MIN:                                                                     \
-            DT_REDUCE_LOOP(T, dst, src, n, a < b ? a : b);                                         \
+            DT_REDUCE_LOOP(T, dst, x, y, n, a < b ? a : b);                                        \
             break;                                                                                 \
         case DT_REDUCE_OP_PROD:                                                                    \
-            DT_REDUCE_LOOP(T, dst, src, n, (T)((UT)a * (UT)b));                                    \
+            DT_REDUCE_LOOP(T, dst, x, y, n, (T)((UT)a * (UT)b));                                   \
             break;                                                                                 \
         default:                                                                                   \
-            DT_REDUCE_LOOP(T, dst, src, n, (T)((UT)a + (UT)b));                                    \
+            DT_REDUCE_LOOP(T, dst, x, y, n, (T)((UT)a + (UT)b));                                   \
             break;                                                                                 \
         }                                                                                          \
     } while (0)
@@ -92,11 +99,12 @@ static inline uint16_t f32_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-static void reduce_half(uint16_t *d, const uint16_t *s, size_t n, bool bf16, dt_reduce_op op)
+static inline __attribute__((always_inline)) void
+reduce_half(uint16_t *d, const uint16_t *x, const uint16_t *s, size_t n, bool bf16, dt_reduce_op op)
 {
 #define DT_BF16_LOOP(EXPR)                                                                         \
     for (size_t i = 0; i < n; i++) {                                                               \
-        float a = bf16_f32(d[i]), b = bf16_f32(s[i]);                                              \
+        float a = bf16_f32(x[i]), b = bf16_f32(s[i]);                                              \
         d[i] = f32_bf16(EXPR);                                                                     \
     }
     if (bf16) { /* one loop per op so each one vectorises */
@@ -118,7 +126,7 @@ static void reduce_half(uint16_t *d, const uint16_t *s, size_t n, bool bf16, dt_
     }
 #undef DT_BF16_LOOP
     for (size_t i = 0; i < n; i++)
-        d[i] = dt_f32_to_f16(combine_f32(dt_f16_to_f32(d[i]), dt_f16_to_f32(s[i]), op));
+        d[i] = dt_f32_to_f16(combine_f32(dt_f16_to_f32(x[i]), dt_f16_to_f32(s[i]), op));
 }
 
 bool dt__reduce_supported(dt_dtype dtype, dt_reduce_op op)
@@ -138,30 +146,56 @@ bool dt__reduce_supported(dt_dtype dtype, dt_reduce_op op)
     }
 }
 
+/* The dtype switch of dt__reduce and dt__reduce3 (each its own loops). */
+#define DT_REDUCE_DTYPES(dst, x, y, n, dtype, op)                                                  \
+    do {                                                                                           \
+        switch (dtype) {                                                                           \
+        case DT_DTYPE_F32:                                                                         \
+            DT_REDUCE_NATIVE(float, dst, x, y, n, op);                                             \
+            break;                                                                                 \
+        case DT_DTYPE_F64:                                                                         \
+            DT_REDUCE_NATIVE(double, dst, x, y, n, op);                                            \
+            break;                                                                                 \
+        case DT_DTYPE_I32:                                                                         \
+            DT_REDUCE_INT(int32_t, uint32_t, dst, x, y, n, op);                                    \
+            break;                                                                                 \
+        case DT_DTYPE_I64:                                                                         \
+            DT_REDUCE_INT(int64_t, uint64_t, dst, x, y, n, op);                                    \
+            break;                                                                                 \
+        case DT_DTYPE_BF16:                                                                        \
+            reduce_half(dst, x, y, n, true, op);                                                   \
+            break;                                                                                 \
+        case DT_DTYPE_F16:                                                                         \
+            reduce_half(dst, x, y, n, false, op);                                                  \
+            break;                                                                                 \
+        default:                                                                                   \
+            break; /* validated by the dispatcher */                                               \
+        }                                                                                          \
+    } while (0)
+
+/* static: a non-static target_clones function's ifunc ignores -fvisibility
+ * and would be exported from libdtensor.so */
+DT_CPU_CLONES
+static void reduce2(void *dst, const void *src, size_t n, dt_dtype dtype, dt_reduce_op op)
+{
+    DT_REDUCE_DTYPES(dst, dst, src, n, dtype, op);
+}
+
+DT_CPU_CLONES
+static void reduce3(void *dst, const void *x, const void *y, size_t n, dt_dtype dtype,
+                    dt_reduce_op op)
+{
+    DT_REDUCE_DTYPES(dst, x, y, n, dtype, op);
+}
+
 void dt__reduce(void *dst, const void *src, size_t n, dt_dtype dtype, dt_reduce_op op)
 {
-    switch (dtype) {
-    case DT_DTYPE_F32:
-        DT_REDUCE_NATIVE(float, dst, src, n, op);
-        break;
-    case DT_DTYPE_F64:
-        DT_REDUCE_NATIVE(double, dst, src, n, op);
-        break;
-    case DT_DTYPE_I32:
-        DT_REDUCE_INT(int32_t, uint32_t, dst, src, n, op);
-        break;
-    case DT_DTYPE_I64:
-        DT_REDUCE_INT(int64_t, uint64_t, dst, src, n, op);
-        break;
-    case DT_DTYPE_BF16:
-        reduce_half(dst, src, n, true, op);
-        break;
-    case DT_DTYPE_F16:
-        reduce_half(dst, src, n, false, op);
-        break;
-    default:
-        break; /* validated by the dispatcher */
-    }
+    reduce2(dst, src, n, dtype, op);
+}
+
+void dt__reduce3(void *dst, const void *x, const void *y, size_t n, dt_dtype dtype, dt_reduce_op op)
+{
+    reduce3(dst, x, y, n, dtype, op);
 }
 
 void dt__reduce_divide(void *dst, size_t n, dt_dtype dtype, int divisor)

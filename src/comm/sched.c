@@ -127,6 +127,11 @@ void dt__sched_recv(dt__sched *s, void *dst, size_t bytes, int peer)
     add(s, (dt__op){.kind = DT__OP_RECV, .peer = peer, .dst = dst, .n = bytes});
 }
 
+void dt__sched_recv_reduce(dt__sched *s, void *dst, const void *src, size_t bytes, int peer)
+{
+    add(s, (dt__op){.kind = DT__OP_RECV, .peer = peer, .dst = dst, .src = src, .n = bytes});
+}
+
 void dt__sched_reduce(dt__sched *s, void *dst, const void *src, size_t count)
 {
     if (count > 0)

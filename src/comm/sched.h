@@ -24,7 +24,7 @@
  */
 typedef enum dt__op_kind {
     DT__OP_SEND,   /* src, bytes -> peer */
-    DT__OP_RECV,   /* dst, bytes <- peer */
+    DT__OP_RECV,   /* dst, bytes <- peer; with src: then dst = op(dst, src) (recv_reduce) */
     DT__OP_REDUCE, /* dst[i] = op(dst[i], src[i]) for count elements */
     DT__OP_COPY,   /* memcpy(dst, src, bytes) */
     DT__OP_SCALE,  /* dst[i] /= divisor (the avg of a sum) for count elements */
@@ -85,6 +85,11 @@ void dt__sched_move(dt__sched *dst, dt__sched *src);
 void dt__sched_round(dt__sched *s, bool early);
 void dt__sched_send(dt__sched *s, const void *src, size_t bytes, int peer);
 void dt__sched_recv(dt__sched *s, void *dst, size_t bytes, int peer);
+/* Receive into @p dst and fold @p src into it: dst = op(received, src), the
+ * same values as a receive then dt__sched_reduce(dst, src). A backend with
+ * irecv_reduce folds the message as it lands (out of its own buffers);
+ * @p dst and @p src must not overlap. */
+void dt__sched_recv_reduce(dt__sched *s, void *dst, const void *src, size_t bytes, int peer);
 void dt__sched_reduce(dt__sched *s, void *dst, const void *src, size_t count);
 void dt__sched_copy(dt__sched *s, void *dst, const void *src, size_t bytes);
 void dt__sched_scale(dt__sched *s, void *dst, size_t count, int divisor);
@@ -105,6 +110,10 @@ void dt__sched_check(dt__sched *s, const uint64_t *status, size_t n);
 
 /* dst[i] = op(dst[i], src[i]); op is never AVG here (use SUM + divide). */
 void dt__reduce(void *dst, const void *src, size_t count, dt_dtype dtype, dt_reduce_op op);
+/* dst[i] = op(x[i], y[i]): the same values as copying x to dst and then
+ * dt__reduce(dst, y); dst overlaps neither x nor y. */
+void dt__reduce3(void *dst, const void *x, const void *y, size_t count, dt_dtype dtype,
+                 dt_reduce_op op);
 /* dst[i] = dst[i] / divisor (integer division for integer dtypes). */
 void dt__reduce_divide(void *dst, size_t count, dt_dtype dtype, int divisor);
 /* Whether dt__reduce supports (dtype, op). */

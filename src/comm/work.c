@@ -57,7 +57,12 @@ static dt_status post_round(dt_work *w, size_t r)
     /* receives first: a message that arrives finds its buffer (no unexpected copy) */
     for (size_t i = rd->first; i < rd->first + rd->count; i++) {
         dt__op *op = &w->sched.ops[i];
-        if (op->kind == DT__OP_RECV)
+        if (op->kind != DT__OP_RECV)
+            continue;
+        if (op->src != NULL && c->ops->irecv_reduce != NULL)
+            DT_CHECK(c->ops->irecv_reduce(c, op->dst, op->n, op->peer, w->tag, op->src,
+                                          w->sched.dtype, w->sched.op, &w->reqs[i]));
+        else
             DT_CHECK(c->ops->irecv(c, op->dst, op->n, op->peer, w->tag, &w->reqs[i]));
     }
     for (size_t i = rd->first; i < rd->first + rd->count; i++) {
@@ -130,6 +135,10 @@ static dt_status run_local(dt_work *w, size_t r)
         const dt__op *op = &s->ops[i];
         dt_status st;
         switch (op->kind) {
+        case DT__OP_RECV: /* a recv_reduce the backend could not fold */
+            if (op->src != NULL && w->comm->ops->irecv_reduce == NULL)
+                dt__reduce(op->dst, op->src, op->n / dt_dtype_size(s->dtype), s->dtype, s->op);
+            break;
         case DT__OP_REDUCE:
             dt__reduce(op->dst, op->src, op->n, s->dtype, s->op);
             break;

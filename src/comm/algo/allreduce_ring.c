@@ -3,8 +3,9 @@
  * all-gather over p blocks (2(p-1)/p of the data crosses each link, the
  * bandwidth optimum). Each ring step is cut into segments; the transfer of
  * segment j+1 is posted before segment j is reduced, so copy and reduction
- * overlap (rounds flagged `early`). Every block is reduced by one rank and
- * then copied to the others, so all ranks end bit-identical.
+ * overlap (rounds flagged `early`); out of place, a partial is folded with
+ * this rank's input as it lands (recv_reduce). Every block is reduced by one
+ * rank and then copied to the others, so all ranks end bit-identical.
  */
 #include "comm/comm_impl.h"
 
@@ -59,8 +60,7 @@ dt_status dt__algo_allreduce_ring(dt_comm *c, const void *send, void *recv, size
                 dt__sched_recv(s, t, rn * esz, left);
                 dt__sched_reduce(s, dst, t, rn);
             } else {
-                dt__sched_recv(s, dst, rn * esz, left);
-                dt__sched_reduce(s, dst, own + (roff + r0) * esz, rn);
+                dt__sched_recv_reduce(s, dst, own + (roff + r0) * esz, rn * esz, left);
             }
             if (k == p - 2 && s->divisor > 1)
                 dt__sched_scale(s, dst, rn, s->divisor);

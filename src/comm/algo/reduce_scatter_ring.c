@@ -7,6 +7,9 @@
  * Partials live in two scratch blocks (step k receives into acc[k % 2] and
  * step k+1 sends from it); the last one arrives straight in recv, which saves
  * copying this rank's block, except in place (recv == send + block r).
+ * Received partials are folded with our contribution as they land
+ * (recv_reduce): out of the transport's shared-memory window, one pass over
+ * the block instead of a copy-out and then a reduce.
  */
 #include "comm/comm_impl.h"
 
@@ -61,8 +64,7 @@ dt_status dt__algo_reduce_scatterv_ring(dt_comm *c, const void *send, void *recv
             dt__sched_send(s, sbase + s0 * esz, sn * esz, right);
             const char *mine = in + (off[rb] + r0) * esz;
             if (k < p - 2) { /* a partial to pass on: into scratch, plus ours */
-                dt__sched_recv(s, rbase + r0 * esz, rn * esz, left);
-                dt__sched_reduce(s, rbase + r0 * esz, mine, rn);
+                dt__sched_recv_reduce(s, rbase + r0 * esz, mine, rn * esz, left);
                 continue;
             }
             char *dst = out + r0 * esz;
@@ -70,8 +72,7 @@ dt_status dt__algo_reduce_scatterv_ring(dt_comm *c, const void *send, void *recv
                 dt__sched_recv(s, rbase + r0 * esz, rn * esz, left);
                 dt__sched_reduce(s, dst, rbase + r0 * esz, rn);
             } else { /* the last partial lands in recv, ours is folded in */
-                dt__sched_recv(s, dst, rn * esz, left);
-                dt__sched_reduce(s, dst, mine, rn);
+                dt__sched_recv_reduce(s, dst, mine, rn * esz, left);
             }
             if (s->divisor > 1)
                 dt__sched_scale(s, dst, rn, s->divisor);

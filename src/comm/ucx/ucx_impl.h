@@ -227,6 +227,11 @@ struct dt_ucx_req {
     uint64_t bulk_id; /* the sender's id, echoed by the receiver's CTS */
     size_t moved;     /* bytes streamed so far */
     size_t total;     /* receive: the message's length (the sender's) */
+    /* irecv_reduce: buf = op(received, fold), done for the first `folded` bytes */
+    const void *fold;
+    size_t folded;
+    dt_dtype fold_dtype;
+    dt_reduce_op fold_op;
 };
 
 /* Request records: from the worker's free list, back to it. */
@@ -243,6 +248,10 @@ uint64_t dt__ucx_tag(uint32_t comm_id, uint32_t tag, int src_world_rank);
 dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uint32_t tag,
                         void **req);
 dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag, void **req);
+dt_status dt__ucx_irecv_reduce(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag,
+                               const void *fold, dt_dtype dtype, dt_reduce_op op, void **req);
+/* An irecv_reduce's fold of the bytes received up to @p upto (none for a plain receive). */
+void dt__ucx_fold(dt_ucx_req *r, size_t upto);
 dt_status dt__ucx_req_test(dt_comm *c, void *req);
 void dt__ucx_req_cancel(dt_comm *c, void *req);
 /* dt_comm_ops.defer_free: keep @p p until the worker is gone (leaked if the list cannot grow). */

@@ -6,6 +6,7 @@
  * oversubscribed ranks give their core away instead of burning it.
  */
 #include "comm/ucx/ucx_impl.h"
+#include "comm/sched.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -214,6 +215,33 @@ dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t 
     return post_result(c, r, sp, req);
 }
 
+/* The schedule's reduce, run here: pieces of a bulk message as they land
+ * (ucx_shm_bulk.c), anything else once it is whole. */
+dt_status dt__ucx_irecv_reduce(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag,
+                               const void *fold, dt_dtype dtype, dt_reduce_op op, void **req)
+{
+    DT_CHECK(dt__ucx_irecv(c, buf, bytes, peer, tag, req));
+    if (*req == NULL) { /* it was here already */
+        dt__reduce(buf, fold, bytes / dt_dtype_size(dtype), dtype, op);
+        return DT_OK;
+    }
+    dt_ucx_req *r = *req;
+    r->buf = buf;
+    r->fold = fold;
+    r->fold_dtype = dtype;
+    r->fold_op = op;
+    return DT_OK;
+}
+
+void dt__ucx_fold(dt_ucx_req *r, size_t upto)
+{
+    if (r->fold == NULL || upto <= r->folded)
+        return;
+    dt__reduce((char *)r->buf + r->folded, (const char *)r->fold + r->folded,
+               (upto - r->folded) / dt_dtype_size(r->fold_dtype), r->fold_dtype, r->fold_op);
+    r->folded = upto;
+}
+
 dt_status dt__ucx_req_test(dt_comm *c, void *req)
 {
     dt_ucx_req *r = req;
@@ -230,6 +258,8 @@ dt_status dt__ucx_req_test(dt_comm *c, void *req)
         return st;
     }
     dt_status st = dt__ucx_req_status(c, r);
+    if (st == DT_OK && r->is_recv)
+        dt__ucx_fold(r, r->expect);
     dt__ucx_req_put(r);
     return st;
 }

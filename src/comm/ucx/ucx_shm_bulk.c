@@ -17,6 +17,7 @@
  */
 #include "comm/ucx/ucx_shm_impl.h"
 
+#include "comm/sched.h"
 #include "core/copy.h"
 
 bool dt__shm_bulk_announce(shm_peer *p, dt_ucx_req *r)
@@ -98,6 +99,21 @@ static int stream_out(shm_peer *p)
     return n;
 }
 
+/* @p keep bytes of a chunk into receive @p r at r->moved: copied, or for an
+ * irecv_reduce folded straight out of the window, which saves the pass that
+ * copying it out and reducing it afterwards makes over the received bytes. */
+static void land(dt_ucx_req *r, const void *chunk, size_t keep)
+{
+    char *dst = (char *)r->buf + r->moved;
+    if (r->fold == NULL) {
+        dt__copy_bytes(dst, chunk, keep);
+        return;
+    }
+    dt__reduce3(dst, chunk, (const char *)r->fold + r->moved, keep / dt_dtype_size(r->fold_dtype),
+                r->fold_dtype, r->fold_op);
+    r->folded = r->moved + keep;
+}
+
 /* Copy arrived chunks into the cleared receives; returns chunks consumed. */
 static int stream_in(shm_peer *p)
 {
@@ -112,8 +128,7 @@ static int stream_in(shm_peer *p)
             size_t room = r->moved < r->expect ? r->expect - r->moved : 0;
             size_t keep = room < len ? room : len;
             if (keep > 0)
-                dt__copy_bytes((char *)r->buf + r->moved, w->chunk[p->read % SHM_BULK_CHUNKS],
-                               keep);
+                land(r, w->chunk[p->read % SHM_BULK_CHUNKS], keep);
             r->moved += len;
             atomic_store_explicit(&w->read, ++p->read, memory_order_release);
             n++;

@@ -367,6 +367,7 @@ const dt_comm_ops dt__ucx_ops = {
     .name = "ucx",
     .isend = dt__ucx_isend,
     .irecv = dt__ucx_irecv,
+    .irecv_reduce = dt__ucx_irecv_reduce,
     .req_test = dt__ucx_req_test,
     .req_cancel = dt__ucx_req_cancel,
     .defer_free = dt__ucx_defer_free,
