@@ -168,11 +168,11 @@ int main(int argc, char **argv)
                "shapes");
     }
     const char *const *algos = cs_algorithms(o.coll);
-    for (; *algos != NULL; algos++)
-        if ((o.algo == NULL || strcmp(o.algo, *algos) == 0) && !row(&o, *algos, chosen))
-            return 1;
-    if (o.algo != NULL && !row(&o, o.algo, chosen)) /* not one of them: names it */
+    if (o.algo != NULL && !row(&o, o.algo, chosen)) /* an unknown one fails naming it */
         return 1;
+    for (; o.algo == NULL && *algos != NULL; algos++)
+        if (!row(&o, *algos, chosen))
+            return 1;
     double link = one_host ? o.m.bw_shm : (o.m.bw_shm < o.m.bw_net ? o.m.bw_shm : o.m.bw_net);
     if (!o.csv)
         printf("dispatcher: %s%s\nbandwidth bound: busbw %.3f GB/s (the slowest link)\n", chosen,
