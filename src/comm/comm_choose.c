@@ -7,6 +7,10 @@
 
 /* Messages up to this many bytes use latency-optimal algorithms. */
 #define DT_SMALL_ALLREDUCE_BYTES (64 * 1024)
+/* ... and up to this many bytes per rank: the ring's 2(p-1) steps each
+ * pay a latency, so on many ranks it wins only later (commsim, cluster
+ * model: from 128 KiB on 256 ranks, 256 KiB on 1024, 1 MiB on 4096). */
+#define DT_SMALL_ALLREDUCE_PER_RANK 256
 /* All-reduces whose direct exchange moves at most this much per rank, on
  * more than 2 and at most DT_DIRECT_MAX_RANKS ranks, go in one round. */
 #define DT_DIRECT_ALLREDUCE_BYTES (16 * 1024)
@@ -43,7 +47,8 @@ const char *dt__choose_allreduce(int ranks, size_t bytes, size_t count)
 {
     if (few_ranks(ranks) && bytes * (size_t)(ranks - 1) <= DT_DIRECT_ALLREDUCE_BYTES)
         return "direct";
-    if (bytes <= DT_SMALL_ALLREDUCE_BYTES || count < (size_t)ranks)
+    if (bytes <= DT_SMALL_ALLREDUCE_BYTES || bytes / (size_t)ranks <= DT_SMALL_ALLREDUCE_PER_RANK ||
+        count < (size_t)ranks)
         return "recursive_doubling";
     return "ring";
 }

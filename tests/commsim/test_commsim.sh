@@ -7,8 +7,10 @@
 set -u
 SIM=$1
 FAIL=0
-# free CPU: no overheads, reductions and copies at 1e9 GB/s, a core per rank
-FREE="--set o_msg=0 --set o_round=0 --set bw_reduce=1e9 --set bw_copy=1e9 --set cores=4096"
+# free CPU: no overheads, reductions and copies at 1e9 GB/s, a core per rank,
+# no cache effects, every message eager (no handshake)
+FREE="--set o_msg=0 --set o_round=0 --set bw_reduce=1e9 --set bw_copy=1e9 --set cores=4096
+  --set mem_exp=0 --set eager_bytes=1G"
 
 # expect NAME GOT WANT: |GOT/WANT - 1| < 1e-6
 expect() {
@@ -23,7 +25,7 @@ time_of() { "$SIM" --csv $FREE "$@" | cut -d, -f6; }
 
 for n in 2 8 64; do
   # one host: shared memory, a = 2 us, b = 1 GB/s; B/n = 16 KiB per step, one segment
-  t=$(time_of --ranks $n --bytes $((16384 * n)) --algo ring --set lat_shm=2 --set bw_shm=1)
+  t=$(time_of --ranks $n --bytes $((16384 * n)) --algo ring --set lat_shm=2 --set bw_shm=1 --set bw_eager=1)
   expect "ring allreduce, $n ranks, one host" "$t" \
     "$(awk -v n=$n 'BEGIN { printf "%.12g", 2 * (n - 1) * (2e-6 + 16384 / 1e9) }')"
   # one rank per host: the NICs, a = 5 us, b = 10 GB/s
@@ -32,15 +34,17 @@ for n in 2 8 64; do
   expect "ring allreduce, $n ranks, $n hosts" "$t" \
     "$(awk -v n=$n 'BEGIN { printf "%.12g", 2 * (n - 1) * (5e-6 + 16384 / 1e10) }')"
 done
-t=$(time_of --ranks 16 --bytes 65536 --algo recursive_doubling --set lat_shm=1 --set bw_shm=2)
+t=$(time_of --ranks 16 --bytes 65536 --algo recursive_doubling --set lat_shm=1 --set bw_shm=2 --set bw_eager=2)
 expect "recursive doubling allreduce, 16 ranks" "$t" "$(awk 'BEGIN { printf "%.12g", 4 * (1e-6 + 65536 / 2e9) }')"
 
-# the dispatcher's choice (src/comm/comm_choose.c) on 8 ranks of one host
-for case in "1K direct" "8K recursive_doubling" "1M ring"; do
+# the dispatcher's choice (src/comm/comm_choose.c) on 8 ranks of one host,
+# and on 4096 (ring only from 256 bytes per rank on)
+for case in "8 1K direct" "8 8K recursive_doubling" "8 1M ring" "4096 1M recursive_doubling" \
+  "4096 2M ring"; do
   set -- $case
-  got=$("$SIM" --ranks 8 --bytes "$1" | sed -n 's/^dispatcher: //p')
-  if [ "$got" = "$2" ]; then echo "ok   dispatcher at $1: $got"; else
-    echo "FAIL dispatcher at $1: got '$got', want '$2'"; FAIL=1; fi
+  got=$("$SIM" --ranks $1 --bytes "$2" --algo direct | sed -n 's/^dispatcher: //p')
+  if [ "$got" = "$3" ]; then echo "ok   dispatcher, $1 ranks, $2: $got"; else
+    echo "FAIL dispatcher, $1 ranks, $2: got '$got', want '$3'"; FAIL=1; fi
 done
 
 # bad arguments: exit 2 and a message naming the value

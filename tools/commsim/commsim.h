@@ -20,7 +20,13 @@ typedef struct cs_model {
     double bw_reduce, bw_copy;    /* local ops: bytes/s of a reduce (output bytes) and a copy */
     double o_msg;                 /* CPU time to post one send or receive */
     double o_round;               /* CPU time to wake up when a round's transfers end */
-    double eager_bytes;           /* up to this size a send completes when posted */
+    double o_switch;              /* more ranks than cores: a context switch per such wake-up */
+    double eager_bytes;           /* up to this size a send completes when posted; larger
+                                     ones pay a handshake (two more latencies) */
+    double bw_eager;              /* same host, eager messages: bytes/s (small ring slots) */
+    /* buffers of more than cache_bytes per host (2 per rank): bandwidths on
+     * the host divided by (bytes / cache_bytes)^mem_exp, at most mem_max */
+    double cache_bytes, mem_exp, mem_max;
     int per_host, hosts_per_switch;
     int cores; /* per host: more ranks than cores stretch every CPU cost */
 } cs_model;
@@ -61,6 +67,7 @@ typedef struct cs_shape {
 
 typedef struct cs_job {
     int ranks;
+    uint64_t bytes;
     cs_shape *shapes;
     uint32_t nshapes, cap;
     uint32_t *shape_of; /* per rank: index into shapes */

@@ -164,7 +164,7 @@ static bool known(const char *coll, const char *algo)
 bool cs_build(cs_job *job, const char *coll, const char *algo, int ranks, uint64_t bytes, char *err,
               size_t cap)
 {
-    *job = (cs_job){.ranks = ranks};
+    *job = (cs_job){.ranks = ranks, .bytes = bytes};
     if (!known(coll, algo)) {
         snprintf(err, cap, "unknown %s algorithm '%s'", coll, algo);
         return false;

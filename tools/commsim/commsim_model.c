@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { K_TIME, K_BW, K_BYTES, K_INT };
+enum { K_TIME, K_BW, K_BYTES, K_INT, K_NUM };
 
 static const struct {
     const char *name;
@@ -29,7 +29,12 @@ static const struct {
     {"bw_copy", offsetof(cs_model, bw_copy), K_BW},
     {"o_msg", offsetof(cs_model, o_msg), K_TIME},
     {"o_round", offsetof(cs_model, o_round), K_TIME},
+    {"o_switch", offsetof(cs_model, o_switch), K_TIME},
     {"eager_bytes", offsetof(cs_model, eager_bytes), K_BYTES},
+    {"cache_bytes", offsetof(cs_model, cache_bytes), K_BYTES},
+    {"mem_exp", offsetof(cs_model, mem_exp), K_NUM},
+    {"mem_max", offsetof(cs_model, mem_max), K_NUM},
+    {"bw_eager", offsetof(cs_model, bw_eager), K_BW},
     {"per_host", offsetof(cs_model, per_host), K_INT},
     {"hosts_per_switch", offsetof(cs_model, hosts_per_switch), K_INT},
     {"cores", offsetof(cs_model, cores), K_INT},
@@ -37,16 +42,21 @@ static const struct {
 
 static const cs_model local_model = {
     .lat_shm = 0.2e-6,
-    .bw_shm = 10e9,
+    .bw_shm = 13e9,
     .lat_net = 20e-6, /* the namespace link model: 10 Gbit/s, 20 us */
     .bw_net = 1.25e9,
     .lat_switch = 1e-6,
     .bw_uplink = 1e12,
-    .bw_reduce = 10e9,
-    .bw_copy = 20e9,
-    .o_msg = 0.05e-6,
+    .bw_reduce = 33e9,
+    .bw_copy = 40e9,
+    .o_msg = 0.08e-6,
     .o_round = 0.1e-6,
+    .o_switch = 2.8e-6,
     .eager_bytes = 4080,
+    .cache_bytes = 16 << 20,
+    .mem_exp = 0.75,
+    .mem_max = 3,
+    .bw_eager = 7e9,
     .per_host = 1 << 30,
     .hosts_per_switch = 32,
     .cores = 2,
@@ -67,6 +77,7 @@ bool cs_model_preset(const char *name, cs_model *m)
         m->hosts_per_switch = 32;
         m->bw_uplink = 32 * m->bw_net; /* non-blocking */
         m->cores = 64;
+        m->mem_exp = 0; /* a big host's memory outruns its NIC */
         return true;
     }
     return false;

@@ -12,6 +12,7 @@
 #include "commsim_heap.h"
 #include "commsim_match.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +27,11 @@ typedef struct sim {
     const cs_job *job;
     const cs_model *m;
     double stretch; /* ranks per host over cores, at least 1 */
+    double mem;     /* 1, or more when the buffers outgrow the cache */
     int hosts, switches;
     rstate *rs;
     double *port_out, *port_in, *nic_out, *nic_in, *up, *down; /* free from */
+    double *cpu; /* a rank's CPU: its local ops, and its shared-memory copies */
     cs_heap heap;
     cs_match match;
     double end;
@@ -50,11 +53,17 @@ static double transfer(sim *s, int src, int dst, double bytes, double start)
 {
     const cs_model *m = s->m;
     int hs = src / m->per_host, hd = dst / m->per_host;
+    /* larger than eager: a handshake (request, clear to send) first */
+    const bool rndv = bytes > m->eager_bytes;
+    const double hops = rndv ? 3 : 1;
     if (hs == hd) { /* shared memory: copies by both ranks' CPUs */
-        double dur = bytes / m->bw_shm * s->stretch;
-        double t0 = maxd(start, maxd(s->port_out[src], s->port_in[dst]));
+        double dur = bytes / (rndv ? m->bw_shm : m->bw_eager) * s->stretch * s->mem;
+        double t0 = maxd(maxd(start, maxd(s->port_out[src], s->port_in[dst])),
+                         maxd(s->cpu[src], s->cpu[dst]));
         s->port_out[src] = s->port_in[dst] = t0 + dur;
-        return t0 + m->lat_shm * s->stretch + dur;
+        /* sharing cores, the handshake waits for the peer to be scheduled */
+        double wake = rndv && s->stretch > 1 ? m->o_switch : 0;
+        return t0 + hops * m->lat_shm * s->stretch + wake + dur;
     }
     int ws = hs / m->hosts_per_switch, wd = hd / m->hosts_per_switch;
     bool cross = ws != wd;
@@ -68,7 +77,7 @@ static double transfer(sim *s, int src, int dst, double bytes, double start)
     s->nic_out[hs] = s->nic_in[hd] = t0 + bytes / m->bw_net;
     if (cross)
         s->up[ws] = s->down[wd] = t0 + bytes / m->bw_uplink;
-    return t0 + m->lat_net + (cross ? m->lat_switch : 0) + dur;
+    return t0 + hops * (m->lat_net + (cross ? m->lat_switch : 0)) + dur;
 }
 
 static void push(sim *s, double t, int rank, int par)
@@ -129,7 +138,7 @@ static double local_cost(const sim *s, const cs_shape *sh, uint32_t i, bool *xfe
         else
             t += (double)op->bytes / (op->copy ? s->m->bw_copy : s->m->bw_reduce);
     }
-    return t * s->stretch;
+    return t * s->stretch * s->mem;
 }
 
 /* Run rank @p r from @p now until it waits for a transfer or its CPU is busy. */
@@ -147,9 +156,12 @@ static void advance(sim *s, int r, double now)
     }
     bool xfers;
     double local = local_cost(s, sh, st->cur, &xfers);
-    if (xfers)
-        now += s->m->o_round * s->stretch;
+    if (xfers) /* woken up: by a context switch when ranks share cores */
+        now += s->m->o_round * s->stretch + (s->stretch > 1 ? s->m->o_switch : 0);
     uint32_t next = st->cur + 1;
+    /* the local ops hold the CPU, so an early round's shared-memory copies
+     * (done by this CPU) follow them; a NIC's transfers overlap them */
+    s->cpu[r] = maxd(s->cpu[r], now) + local;
     if (next < sh->nrounds && st->posted == next && sh->rounds[next].early)
         now = post_round(s, r, st->posted++, now);
     st->cur = next;
@@ -165,11 +177,14 @@ static bool setup(sim *s, const cs_job *job, const cs_model *m)
     s->job = job, s->m = m;
     int p = job->ranks, local = m->per_host < p ? m->per_host : p;
     s->stretch = local > m->cores ? (double)local / m->cores : 1.0;
+    double over = 2.0 * (double)job->bytes * local / m->cache_bytes;
+    s->mem = over > 1 ? pow(over, m->mem_exp) : 1.0;
+    s->mem = s->mem > m->mem_max ? m->mem_max : s->mem;
     s->hosts = (p + m->per_host - 1) / m->per_host;
     s->switches = (s->hosts + m->hosts_per_switch - 1) / m->hosts_per_switch;
     s->rs = calloc((size_t)p, sizeof(*s->rs));
     s->port_out =
-        calloc(2 * (size_t)p + 2 * (size_t)s->hosts + 2 * (size_t)s->switches, sizeof(double));
+        calloc(3 * (size_t)p + 2 * (size_t)s->hosts + 2 * (size_t)s->switches, sizeof(double));
     if (s->rs == NULL || s->port_out == NULL)
         return false;
     s->port_in = s->port_out + p;
@@ -177,6 +192,7 @@ static bool setup(sim *s, const cs_job *job, const cs_model *m)
     s->nic_in = s->nic_out + s->hosts;
     s->up = s->nic_in + s->hosts;
     s->down = s->up + s->switches;
+    s->cpu = s->down + s->switches;
     return true;
 }
 
