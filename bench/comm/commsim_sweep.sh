@@ -27,7 +27,7 @@ cat "$OUT/scale.dat"
 # crossover: the smallest power-of-two size at which the ring is faster
 echo "# ranks ring_beats_rd_from_bytes" > "$OUT/crossover.dat"
 for n in 8 64 512 4096; do
-  b=4096
+  b=$((4096 > 4 * n ? 4096 : 4 * n))
   while [ $b -le $((1 << 30)) ]; do
     r=$("$SIM" --csv $MODEL --ranks $n --bytes $b --algo ring | cut -d, -f6)
     d=$("$SIM" --csv $MODEL --ranks $n --bytes $b --algo recursive_doubling | cut -d, -f6)
