@@ -47,6 +47,16 @@ for case in "8 1K direct" "8 8K recursive_doubling" "8 1M ring" "4096 1M recursi
     echo "FAIL dispatcher, $1 ranks, $2: got '$got', want '$3'"; FAIL=1; fi
 done
 
+# every algorithm of every collective runs to the end (no unmatched message)
+# on 5 ranks over 2 hosts, eager and rendezvous sizes
+for c in allreduce allgather reduce_scatter broadcast; do
+  for b in 1K 1M; do
+    rows=$("$SIM" --csv --ranks 5 --per-host 3 --collective $c --bytes $b | wc -l)
+    if [ "$rows" -eq 3 ]; then echo "ok   $c of $b on 5 ranks, 2 hosts: 3 algorithms"; else
+      echo "FAIL $c of $b on 5 ranks, 2 hosts: $rows rows"; FAIL=1; fi
+  done
+done
+
 # bad arguments: exit 2 and a message naming the value
 bad() {
   want=$1; shift
