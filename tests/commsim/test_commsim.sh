@@ -49,11 +49,12 @@ done
 
 # every algorithm of every collective runs to the end (no unmatched message)
 # on 5 ranks over 2 hosts, eager and rendezvous sizes
-for c in allreduce allgather reduce_scatter broadcast; do
+for case in "allreduce 3" "allgather 2" "reduce_scatter 2" "broadcast 3"; do
+  set -- $case
   for b in 1K 1M; do
-    rows=$("$SIM" --csv --ranks 5 --per-host 3 --collective $c --bytes $b | wc -l)
-    if [ "$rows" -eq 3 ]; then echo "ok   $c of $b on 5 ranks, 2 hosts: 3 algorithms"; else
-      echo "FAIL $c of $b on 5 ranks, 2 hosts: $rows rows"; FAIL=1; fi
+    rows=$("$SIM" --csv --ranks 5 --per-host 3 --collective $1 --bytes $b | wc -l)
+    if [ "$rows" -eq "$2" ]; then echo "ok   $1 of $b on 5 ranks, 2 hosts: $2 algorithms"; else
+      echo "FAIL $1 of $b on 5 ranks, 2 hosts: $rows rows, want $2"; FAIL=1; fi
   done
 done
 
