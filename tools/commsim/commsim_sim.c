@@ -180,6 +180,7 @@ static bool setup(sim *s, const cs_job *job, const cs_model *m)
     double over = 2.0 * (double)job->bytes * local / m->cache_bytes;
     s->mem = over > 1 ? pow(over, m->mem_exp) : 1.0;
     s->mem = s->mem > m->mem_max ? m->mem_max : s->mem;
+    s->mem = s->mem < 1 ? 1 : s->mem; /* mem_max below 1 would speed memory up */
     s->hosts = (p + m->per_host - 1) / m->per_host;
     s->switches = (s->hosts + m->hosts_per_switch - 1) / m->hosts_per_switch;
     s->rs = calloc((size_t)p, sizeof(*s->rs));
