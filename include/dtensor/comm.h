@@ -22,7 +22,8 @@
  * messages go in one direct round (every rank to every rank): all-reduce when
  * (ranks - 1) x message <= 16 KiB, all-gather and reduce-scatter up to 16 KiB
  * in total, broadcast (root to all) up to 32 KiB. Otherwise: all-reduce by
- * recursive doubling up to 64 KiB (or fewer elements than ranks) and a
+ * recursive doubling up to 64 KiB, or 256 bytes per rank on more than 256
+ * ranks (docs/COMMSIM.md), or fewer elements than ranks, and a
  * pipelined ring above; all-gather and reduce-scatter a ring; all-to-all a
  * pairwise exchange; broadcast a binomial tree up to 256 KiB, a pipelined
  * chain above; barrier a dissemination pattern. Among ranks of one host,

@@ -7,6 +7,7 @@
 #include "comm/comm_impl.h"
 #include "comm/work_impl.h"
 #include "comm/comm_check.h"
+#include "comm/comm_choose.h"
 #include "comm/comm_dispatch.h"
 #include "comm/comm_staged.h"
 
@@ -16,27 +17,6 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
-
-/* Messages up to this many bytes use latency-optimal algorithms. */
-#define DT_SMALL_ALLREDUCE_BYTES (64 * 1024)
-/* All-reduces whose direct exchange moves at most this much per rank, on
- * more than 2 and at most DT_DIRECT_MAX_RANKS ranks, go in one round. */
-#define DT_DIRECT_ALLREDUCE_BYTES (16 * 1024)
-#define DT_DIRECT_MAX_RANKS       8
-/* All-gathers of at most this many bytes in total, same rank range, too. */
-#define DT_DIRECT_ALLGATHER_BYTES (16 * 1024)
-/* Reduce-scatters of at most this many input bytes, same rank range, too. */
-#define DT_DIRECT_REDUCE_SCATTER_BYTES (16 * 1024)
-#define DT_SMALL_BROADCAST_BYTES       (256 * 1024)
-/* Broadcasts up to this size on at most DT_DIRECT_MAX_RANKS go root-to-all. */
-#define DT_DIRECT_BROADCAST_BYTES (32 * 1024)
-/* All-to-alls and all-gathers whose blocks all have at least this many
- * bytes use same-host copies (one copy per byte, no transport). */
-#define DT_PEER_COPY_BYTES (64 * 1024)
-/* ... except all-gathers on 2 ranks, where blocks need this many. */
-#define DT_PEER_COPY_PAIR_BYTES (2 * 1024 * 1024)
-/* Broadcasts of at least this many bytes use same-host copies. */
-#define DT_PEER_COPY_BROADCAST_BYTES (64 * 1024)
 
 int dt_comm_rank(const dt_comm *comm)
 {
@@ -182,20 +162,11 @@ static bool all_empty(const size_t *counts, int n)
     return true;
 }
 
-/* Whether a collective whose smallest block has @p block_bytes (the same on
- * every rank, so all decide alike) goes by same-host copies: when the comm
- * allows them, and @p algo (the forced choice, or NULL) is peer_copy, or
- * leaves it to the size and the block has at least @p min_bytes - unless
- * send/recv go through shared memory, which beats them at every size
- * (2 ranks, 256 KiB - 16 MiB: all-gather 1.1-1.5x, broadcast 1.7-2.9x;
- * 4 ranks on 2 cores: 0.8-1.7x). */
-static bool by_peer_copy(dt_comm *comm, const char *algo, size_t block_bytes, size_t min_bytes)
+/* What the algorithm choice needs to know of @p comm (the same on every member). */
+static dt__comm_shape shape_of(const dt_comm *comm)
 {
-    if (!dt__comm_can_peer_copy(comm))
-        return false;
-    if (algo != NULL)
-        return strcmp(algo, "peer_copy") == 0;
-    return block_bytes >= min_bytes && !dt__comm_p2p_shm(comm);
+    bool pc = dt__comm_can_peer_copy(comm);
+    return (dt__comm_shape){comm->size, pc, pc && dt__comm_p2p_shm(comm)};
 }
 
 /* ------------------------------------------------------------ all-reduce */
@@ -223,13 +194,8 @@ dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t 
     }
     char name[32];
     const char *algo = dt__comm_forced_algo(comm, "allreduce", name, sizeof(name));
-    if (algo == NULL && comm->size > 2 && comm->size <= DT_DIRECT_MAX_RANKS &&
-        bytes * (size_t)(comm->size - 1) <= DT_DIRECT_ALLREDUCE_BYTES)
-        algo = "direct";
     if (algo == NULL)
-        algo = (bytes <= DT_SMALL_ALLREDUCE_BYTES || count < (size_t)comm->size)
-                   ? "recursive_doubling"
-                   : "ring";
+        algo = dt__choose_allreduce(comm->size, bytes, count);
     dt_status st;
     if (strcmp(algo, "direct") == 0)
         st = dt__algo_allreduce_direct(comm, send, recv, count, &s);
@@ -298,15 +264,12 @@ static dt_status allgatherv_impl(const char *fn, dt_comm *comm, const void *send
         total += counts[i];
         least = counts[i] < least ? counts[i] : least;
     }
-    /* on 2 ranks the ring is one step, which the copies' two synchronising
-     * rounds only match for big blocks (measured: 10 vs 9 us at 128 KiB) */
-    size_t least_bytes = least * dt_dtype_size(dtype);
-    if (by_peer_copy(comm, algo, least_bytes,
-                     comm->size == 2 ? DT_PEER_COPY_PAIR_BYTES : DT_PEER_COPY_BYTES))
+    dt__comm_shape sh = shape_of(comm);
+    if (algo == NULL)
+        algo =
+            dt__choose_allgather(&sh, total * dt_dtype_size(dtype), least * dt_dtype_size(dtype));
+    if (strcmp(algo, "peer_copy") == 0 && sh.peer_copy)
         return allgather_as_blocks(comm, send, recv, counts, displs, dtype, work);
-    if (algo == NULL && comm->size > 2 && comm->size <= DT_DIRECT_MAX_RANKS &&
-        total * dt_dtype_size(dtype) <= DT_DIRECT_ALLGATHER_BYTES)
-        algo = "direct";
     dt__sched s;
     dt__comm_sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
     if (total == 0)
@@ -392,9 +355,8 @@ static dt_status reduce_scatterv_impl(const char *fn, dt_comm *comm, const void 
     size_t total = 0;
     for (int i = 0; i < comm->size; i++)
         total += counts[i];
-    if (algo == NULL && comm->size > 2 && comm->size <= DT_DIRECT_MAX_RANKS &&
-        total * dt_dtype_size(dtype) <= DT_DIRECT_REDUCE_SCATTER_BYTES)
-        algo = "direct";
+    if (algo == NULL)
+        algo = dt__choose_reduce_scatter(comm->size, total * dt_dtype_size(dtype));
     dt_status st = (algo != NULL && strcmp(algo, "direct") == 0)
                        ? dt__algo_reduce_scatterv_direct(comm, send, recv, counts, &s)
                        : dt__algo_reduce_scatterv_ring(comm, send, recv, counts, &s);
@@ -497,8 +459,11 @@ dt_status dt_comm_alltoall(dt_comm *comm, const void *send, void *recv, size_t c
         return dt__comm_run(comm, fn, &s, work);
     }
     char name[32];
-    if (by_peer_copy(comm, dt__comm_forced_algo(comm, "alltoall", name, sizeof(name)),
-                     count * dt_dtype_size(dtype), DT_PEER_COPY_BYTES))
+    const char *algo = dt__comm_forced_algo(comm, "alltoall", name, sizeof(name));
+    dt__comm_shape sh = shape_of(comm);
+    bool copies = algo != NULL ? sh.peer_copy && strcmp(algo, "peer_copy") == 0
+                               : dt__choose_alltoall_peer_copy(&sh, count * dt_dtype_size(dtype));
+    if (copies)
         return alltoall_as_blocks(comm, send, recv, count, dtype, work);
     size_t *counts = NULL, *displs = NULL;
     DT_CHECK(equal_counts(fn, comm->size, count, &counts, &displs));
@@ -558,14 +523,11 @@ dt_status dt_comm_broadcast(dt_comm *comm, void *buf, size_t count, dt_dtype dty
     char name[32];
     const char *algo = dt__comm_forced_algo(comm, "broadcast", name, sizeof(name));
     size_t bytes = count * dt_dtype_size(dtype);
-    if (by_peer_copy(comm, algo, bytes, DT_PEER_COPY_BROADCAST_BYTES))
-        algo = "peer_copy";
-    else if (algo != NULL && strcmp(algo, "peer_copy") == 0)
+    dt__comm_shape sh = shape_of(comm);
+    if (algo != NULL && strcmp(algo, "peer_copy") == 0 && !sh.peer_copy)
         algo = NULL; /* forced, but not every member is reachable so: by size */
-    if (algo == NULL && bytes <= DT_DIRECT_BROADCAST_BYTES && comm->size <= DT_DIRECT_MAX_RANKS)
-        algo = "direct";
     if (algo == NULL)
-        algo = (bytes <= DT_SMALL_BROADCAST_BYTES) ? "binomial" : "pipeline";
+        algo = dt__choose_broadcast(&sh, bytes);
     dt_status st;
     if (strcmp(algo, "direct") == 0)
         st = dt__algo_broadcast_direct(comm, buf, count, root, &s);

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""commsim's predictions against measured comm_bench runs (docs/COMMSIM.md).
+
+  commsim_validate.py COMMSIM [--ref results_2core.txt] [RUN.txt ...]
+                      [--set key=value ...] [--fit key,key,...] [--min-bytes N]
+
+RUN.txt: comm_bench output (nccl-tests rows); repeated runs of one
+configuration keep their best (smallest) time. --ref reads the dtensor column
+of bench/comm/results_2core.txt. Every row is predicted for the algorithm the
+dispatcher picks, all ranks on one host (--per-host = ranks). --fit adjusts
+the named model parameters (coordinate descent on a log scale) to minimise
+the mean squared log error and prints the --set flags found. Prints a
+markdown table and the largest error.
+"""
+import math
+import re
+import subprocess
+import sys
+
+# Broadcast is left out: its root returns as soon as its sends are out, so
+# comm_bench's back-to-back iterations overlap and time no single broadcast.
+COLLS = ("allreduce", "allgather", "reduce_scatter")
+
+
+def read_runs(path, best):
+    ranks = None
+    for line in open(path):
+        m = re.match(r"# dtensor/\S+ (\w+), (\d+) ranks", line)
+        if m:
+            ranks = int(m.group(2))
+            continue
+        f = line.split()
+        if ranks and len(f) == 8 and f[7] in COLLS:
+            key = (ranks, f[7], int(f[0]))
+            best[key] = min(best.get(key, 1e30), float(f[4]) * 1e-6)
+
+
+# Times in results_2core.txt have one decimal (us): a row's true time lies
+# within +-0.05 us of it.
+REF_RESOLUTION = 0.05e-6
+resolution = {}
+
+
+def read_ref(path, best):
+    ranks = None
+    for line in open(path):
+        m = re.match(r"### (\d+) ranks", line)
+        if m:
+            ranks = int(m.group(1))
+            continue
+        m = re.match(r"(\w+)\s+(\d+)\s+\S+\s+\(\s*([\d.]+)\)", line)
+        if ranks and m and m.group(1) in COLLS:
+            key = (ranks, m.group(1), int(m.group(2)))
+            best[key] = min(best.get(key, 1e30), float(m.group(3)) * 1e-6)
+            resolution[key] = REF_RESOLUTION
+
+
+def predict(sim, key, sets):
+    ranks, coll, nbytes = key
+    cmd = [sim, "--csv", "--ranks", str(ranks), "--per-host", str(ranks), "--collective", coll,
+           "--bytes", str(nbytes)]
+    for s in sets:
+        cmd += ["--set", s]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    for row in out.splitlines():
+        f = row.split(",")
+        if f[-1] == "*":
+            return f[4], float(f[5])
+    return None, None
+
+
+def errors(sim, rows, sets):
+    res = []
+    for key, meas in sorted(rows.items()):
+        algo, t = predict(sim, key, sets)
+        if t is not None:
+            # against the nearest time the rounded measurement allows
+            r = resolution.get(key, 0.0)
+            near = min(max(t, meas - r), meas + r)
+            res.append((key, algo, meas, t, t / meas - 1, t / near - 1))
+    return res
+
+
+def score(res):
+    return sum(math.log(1 + r[4]) ** 2 for r in res) / len(res)
+
+
+def fit(sim, rows, sets, names):
+    vals = {}
+    for s in sets:
+        k, v = s.split("=")
+        vals[k] = float(v)
+    cur = lambda: [f"{k}={v:.6g}" for k, v in vals.items()]
+    best = score(errors(sim, rows, cur()))
+    for step in (2.0, 1.4, 1.15, 1.05):
+        improved = True
+        while improved:
+            improved = False
+            for k in names:
+                for f in (step, 1 / step):
+                    old = vals[k]
+                    vals[k] = old * f
+                    sc = score(errors(sim, rows, cur()))
+                    if sc < best:
+                        best, improved = sc, True
+                    else:
+                        vals[k] = old
+        print(f"# step {step}: mean squared log error {best:.4f}", file=sys.stderr)
+    return cur()
+
+
+def main(argv):
+    sim, rows, sets, names, min_bytes = argv[1], {}, [], [], 0
+    i = 2
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--ref", "--set", "--fit", "--min-bytes"):
+            v = argv[i + 1]
+            i += 2
+            if a == "--ref":
+                read_ref(v, rows)
+            elif a == "--set":
+                sets.append(v)
+            elif a == "--fit":
+                names = v.split(",")
+            else:
+                min_bytes = int(v)
+        else:
+            read_runs(a, rows)
+            i += 1
+    # a block of no float moves nothing (comm_bench times an empty call)
+    rows = {k: v for k, v in rows.items() if k[2] // 4 >= k[0] and k[2] >= min_bytes}
+    if names:
+        sets = fit(sim, rows, sets, names)
+        print("fitted: " + " ".join("--set " + s for s in sets))
+    res = errors(sim, rows, sets)
+    print("| ranks | collective | bytes | algorithm | measured us | predicted us | error |")
+    print("|---:|---|---:|---|---:|---:|---:|")
+    for (ranks, coll, nbytes), algo, meas, t, e, _ in res:
+        print(f"| {ranks} | {coll} | {nbytes} | {algo} | {meas * 1e6:.1f} | {t * 1e6:.1f} | "
+              f"{e * 100:+.0f}% |")
+    worst = max(res, key=lambda r: abs(r[4]))
+    within = sum(1 for r in res if abs(r[4]) <= 0.25)
+    print(f"\n{len(res)} configurations, {within} within 25%, largest error {worst[4] * 100:+.0f}% "
+          f"({worst[0][0]} ranks, {worst[0][1]}, {worst[0][2]} B); mean |error| "
+          f"{sum(abs(r[4]) for r in res) / len(res) * 100:.0f}%")
+
+    if resolution:
+        within = sum(1 for r in res if abs(r[5]) <= 0.25)
+        worst = max(res, key=lambda r: abs(r[5]))
+        print(f"\nagainst the measurement's rounding interval (+-0.05 us): {within} within 25%, "
+              f"largest error {worst[5] * 100:+.0f}%")
+
+if __name__ == "__main__":
+    main(sys.argv)

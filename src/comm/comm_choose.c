@@ -1,0 +1,86 @@
+/*
+ * Algorithm choice by size (see comm_choose.h). The thresholds were measured
+ * on one host (bench/comm/results_2core.txt); docs/COMMSIM.md checks them
+ * against the simulator for large jobs.
+ */
+#include "comm/comm_choose.h"
+
+/* Messages up to this many bytes use latency-optimal algorithms. */
+#define DT_SMALL_ALLREDUCE_BYTES (64 * 1024)
+/* ... and up to this many bytes per rank: the ring's 2(p-1) steps each
+ * pay a latency, so on many ranks it wins only later (commsim, cluster
+ * model: from 128 KiB on 256 ranks, 256 KiB on 1024, 1 MiB on 4096). */
+#define DT_SMALL_ALLREDUCE_PER_RANK 256
+/* All-reduces whose direct exchange moves at most this much per rank, on
+ * more than 2 and at most DT_DIRECT_MAX_RANKS ranks, go in one round. */
+#define DT_DIRECT_ALLREDUCE_BYTES (16 * 1024)
+#define DT_DIRECT_MAX_RANKS       8
+/* All-gathers of at most this many bytes in total, same rank range, too. */
+#define DT_DIRECT_ALLGATHER_BYTES (16 * 1024)
+/* Reduce-scatters of at most this many input bytes, same rank range, too. */
+#define DT_DIRECT_REDUCE_SCATTER_BYTES (16 * 1024)
+#define DT_SMALL_BROADCAST_BYTES       (256 * 1024)
+/* Broadcasts up to this size on at most DT_DIRECT_MAX_RANKS go root-to-all. */
+#define DT_DIRECT_BROADCAST_BYTES (32 * 1024)
+/* All-to-alls and all-gathers whose blocks all have at least this many
+ * bytes use same-host copies (one copy per byte, no transport). */
+#define DT_PEER_COPY_BYTES (64 * 1024)
+/* ... except all-gathers on 2 ranks, where blocks need this many. */
+#define DT_PEER_COPY_PAIR_BYTES (2 * 1024 * 1024)
+/* Broadcasts of at least this many bytes use same-host copies. */
+#define DT_PEER_COPY_BROADCAST_BYTES (64 * 1024)
+
+static bool few_ranks(int ranks)
+{
+    return ranks > 2 && ranks <= DT_DIRECT_MAX_RANKS;
+}
+
+/* Same-host copies for blocks of @p block_bytes, unless send/recv go through
+ * shared memory, which beats them at every size (2 ranks, 256 KiB - 16 MiB:
+ * all-gather 1.1-1.5x, broadcast 1.7-2.9x; 4 ranks on 2 cores: 0.8-1.7x). */
+static bool peer_copy(const dt__comm_shape *sh, size_t block_bytes, size_t min_bytes)
+{
+    return sh->peer_copy && block_bytes >= min_bytes && !sh->p2p_shm;
+}
+
+const char *dt__choose_allreduce(int ranks, size_t bytes, size_t count)
+{
+    if (few_ranks(ranks) && bytes * (size_t)(ranks - 1) <= DT_DIRECT_ALLREDUCE_BYTES)
+        return "direct";
+    if (bytes <= DT_SMALL_ALLREDUCE_BYTES || bytes / (size_t)ranks <= DT_SMALL_ALLREDUCE_PER_RANK ||
+        count < (size_t)ranks)
+        return "recursive_doubling";
+    return "ring";
+}
+
+const char *dt__choose_allgather(const dt__comm_shape *sh, size_t total_bytes, size_t least_bytes)
+{
+    /* on 2 ranks the ring is one step, which the copies' two synchronising
+     * rounds only match for big blocks (measured: 10 vs 9 us at 128 KiB) */
+    if (peer_copy(sh, least_bytes, sh->ranks == 2 ? DT_PEER_COPY_PAIR_BYTES : DT_PEER_COPY_BYTES))
+        return "peer_copy";
+    if (few_ranks(sh->ranks) && total_bytes <= DT_DIRECT_ALLGATHER_BYTES)
+        return "direct";
+    return "ring";
+}
+
+const char *dt__choose_reduce_scatter(int ranks, size_t total_bytes)
+{
+    if (few_ranks(ranks) && total_bytes <= DT_DIRECT_REDUCE_SCATTER_BYTES)
+        return "direct";
+    return "ring";
+}
+
+const char *dt__choose_broadcast(const dt__comm_shape *sh, size_t bytes)
+{
+    if (peer_copy(sh, bytes, DT_PEER_COPY_BROADCAST_BYTES))
+        return "peer_copy";
+    if (bytes <= DT_DIRECT_BROADCAST_BYTES && sh->ranks <= DT_DIRECT_MAX_RANKS)
+        return "direct";
+    return bytes <= DT_SMALL_BROADCAST_BYTES ? "binomial" : "pipeline";
+}
+
+bool dt__choose_alltoall_peer_copy(const dt__comm_shape *sh, size_t block_bytes)
+{
+    return peer_copy(sh, block_bytes, DT_PEER_COPY_BYTES);
+}

@@ -1,0 +1,82 @@
+#!/bin/sh
+# commsim against closed forms: on a model with latency a and bandwidth b and
+# free CPU work, a ring all-reduce of B bytes on n ranks takes
+# 2(n-1)(a + B/(n b)) and recursive doubling log2(n)(a + B/b); the
+# dispatcher's choice is printed; bad arguments fail naming the value.
+#   test_commsim.sh path/to/commsim
+set -u
+SIM=$1
+FAIL=0
+# free CPU: no overheads, reductions and copies at 1e9 GB/s, a core per rank,
+# no cache effects, every message eager (no handshake)
+FREE="--set o_msg=0 --set o_round=0 --set bw_reduce=1e9 --set bw_copy=1e9 --set cores=4096
+  --set mem_exp=0 --set eager_bytes=1G"
+
+# expect NAME GOT WANT: |GOT/WANT - 1| < 1e-6
+expect() {
+  if awk -v g="$2" -v w="$3" 'BEGIN { d = g / w - 1; exit !(d < 1e-6 && d > -1e-6) }'; then
+    echo "ok   $1: $2 s"
+  else
+    echo "FAIL $1: got $2 s, want $3 s"; FAIL=1
+  fi
+}
+# time ARGS...: the predicted seconds of the one algorithm asked for (--csv column 6)
+time_of() { "$SIM" --csv $FREE "$@" | cut -d, -f6; }
+
+for n in 2 8 64; do
+  # one host: shared memory, a = 2 us, b = 1 GB/s; B/n = 16 KiB per step, one segment
+  t=$(time_of --ranks $n --bytes $((16384 * n)) --algo ring --set lat_shm=2 --set bw_shm=1 --set bw_eager=1)
+  expect "ring allreduce, $n ranks, one host" "$t" \
+    "$(awk -v n=$n 'BEGIN { printf "%.12g", 2 * (n - 1) * (2e-6 + 16384 / 1e9) }')"
+  # one rank per host: the NICs, a = 5 us, b = 10 GB/s
+  t=$(time_of --ranks $n --per-host 1 --bytes $((16384 * n)) --algo ring --set lat_net=5 \
+    --set bw_net=10 --hosts-per-switch 1024)
+  expect "ring allreduce, $n ranks, $n hosts" "$t" \
+    "$(awk -v n=$n 'BEGIN { printf "%.12g", 2 * (n - 1) * (5e-6 + 16384 / 1e10) }')"
+done
+t=$(time_of --ranks 16 --bytes 65536 --algo recursive_doubling --set lat_shm=1 --set bw_shm=2 --set bw_eager=2)
+expect "recursive doubling allreduce, 16 ranks" "$t" "$(awk 'BEGIN { printf "%.12g", 4 * (1e-6 + 65536 / 2e9) }')"
+
+# the dispatcher's choice (src/comm/comm_choose.c) on 8 ranks of one host,
+# and on 4096 (ring only from 256 bytes per rank on)
+for case in "8 1K direct" "8 8K recursive_doubling" "8 1M ring" "4096 1M recursive_doubling" \
+  "4096 2M ring"; do
+  set -- $case
+  got=$("$SIM" --ranks $1 --bytes "$2" --algo direct | sed -n 's/^dispatcher: //p')
+  if [ "$got" = "$3" ]; then echo "ok   dispatcher, $1 ranks, $2: $got"; else
+    echo "FAIL dispatcher, $1 ranks, $2: got '$got', want '$3'"; FAIL=1; fi
+done
+
+# every algorithm of every collective runs to the end (no unmatched message)
+# on 5 ranks over 2 hosts, eager and rendezvous sizes
+for case in "allreduce 3" "allgather 2" "reduce_scatter 2" "broadcast 3"; do
+  set -- $case
+  for b in 1K 1M; do
+    rows=$("$SIM" --csv --ranks 5 --per-host 3 --collective $1 --bytes $b | wc -l)
+    if [ "$rows" -eq "$2" ]; then echo "ok   $1 of $b on 5 ranks, 2 hosts: $2 algorithms"; else
+      echo "FAIL $1 of $b on 5 ranks, 2 hosts: $rows rows, want $2"; FAIL=1; fi
+  done
+done
+
+# bad arguments: exit 2 and a message naming the value
+bad() {
+  want=$1; shift
+  msg=$("$SIM" "$@" 2>&1 >/dev/null); rc=$?
+  case "$msg" in
+    *"$want"*) [ $rc -eq 2 ] && { echo "ok   rejects $*: $msg"; return; } ;;
+  esac
+  echo "FAIL $*: rc $rc, message '$msg' does not name '$want'"; FAIL=1
+}
+bad "'0'" --ranks 0
+bad "'12X'" --ranks 8 --bytes 12X
+bad "'gather'" --ranks 8 --collective gather
+bad "'abc'" --ranks 8 --set bw_net=abc
+bad "'nope'" --ranks 8 --set nope=1
+bad "'cluster2'" --ranks 8 --model cluster2
+bad "--ranks" --bytes 1M
+bad "less than one float" --ranks 8 --bytes 16
+"$SIM" --ranks 8 --algo tree >/dev/null 2>/tmp/commsim_err.$$; rc=$?
+if [ $rc -ne 0 ] && grep -q "'tree'" /tmp/commsim_err.$$; then echo "ok   rejects --algo tree"; else
+  echo "FAIL --algo tree: rc $rc, $(cat /tmp/commsim_err.$$)"; FAIL=1; fi
+rm -f /tmp/commsim_err.$$
+exit $FAIL

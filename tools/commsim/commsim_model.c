@@ -1,0 +1,139 @@
+/*
+ * commsim's cost model: presets and key=value settings. Times are given in
+ * microseconds, bandwidths in GB/s (1e9 bytes/s), sizes in bytes (K/M/G:
+ * binary). "local" is this 2-core machine, calibrated from bench/comm runs
+ * (docs/COMMSIM.md); "cluster" is a plain CPU cluster: 8 ranks per host,
+ * 100 Gbit/s NICs, 32 hosts per non-blocking switch.
+ */
+#include "commsim.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { K_TIME, K_BW, K_BYTES, K_INT, K_NUM };
+
+static const struct {
+    const char *name;
+    size_t off;
+    int kind;
+} keys[] = {
+    {"lat_shm", offsetof(cs_model, lat_shm), K_TIME},
+    {"bw_shm", offsetof(cs_model, bw_shm), K_BW},
+    {"lat_net", offsetof(cs_model, lat_net), K_TIME},
+    {"bw_net", offsetof(cs_model, bw_net), K_BW},
+    {"lat_switch", offsetof(cs_model, lat_switch), K_TIME},
+    {"bw_uplink", offsetof(cs_model, bw_uplink), K_BW},
+    {"bw_reduce", offsetof(cs_model, bw_reduce), K_BW},
+    {"bw_copy", offsetof(cs_model, bw_copy), K_BW},
+    {"o_msg", offsetof(cs_model, o_msg), K_TIME},
+    {"o_round", offsetof(cs_model, o_round), K_TIME},
+    {"o_switch", offsetof(cs_model, o_switch), K_TIME},
+    {"eager_bytes", offsetof(cs_model, eager_bytes), K_BYTES},
+    {"cache_bytes", offsetof(cs_model, cache_bytes), K_BYTES},
+    {"mem_exp", offsetof(cs_model, mem_exp), K_NUM},
+    {"mem_max", offsetof(cs_model, mem_max), K_NUM},
+    {"bw_eager", offsetof(cs_model, bw_eager), K_BW},
+    {"per_host", offsetof(cs_model, per_host), K_INT},
+    {"hosts_per_switch", offsetof(cs_model, hosts_per_switch), K_INT},
+    {"cores", offsetof(cs_model, cores), K_INT},
+};
+
+static const cs_model local_model = {
+    .lat_shm = 0.2e-6,
+    .bw_shm = 13e9,
+    .lat_net = 20e-6, /* the namespace link model: 10 Gbit/s, 20 us */
+    .bw_net = 1.25e9,
+    .lat_switch = 1e-6,
+    .bw_uplink = 1e12,
+    .bw_reduce = 33e9,
+    .bw_copy = 40e9,
+    .o_msg = 0.08e-6,
+    .o_round = 0.1e-6,
+    .o_switch = 2.8e-6,
+    .eager_bytes = 4080,
+    .cache_bytes = 16 << 20,
+    .mem_exp = 0.75,
+    .mem_max = 3,
+    .bw_eager = 7e9,
+    .per_host = 1 << 30,
+    .hosts_per_switch = 32,
+    .cores = 2,
+};
+
+bool cs_model_preset(const char *name, cs_model *m)
+{
+    if (strcmp(name, "local") == 0) {
+        *m = local_model;
+        return true;
+    }
+    if (strcmp(name, "cluster") == 0) {
+        *m = local_model; /* this machine's CPU costs, on hosts with a core per rank */
+        m->lat_net = 2e-6;
+        m->bw_net = 12.5e9;
+        m->lat_switch = 1e-6;
+        m->per_host = 8;
+        m->hosts_per_switch = 32;
+        m->bw_uplink = 32 * m->bw_net; /* non-blocking */
+        m->cores = 64;
+        m->mem_exp = 0; /* a big host's memory outruns its NIC */
+        return true;
+    }
+    return false;
+}
+
+/* @p s as a number with an optional binary K/M/G suffix. */
+static bool parse_num(const char *s, bool suffix, double *v)
+{
+    char *end = NULL;
+    *v = strtod(s, &end);
+    if (end == s)
+        return false;
+    if (suffix && *end != '\0' && end[1] == '\0' && strchr("KMG", *end) != NULL) {
+        *v *= *end == 'K' ? 1024.0 : *end == 'M' ? 1048576.0 : 1073741824.0;
+        end++;
+    }
+    return *end == '\0' && *v >= 0;
+}
+
+bool cs_model_set(cs_model *m, const char *kv, char *err, size_t cap)
+{
+    const char *eq = strchr(kv, '=');
+    size_t len = eq ? (size_t)(eq - kv) : strlen(kv);
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (strlen(keys[i].name) != len || strncmp(keys[i].name, kv, len) != 0)
+            continue;
+        double v;
+        if (eq == NULL || !parse_num(eq + 1, keys[i].kind == K_BYTES, &v) ||
+            (keys[i].kind == K_INT && (v < 1 || v > 1e9 || v != (int)v)) ||
+            (keys[i].kind == K_BW && v == 0)) {
+            snprintf(err, cap, "model parameter %.*s: bad value '%s'", (int)len, kv,
+                     eq ? eq + 1 : "");
+            return false;
+        }
+        char *f = (char *)m + keys[i].off;
+        if (keys[i].kind == K_INT)
+            *(int *)f = (int)v;
+        else
+            *(double *)f = v * (keys[i].kind == K_TIME ? 1e-6 : keys[i].kind == K_BW ? 1e9 : 1);
+        return true;
+    }
+    snprintf(err, cap, "unknown model parameter '%.*s'", (int)len, kv);
+    return false;
+}
+
+void cs_model_print(const cs_model *m)
+{
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        const char *f = (const char *)m + keys[i].off;
+        if (keys[i].kind == K_INT)
+            printf("%s%s=%d", i ? " " : "", keys[i].name, *(const int *)f);
+        else
+            printf("%s%s=%g", i ? " " : "", keys[i].name,
+                   *(const double *)f / (keys[i].kind == K_TIME ? 1e-6
+                                         : keys[i].kind == K_BW ? 1e9
+                                                                : 1));
+    }
+    printf("\n");
+}

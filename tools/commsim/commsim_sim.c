@@ -1,0 +1,254 @@
+/*
+ * The virtual clock (see commsim.h). Each rank runs its schedule as
+ * src/comm/work.c does: post a round's sends and receives, wait for all of
+ * them, post the next round now if it is `early`, run the round's local
+ * ops, go on. A matched message crosses a path of resources (the two ranks'
+ * ports; across hosts both NICs; across switches both uplinks), each busy
+ * for bytes / its bandwidth from the time all are free: messages sharing a
+ * NIC queue behind each other. Events (a rank resumes, a transfer ends) are
+ * handled in time order, so every reservation is made in causal order.
+ */
+#include "commsim.h"
+#include "commsim_heap.h"
+#include "commsim_match.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct rstate {
+    uint32_t cur, posted; /* round being waited on; rounds posted */
+    int pend[2];          /* unfinished transfers of rounds of each parity */
+    bool waiting;
+} rstate;
+
+typedef struct sim {
+    const cs_job *job;
+    const cs_model *m;
+    double stretch; /* ranks per host over cores, at least 1 */
+    double mem;     /* 1, or more when the buffers outgrow the cache */
+    int hosts, switches;
+    rstate *rs;
+    double *port_out, *port_in, *nic_out, *nic_in, *up, *down; /* free from */
+    double *cpu; /* a rank's CPU: its local ops, and its shared-memory copies */
+    cs_heap heap;
+    cs_match match;
+    double end;
+    bool nomem;
+} sim;
+
+static const cs_shape *shape(const sim *s, int r)
+{
+    return &s->job->shapes[s->job->shape_of[r]];
+}
+
+static double maxd(double a, double b)
+{
+    return a > b ? a : b;
+}
+
+/* Reserve the path src -> dst for @p bytes from @p start: when the last byte arrives. */
+static double transfer(sim *s, int src, int dst, double bytes, double start)
+{
+    const cs_model *m = s->m;
+    int hs = src / m->per_host, hd = dst / m->per_host;
+    /* larger than eager: a handshake (request, clear to send) first */
+    const bool rndv = bytes > m->eager_bytes;
+    const double hops = rndv ? 3 : 1;
+    if (hs == hd) { /* shared memory: copies by both ranks' CPUs */
+        double dur = bytes / (rndv ? m->bw_shm : m->bw_eager) * s->stretch * s->mem;
+        double t0 = maxd(maxd(start, maxd(s->port_out[src], s->port_in[dst])),
+                         maxd(s->cpu[src], s->cpu[dst]));
+        s->port_out[src] = s->port_in[dst] = t0 + dur;
+        /* sharing cores, the handshake waits for the peer to be scheduled */
+        double wake = rndv && s->stretch > 1 ? m->o_switch : 0;
+        return t0 + hops * m->lat_shm * s->stretch + wake + dur;
+    }
+    int ws = hs / m->hosts_per_switch, wd = hd / m->hosts_per_switch;
+    bool cross = ws != wd;
+    double rate = cross && m->bw_uplink < m->bw_net ? m->bw_uplink : m->bw_net;
+    double dur = bytes / rate;
+    double t0 = maxd(
+        start, maxd(maxd(s->port_out[src], s->port_in[dst]), maxd(s->nic_out[hs], s->nic_in[hd])));
+    if (cross)
+        t0 = maxd(t0, maxd(s->up[ws], s->down[wd]));
+    s->port_out[src] = s->port_in[dst] = t0 + dur;
+    s->nic_out[hs] = s->nic_in[hd] = t0 + bytes / m->bw_net;
+    if (cross)
+        s->up[ws] = s->down[wd] = t0 + bytes / m->bw_uplink;
+    return t0 + hops * (m->lat_net + (cross ? m->lat_switch : 0)) + dur;
+}
+
+static void push(sim *s, double t, int rank, int par)
+{
+    if (!cs_heap_push(&s->heap, t, rank, par))
+        s->nomem = true;
+}
+
+/* One send or receive of rank @p r posted at @p t. */
+static void post_op(sim *s, int r, const cs_op *op, int par, double t)
+{
+    const int p = s->job->ranks;
+    const int peer = (r + op->peer) % p;
+    const bool is_send = op->kind == CS_SEND;
+    const bool eager = is_send && (double)op->bytes <= s->m->eager_bytes;
+    cs_half h = {t, r, (int8_t)par, eager}, o;
+    if (eager)
+        push(s, t, r, par); /* an eager send is done once posted */
+    int got = cs_match_post(&s->match, is_send ? r : peer, is_send ? peer : r, is_send, &h, &o);
+    if (got < 0)
+        s->nomem = true;
+    if (got <= 0)
+        return;
+    const cs_half *snd = is_send ? &h : &o, *rcv = is_send ? &o : &h;
+    double start = snd->done ? snd->t : maxd(snd->t, rcv->t);
+    double end = transfer(s, snd->rank, rcv->rank, (double)op->bytes, start);
+    if (!snd->done)
+        push(s, end, snd->rank, snd->par);
+    push(s, maxd(end, rcv->t), rcv->rank, rcv->par);
+}
+
+/* Post round @p i of rank @p r at @p now; the time its CPU is done posting. */
+static double post_round(sim *s, int r, uint32_t i, double now)
+{
+    const cs_shape *sh = shape(s, r);
+    const cs_round *rd = &sh->rounds[i];
+    for (uint32_t k = rd->first; k < rd->first + rd->count; k++) {
+        const cs_op *op = &sh->ops[k];
+        if (op->kind == CS_LOCAL)
+            continue;
+        now += s->m->o_msg * s->stretch;
+        s->rs[r].pend[i & 1]++;
+        post_op(s, r, op, (int)(i & 1), now);
+    }
+    return now;
+}
+
+/* CPU time of round @p i's local ops, and whether it has transfers. */
+static double local_cost(const sim *s, const cs_shape *sh, uint32_t i, bool *xfers)
+{
+    const cs_round *rd = &sh->rounds[i];
+    double t = 0;
+    *xfers = false;
+    for (uint32_t k = rd->first; k < rd->first + rd->count; k++) {
+        const cs_op *op = &sh->ops[k];
+        if (op->kind != CS_LOCAL)
+            *xfers = true;
+        else
+            t += (double)op->bytes / (op->copy ? s->m->bw_copy : s->m->bw_reduce);
+    }
+    return t * s->stretch * s->mem;
+}
+
+/* Run rank @p r from @p now until it waits for a transfer or its CPU is busy. */
+static void advance(sim *s, int r, double now)
+{
+    rstate *st = &s->rs[r];
+    const cs_shape *sh = shape(s, r);
+    if (st->cur == sh->nrounds)
+        return;
+    if (st->posted == st->cur)
+        now = post_round(s, r, st->posted++, now);
+    if (st->pend[st->cur & 1] > 0) {
+        st->waiting = true;
+        return;
+    }
+    bool xfers;
+    double local = local_cost(s, sh, st->cur, &xfers);
+    if (xfers) /* woken up: by a context switch when ranks share cores */
+        now += s->m->o_round * s->stretch + (s->stretch > 1 ? s->m->o_switch : 0);
+    uint32_t next = st->cur + 1;
+    /* the local ops hold the CPU, so an early round's shared-memory copies
+     * (done by this CPU) follow them; a NIC's transfers overlap them */
+    s->cpu[r] = maxd(s->cpu[r], now) + local;
+    if (next < sh->nrounds && st->posted == next && sh->rounds[next].early)
+        now = post_round(s, r, st->posted++, now);
+    st->cur = next;
+    now += local;
+    s->end = maxd(s->end, now);
+    if (next < sh->nrounds)
+        push(s, now, r, -1);
+}
+
+static bool setup(sim *s, const cs_job *job, const cs_model *m)
+{
+    memset(s, 0, sizeof(*s));
+    s->job = job, s->m = m;
+    int p = job->ranks, local = m->per_host < p ? m->per_host : p;
+    s->stretch = local > m->cores ? (double)local / m->cores : 1.0;
+    double over = 2.0 * (double)job->bytes * local / m->cache_bytes;
+    s->mem = over > 1 ? pow(over, m->mem_exp) : 1.0;
+    s->mem = s->mem > m->mem_max ? m->mem_max : s->mem;
+    s->mem = s->mem < 1 ? 1 : s->mem; /* mem_max below 1 would speed memory up */
+    s->hosts = (p + m->per_host - 1) / m->per_host;
+    s->switches = (s->hosts + m->hosts_per_switch - 1) / m->hosts_per_switch;
+    s->rs = calloc((size_t)p, sizeof(*s->rs));
+    s->port_out =
+        calloc(3 * (size_t)p + 2 * (size_t)s->hosts + 2 * (size_t)s->switches, sizeof(double));
+    if (s->rs == NULL || s->port_out == NULL)
+        return false;
+    s->port_in = s->port_out + p;
+    s->nic_out = s->port_in + p;
+    s->nic_in = s->nic_out + s->hosts;
+    s->up = s->nic_in + s->hosts;
+    s->down = s->up + s->switches;
+    s->cpu = s->down + s->switches;
+    return true;
+}
+
+/* The rank left unfinished, if any (a deadlock), into @p err. */
+static bool stuck(const sim *s, char *err, size_t cap)
+{
+    for (int r = 0; r < s->job->ranks; r++)
+        if (s->rs[r].cur < shape(s, r)->nrounds) {
+            int a = 0, b = 0;
+            cs_match_pending(&s->match, &a, &b);
+            snprintf(err, cap, "deadlock: rank %d stops in round %u (a message %d -> %d unmatched)",
+                     r, s->rs[r].cur, a, b);
+            return true;
+        }
+    return false;
+}
+
+double cs_simulate(const cs_job *job, const cs_model *m, char *err, size_t cap)
+{
+    sim s;
+    double result = -1;
+    if (!setup(&s, job, m)) {
+        snprintf(err, cap, "no memory for %d ranks", job->ranks);
+        goto out;
+    }
+    for (int r = 0; r < job->ranks; r++)
+        push(&s, 0.0, r, -1);
+    while (s.heap.n > 0 && !s.nomem) {
+        cs_event ev = cs_heap_pop(&s.heap);
+        rstate *st = &s.rs[ev.rank];
+        s.end = maxd(s.end, ev.t);
+        if (ev.par >= 0 && --st->pend[ev.par] > 0)
+            continue;
+        if (ev.par >= 0 && !(st->waiting && ev.par == (int)(st->cur & 1)))
+            continue; /* the early round's transfers: the rank is not waiting on them yet */
+        st->waiting = false;
+        advance(&s, ev.rank, ev.t);
+    }
+    if (s.nomem)
+        snprintf(err, cap, "no memory for the events of %d ranks", job->ranks);
+    else if (!stuck(&s, err, cap))
+        result = s.end;
+out:
+    free(s.rs);
+    free(s.port_out);
+    free(s.heap.e);
+    cs_match_free(&s.match);
+    return result;
+}
+
+double cs_busbw_factor(const char *coll, int n)
+{
+    if (strcmp(coll, "allreduce") == 0)
+        return 2.0 * (n - 1) / n;
+    if (strcmp(coll, "broadcast") == 0)
+        return 1.0;
+    return (double)(n - 1) / n;
+}
