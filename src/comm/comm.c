@@ -9,6 +9,7 @@
 #include "comm/comm_check.h"
 #include "comm/comm_dispatch.h"
 #include "comm/comm_staged.h"
+#include "comm/algo/hier_topo.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +227,10 @@ dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t 
     if (algo == NULL && comm->size > 2 && comm->size <= DT_DIRECT_MAX_RANKS &&
         bytes * (size_t)(comm->size - 1) <= DT_DIRECT_ALLREDUCE_BYTES)
         algo = "direct";
+    /* across hosts, the two-level algorithm where the ring would run */
+    if (algo == NULL && bytes > DT_SMALL_ALLREDUCE_BYTES && count >= (size_t)comm->size &&
+        dt__hier_applies(comm))
+        algo = "hier";
     if (algo == NULL)
         algo = (bytes <= DT_SMALL_ALLREDUCE_BYTES || count < (size_t)comm->size)
                    ? "recursive_doubling"
@@ -237,6 +242,8 @@ dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t 
         st = dt__algo_allreduce_ring(comm, send, recv, count, &s);
     else if (strcmp(algo, "recursive_doubling") == 0 || strcmp(algo, "rd") == 0)
         st = dt__algo_allreduce_recursive_doubling(comm, send, recv, count, &s);
+    else if (strcmp(algo, "hier") == 0)
+        st = dt__algo_allreduce_hier(comm, send, recv, count, &s);
     else
         st = dt__comm_unknown_algo("allreduce", algo);
     if (st != DT_OK) {
@@ -291,7 +298,7 @@ static dt_status allgatherv_impl(const char *fn, dt_comm *comm, const void *send
     char name[32];
     const char *algo = dt__comm_forced_algo(comm, "allgather", name, sizeof(name));
     if (algo != NULL && strcmp(algo, "ring") != 0 && strcmp(algo, "direct") != 0 &&
-        strcmp(algo, "peer_copy") != 0)
+        strcmp(algo, "peer_copy") != 0 && strcmp(algo, "hier") != 0)
         return dt__comm_unknown_algo("allgather", algo);
     size_t total = 0, least = SIZE_MAX;
     for (int i = 0; i < comm->size; i++) {
@@ -307,13 +314,19 @@ static dt_status allgatherv_impl(const char *fn, dt_comm *comm, const void *send
     if (algo == NULL && comm->size > 2 && comm->size <= DT_DIRECT_MAX_RANKS &&
         total * dt_dtype_size(dtype) <= DT_DIRECT_ALLGATHER_BYTES)
         algo = "direct";
+    if (algo == NULL && dt__hier_applies(comm))
+        algo = "hier";
     dt__sched s;
     dt__comm_sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
     if (total == 0)
         return dt__comm_run(comm, fn, &s, work);
-    dt_status st = (algo != NULL && strcmp(algo, "direct") == 0)
-                       ? dt__algo_allgatherv_direct(comm, send, recv, counts, displs, &s)
-                       : dt__algo_allgatherv_ring(comm, send, recv, counts, displs, &s);
+    dt_status st;
+    if (algo != NULL && strcmp(algo, "direct") == 0)
+        st = dt__algo_allgatherv_direct(comm, send, recv, counts, displs, &s);
+    else if (algo != NULL && strcmp(algo, "hier") == 0)
+        st = dt__algo_allgatherv_hier(comm, send, recv, counts, displs, &s);
+    else
+        st = dt__algo_allgatherv_ring(comm, send, recv, counts, displs, &s);
     if (st != DT_OK) {
         dt__sched_free(&s);
         return st;
@@ -385,7 +398,8 @@ static dt_status reduce_scatterv_impl(const char *fn, dt_comm *comm, const void 
     }
     char name[32];
     const char *algo = dt__comm_forced_algo(comm, "reduce_scatter", name, sizeof(name));
-    if (algo != NULL && strcmp(algo, "ring") != 0 && strcmp(algo, "direct") != 0) {
+    if (algo != NULL && strcmp(algo, "ring") != 0 && strcmp(algo, "direct") != 0 &&
+        strcmp(algo, "hier") != 0) {
         dt__sched_free(&s);
         return dt__comm_unknown_algo("reduce_scatter", algo);
     }
@@ -395,9 +409,15 @@ static dt_status reduce_scatterv_impl(const char *fn, dt_comm *comm, const void 
     if (algo == NULL && comm->size > 2 && comm->size <= DT_DIRECT_MAX_RANKS &&
         total * dt_dtype_size(dtype) <= DT_DIRECT_REDUCE_SCATTER_BYTES)
         algo = "direct";
-    dt_status st = (algo != NULL && strcmp(algo, "direct") == 0)
-                       ? dt__algo_reduce_scatterv_direct(comm, send, recv, counts, &s)
-                       : dt__algo_reduce_scatterv_ring(comm, send, recv, counts, &s);
+    if (algo == NULL && dt__hier_applies(comm))
+        algo = "hier";
+    dt_status st;
+    if (algo != NULL && strcmp(algo, "direct") == 0)
+        st = dt__algo_reduce_scatterv_direct(comm, send, recv, counts, &s);
+    else if (algo != NULL && strcmp(algo, "hier") == 0)
+        st = dt__algo_reduce_scatterv_hier(comm, send, recv, counts, &s);
+    else
+        st = dt__algo_reduce_scatterv_ring(comm, send, recv, counts, &s);
     if (st != DT_OK) {
         dt__sched_free(&s);
         return st;
