@@ -1,5 +1,5 @@
 #!/bin/sh
-# multihost_bench.sh [BUILD_DIR] [-r RATE] [-b MINBYTES] [-e MAXBYTES] [-n ITERS] [-k REPEAT]
+# multihost_bench.sh [BUILD_DIR] [-r RATE] [-b MINBYTES] [-e MAXBYTES] [-n ITERS] [-k REPEAT] [-M]
 #
 # Flat vs hierarchical collectives (and Open MPI) on 2 "hosts" x 2 ranks:
 # two network namespaces joined by a veth pair, each with its own hostname,
@@ -15,11 +15,12 @@
 # time per call (us, the slowest rank's mean) and the speed-ups. With -k N
 # the three run N times, interleaved, and each row keeps its best time (on a
 # shared, loaded machine that compares the algorithms, not the neighbours).
+# -M leaves Open MPI out.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$HERE/../../build
 case "${1:-}" in -*|"") ;; *) BUILD=$1; shift ;; esac
-RATE=10gbit MINB=64K MAXB=16M ITERS=20 REPEAT=1
+RATE=10gbit MINB=64K MAXB=16M ITERS=20 REPEAT=1 NOMPI=
 while [ $# -gt 0 ]; do
   case "$1" in
     -r) RATE=$2; shift 2 ;;
@@ -27,6 +28,7 @@ while [ $# -gt 0 ]; do
     -e) MAXB=$2; shift 2 ;;
     -n) ITERS=$2; shift 2 ;;
     -k) REPEAT=$2; shift 2 ;;
+    -M) NOMPI=1; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -101,7 +103,9 @@ dt() {
 # Open MPI: mpirun as h0, its daemon on h1 started through this agent
 mpi_note=
 mpi_ok=
-if [ -x "$mpibench" ] && command -v mpirun > /dev/null; then
+if [ -n "$NOMPI" ]; then
+  mpi_note="Open MPI left out (-M)"
+elif [ -x "$mpibench" ] && command -v mpirun > /dev/null; then
   mpi_ok=1
   cat > "$work/agent" << AG
 #!/bin/sh

@@ -41,7 +41,8 @@
  * one host or hosts of different sizes); alltoall: pairwise | peer_copy; alltoallw:
  * pack | peer_copy; broadcast: direct | binomial | pipeline | peer_copy. A comm reads
  * DT_ALGO at its first collective; dt_comm_set_algo() sets it per comm.
- * DT_RING_SEGMENT_KB sets the ring's pipeline segment. An unknown name fails
+ * DT_RING_SEGMENT_KB sets the ring's pipeline segment, DT_HIER_SEGMENT_KB the
+ * two-host hierarchical all-reduce's. An unknown name fails
  * with DT_ERR_INVALID_ARG.
  *
  * Reductions: sum, avg, max, min, prod on f32, f64, f16, bf16, i32, i64
