@@ -26,18 +26,24 @@
  * ranks (docs/COMMSIM.md), or fewer elements than ranks, and a
  * pipelined ring above; all-gather and reduce-scatter a ring; all-to-all a
  * pairwise exchange; broadcast a binomial tree up to 256 KiB, a pipelined
- * chain above; barrier a dissemination pattern. Among ranks of one host,
+ * chain above; barrier a dissemination pattern. On a comm spanning hosts
+ * with the same number (> 1) of ranks on each, all-reduces over 64 KiB and
+ * all-gathers and reduce-scatters past the direct range run hierarchically
+ * (hier): inside each host through shared memory, across hosts one stream
+ * per local rank, so fewer bytes cross the network. Among ranks of one host,
  * point-to-point goes through shared memory (DT_SHM=0 turns it off); where
  * it cannot, all-to-alls and all-gathers whose blocks all hold 64 KiB or
  * more, and broadcasts of 64 KiB or more, copy directly between the
  * processes (cross-memory attach, see dt_comm_alltoallw), also when forced
  * with peer_copy. DT_ALGO forces a choice, e.g.
  * DT_ALGO=allreduce:ring,broadcast:binomial, with the names allreduce: ring |
- * recursive_doubling | direct; allgather: ring | direct | peer_copy;
- * reduce_scatter: ring | direct; alltoall: pairwise | peer_copy; alltoallw:
+ * recursive_doubling | direct | hier; allgather: ring | direct | peer_copy |
+ * hier; reduce_scatter: ring | direct | hier (hier falls back to the ring on
+ * one host or hosts of different sizes); alltoall: pairwise | peer_copy; alltoallw:
  * pack | peer_copy; broadcast: direct | binomial | pipeline | peer_copy. A comm reads
  * DT_ALGO at its first collective; dt_comm_set_algo() sets it per comm.
- * DT_RING_SEGMENT_KB sets the ring's pipeline segment. An unknown name fails
+ * DT_RING_SEGMENT_KB sets the ring's pipeline segment, DT_HIER_SEGMENT_KB the
+ * two-host hierarchical all-reduce's. An unknown name fails
  * with DT_ERR_INVALID_ARG.
  *
  * Reductions: sum, avg, max, min, prod on f32, f64, f16, bf16, i32, i64

@@ -10,6 +10,7 @@
 #include "comm/comm_choose.h"
 #include "comm/comm_dispatch.h"
 #include "comm/comm_staged.h"
+#include "comm/algo/hier_topo.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,14 @@ static dt__comm_shape shape_of(const dt_comm *comm)
 
 /* ------------------------------------------------------------ all-reduce */
 
+/* @p algo, or "hier" where it is the ring and the comm spans hosts of one
+ * size (algo/hier_topo.h): the two-level algorithm moves fewer bytes over
+ * the network. The size thresholds themselves are comm_choose.c's. */
+static const char *hier_for_ring(dt_comm *comm, const char *algo)
+{
+    return strcmp(algo, "ring") == 0 && dt__hier_applies(comm) ? "hier" : algo;
+}
+
 dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t count,
                             dt_dtype dtype, dt_reduce_op op, dt_work **work)
 {
@@ -194,8 +203,8 @@ dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t 
     }
     char name[32];
     const char *algo = dt__comm_forced_algo(comm, "allreduce", name, sizeof(name));
-    if (algo == NULL)
-        algo = dt__choose_allreduce(comm->size, bytes, count);
+    if (algo == NULL) /* across hosts, the two-level algorithm where the ring would run */
+        algo = hier_for_ring(comm, dt__choose_allreduce(comm->size, bytes, count));
     dt_status st;
     if (strcmp(algo, "direct") == 0)
         st = dt__algo_allreduce_direct(comm, send, recv, count, &s);
@@ -203,6 +212,8 @@ dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t 
         st = dt__algo_allreduce_ring(comm, send, recv, count, &s);
     else if (strcmp(algo, "recursive_doubling") == 0 || strcmp(algo, "rd") == 0)
         st = dt__algo_allreduce_recursive_doubling(comm, send, recv, count, &s);
+    else if (strcmp(algo, "hier") == 0)
+        st = dt__algo_allreduce_hier(comm, send, recv, count, &s);
     else
         st = dt__comm_unknown_algo("allreduce", algo);
     if (st != DT_OK) {
@@ -257,7 +268,7 @@ static dt_status allgatherv_impl(const char *fn, dt_comm *comm, const void *send
     char name[32];
     const char *algo = dt__comm_forced_algo(comm, "allgather", name, sizeof(name));
     if (algo != NULL && strcmp(algo, "ring") != 0 && strcmp(algo, "direct") != 0 &&
-        strcmp(algo, "peer_copy") != 0)
+        strcmp(algo, "peer_copy") != 0 && strcmp(algo, "hier") != 0)
         return dt__comm_unknown_algo("allgather", algo);
     size_t total = 0, least = SIZE_MAX;
     for (int i = 0; i < comm->size; i++) {
@@ -266,17 +277,21 @@ static dt_status allgatherv_impl(const char *fn, dt_comm *comm, const void *send
     }
     dt__comm_shape sh = shape_of(comm);
     if (algo == NULL)
-        algo =
-            dt__choose_allgather(&sh, total * dt_dtype_size(dtype), least * dt_dtype_size(dtype));
+        algo = hier_for_ring(comm, dt__choose_allgather(&sh, total * dt_dtype_size(dtype),
+                                                        least * dt_dtype_size(dtype)));
     if (strcmp(algo, "peer_copy") == 0 && sh.peer_copy)
         return allgather_as_blocks(comm, send, recv, counts, displs, dtype, work);
     dt__sched s;
     dt__comm_sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
     if (total == 0)
         return dt__comm_run(comm, fn, &s, work);
-    dt_status st = (algo != NULL && strcmp(algo, "direct") == 0)
-                       ? dt__algo_allgatherv_direct(comm, send, recv, counts, displs, &s)
-                       : dt__algo_allgatherv_ring(comm, send, recv, counts, displs, &s);
+    dt_status st;
+    if (algo != NULL && strcmp(algo, "direct") == 0)
+        st = dt__algo_allgatherv_direct(comm, send, recv, counts, displs, &s);
+    else if (algo != NULL && strcmp(algo, "hier") == 0)
+        st = dt__algo_allgatherv_hier(comm, send, recv, counts, displs, &s);
+    else
+        st = dt__algo_allgatherv_ring(comm, send, recv, counts, displs, &s);
     if (st != DT_OK) {
         dt__sched_free(&s);
         return st;
@@ -348,7 +363,8 @@ static dt_status reduce_scatterv_impl(const char *fn, dt_comm *comm, const void 
     }
     char name[32];
     const char *algo = dt__comm_forced_algo(comm, "reduce_scatter", name, sizeof(name));
-    if (algo != NULL && strcmp(algo, "ring") != 0 && strcmp(algo, "direct") != 0) {
+    if (algo != NULL && strcmp(algo, "ring") != 0 && strcmp(algo, "direct") != 0 &&
+        strcmp(algo, "hier") != 0) {
         dt__sched_free(&s);
         return dt__comm_unknown_algo("reduce_scatter", algo);
     }
@@ -356,10 +372,15 @@ static dt_status reduce_scatterv_impl(const char *fn, dt_comm *comm, const void 
     for (int i = 0; i < comm->size; i++)
         total += counts[i];
     if (algo == NULL)
-        algo = dt__choose_reduce_scatter(comm->size, total * dt_dtype_size(dtype));
-    dt_status st = (algo != NULL && strcmp(algo, "direct") == 0)
-                       ? dt__algo_reduce_scatterv_direct(comm, send, recv, counts, &s)
-                       : dt__algo_reduce_scatterv_ring(comm, send, recv, counts, &s);
+        algo = hier_for_ring(comm,
+                             dt__choose_reduce_scatter(comm->size, total * dt_dtype_size(dtype)));
+    dt_status st;
+    if (algo != NULL && strcmp(algo, "direct") == 0)
+        st = dt__algo_reduce_scatterv_direct(comm, send, recv, counts, &s);
+    else if (algo != NULL && strcmp(algo, "hier") == 0)
+        st = dt__algo_reduce_scatterv_hier(comm, send, recv, counts, &s);
+    else
+        st = dt__algo_reduce_scatterv_ring(comm, send, recv, counts, &s);
     if (st != DT_OK) {
         dt__sched_free(&s);
         return st;

@@ -220,6 +220,10 @@ struct dt_comm_ops {
     /* (optional) World rank of comm rank @p rank (messages name world ranks);
      * NULL: the same number. */
     int (*world_rank)(const dt_comm *comm, int rank);
+    /* (optional) Which host comm rank @p rank runs on: equal ids mean the
+     * same host, the same answer on every member (hierarchical collectives,
+     * algo/hier_topo.h). NULL: all on one host. */
+    int (*host_of)(const dt_comm *comm, int rank);
     /* (optional) A world rank whose process is seen stopped (SIGSTOP, a
      * debugger; same-host peers only), @p first checked first, and its pid;
      * -1 when none is. Timeouts name it: the others only wait for it. */

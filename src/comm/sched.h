@@ -128,6 +128,14 @@ dt_status dt__algo_allreduce_recursive_doubling(dt_comm *c, const void *send, vo
                                                 size_t count, dt__sched *s);
 dt_status dt__algo_allreduce_direct(dt_comm *c, const void *send, void *recv, size_t count,
                                     dt__sched *s);
+/* Two-level (hosts, then ranks of a host: algo/hier_topo.h); the ring where
+ * the comm is on one host or its hosts differ in size. */
+dt_status dt__algo_allreduce_hier(dt_comm *c, const void *send, void *recv, size_t count,
+                                  dt__sched *s);
+dt_status dt__algo_allgatherv_hier(dt_comm *c, const void *send, void *recv, const size_t *counts,
+                                   const size_t *displs, dt__sched *s);
+dt_status dt__algo_reduce_scatterv_hier(dt_comm *c, const void *send, void *recv,
+                                        const size_t *counts, dt__sched *s);
 dt_status dt__algo_allgatherv_direct(dt_comm *c, const void *send, void *recv, const size_t *counts,
                                      const size_t *displs, dt__sched *s);
 dt_status dt__algo_allgatherv_ring(dt_comm *c, const void *send, void *recv, const size_t *counts,

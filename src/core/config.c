@@ -130,6 +130,12 @@ static const dt_config_entry config_table[] = {
          "rings instead of UCX: 0 = never"),
     INT("DT_RING_SEGMENT_KB", "4096", 1, 1048576,
         "segment size (KiB) of pipelined ring collectives"),
+    INT("DT_HIER_SEGMENT_KB", "1024", 0, 1048576,
+        "chunk (KiB) over which the two-host hierarchical all-reduce pipelines its steps; "
+        "0 = no pipelining"),
+    INT("DT_TEST_RANKS_PER_HOST", "0", 0, 1048576,
+        "test only: the hierarchical collectives take world rank i to be on host i / this "
+        "(the transports still use the real hosts); 0 = the real hosts"),
     STR("DT_STORE_BIND", "127.0.0.1", "address the rank-0 store binds to"),
     SECONDS("DT_STORE_STALL_S", "10",
             "seconds the store waits on a half-sent message or a missing AUTH before dropping "

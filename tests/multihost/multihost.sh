@@ -17,6 +17,8 @@
 #   4. the store refuses a rank with another job's token and one without any;
 #   5. two hosts that share a hostname (machines or containers named alike)
 #      are still two hosts: the job runs, over the link.
+#   6. dp=4 (2 ranks a host) runs its collectives two-level (hierarchical):
+#      the losses of one host with the same folds, fewer bytes over the link.
 # Skips (77) where namespaces cannot be made (not root, no iproute2 or
 # unshare, a container without CAP_SYS_ADMIN or veth). Every step runs under
 # `timeout`; the namespaces go on every exit.
@@ -274,3 +276,34 @@ done
 tx=$(($(bytes tx) - tx0)) want=$((2 * params * 2))
 [ "$tx" -ge "$want" ] || fail "with one hostname only $tx bytes left host 1 (want >= $want)"
 echo "ok: two hosts with one hostname train over the link ($tx bytes out)"
+
+# 6. dp=4 (2 ranks a host): zero2's reduce-scatters and all-gathers over the
+# 4-rank dp comm span both hosts with 2 ranks each, so they run two-level
+# (src/comm/algo/*_hier.c). These fold in another order than the flat ring,
+# so the reference is one host with DT_TEST_RANKS_PER_HOST=2 (the same
+# two-level folds, bit for bit); the flat algorithms forced on the two hosts
+# must move more bytes over the link.
+hargs="--config tiny --mesh dp=4,tp=1 --data-parallel zero2 --batch 8 --seq 32"
+tx0=$(bytes tx)
+job hier $hargs --steps 4
+settle
+txh=$(($(bytes tx) - tx0)) tx0=$(bytes tx)
+export DT_ALGO=allreduce:ring,reduce_scatter:ring,allgather:ring
+job flat $hargs --steps 4
+settle
+unset DT_ALGO
+txf=$(($(bytes tx) - tx0))
+for n in 0 1; do
+  [ "$(field hier.$n 1)" = 0 ] && [ "$(field flat.$n 1)" = 0 ] ||
+    fail "dp=4 over two hosts failed: $(tail -n 5 "$work/hier.$n" "$work/flat.$n")"
+done
+DT_TEST_RANKS_PER_HOST=2 timeout -k 5 30 "$dtrun" -n 4 "$train" $hargs --steps 4 \
+  > "$work/hone" 2>&1 || fail "one-host dp=4 training failed: $(cat "$work/hone")"
+grep '^\[0\] step' "$work/hier.0" | sed 's/^\[0\] //; s/  (.*//' > "$work/hier.steps"
+grep '^step' "$work/hone" | sed 's/  (.*//' > "$work/hone.steps"
+[ "$(wc -l < "$work/hone.steps")" = 4 ] || fail "the one-host dp=4 run printed no 4 steps"
+cmp -s "$work/hone.steps" "$work/hier.steps" ||
+  fail "dp=4 losses differ (one host, two hosts): $(paste "$work/hone.steps" "$work/hier.steps")"
+[ "$txh" -lt "$txf" ] ||
+  fail "two-level collectives sent $txh bytes over the link, the flat ones $txf: not used?"
+echo "ok: dp=4 over two hosts runs two-level: one-host losses bit for bit, $txh bytes out against $txf flat"

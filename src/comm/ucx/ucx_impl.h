@@ -41,6 +41,7 @@ typedef struct dt_ucx_peer {
     bool dead;        /* set by the endpoint error handler or the liveness check */
     ucs_status_t why; /* the status it reported */
     bool local;       /* same host: shared memory, liveness by pid */
+    int host;         /* lowest world rank on its host (dt__ucx_host_ids) */
     int pid;
     unsigned long long start_time; /* /proc/<pid>/stat field 22 */
 } dt_ucx_peer;
@@ -66,6 +67,11 @@ void dt__ucx_info_self(dt_ucx_info *out);
  * named alike would read each other's pids as their own.
  */
 bool dt__ucx_same_host(const dt_ucx_info *a, const dt_ucx_info *b);
+/* peers[i].host for every world rank: the lowest rank on the same host.
+ * Test-only: DT_TEST_RANKS_PER_HOST=k pretends world rank i is on host i / k
+ * (the transports still see the real hosts; only the hierarchical
+ * collectives' layout changes), so they run on one machine. */
+void dt__ucx_host_ids(dt_ucx_peer *peers, const dt_ucx_info *infos, int n);
 /*
  * Automatic spin (DT_SPIN_US = -1): before sleeping on the event fd a wait
  *   1. polls plainly for an adaptive budget between DT_UCX_SPIN_MIN_US and

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/config.h"
 #include "core/log.h"
 #include "core/proc_stat.h"
 
@@ -45,6 +46,17 @@ bool dt__ucx_same_host(const dt_ucx_info *a, const dt_ucx_info *b)
     return strncmp(a->host, b->host, sizeof(a->host)) == 0 &&
            strncmp(a->boot_id, b->boot_id, sizeof(a->boot_id)) == 0 && a->pid_ns == b->pid_ns &&
            a->ipc_ns == b->ipc_ns;
+}
+
+void dt__ucx_host_ids(dt_ucx_peer *peers, const dt_ucx_info *infos, int n)
+{
+    int64_t fake = dt__config_int("DT_TEST_RANKS_PER_HOST");
+    for (int i = 0; i < n; i++) {
+        int j = 0;
+        while (j < i && !dt__ucx_same_host(&infos[i], &infos[j]))
+            j++;
+        peers[i].host = fake > 0 ? (int)(i / fake) : j;
+    }
 }
 
 void dt__ucx_check_liveness(dt_ucx_shared *sh, bool force, double now)

@@ -206,6 +206,7 @@ static dt_status connect_all(dt_ucx_shared *sh, dt_store *store)
         snprintf(what, sizeof(what), "ucp_ep_create to world rank %d", i);
         DT_CHECK_GOTO(ucx_check(ucp_ep_create(sh->worker, &ep, &p->ep), what), st, out_free_infos);
     }
+    dt__ucx_host_ids(sh->peers, infos, n);
     dt__ucx_cma_probe(sh, infos);
     st = dt__ucx_shm_setup(sh, store, infos);
 out_free_infos:
@@ -354,6 +355,12 @@ static int ucx_world_rank(const dt_comm *c, int rank)
     return ((const dt_ucx_comm *)c->impl)->members[rank];
 }
 
+static int ucx_host_of(const dt_comm *c, int rank)
+{
+    const dt_ucx_comm *uc = c->impl;
+    return uc->shared->peers[uc->members[rank]].host;
+}
+
 static void ucx_destroy(dt_comm *c)
 {
     dt_ucx_comm *uc = c->impl;
@@ -377,6 +384,7 @@ const dt_comm_ops dt__ucx_ops = {
     .next_comm_id = ucx_next_comm_id,
     .destroy = ucx_destroy,
     .world_rank = ucx_world_rank,
+    .host_of = ucx_host_of,
     .stopped_peer = dt__ucx_stopped_peer,
     .family_open = dt__ucx_family_open,
     .notify_abort = dt__ucx_notify_abort,
