@@ -18,7 +18,8 @@ void dt__hier_free(dt__hier *h)
 static int host_indices(dt_comm *c, int *hid, int *nlocal)
 {
     const int p = c->size;
-    int *ids = malloc((size_t)p * 2 * sizeof(*ids)), *cnt = ids + p, nh = 0;
+    /* zeroed, one spare: cnt[0] is defined even for an empty comm */
+    int *ids = calloc((size_t)p * 2 + 1, sizeof(*ids)), *cnt = ids + p, nh = 0;
     if (ids == NULL)
         return -1;
     for (int i = 0; i < p; i++) {
