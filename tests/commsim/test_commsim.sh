@@ -47,6 +47,24 @@ for case in "8 1K direct" "8 8K recursive_doubling" "8 1M ring" "4096 1M recursi
     echo "FAIL dispatcher, $1 ranks, $2: got '$got', want '$3'"; FAIL=1; fi
 done
 
+# across hosts of one size the runtime runs the two-level algorithm where
+# the ring would run (comm.c's hier_for_ring)
+for case in "4 2 allreduce 1M hier" "16 8 allreduce 64M hier" "16 8 allreduce 8K recursive_doubling" \
+  "8 4 allgather 4M hier" "8 4 reduce_scatter 4M hier" "12 4 allreduce 64M hier" "6 4 allreduce 64M ring"; do
+  set -- $case
+  got=$("$SIM" --ranks $1 --per-host $2 --collective $3 --bytes "$4" --algo ring | sed -n 's/^dispatcher: //p')
+  if [ "$got" = "$5" ]; then echo "ok   dispatcher, $1 ranks of $2 per host, $3 $4: $got"; else
+    echo "FAIL dispatcher, $1 ranks of $2 per host, $3 $4: got '$got', want '$5'"; FAIL=1; fi
+done
+for coll in allreduce allgather reduce_scatter; do
+  rows=$("$SIM" --csv --ranks 8 --per-host 4 --collective $coll --bytes 1M --algo hier | wc -l)
+  if [ "$rows" -eq 1 ]; then echo "ok   $coll hier on 2 hosts x 4 runs to the end"; else
+    echo "FAIL $coll hier on 2 hosts x 4: $rows rows"; FAIL=1; fi
+done
+msg=$("$SIM" --ranks 8 --algo hier 2>&1 >/dev/null)
+case "$msg" in *"not several hosts"*) echo "ok   rejects hier on one host: $msg" ;;
+  *) echo "FAIL hier on one host: '$msg'"; FAIL=1 ;; esac
+
 # every algorithm of every collective runs to the end (no unmatched message)
 # on 5 ranks over 2 hosts, eager and rendezvous sizes
 for case in "allreduce 3" "allgather 2" "reduce_scatter 2" "broadcast 3"; do

@@ -128,8 +128,16 @@ static bool row(const opts *o, const char *algo, const char *chosen)
             printf("  %-20s %14s\n", algo, "(not run: over 512 ranks)");
         return true;
     }
+    if (strcmp(algo, "hier") == 0 && o->algo == NULL &&
+        (!cs_hier_applies(o->ranks, o->m.per_host) || o->ranks > 512)) {
+        if (!o->csv) /* the host layout is found per rank in O(ranks x hosts) */
+            printf("  %-20s %14s\n", algo,
+                   o->ranks > 512 ? "(not run: over 512 ranks)"
+                                  : "(not run: needs hosts of one size > 1)");
+        return true;
+    }
     cs_job job;
-    if (!cs_build(&job, o->coll, algo, o->ranks, o->bytes, err, sizeof(err))) {
+    if (!cs_build(&job, o->coll, algo, o->ranks, o->m.per_host, o->bytes, err, sizeof(err))) {
         fprintf(stderr, "commsim: %s\n", err);
         return false;
     }
@@ -157,7 +165,7 @@ int main(int argc, char **argv)
     if (rc != 0)
         return rc < 0 ? 0 : rc;
     bool one_host = o.ranks <= o.m.per_host;
-    const char *chosen = cs_dispatch(o.coll, o.ranks, o.bytes, one_host);
+    const char *chosen = cs_dispatch(o.coll, o.ranks, o.m.per_host, o.bytes);
     int hosts = (o.ranks + o.m.per_host - 1) / o.m.per_host;
     if (!o.csv) {
         printf("%s of %llu bytes on %d ranks: %d host(s) of %d, %d hosts per switch\nmodel: ",

@@ -77,12 +77,16 @@ typedef struct cs_job {
 extern const char *const cs_collectives[];
 const char *const *cs_algorithms(const char *coll);
 /* Build every rank's schedule of @p coll by @p algo on @p ranks ranks,
- * @p bytes as comm_bench counts them (float32, the largest buffer). */
-bool cs_build(cs_job *job, const char *coll, const char *algo, int ranks, uint64_t bytes, char *err,
-              size_t cap);
+ * @p bytes as comm_bench counts them (float32, the largest buffer); ranks
+ * share hosts @p per_host at a time (what the two-level "hier" sees). */
+bool cs_build(cs_job *job, const char *coll, const char *algo, int ranks, int per_host,
+              uint64_t bytes, char *err, size_t cap);
 void cs_job_free(cs_job *job);
-/* The algorithm dt_comm_* would pick on one host (@p one_host) or several. */
-const char *cs_dispatch(const char *coll, int ranks, uint64_t bytes, bool one_host);
+/* The algorithm dt_comm_* would pick for @p ranks ranks, @p per_host per host. */
+const char *cs_dispatch(const char *coll, int ranks, int per_host, uint64_t bytes);
+/* Whether the two-level algorithms apply (comm.c's hier_for_ring): more than
+ * one host, hosts of one size, more than one rank each. */
+bool cs_hier_applies(int ranks, int per_host);
 
 /* ------------------------------------------------------------ simulation */
 

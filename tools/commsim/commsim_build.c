@@ -30,8 +30,8 @@ void *__wrap_dt__sched_scratch(dt__sched *s, size_t bytes)
 
 const char *const cs_collectives[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
                                       NULL};
-static const char *const allreduce_algos[] = {"ring", "recursive_doubling", "direct", NULL};
-static const char *const gather_algos[] = {"ring", "direct", NULL};
+static const char *const allreduce_algos[] = {"ring", "recursive_doubling", "direct", "hier", NULL};
+static const char *const gather_algos[] = {"ring", "direct", "hier", NULL};
 static const char *const broadcast_algos[] = {"pipeline", "binomial", "direct", NULL};
 
 const char *const *cs_algorithms(const char *coll)
@@ -45,25 +45,49 @@ const char *const *cs_algorithms(const char *coll)
     return NULL;
 }
 
-const char *cs_dispatch(const char *coll, int ranks, uint64_t bytes, bool one_host)
+bool cs_hier_applies(int ranks, int per_host)
+{
+    return ranks >= 4 && per_host > 1 && ranks > per_host && ranks % per_host == 0;
+}
+
+const char *cs_dispatch(const char *coll, int ranks, int per_host, uint64_t bytes)
 {
     /* one host: cross-memory attach and shared-memory send/recv (<= 9 ranks) */
+    bool one_host = ranks <= per_host;
     dt__comm_shape sh = {ranks, one_host, one_host && ranks <= 9};
     size_t b = (size_t)bytes, n = b / 4, block = n / (size_t)ranks * 4;
+    const char *algo;
     if (strcmp(coll, "allreduce") == 0)
-        return dt__choose_allreduce(ranks, b, n);
-    if (strcmp(coll, "allgather") == 0)
-        return dt__choose_allgather(&sh, block * (size_t)ranks, block);
-    if (strcmp(coll, "reduce_scatter") == 0)
-        return dt__choose_reduce_scatter(ranks, block * (size_t)ranks);
-    return dt__choose_broadcast(&sh, b);
+        algo = dt__choose_allreduce(ranks, b, n);
+    else if (strcmp(coll, "allgather") == 0)
+        algo = dt__choose_allgather(&sh, block * (size_t)ranks, block);
+    else if (strcmp(coll, "reduce_scatter") == 0)
+        algo = dt__choose_reduce_scatter(ranks, block * (size_t)ranks);
+    else
+        return dt__choose_broadcast(&sh, b);
+    return strcmp(algo, "ring") == 0 && cs_hier_applies(ranks, per_host) ? "hier" : algo;
 }
+
+/* The stand-in comm's hosts: ranks 0..per_host-1 on host 0, and so on. */
+static int g_per_host = 1;
+static int sim_host_of(const dt_comm *c, int rank)
+{
+    (void)c;
+    return rank / g_per_host;
+}
+static const dt_comm_ops sim_ops = {.host_of = sim_host_of};
 
 /* Fill @p s with rank @p r's schedule; @p counts: p equal blocks, @p displs theirs. */
 static dt_status build_one(const char *coll, const char *algo, dt_comm *c, size_t n,
                            const size_t *counts, const size_t *displs, dt__sched *s)
 {
     bool ring = strcmp(algo, "ring") == 0, direct = strcmp(algo, "direct") == 0;
+    if (strcmp(algo, "hier") == 0) /* the runtime's two-level files, on sim_host_of's hosts */
+        return strcmp(coll, "allreduce") == 0
+                   ? dt__algo_allreduce_hier(c, FAKE_SEND, FAKE_RECV, n, s)
+               : strcmp(coll, "allgather") == 0
+                   ? dt__algo_allgatherv_hier(c, FAKE_SEND, FAKE_RECV, counts, displs, s)
+                   : dt__algo_reduce_scatterv_hier(c, FAKE_SEND, FAKE_RECV, counts, s);
     if (strcmp(coll, "allreduce") == 0)
         return ring     ? dt__algo_allreduce_ring(c, FAKE_SEND, FAKE_RECV, n, s)
                : direct ? dt__algo_allreduce_direct(c, FAKE_SEND, FAKE_RECV, n, s)
@@ -161,14 +185,20 @@ static bool known(const char *coll, const char *algo)
     return false;
 }
 
-bool cs_build(cs_job *job, const char *coll, const char *algo, int ranks, uint64_t bytes, char *err,
-              size_t cap)
+bool cs_build(cs_job *job, const char *coll, const char *algo, int ranks, int per_host,
+              uint64_t bytes, char *err, size_t cap)
 {
     *job = (cs_job){.ranks = ranks, .bytes = bytes};
     if (!known(coll, algo)) {
         snprintf(err, cap, "unknown %s algorithm '%s'", coll, algo);
         return false;
     }
+    if (strcmp(algo, "hier") == 0 && !cs_hier_applies(ranks, per_host)) {
+        snprintf(err, cap, "%s hier: %d ranks are not several hosts of %d (> 1) ranks each", coll,
+                 ranks, per_host);
+        return false;
+    }
+    g_per_host = per_host > 0 ? per_host : 1;
     size_t n = (size_t)(bytes / 4), block = n / (size_t)ranks;
     size_t *counts = malloc(2 * (size_t)ranks * sizeof(size_t));
     job->shape_of = malloc((size_t)ranks * sizeof(uint32_t));
@@ -176,7 +206,7 @@ bool cs_build(cs_job *job, const char *coll, const char *algo, int ranks, uint64
     for (int i = 0; ok && i < ranks; i++)
         counts[i] = block, counts[ranks + i] = (size_t)i * block;
     for (int r = 0; ok && r < ranks; r++) {
-        dt_comm c = {.rank = r, .size = ranks};
+        dt_comm c = {.ops = &sim_ops, .rank = r, .size = ranks};
         dt__sched s;
         dt__sched_init(&s, DT_DTYPE_F32, DT_REDUCE_OP_SUM);
         cs_shape sh;
