@@ -100,6 +100,13 @@ static inline dt_tensor *dt__dp_local(dt_tensor *t)
 /* Release one reference (a hook's free_user). */
 void dt__dp_state_unref(void *user);
 
+/* dp_shard.c: every parameter of @p root into s->p (with its tp layout);
+ * whether the shards live on the host (cpu_offload @p asked and a device);
+ * parameter @p p's dp shard, which replaces its slot tensor. */
+dt_status dt__dp_collect_params(dp_state *s, dt_module *root);
+bool dt__dp_wants_offload(const dp_state *s, bool asked);
+dt_status dt__dp_shard_param(dp_state *s, dp_param *p);
+
 /* dp_units.c: the unit modules (caller frees *mods) */
 dt_status dt__dp_find_units(dt_module *root, const char *units, dt_module ***mods, int *n);
 
