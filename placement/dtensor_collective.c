@@ -332,12 +332,7 @@ err_release:
 static dt_status plain_spec(dt_spec *spec, dt_spec **out)
 {
     dt_placement pl[DT_MESH_MAX_DIMS];
-    bool strided = false;
-    for (int k = 0; k < spec->mesh_ndim; k++) {
-        strided = strided || spec->pl[k].strided;
-        pl[k] = spec->pl[k].strided ? dt_replicate() : spec->pl[k];
-    }
-    if (!strided) {
+    if (!dt__placements_unstride(spec->mesh_ndim, spec->pl, pl)) {
         *out = spec;
         return DT_OK;
     }

@@ -46,6 +46,16 @@ bool dt_placement_equal(dt_placement a, dt_placement b)
     return true;
 }
 
+bool dt__placements_unstride(int n, const dt_placement *pl, dt_placement *out)
+{
+    bool any = false;
+    for (int k = 0; k < n; k++) {
+        any = any || pl[k].strided;
+        out[k] = pl[k].strided ? dt_replicate() : pl[k];
+    }
+    return any;
+}
+
 static bool op_supported(dt_reduce_op op)
 {
     return op == DT_REDUCE_OP_SUM || op == DT_REDUCE_OP_AVG || op == DT_REDUCE_OP_MAX ||

@@ -92,6 +92,10 @@ void dt__dist_rules_install(void);
 dt_status dt__spec_normalize_grad(const dt_spec *spec, dt_spec **out);
 /* Same mesh/shape/dtype as @p like, placements @p pl (n = mesh ndim). */
 dt_status dt__spec_like(const dt_spec *like, int n, const dt_placement *pl, dt_spec **out);
+/* @p pl (n entries) with every strided shard replaced by Replicate into
+ * @p out (may be @p pl); whether there was one. The plain layout a strided
+ * one is sliced from, locally (redistribute_plan.c, dt_distribute_from). */
+bool dt__placements_unstride(int n, const dt_placement *pl, dt_placement *out);
 /* Local shape at @p coord given placements (no validation: spec already valid). */
 void dt__local_shape(int ndim, const int64_t *shape, int mesh_ndim, const int *mesh_shape,
                      const dt_placement *pl, const int *coord, int64_t *local_shape,

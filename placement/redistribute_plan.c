@@ -206,8 +206,7 @@ static dt_status plan_compute(const dt_spec *src, const dt_spec *dst, dt__plan *
         if (p.cur[j].strided)
             DT_CHECK(transition(&p, j, dt_replicate()));
     memcpy(start, p.cur, sizeof(start[0]) * (size_t)M);
-    for (int j = 0; j < M; j++)
-        mid[j] = dst->pl[j].strided ? dt_replicate() : dst->pl[j];
+    dt__placements_unstride(M, dst->pl, mid);
     DT_CHECK(plan_plain(&p, start, mid));
     for (int j = 0; j < M; j++)
         if (dst->pl[j].strided)

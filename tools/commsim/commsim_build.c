@@ -68,12 +68,11 @@ const char *cs_dispatch(const char *coll, int ranks, int per_host, uint64_t byte
     return strcmp(algo, "ring") == 0 && cs_hier_applies(ranks, per_host) ? "hier" : algo;
 }
 
-/* The stand-in comm's hosts: ranks 0..per_host-1 on host 0, and so on. */
-static int g_per_host = 1;
+/* The stand-in comm's hosts: ranks 0..per_host-1 on host 0, and so on
+ * (impl points at per_host). */
 static int sim_host_of(const dt_comm *c, int rank)
 {
-    (void)c;
-    return rank / g_per_host;
+    return rank / *(const int *)c->impl;
 }
 static const dt_comm_ops sim_ops = {.host_of = sim_host_of};
 
@@ -198,7 +197,7 @@ bool cs_build(cs_job *job, const char *coll, const char *algo, int ranks, int pe
                  ranks, per_host);
         return false;
     }
-    g_per_host = per_host > 0 ? per_host : 1;
+    per_host = per_host > 0 ? per_host : 1;
     size_t n = (size_t)(bytes / 4), block = n / (size_t)ranks;
     size_t *counts = malloc(2 * (size_t)ranks * sizeof(size_t));
     job->shape_of = malloc((size_t)ranks * sizeof(uint32_t));
@@ -206,7 +205,7 @@ bool cs_build(cs_job *job, const char *coll, const char *algo, int ranks, int pe
     for (int i = 0; ok && i < ranks; i++)
         counts[i] = block, counts[ranks + i] = (size_t)i * block;
     for (int r = 0; ok && r < ranks; r++) {
-        dt_comm c = {.ops = &sim_ops, .rank = r, .size = ranks};
+        dt_comm c = {.ops = &sim_ops, .impl = &per_host, .rank = r, .size = ranks};
         dt__sched s;
         dt__sched_init(&s, DT_DTYPE_F32, DT_REDUCE_OP_SUM);
         cs_shape sh;
