@@ -75,11 +75,12 @@ static dt_status full_placements(const dp_state *s, const dp_param *p, dt_placem
     int nd = dt_mesh_ndim(s->mesh);
     for (int i = 0; i < nd; i++)
         pl[i] = dt_replicate();
-    pl[s->dp_dim] = p->k >= 0 ? dt_shard(p->k) : dt_replicate();
+    /* where tp shards dim k too, dp splits tp's pieces: a strided shard */
+    pl[s->dp_dim] = p->k < 0             ? dt_replicate()
+                    : tp_shards(p, p->k) ? dt_strided_shard(p->k)
+                                         : dt_shard(p->k);
     if (p->tp_spec == NULL)
         return DT_OK;
-    if (p->k >= 0 && tp_shards(p, p->k)) /* dp splits tp's pieces: shards after tp's */
-        pl[s->dp_dim] = dt_strided_shard(p->k);
     dt_mesh *m2 = dt_spec_mesh(p->tp_spec);
     for (int j = 0; j < dt_mesh_ndim(m2); j++) {
         const char *nm = dt_mesh_dim_name(m2, j);
