@@ -2,50 +2,54 @@
  * ColwiseParallel (PyTorch 2.x defaults): a Linear's output features are
  * sharded (weight S(0), bias S(0)); an Embedding's embedding dim (weight
  * S(1)). Input R (gathered or wrapped) -> output S(-1), handed on as the local
- * shard unless use_local_output is false.
+ * shard unless use_local_output is false. A dt_style_ops like any program's.
  */
 #include "core/error.h"
-#include "styles/style_kind.h"
+#include "styles/builtin_styles.h"
 
-static void colwise_defaults(dt_style *s)
+static dt_status colwise_defaults(dt_style_params *p)
 {
-    if (!(s->set_fields & DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS)) {
-        s->n_inputs = 1;
-        s->input_layouts[0] = dt_layout_of(dt_replicate());
+    if (p->field_mask & DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS) {
+        if (p->n_inputs != 1)
+            return DT_ERR(DT_ERR_INVALID_ARG, "takes one input layout, got %d", p->n_inputs);
+    } else {
+        p->n_inputs = 1;
+        p->input_layouts[0] = dt_layout_of(dt_replicate());
     }
-    s->desired_input_layouts[0] = dt_layout_of(dt_replicate());
-    if (!(s->set_fields & DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT))
-        s->output_layout = dt_layout_of(dt_shard(-1));
-    if (!(s->set_fields & DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT))
-        s->use_local_output = true;
+    p->desired_input_layouts[0] = dt_layout_of(dt_replicate()); /* fixed by the partition */
+    if (!(p->field_mask & DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT))
+        p->output_layout = dt_layout_of(dt_shard(-1));
+    if (!(p->field_mask & DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT))
+        p->use_local_output = true;
+    return DT_OK;
 }
 
-static dt_status colwise_plan(const dt_style *s, dt_module *m, const char *fqn,
-                              dt_style_param_plan *out, int *n)
+static dt_status colwise_plan(dt_module *m, const char *fqn, dt_style_param_placement *out, int *n)
 {
-    (void)s;
-    return dt__tp_param_plan(m, "colwise", fqn, true, out, n);
+    (void)fqn;
+    return dt__tp_param_plan(m, true, out, n);
 }
 
-static dt_status colwise_hooks(const dt_style *s, dt_module *m, dt_mesh *tp)
+static dt_status colwise_io(const dt_style *s, dt_module *m, dt_style_io *io)
 {
-    dt__hook_ctx *c = NULL;
-    DT_CHECK(dt__hook_ctx_new(s, DT_STYLE_COLWISE, tp, &c));
-    c->n_in = 1;
-    c->in[0] = s->input_layouts[0];
-    c->desired[0] = s->desired_input_layouts[0];
-    c->out = dt_layout_of(dt_shard(-1)); /* what the linear / embedding rule leaves */
-    c->desired_out = s->output_layout;
-    c->local_out = s->use_local_output;
-    return dt__hook_add(m, c, true, true);
+    (void)m;
+    const dt_style_params *o = dt_style_options(s);
+    io->n_inputs = 1;
+    io->input[0] = o->input_layouts[0];
+    io->desired_input[0] = o->desired_input_layouts[0];
+    io->output = dt_layout_of(dt_shard(-1)); /* what the linear / embedding rule leaves */
+    io->desired_output = o->output_layout;
+    io->local_output = o->use_local_output;
+    return DT_OK;
 }
 
-const dt__style_kind_ops dt__style_colwise_ops = {
+const dt_style_ops dt__style_colwise = {
+    .field_mask = DT_STYLE_OPS_FIELD_OPTIONS | DT_STYLE_OPS_FIELD_PLAN_IO,
     .name = "colwise",
-    .allowed_fields = DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS | DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT |
-                      DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT | DT_STYLE_PARAM_FIELD_PREPARE_INPUT |
-                      DT_STYLE_PARAM_FIELD_PREPARE_OUTPUT,
+    .plan_params = colwise_plan,
+    .options = DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS | DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT |
+               DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT | DT_STYLE_PARAM_FIELD_PREPARE_INPUT |
+               DT_STYLE_PARAM_FIELD_PREPARE_OUTPUT,
     .defaults = colwise_defaults,
-    .param_plan = colwise_plan,
-    .add_hooks = colwise_hooks,
+    .plan_io = colwise_io,
 };

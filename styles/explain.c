@@ -8,14 +8,13 @@
 
 #include "core/error.h"
 #include "core/tensor_impl.h"
-#include "styles/style_kind.h"
+#include "styles/style_impl.h"
 
 typedef struct explain_ctx {
     dt__plan_match *ms;
     int n_ms;
     const dt_plan *plan;
-    dt_style_param_plan *pp; /* every parameter the plan places */
-    int n_pp;
+    dt__style_plan *plans; /* what each match's style would do */
     int tp_size, tp_coord;
     FILE *f;
     int64_t bytes, full_bytes;
@@ -24,9 +23,12 @@ typedef struct explain_ctx {
 /* The placement the plan gives (owner, name), if any. */
 static const dt_style_param_plan *planned(const explain_ctx *c, dt_module *owner, const char *name)
 {
-    for (int i = 0; i < c->n_pp; i++)
-        if (c->pp[i].owner == owner && strcmp(c->pp[i].name, name) == 0)
-            return &c->pp[i];
+    for (int i = 0; c->plans != NULL && i < c->n_ms; i++)
+        for (int k = 0; k < c->plans[i].n_params; k++) {
+            const dt_style_param_plan *pp = &c->plans[i].params[k];
+            if (pp->owner == owner && strcmp(pp->name, name) == 0)
+                return pp;
+        }
     return NULL;
 }
 
@@ -101,18 +103,15 @@ dt_status dt_plan_explain(dt_module *root, dt_mesh *mesh, const dt_plan *plan, c
         dt_mesh_coordinate(mesh, coord);
         c.tp_coord = coord[d];
         DT_CHECK(dt__plan_match_all(root, plan, &c.ms, &c.n_ms));
-        c.pp = malloc(sizeof(*c.pp) * DT_STYLE_MAX_PARAMS * (size_t)(c.n_ms > 0 ? c.n_ms : 1));
-        if (c.pp == NULL) {
+        c.plans = calloc((size_t)(c.n_ms > 0 ? c.n_ms : 1), sizeof(*c.plans));
+        if (c.plans == NULL) {
             s = DT_ERR(DT_ERR_NO_MEMORY, "dt_plan_explain: no memory");
             goto out_free;
         }
-        for (int i = 0; i < c.n_ms; i++) {
-            int n = 0;
-            DT_CHECK_GOTO(dt__style_param_plan(plan->entries[c.ms[i].entry].style, c.ms[i].module,
-                                               c.ms[i].fqn, c.pp + c.n_pp, &n),
+        for (int i = 0; i < c.n_ms; i++)
+            DT_CHECK_GOTO(dt__style_plan_build(plan->entries[c.ms[i].entry].style, c.ms[i].module,
+                                               c.ms[i].fqn, &c.plans[i]),
                           s, out_free);
-            c.n_pp += n;
-        }
         fprintf(f, "plan on mesh dim '%s' (size %d), this rank at coordinate %d:\n", tp_dim,
                 c.tp_size, c.tp_coord);
     }
@@ -120,7 +119,9 @@ dt_status dt_plan_explain(dt_module *root, dt_mesh *mesh, const dt_plan *plan, c
     fprintf(f, "parameters on this rank: %" PRId64 " bytes of %" PRId64 " (%.1f%%)\n", c.bytes,
             c.full_bytes, c.full_bytes > 0 ? 100.0 * (double)c.bytes / (double)c.full_bytes : 0.0);
 out_free:
-    free(c.pp);
+    for (int i = 0; c.plans != NULL && i < c.n_ms; i++)
+        dt__style_plan_free(&c.plans[i]);
+    free(c.plans);
     dt__plan_matches_free(c.ms, c.n_ms);
     return s;
 }

@@ -8,87 +8,56 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "styles/style_kind.h"
+#include "styles/style_impl.h"
 
-dt_status dt__hook_ctx_new(const dt_style *s, dt_style_kind as, dt_mesh *tp, dt__hook_ctx **out)
-{
-    dt__hook_ctx *c = calloc(1, sizeof(*c));
-    if (c == NULL)
-        return DT_ERR(DT_ERR_NO_MEMORY, "parallelize: no memory for a hook");
-    c->style = dt_style_retain((dt_style *)s);
-    c->mesh = dt_mesh_retain(tp);
-    c->as = as;
-    c->in_last_dim = -1;
-    *out = c;
-    return DT_OK;
-}
-
-void dt__hook_ctx_free(void *ctx)
-{
-    dt__hook_ctx *c = ctx;
-    if (c == NULL)
-        return;
-    dt_style_release(c->style);
-    dt_mesh_release(c->mesh);
-    free(c);
-}
-
-static int refs_of(bool pre, bool post)
-{
-    return (pre ? 1 : 0) + (post ? 1 : 0);
-}
-
-/* Both hooks share one context: a tiny refcount so each hook's free drops one. */
-typedef struct shared_ctx {
-    dt__hook_ctx *ctx;
+/* What both hooks of one module share: the io and the tp mesh (one
+ * reference), freed with the last of the hooks. */
+typedef struct hook_ctx {
+    dt_style_io io;
+    dt_mesh *mesh;
     int refs;
-} shared_ctx;
+} hook_ctx;
 
-static void shared_free(void *p)
+static void hook_ctx_free(void *p)
 {
-    shared_ctx *s = p;
-    if (s != NULL && --s->refs == 0) {
-        dt__hook_ctx_free(s->ctx);
-        free(s);
+    hook_ctx *c = p;
+    if (c != NULL && --c->refs == 0) {
+        dt_mesh_release(c->mesh);
+        free(c);
     }
 }
 
-static dt_status pre_tramp(dt_module *m, int n_in, dt_tensor **in, void *user)
+static dt_status hook_pre(dt_module *m, int n_in, dt_tensor **inputs, void *user);
+static dt_status hook_post(dt_module *m, dt_tensor **output, void *user);
+
+static bool output_prepared(const dt_style_io *io)
 {
-    return dt__hook_pre(m, n_in, in, ((shared_ctx *)user)->ctx);
+    return io->output.present || io->desired_output.present || io->output_fn != NULL ||
+           io->local_output;
 }
 
-static dt_status post_tramp(dt_module *m, dt_tensor **out, void *user)
+dt_status dt__style_hooks_add(dt_module *m, const dt_style_io *io, dt_mesh *tp)
 {
-    return dt__hook_post(m, out, ((shared_ctx *)user)->ctx);
-}
-
-dt_status dt__hook_add(dt_module *m, dt__hook_ctx *ctx, bool pre, bool post)
-{
-    shared_ctx *s = malloc(sizeof(*s));
-    if (s == NULL) {
-        dt__hook_ctx_free(ctx);
-        return DT_ERR(DT_ERR_NO_MEMORY, "parallelize: no memory for a hook");
-    }
-    s->ctx = ctx;
-    s->refs = refs_of(pre, post);
-    if (s->refs == 0) {
-        shared_free(s);
+    bool pre = io->n_inputs > 0, post = output_prepared(io);
+    if (!pre && !post)
         return DT_OK;
-    }
+    hook_ctx *c = malloc(sizeof(*c));
+    if (c == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "parallelize: no memory for a hook");
+    *c = (hook_ctx){.io = *io, .mesh = dt_mesh_retain(tp), .refs = (pre ? 1 : 0) + (post ? 1 : 0)};
     dt_status status = DT_OK;
     if (pre) {
-        status = dt_module_add_pre_hook(m, pre_tramp, s, shared_free);
+        status = dt_module_add_pre_hook(m, hook_pre, c, hook_ctx_free);
         if (status != DT_OK) {
-            s->refs = 1; /* the post hook will not be added either */
-            shared_free(s);
+            c->refs = 1; /* the post hook will not be added either */
+            hook_ctx_free(c);
             return status;
         }
     }
     if (post) {
-        status = dt_module_add_post_hook(m, post_tramp, s, shared_free);
+        status = dt_module_add_post_hook(m, hook_post, c, hook_ctx_free);
         if (status != DT_OK)
-            shared_free(s); /* drop the post hook's share */
+            hook_ctx_free(c); /* drop the post hook's share */
     }
     return status;
 }
@@ -181,44 +150,47 @@ static dt_status prepare(const dt_module *m, const char *what, dt_tensor *x, dt_
     return DT_OK;
 }
 
-dt_status dt__hook_pre(dt_module *m, int n_in, dt_tensor **inputs, void *user)
+static dt_status hook_pre(dt_module *m, int n_in, dt_tensor **inputs, void *user)
 {
-    const dt__hook_ctx *c = user;
-    int n = n_in < c->n_in ? n_in : c->n_in;
+    const hook_ctx *c = user;
+    const dt_style_io *io = &c->io;
+    int n = n_in < io->n_inputs ? n_in : io->n_inputs;
     for (int i = 0; i < n; i++) {
         dt_tensor *y = NULL;
-        if (i == 0 && inputs[0] != NULL && c->style->prepare_input != NULL) {
-            /* the user's function does it all */
-            DT_CHECK(c->style->prepare_input(inputs[0], c->mesh, &y));
-            dt_tensor_release(inputs[0]);
-            inputs[0] = y;
+        if (inputs[i] != NULL && io->input_fn[i] != NULL) { /* the style's function does it all */
+            DT_CHECK(io->input_fn[i](inputs[i], c->mesh, &y));
+            dt_tensor_release(inputs[i]);
+            inputs[i] = y;
             continue;
         }
-        if (inputs[i] == NULL || (!c->in[i].present && !c->desired[i].present))
+        if (inputs[i] == NULL || (!io->input[i].present && !io->desired_input[i].present))
             continue;
         char what[24];
         snprintf(what, sizeof(what), "input %d", i);
-        DT_CHECK(in_context(prepare(m, what, inputs[i], c->mesh, c->in[i], c->desired[i],
-                                    c->in_last_dim, c->local_in, &y),
-                            m, what, c->desired[i].present ? c->desired[i] : c->in[i]));
+        DT_CHECK(in_context(prepare(m, what, inputs[i], c->mesh, io->input[i], io->desired_input[i],
+                                    io->input_last_dim[i], io->local_inputs, &y),
+                            m, what,
+                            io->desired_input[i].present ? io->desired_input[i] : io->input[i]));
         dt_tensor_release(inputs[i]);
         inputs[i] = y;
     }
     return DT_OK;
 }
 
-dt_status dt__hook_post(dt_module *m, dt_tensor **output, void *user)
+static dt_status hook_post(dt_module *m, dt_tensor **output, void *user)
 {
-    const dt__hook_ctx *c = user;
+    const hook_ctx *c = user;
+    const dt_style_io *io = &c->io;
     if (*output == NULL)
         return DT_OK;
     dt_tensor *y = NULL;
-    if (c->style->prepare_output != NULL) /* the user's function does it all */
-        DT_CHECK(c->style->prepare_output(*output, c->mesh, &y));
+    if (io->output_fn != NULL) /* the style's function does it all */
+        DT_CHECK(io->output_fn(*output, c->mesh, &y));
     else
-        DT_CHECK(in_context(
-            prepare(m, "output", *output, c->mesh, c->out, c->desired_out, -1, c->local_out, &y), m,
-            "output", c->desired_out.present ? c->desired_out : c->out));
+        DT_CHECK(in_context(prepare(m, "output", *output, c->mesh, io->output, io->desired_output,
+                                    -1, io->local_output, &y),
+                            m, "output",
+                            io->desired_output.present ? io->desired_output : io->output));
     dt_tensor_release(*output);
     *output = y;
     return DT_OK;

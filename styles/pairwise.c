@@ -4,20 +4,21 @@
  * replicated output with one all-reduce: FeedForward (w1 colwise, w2
  * rowwise), Attention (wq, wk, wv colwise on whole heads, wo rowwise), and a
  * Sequential MLP whose Linear(-like) children come in colwise/rowwise pairs.
- * It applies the default colwise / rowwise styles to those children.
+ * It applies the default colwise / rowwise styles to those children through
+ * dt_style_ops.children, the way a program's composite style would.
  */
 #include <string.h>
 
 #include "core/error.h"
 #include "nn/nn_internal.h"
-#include "styles/style_kind.h"
+#include "styles/builtin_styles.h"
 
 typedef struct pair_child {
     dt_module *m;
     bool col; /* colwise, else rowwise */
 } pair_child;
 
-enum { PAIR_MAX = 64 };
+enum { PAIR_MAX = DT_STYLE_MAX_CHILDREN };
 
 typedef struct named_child {
     const char *name;
@@ -34,8 +35,7 @@ static dt_status named(dt_module *m, const char *fqn, const named_child *names, 
     for (int i = 0; i < n; i++) {
         dt_module *c = dt_module_child(m, names[i].name);
         if (c == NULL || !dt__module_is(c, &dt__linear_ops))
-            return DT_ERR(DT_ERR_UNSUPPORTED, "parallelize: pairwise on '%s': no Linear '%s'", fqn,
-                          names[i].name);
+            return DT_ERR(DT_ERR_UNSUPPORTED, "'%s' has no Linear '%s'", fqn, names[i].name);
         out[(*count)++] = (pair_child){c, names[i].col};
     }
     return DT_OK;
@@ -52,15 +52,14 @@ static dt_status sequential_pairs(dt_module *m, const char *fqn, pair_child *out
         if (dt__module_tp(c, &kind) == NULL || kind != DT_MODULE_TP_LINEAR)
             continue;
         if (*count == PAIR_MAX)
-            return DT_ERR(DT_ERR_UNSUPPORTED, "parallelize: pairwise on '%s': over %d Linears", fqn,
-                          PAIR_MAX);
+            return DT_ERR(DT_ERR_UNSUPPORTED, "'%s' has over %d Linears", fqn, PAIR_MAX);
         out[*count] = (pair_child){c, *count % 2 == 0};
         (*count)++;
     }
     if (*count == 0 || *count % 2 != 0)
         return DT_ERR(DT_ERR_UNSUPPORTED,
-                      "parallelize: pairwise on '%s', a Sequential with %d Linear children: it "
-                      "needs an even number (colwise/rowwise pairs)",
+                      "'%s' is a Sequential with %d Linear children: it needs an even number "
+                      "(colwise/rowwise pairs)",
                       fqn, *count);
     return DT_OK;
 }
@@ -77,54 +76,37 @@ static dt_status children_of(dt_module *m, const char *fqn, pair_child *out, int
     if (dt__module_is(m, &dt__sequential_ops))
         return sequential_pairs(m, fqn, out, count);
     return DT_ERR(DT_ERR_UNSUPPORTED,
-                  "parallelize: pairwise cannot shard '%s', a %s (it takes FeedForward, "
-                  "Attention or a Sequential of Linear pairs)",
-                  fqn, dt_module_type_name(m));
+                  "it cannot shard a %s (it takes FeedForward, Attention or a Sequential of "
+                  "Linear pairs)",
+                  dt_module_type_name(m));
 }
 
-static void pairwise_defaults(dt_style *s)
+/* The block's own parameters: none (its children's come from their styles). */
+static dt_status pairwise_plan(dt_module *m, const char *fqn, dt_style_param_placement *out, int *n)
+{
+    (void)m, (void)fqn, (void)out, (void)n;
+    return DT_OK;
+}
+
+/* The default colwise or rowwise style on each child children_of names. */
+static dt_status pairwise_children(const dt_style *s, dt_module *m, const char *fqn,
+                                   dt_style_child *out, int *n)
 {
     (void)s;
-}
-
-static dt_status pairwise_plan(const dt_style *s, dt_module *m, const char *fqn,
-                               dt_style_param_plan *out, int *n)
-{
     pair_child ch[PAIR_MAX];
     int nc = 0;
     DT_CHECK(children_of(m, fqn, ch, &nc));
     for (int i = 0; i < nc; i++) {
-        const dt__style_kind_ops *k = ch[i].col ? &dt__style_colwise_ops : &dt__style_rowwise_ops;
-        DT_CHECK(k->param_plan(s, ch[i].m, fqn, out, n));
+        out[*n] = (dt_style_child){.module = ch[i].m};
+        DT_CHECK(ch[i].col ? dt_style_colwise(&out[*n].style) : dt_style_rowwise(&out[*n].style));
+        (*n)++;
     }
     return DT_OK;
 }
 
-static dt_status pairwise_hooks(const dt_style *s, dt_module *m, dt_mesh *tp)
-{
-    (void)s;
-    pair_child ch[PAIR_MAX];
-    int nc = 0;
-    DT_CHECK(children_of(m, "", ch, &nc));
-    dt_style *col = NULL, *row = NULL;
-    dt_status status;
-    DT_CHECK(dt_style_colwise(&col));
-    DT_CHECK_GOTO(dt_style_rowwise(&row), status, out_release);
-    for (int i = 0; i < nc; i++) {
-        const dt_style *st = ch[i].col ? col : row;
-        DT_CHECK_GOTO(dt__style_kind_ops_of(st->kind)->add_hooks(st, ch[i].m, tp), status,
-                      out_release);
-    }
-out_release:
-    dt_style_release(row);
-    dt_style_release(col);
-    return status;
-}
-
-const dt__style_kind_ops dt__style_pairwise_ops = {
+const dt_style_ops dt__style_pairwise = {
+    .field_mask = DT_STYLE_OPS_FIELD_CHILDREN,
     .name = "pairwise",
-    .allowed_fields = 0,
-    .defaults = pairwise_defaults,
-    .param_plan = pairwise_plan,
-    .add_hooks = pairwise_hooks,
+    .plan_params = pairwise_plan,
+    .children = pairwise_children,
 };

@@ -10,7 +10,7 @@
 #include "mesh/mesh_impl.h"
 #include "core/log.h"
 #include "nn/nn_internal.h"
-#include "styles/style_kind.h"
+#include "styles/builtin_styles.h"
 
 dt_status dt_plan_create(dt_plan **out)
 {
@@ -175,19 +175,21 @@ dt_status dt__plan_tp_dim(const char *fn, dt_mesh *mesh, const char *tp_dim, int
 
 /* ------------------------------------------------------------ parallelize */
 
+/* One match, checked: what its style does, and the shards made for it. */
 typedef struct staged {
-    dt_style_param_plan pp[DT_STYLE_MAX_PARAMS];
-    dt_tensor *params[DT_STYLE_MAX_PARAMS];
-    int n;
+    dt__style_plan plan;
+    dt_tensor **params; /* one per plan.params */
 } staged;
 
 /* The first of st[0..i) that also places @p pp, or -1. */
 static int earlier_placer(const staged *st, int i, const dt_style_param_plan *pp)
 {
     for (int j = 0; j < i; j++)
-        for (int b = 0; b < st[j].n; b++)
-            if (pp->owner == st[j].pp[b].owner && strcmp(pp->name, st[j].pp[b].name) == 0)
+        for (int b = 0; b < st[j].plan.n_params; b++) {
+            const dt_style_param_plan *q = &st[j].plan.params[b];
+            if (pp->owner == q->owner && strcmp(pp->name, q->name) == 0)
                 return j;
+        }
     return -1;
 }
 
@@ -195,8 +197,8 @@ static int earlier_placer(const staged *st, int i, const dt_style_param_plan *pp
 static dt_status check_overlap(const dt__plan_match *ms, const staged *st, int n)
 {
     for (int i = 0; i < n; i++)
-        for (int a = 0; a < st[i].n; a++) {
-            const dt_style_param_plan *pp = &st[i].pp[a];
+        for (int a = 0; a < st[i].plan.n_params; a++) {
+            const dt_style_param_plan *pp = &st[i].plan.params[a];
             int j = earlier_placer(st, i, pp);
             if (j >= 0)
                 return DT_ERR(DT_ERR_INVALID_ARG,
@@ -215,9 +217,10 @@ static dt_status check_overlap(const dt__plan_match *ms, const staged *st, int n
  */
 static dt_status check_input_dims(const dt_style *s, dt_module *m, const char *fqn)
 {
-    if (!dt__module_is(m, &dt__embedding_ops) || s->n_inputs < 1)
+    const dt_style_params *o = dt_style_options(s);
+    if (!dt__module_is(m, &dt__embedding_ops) || o->n_inputs < 1)
         return DT_OK;
-    const dt_layout *ls[2] = {&s->input_layouts[0], &s->desired_input_layouts[0]};
+    const dt_layout *ls[2] = {&o->input_layouts[0], &o->desired_input_layouts[0]};
     static const char *const what[2] = {"input", "desired input"};
     for (int k = 0; k < 2; k++) {
         dt_placement p = ls[k]->placement;
@@ -225,7 +228,7 @@ static dt_status check_input_dims(const dt_style *s, dt_module *m, const char *f
             return DT_ERR(DT_ERR_INVALID_ARG,
                           "parallelize: '%s', an Embedding: %s %s S(%d): its ids have at most "
                           "%d dims",
-                          fqn, dt_style_kind_name(s->kind), what[k], p.dim, DT_MAX_DIMS - 1);
+                          fqn, dt_style_get_ops(s)->name, what[k], p.dim, DT_MAX_DIMS - 1);
     }
     return DT_OK;
 }
@@ -254,10 +257,27 @@ static dt_status shard_of(dt_tensor *full, dt_mesh *tp, const dt_placement *pl, 
 
 static void staged_free(staged *st, int n)
 {
-    for (int i = 0; st != NULL && i < n; i++)
-        for (int k = 0; k < st[i].n; k++)
+    for (int i = 0; st != NULL && i < n; i++) {
+        for (int k = 0; st[i].params != NULL && k < st[i].plan.n_params; k++)
             dt_tensor_release(st[i].params[k]);
+        free(st[i].params);
+        dt__style_plan_free(&st[i].plan);
+    }
     free(st);
+}
+
+/* Phase 1 for match @p m: its style's plan, checked; nothing changes. */
+static dt_status stage_match(const dt_plan *plan, const dt__plan_match *m, int tp_size, staged *st)
+{
+    const dt_style *style = plan->entries[m->entry].style;
+    DT_CHECK(dt__style_plan_build(style, m->module, m->fqn, &st->plan));
+    DT_CHECK(dt__style_plan_check(&st->plan, m->fqn, tp_size));
+    DT_CHECK(check_input_dims(style, m->module, m->fqn));
+    st->params =
+        calloc((size_t)(st->plan.n_params > 0 ? st->plan.n_params : 1), sizeof(dt_tensor *));
+    if (st->params == NULL)
+        return DT_ERR(DT_ERR_NO_MEMORY, "dt_parallelize_module: no memory");
+    return DT_OK;
 }
 
 dt_status dt_parallelize_module(dt_module *root, dt_mesh *mesh, const dt_plan *plan,
@@ -279,32 +299,27 @@ dt_status dt_parallelize_module(dt_module *root, dt_mesh *mesh, const dt_plan *p
         goto out_free;
     }
     /* 1. check every match; nothing changes yet */
-    for (int i = 0; i < n; i++) {
-        const dt_style *style = plan->entries[ms[i].entry].style;
-        DT_CHECK_GOTO(dt_style_check(style, ms[i].module, ms[i].fqn, tp_size), s, out_free);
-        DT_CHECK_GOTO(check_input_dims(style, ms[i].module, ms[i].fqn), s, out_free);
-        DT_CHECK_GOTO(dt__style_param_plan(style, ms[i].module, ms[i].fqn, st[i].pp, &st[i].n), s,
-                      out_free);
-    }
+    for (int i = 0; i < n; i++)
+        DT_CHECK_GOTO(stage_match(plan, &ms[i], tp_size, &st[i]), s, out_free);
     DT_CHECK_GOTO(check_overlap(ms, st, n), s, out_free);
     /* 2. build every shard (can fail: no memory); the model is still untouched */
     DT_CHECK_GOTO(dt_mesh_slice_dims(mesh, 1, &d, &tp), s, out_free);
     for (int i = 0; i < n; i++)
-        for (int k = 0; k < st[i].n; k++) {
-            dt_tensor *full = dt_module_param(st[i].pp[k].owner, st[i].pp[k].name);
-            DT_CHECK_GOTO(shard_of(full, tp, &st[i].pp[k].placement, &st[i].params[k]), s,
-                          out_free);
+        for (int k = 0; k < st[i].plan.n_params; k++) {
+            const dt_style_param_plan *pp = &st[i].plan.params[k];
+            dt_tensor *full = dt_module_param(pp->owner, pp->name);
+            DT_CHECK_GOTO(shard_of(full, tp, &pp->placement, &st[i].params[k]), s, out_free);
         }
     /* 3. commit: swap slots, add hooks */
     for (int i = 0; i < n; i++) {
-        s = dt__style_apply(plan->entries[ms[i].entry].style, ms[i].module, tp, st[i].n, st[i].pp,
-                            st[i].params);
+        s = dt__style_plan_apply(&st[i].plan, tp, st[i].params);
         if (s != DT_OK) {
             DT_LOG_ERROR("styles", "parallelize: applying '%s' failed half-way: %s", ms[i].fqn,
                          dt_last_error());
             goto out_free;
         }
-        st[i].n = 0; /* consumed */
+        free(st[i].params); /* consumed */
+        st[i].params = NULL;
     }
 out_free:
     staged_free(st, n);

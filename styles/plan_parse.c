@@ -16,7 +16,7 @@
 
 #include "core/error.h"
 #include "core/file_open.h"
-#include "styles/style_kind.h"
+#include "styles/style_impl.h"
 
 #define ENTRY_MAX 1024
 
@@ -33,32 +33,6 @@ static char *trim(char *s)
     while (n > 0 && isspace((unsigned char)s[n - 1]))
         s[--n] = '\0';
     return s;
-}
-
-static const struct {
-    const char *name;
-    dt_style_kind kind;
-} style_names[] = {
-    {"colwise", DT_STYLE_COLWISE},
-    {"ColwiseParallel", DT_STYLE_COLWISE},
-    {"rowwise", DT_STYLE_ROWWISE},
-    {"RowwiseParallel", DT_STYLE_ROWWISE},
-    {"sequence", DT_STYLE_SEQUENCE},
-    {"SequenceParallel", DT_STYLE_SEQUENCE},
-    {"prepare_input", DT_STYLE_PREPARE_INPUT},
-    {"PrepareModuleInput", DT_STYLE_PREPARE_INPUT},
-    {"prepare_output", DT_STYLE_PREPARE_OUTPUT},
-    {"PrepareModuleOutput", DT_STYLE_PREPARE_OUTPUT},
-    {"pairwise", DT_STYLE_PAIRWISE},
-    {"PairwiseParallel", DT_STYLE_PAIRWISE},
-};
-
-bool dt__style_builtin_name(const char *name)
-{
-    for (size_t i = 0; i < sizeof(style_names) / sizeof(style_names[0]); i++)
-        if (strcmp(style_names[i].name, name) == 0)
-            return true;
-    return false;
 }
 
 /* Split @p s at the first @p sep outside parentheses/brackets; returns the rest or NULL. */
@@ -186,17 +160,9 @@ static dt_status parse_style(const entry_ctx *e, char *text, dt_style **out)
         opts = open + 1;
     }
     char *name = trim(text);
-    size_t i = 0, n = sizeof(style_names) / sizeof(style_names[0]);
-    while (i < n && strcmp(style_names[i].name, name) != 0)
-        i++;
-    if (i == n) { /* a style the program registered (dt_style_register) */
-        const dt_style_ops *ops = dt__user_style_find(name);
-        if (ops == NULL)
-            return bad(e, "unknown style", name);
-        if (opts != NULL && *trim(opts) != '\0')
-            return bad(e, "a registered style takes no options:", name);
-        return dt_style_from_ops(ops, out);
-    }
+    const dt_style_ops *ops = NULL; /* built-in or registered: one table */
+    if (dt_style_find(name, &ops) != DT_OK)
+        return bad(e, "unknown style", name);
     dt_style_params p = {0};
     while (opts != NULL) {
         char *rest = split_top(opts, ',');
@@ -205,7 +171,7 @@ static dt_status parse_style(const entry_ctx *e, char *text, dt_style **out)
             DT_CHECK(parse_option(e, o, &p));
         opts = rest;
     }
-    if (dt_style_create(style_names[i].kind, &p, out) != DT_OK)
+    if (dt_style_create_ops(ops, &p, out) != DT_OK)
         return DT_ERR(DT_ERR_INVALID_ARG, "dt_plan_parse: entry %d '%s': %s", e->index, e->text,
                       dt_last_error());
     return DT_OK;

@@ -4,73 +4,66 @@
  * it and redistributed to its desired layout; use_local_output (default
  * false) hands the prepared inputs on as local shards. Output: wrapped in
  * output_layout (if local), redistributed to desired_output_layout, handed on
- * local by default. Any module type.
+ * local by default. Any module type. Two dt_style_ops like any program's.
  */
 #include "core/error.h"
-#include "styles/style_kind.h"
+#include "styles/builtin_styles.h"
 
-static void prepare_input_defaults(dt_style *s)
+static dt_status prepare_input_defaults(dt_style_params *p)
 {
-    if (!(s->set_fields & DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT))
-        s->use_local_output = false;
-}
-
-static void prepare_output_defaults(dt_style *s)
-{
-    if (!(s->set_fields & DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT))
-        s->use_local_output = true;
-}
-
-static dt_status no_params(const dt_style *s, dt_module *m, const char *fqn,
-                           dt_style_param_plan *out, int *n)
-{
-    (void)s, (void)m, (void)fqn, (void)out, (void)n;
+    if (!(p->field_mask & DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT))
+        p->use_local_output = false;
     return DT_OK;
 }
 
-static dt_status prepare_input_hooks(const dt_style *s, dt_module *m, dt_mesh *tp)
+static dt_status prepare_output_defaults(dt_style_params *p)
 {
-    dt__hook_ctx *c = NULL;
-    DT_CHECK(dt__hook_ctx_new(s, DT_STYLE_PREPARE_INPUT, tp, &c));
-    c->n_in = s->n_inputs;
-    for (int i = 0; i < s->n_inputs; i++) {
-        c->in[i] = s->input_layouts[i];
-        c->desired[i] = s->desired_input_layouts[i];
+    if (!(p->field_mask & DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT))
+        p->use_local_output = true;
+    return DT_OK;
+}
+
+static dt_status prepare_input_io(const dt_style *s, dt_module *m, dt_style_io *io)
+{
+    (void)m;
+    const dt_style_params *o = dt_style_options(s);
+    io->n_inputs = o->n_inputs;
+    for (int i = 0; i < o->n_inputs; i++) {
+        io->input[i] = o->input_layouts[i];
+        io->desired_input[i] = o->desired_input_layouts[i];
     }
-    c->local_in = s->use_local_output;
-    return dt__hook_add(m, c, true, false);
+    io->local_inputs = o->use_local_output;
+    return DT_OK;
 }
 
-static dt_status prepare_output_hooks(const dt_style *s, dt_module *m, dt_mesh *tp)
+static dt_status prepare_output_io(const dt_style *s, dt_module *m, dt_style_io *io)
 {
-    dt__hook_ctx *c = NULL;
-    DT_CHECK(dt__hook_ctx_new(s, DT_STYLE_PREPARE_OUTPUT, tp, &c));
-    c->out = s->output_layout;
-    c->desired_out = s->desired_output_layout;
-    c->local_out = s->use_local_output;
-    return dt__hook_add(m, c, false, true);
+    (void)m;
+    const dt_style_params *o = dt_style_options(s);
+    io->output = o->output_layout;
+    io->desired_output = o->desired_output_layout;
+    io->local_output = o->use_local_output;
+    return DT_OK;
 }
 
-const dt__style_kind_ops dt__style_prepare_input_ops = {
+const dt_style_ops dt__style_prepare_input = {
+    .field_mask = DT_STYLE_OPS_FIELD_OPTIONS | DT_STYLE_OPS_FIELD_PLAN_IO,
     .name = "prepare_input",
-    .allowed_fields = DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS |
-                      DT_STYLE_PARAM_FIELD_DESIRED_INPUT_LAYOUTS |
-                      DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT,
-    .required_fields =
+    .options = DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS | DT_STYLE_PARAM_FIELD_DESIRED_INPUT_LAYOUTS |
+               DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT,
+    .required_options =
         DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS | DT_STYLE_PARAM_FIELD_DESIRED_INPUT_LAYOUTS,
     .defaults = prepare_input_defaults,
-    .param_plan = no_params,
-    .add_hooks = prepare_input_hooks,
+    .plan_io = prepare_input_io,
 };
 
-const dt__style_kind_ops dt__style_prepare_output_ops = {
+const dt_style_ops dt__style_prepare_output = {
+    .field_mask = DT_STYLE_OPS_FIELD_OPTIONS | DT_STYLE_OPS_FIELD_PLAN_IO,
     .name = "prepare_output",
-    .allowed_fields = DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT |
-                      DT_STYLE_PARAM_FIELD_DESIRED_OUTPUT_LAYOUT |
-                      DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT,
-    .required_fields =
+    .options = DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT | DT_STYLE_PARAM_FIELD_DESIRED_OUTPUT_LAYOUT |
+               DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT,
+    .required_options =
         DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT | DT_STYLE_PARAM_FIELD_DESIRED_OUTPUT_LAYOUT,
     .defaults = prepare_output_defaults,
-    .param_plan = no_params,
-    .add_hooks = prepare_output_hooks,
+    .plan_io = prepare_output_io,
 };

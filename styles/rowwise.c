@@ -5,28 +5,31 @@
  * sequence parallelism follows). On an Embedding the vocabulary is sharded
  * (weight S(0)): ids R, rows outside this rank's range give zeros, the
  * Partial sum is reduced the same way. The output is handed on as the local
- * tensor unless use_local_output is false.
+ * tensor unless use_local_output is false. A dt_style_ops like any program's.
  */
 #include "core/error.h"
-#include "styles/style_kind.h"
+#include "styles/builtin_styles.h"
 
-static void rowwise_defaults(dt_style *s)
+static dt_status rowwise_defaults(dt_style_params *p)
 {
-    if (!(s->set_fields & DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS)) {
-        s->n_inputs = 1;
-        s->input_layouts[0] = dt_layout_none(); /* per module type, at apply time */
+    if (p->field_mask & DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS) {
+        if (p->n_inputs != 1)
+            return DT_ERR(DT_ERR_INVALID_ARG, "takes one input layout, got %d", p->n_inputs);
+    } else {
+        p->n_inputs = 1;
+        p->input_layouts[0] = dt_layout_none(); /* per module type, in plan_io */
     }
-    if (!(s->set_fields & DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT))
-        s->output_layout = dt_layout_of(dt_replicate());
-    if (!(s->set_fields & DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT))
-        s->use_local_output = true;
+    if (!(p->field_mask & DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT))
+        p->output_layout = dt_layout_of(dt_replicate());
+    if (!(p->field_mask & DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT))
+        p->use_local_output = true;
+    return DT_OK;
 }
 
-static dt_status rowwise_plan(const dt_style *s, dt_module *m, const char *fqn,
-                              dt_style_param_plan *out, int *n)
+static dt_status rowwise_plan(dt_module *m, const char *fqn, dt_style_param_placement *out, int *n)
 {
-    (void)s;
-    return dt__tp_param_plan(m, "rowwise", fqn, false, out, n);
+    (void)fqn;
+    return dt__tp_param_plan(m, false, out, n);
 }
 
 /* The input width of a Linear-like @p m: the size of its first rowwise-sharded dim. */
@@ -40,32 +43,32 @@ static int64_t in_features(const dt_module *m, const dt_module_tp_param *tp)
     return -1;
 }
 
-static dt_status rowwise_hooks(const dt_style *s, dt_module *m, dt_mesh *tp)
+static dt_status rowwise_io(const dt_style *s, dt_module *m, dt_style_io *io)
 {
+    const dt_style_params *o = dt_style_options(s);
     dt_module_tp_kind kind;
     const dt_module_tp_param *params = dt__module_tp(m, &kind);
     bool linear = kind == DT_MODULE_TP_LINEAR;
-    dt__hook_ctx *c = NULL;
-    DT_CHECK(dt__hook_ctx_new(s, DT_STYLE_ROWWISE, tp, &c));
-    c->n_in = 1;
+    io->n_inputs = 1;
     /* Linear: S(-1) -> S(-1); Embedding: ids R -> R (PyTorch's defaults per type) */
     dt_placement def = linear ? dt_shard(-1) : dt_replicate();
-    c->in[0] = s->input_layouts[0].present ? s->input_layouts[0] : dt_layout_of(def);
-    c->desired[0] = dt_layout_of(def);
+    io->input[0] = o->input_layouts[0].present ? o->input_layouts[0] : dt_layout_of(def);
+    io->desired_input[0] = dt_layout_of(def);
     if (linear) /* the full input width is the weight's in_features: no shape exchange */
-        c->in_last_dim = in_features(m, params);
-    c->out = dt_layout_of(dt_partial(DT_REDUCE_OP_SUM));
-    c->desired_out = s->output_layout;
-    c->local_out = s->use_local_output;
-    return dt__hook_add(m, c, true, true);
+        io->input_last_dim[0] = in_features(m, params);
+    io->output = dt_layout_of(dt_partial(DT_REDUCE_OP_SUM));
+    io->desired_output = o->output_layout;
+    io->local_output = o->use_local_output;
+    return DT_OK;
 }
 
-const dt__style_kind_ops dt__style_rowwise_ops = {
+const dt_style_ops dt__style_rowwise = {
+    .field_mask = DT_STYLE_OPS_FIELD_OPTIONS | DT_STYLE_OPS_FIELD_PLAN_IO,
     .name = "rowwise",
-    .allowed_fields = DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS | DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT |
-                      DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT | DT_STYLE_PARAM_FIELD_PREPARE_INPUT |
-                      DT_STYLE_PARAM_FIELD_PREPARE_OUTPUT,
+    .plan_params = rowwise_plan,
+    .options = DT_STYLE_PARAM_FIELD_INPUT_LAYOUTS | DT_STYLE_PARAM_FIELD_OUTPUT_LAYOUT |
+               DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT | DT_STYLE_PARAM_FIELD_PREPARE_INPUT |
+               DT_STYLE_PARAM_FIELD_PREPARE_OUTPUT,
     .defaults = rowwise_defaults,
-    .param_plan = rowwise_plan,
-    .add_hooks = rowwise_hooks,
+    .plan_io = rowwise_io,
 };

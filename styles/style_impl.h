@@ -9,17 +9,8 @@
 
 struct dt_style {
     int refcount;
-    dt_style_kind kind;
-    int n_inputs;
-    dt_layout input_layouts[DT_MODULE_MAX_INPUTS];
-    dt_layout desired_input_layouts[DT_MODULE_MAX_INPUTS];
-    dt_layout output_layout;
-    dt_layout desired_output_layout;
-    bool use_local_output;
-    int sequence_dim;
-    dt_prepare_fn prepare_input, prepare_output; /* NULL: the layouts do it */
-    const dt_style_ops *user;                    /* DT_STYLE_USER: the program's style */
-    uint64_t set_fields;                         /* the options given explicitly (for printing) */
+    const dt_style_ops *ops; /* what the style does: built-in or a program's */
+    dt_style_params opt;     /* field_mask: the options given; the rest the style's defaults */
 };
 
 typedef struct dt_plan_entry {
@@ -42,38 +33,55 @@ typedef struct dt_style_param_plan {
     dt_placement placement;
 } dt_style_param_plan;
 
-/*
- * The parameters @p s partitions on @p m (the module itself, or its children
- * for pairwise) with their placements; *n entries. DT_ERR_UNSUPPORTED naming
- * the module type when the style cannot shard it.
- */
-dt_status dt__style_param_plan(const dt_style *s, dt_module *m, const char *fqn,
-                               dt_style_param_plan *out, int *n);
+/* One module whose inputs and output a style prepares, and how. */
+typedef struct dt__style_io_plan {
+    dt_module *module;
+    dt_style_io io;
+} dt__style_io_plan;
 
 /*
- * Apply @p s to @p m on the 1-d @p tp mesh after dt_style_check passed:
- * @p params hold the distributed tensors for the plan of dt__style_param_plan
- * (one new reference each, consumed), then the hooks are added.
+ * Everything a style does to one matched module, the styles it applies to
+ * children included, worked out before anything changes (styles/partition.c):
+ * the parameters to place, then the hooks to add, in that order.
  */
-dt_status dt__style_apply(const dt_style *s, dt_module *m, dt_mesh *tp, int n_params,
-                          const dt_style_param_plan *plan, dt_tensor **params);
+typedef struct dt__style_plan {
+    dt_style_param_plan *params;
+    int n_params, cap_params;
+    dt__style_io_plan *ios;
+    int n_ios, cap_ios;
+} dt__style_plan;
 
-/* Hooks (styles/hooks.c): the user data is a dt__hook_ctx (freed by dt__hook_ctx_free). */
-typedef struct dt__hook_ctx {
-    dt_style *style;  /* one reference */
-    dt_mesh *mesh;    /* one reference, the 1-d tp mesh */
-    dt_style_kind as; /* the role (pairwise children act as colwise / rowwise) */
-    dt_layout in[DT_MODULE_MAX_INPUTS], desired[DT_MODULE_MAX_INPUTS];
-    int n_in;
-    dt_layout out, desired_out; /* the output: current layout, wanted layout */
-    bool local_out;             /* dt_to_local the output */
-    bool local_in;              /* dt_to_local the prepared inputs (prepare_input) */
-    int64_t in_last_dim;        /* global size of a S(-1) input's last dim, or -1 */
-} dt__hook_ctx;
+/*
+ * The plan of @p s on @p m (FQN @p fqn, for messages) into @p out (zeroed by
+ * the caller; free it with dt__style_plan_free, also on failure). Errors: a
+ * refusal of the style or of one it applies to a child, naming the style and
+ * the module; a bad placement or io from the style's callbacks.
+ */
+dt_status dt__style_plan_build(const dt_style *s, dt_module *m, const char *fqn,
+                               dt__style_plan *out);
+/* What dt_style_check checks, on a built plan: no parameter already
+ * distributed, attention shards holding whole heads of @p tp_size. */
+dt_status dt__style_plan_check(const dt__style_plan *p, const char *fqn, int tp_size);
+void dt__style_plan_free(dt__style_plan *p);
 
-void dt__hook_ctx_free(void *ctx);
-dt_status dt__hook_pre(dt_module *m, int n_in, dt_tensor **inputs, void *user);
-dt_status dt__hook_post(dt_module *m, dt_tensor **output, void *user);
+/*
+ * Apply plan @p p on the 1-d @p tp mesh after it was checked: @p params hold
+ * the distributed tensors for p->params (one new reference each, consumed),
+ * then the hooks are added.
+ */
+dt_status dt__style_plan_apply(const dt__style_plan *p, dt_mesh *tp, dt_tensor **params);
+
+/* Add the hooks that do @p io to @p m on @p tp (styles/hooks.c): a pre hook
+ * when io->n_inputs > 0, a post hook when the output is prepared at all. */
+dt_status dt__style_hooks_add(dt_module *m, const dt_style_io *io, dt_mesh *tp);
+
+/* @p ops is a style @p fn can use: a name, field masks that match the
+ * members set, options it knows (DT_ERR_INVALID_ARG naming @p fn). */
+dt_status dt__style_ops_check(const char *fn, const dt_style_ops *ops);
+
+/* Layout checks shared by options and io: a Shard dim in -1..DT_MAX_DIMS-1, a
+ * known Partial op, no Partial unless @p partial_ok. @p who names the style. */
+dt_status dt__layout_check(const char *who, const char *what, int i, dt_layout l, bool partial_ok);
 
 /* Layout helpers (styles/style.c). */
 int dt__layout_format(dt_layout l, char *buf, size_t len);

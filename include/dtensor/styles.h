@@ -133,7 +133,9 @@ typedef struct dt_style_params {
 } dt_style_params;
 
 /**
- * A new style of @p kind with options @p p (NULL: defaults). Caller releases.
+ * A new style of @p kind with options @p p (NULL: defaults): the built-in
+ * style of that kind (dt_style_create_ops with its dt_style_ops; a user style
+ * is made from its own ops). Caller releases.
  * Errors: DT_ERR_INVALID_ARG naming a field the kind does not take, a missing
  * required field, n_inputs out of range, a Shard layout on a negative dim
  * other than -1 or on a dim no tensor has (>= DT_MAX_DIMS), a sequence_dim
@@ -151,22 +153,28 @@ DT_API dt_status dt_style_pairwise(dt_style **out);
 DT_API dt_style *dt_style_retain(dt_style *s);
 DT_API void dt_style_release(dt_style *s);
 
-/** The kind of @p s (DT_STYLE_KIND_COUNT for NULL). */
+/** The kind of @p s: the built-in style its ops are, DT_STYLE_USER for any
+ * other ops (DT_STYLE_KIND_COUNT for NULL). A query only: styles run by their
+ * ops (dt_style_get_ops), never by kind. */
 DT_API dt_style_kind dt_style_get_kind(const dt_style *s);
-/** "colwise", "rowwise", "sequence", "prepare_input", "prepare_output", "pairwise". */
+/** "colwise", "rowwise", "sequence", "prepare_input", "prepare_output", "pairwise", "user". */
 DT_API const char *dt_style_kind_name(dt_style_kind k);
 /**
- * The style in the plan text form, options that differ from the defaults
- * included: "colwise(output=S(-1), local=false)". snprintf rule.
+ * The style in the plan text form, its name (dt_style_ops.name) and the
+ * options given: "colwise(output=S(-1), local=false)". snprintf rule.
  */
 DT_API int dt_style_format(const dt_style *s, char *buf, size_t len);
 
 /**
- * Whether @p s can be applied to @p m, and nothing else: DT_OK, or
- * DT_ERR_UNSUPPORTED naming the module type and the style (e.g. rowwise on a
- * LayerNorm), DT_ERR_INVALID_ARG for a parameter already distributed or, on
- * Attention projections, heads that do not divide by @p tp_size.
- * @p fqn is only used in messages. Not collective; changes nothing.
+ * Whether @p s can be applied to @p m, and nothing else: it asks the
+ * style's dt_style_ops for its whole plan (placements, io, the styles of its
+ * children, recursively) and checks it. DT_OK, or the style's refusal naming
+ * the style, the module and the reason (DT_ERR_UNSUPPORTED for rowwise on a
+ * LayerNorm: "style 'rowwise' refused 'norm': it cannot shard a LayerNorm
+ * ..."), DT_ERR_INVALID_ARG for a parameter already distributed, on
+ * Attention projections heads that do not divide by @p tp_size, or a
+ * placement or io layout the style gave that cannot be. @p fqn is only used
+ * in messages. Not collective; changes nothing.
  */
 DT_API dt_status dt_style_check(const dt_style *s, dt_module *m, const char *fqn, int tp_size);
 
@@ -205,9 +213,11 @@ DT_API dt_style *dt_plan_style_at(const dt_plan *p, int i);
  *     output = colwise(input=S(1), output=S(-1), local=false)
  *     = rowwise          (an empty key: the root module itself)
  *
- * Entries are separated by ';' or newlines. Style names: colwise, rowwise,
- * sequence, prepare_input, prepare_output, pairwise (PyTorch's class names
- * ColwiseParallel, ... are accepted too). Options: input=, desired= (or
+ * Entries are separated by ';' or newlines. Style names: any registered
+ * style (dt_style_find): colwise, rowwise, sequence, prepare_input,
+ * prepare_output, pairwise (PyTorch's class names ColwiseParallel, ... are
+ * accepted too) and the program's own (dt_style_register). Options (those
+ * the style takes, dt_style_ops.options): input=, desired= (or
  * desired_input=), output=, desired_output=, local= (or use_local_output=,
  * true/false), seq_dim= ; a layout list of several inputs is written in
  * brackets: input=[S(1), None].
@@ -304,49 +314,177 @@ DT_API dt_status dt_parallel_linear_create(int64_t in_features, int64_t out_feat
  */
 DT_API dt_status dt_parallel_cross_entropy(dt_tensor *logits, dt_tensor *targets, dt_tensor **loss);
 
-/* ================================================================ user styles */
+/* ================================================================ the style interface */
 
-/** One placement a user style gives: parameter slot @p name of the module. */
+/*
+ * Every style, built-in or a program's own, is a dt_style_ops: the built-in
+ * colwise, rowwise, sequence, prepare_input, prepare_output and pairwise are
+ * dt_style_ops the library registers under their names before any program
+ * runs (dt_style_find("colwise")), and they run through the same calls as a
+ * program's style: dt_parallelize_module asks every matched module's style
+ * for its parameter placements (plan_params), input/output preparation
+ * (plan_io) and the styles it applies to children (children), checks all of
+ * it, and only then swaps parameter slots and adds hooks.
+ */
+
+/** One placement a style gives: parameter slot @p name of the module. */
 typedef struct dt_style_param_placement {
     const char *name;
     dt_placement placement; /* on the tp mesh dim */
 } dt_style_param_placement;
 
-/** Most parameters one module of a user style places. */
+/** Most parameters one module of a style places (plan_params). */
 #define DT_STYLE_MAX_PARAMS 16
+/** Most children one style applies other styles to (children). */
+#define DT_STYLE_MAX_CHILDREN 64
 
 /**
- * A style the library does not ship, as a subclass of PyTorch's
- * ParallelStyle: how it places a module's own parameters on the tp mesh dim,
- * and how it prepares the module's input and output. Keep it alive while
- * styles use it (a static const is typical).
+ * How a style prepares a module's inputs before its forward and its output
+ * after it (PyTorch's _prepare_input_fn / _prepare_output_fn), as
+ * dt_style_ops.plan_io fills it. Input i < n_inputs: input_fn[i], when set,
+ * does the whole step; otherwise a local input is taken as this rank's piece
+ * in layout input[i] (None: left as it is) and a distributed one as it is,
+ * then redistributed to desired_input[i] (None: kept) and, with
+ * local_inputs, handed on as its local tensor. input_last_dim[i] is the
+ * global size of input i's last dim when it is taken as S(-1) and the style
+ * knows it (no exchange), else -1 (dt_from_local infers the global shape with
+ * one small all-gather). The output likewise: output_fn, or output /
+ * desired_output / local_output. A pre hook is added when n_inputs > 0, a
+ * post hook when the output has a layout, a function or local_output.
+ */
+typedef struct dt_style_io {
+    int n_inputs; /* 0..DT_MODULE_MAX_INPUTS */
+    dt_layout input[DT_MODULE_MAX_INPUTS];
+    dt_layout desired_input[DT_MODULE_MAX_INPUTS]; /* never Partial */
+    dt_prepare_fn input_fn[DT_MODULE_MAX_INPUTS];
+    int64_t input_last_dim[DT_MODULE_MAX_INPUTS];
+    bool local_inputs;
+    dt_layout output;
+    dt_layout desired_output; /* never Partial */
+    dt_prepare_fn output_fn;
+    bool local_output;
+} dt_style_io;
+
+/** A style applied to a module below the one a composite style is given (children). */
+typedef struct dt_style_child {
+    dt_module *module; /* a descendant of that module */
+    dt_style *style;   /* one reference: the library releases it */
+} dt_style_child;
+
+/* dt_style_ops.field_mask: the members after prepare_output that are set. */
+enum {
+    DT_STYLE_OPS_FIELD_OPTIONS = 1u << 0,  /* options, required_options, defaults */
+    DT_STYLE_OPS_FIELD_PLAN_IO = 1u << 1,  /* plan_io */
+    DT_STYLE_OPS_FIELD_CHILDREN = 1u << 2, /* children */
+};
+
+/**
+ * A parallel style, as a subclass of PyTorch's ParallelStyle: how it places a
+ * module's parameters on the tp mesh dim, how it prepares the module's inputs
+ * and output, and which other styles it applies to the module's children.
+ * Keep it alive while styles use it (a static const is typical).
+ *
+ * The first form (field_mask 0) has name, plan_params and the two prepare
+ * functions; field_mask names each later member that is set (a member set
+ * without its bit is refused, so nothing is silently ignored).
+ *
+ * Every callback runs while dt_parallelize_module (or dt_style_check,
+ * dt_plan_explain) checks the plan, before anything changes: @p m still holds
+ * its full parameters. They must not change @p m; an error they return
+ * (dt_set_error with the reason) refuses the module, the library adds the
+ * style's name and the module's FQN, and the model is left untouched.
  */
 typedef struct dt_style_ops {
+    uint64_t field_mask; /* DT_STYLE_OPS_FIELD_* */
     /** The name plan text uses ("layers.*.moe = my_style"). Required. */
     const char *name;
     /**
-     * The placements of @p m's own parameters (slots of @p m) into @p out,
-     * at most DT_STYLE_MAX_PARAMS, their count in *n (0 is fine). An error
-     * (DT_ERR with the reason) refuses @p m; dt_parallelize_module then
-     * changes nothing (every match is checked before any is applied).
-     * Required.
+     * (optional) The placements of @p m's own parameters (slots of @p m)
+     * into @p out, at most DT_STYLE_MAX_PARAMS, their count in *n (0 on entry;
+     * 0 is fine). An error refuses @p m.
      */
     dt_status (*plan_params)(dt_module *m, const char *fqn, dt_style_param_placement *out, int *n);
-    /** (optional) Prepare input 0 before the module's forward. */
+    /** (optional) Prepare input 0 before the module's forward (io.input_fn[0]). */
     dt_prepare_fn prepare_input;
-    /** (optional) Prepare the output after it. */
+    /** (optional) Prepare the output after it (io.output_fn). */
     dt_prepare_fn prepare_output;
+
+    /* ---- DT_STYLE_OPS_FIELD_OPTIONS */
+    /** The dt_style_params fields (DT_STYLE_PARAM_FIELD_*) the style takes, in
+     * C (dt_style_create_ops) and in plan text ("my_style(output=R)"); others
+     * are refused naming them. */
+    uint64_t options;
+    /** ... and those that must be given. */
+    uint64_t required_options;
+    /**
+     * (optional) Fill the options @p p does not give (fields not in
+     * p->field_mask) with the style's defaults, and refuse combinations it
+     * cannot take (an error with the reason). The layouts given are already
+     * checked (Shard dims -1..DT_MAX_DIMS-1, no Partial desired layout).
+     */
+    dt_status (*defaults)(dt_style_params *p);
+
+    /* ---- DT_STYLE_OPS_FIELD_PLAN_IO */
+    /**
+     * How @p m's inputs and output are prepared, into @p io, which holds the
+     * first form's prepare functions on entry (n_inputs 1 with input_fn[0]
+     * when prepare_input is set, else 0; input_last_dim all -1). The style's
+     * options: dt_style_options(@p s). After it, options PREPARE_INPUT and
+     * PREPARE_OUTPUT, when given, replace input 0's step and the output's.
+     */
+    dt_status (*plan_io)(const dt_style *s, dt_module *m, dt_style_io *io);
+
+    /* ---- DT_STYLE_OPS_FIELD_CHILDREN */
+    /**
+     * (composite styles, PyTorch 2.0's PairwiseParallel) The styles to apply
+     * to modules below @p m, into @p out (at most DT_STYLE_MAX_CHILDREN, count
+     * in *n, 0 on entry). Each child goes through the same calls as a
+     * matched module (its parameters, its hooks, its own children); the
+     * library releases every out[i].style, also when the callback fails.
+     */
+    dt_status (*children)(const dt_style *s, dt_module *m, const char *fqn, dt_style_child *out,
+                          int *n);
 } dt_style_ops;
 
 /**
- * Register @p ops under ops->name so plan text can use it. Not thread-safe
- * with parsing; typically at start-up. Errors: DT_ERR_INVALID_ARG for NULL
- * entries, a name a built-in style or another registered style has, or a
- * name plan text cannot hold; DT_ERR_NO_MEMORY past 64 styles.
+ * Register @p ops under ops->name so plan text can use it; the built-in styles
+ * are registered from the start (with PyTorch's class names as aliases:
+ * ColwiseParallel, ...). Not thread-safe with parsing; typically at start-up.
+ * Errors: DT_ERR_INVALID_ARG for NULL entries, bad field masks (as
+ * dt_style_create_ops), a name a built-in style or another registered style
+ * has (naming it), or a name plan text cannot hold; DT_ERR_NO_MEMORY past 64
+ * registered styles.
  */
 DT_API dt_status dt_style_register(const dt_style_ops *ops);
-/** A style of @p ops (registered or not); caller releases. Errors: NULL entries. */
+
+/**
+ * The style registered under @p name (a built-in one, one of its aliases, or
+ * a program's) into *out, borrowed. Errors: DT_ERR_NOT_FOUND naming @p name.
+ */
+DT_API dt_status dt_style_find(const char *name, const dt_style_ops **out);
+
+/**
+ * A new style of @p ops (registered or not) with options @p p (NULL: the
+ * style's defaults); caller releases. dt_style_create(kind, p) is this call
+ * with the built-in style of that kind. Errors: DT_ERR_INVALID_ARG for NULL
+ * entries, unknown bits in ops->field_mask or ops->options, a later member
+ * set without its field bit, required options the style does not take;
+ * for @p p the errors of dt_style_create (fields the style does not take,
+ * missing required ones, bad layouts) and those of ops->defaults, each
+ * naming the style.
+ */
+DT_API dt_status dt_style_create_ops(const dt_style_ops *ops, const dt_style_params *p,
+                                     dt_style **out);
+/** dt_style_create_ops(@p ops, NULL, @p out). */
 DT_API dt_status dt_style_from_ops(const dt_style_ops *ops, dt_style **out);
+
+/** The ops of @p s (borrowed; NULL for NULL). */
+DT_API const dt_style_ops *dt_style_get_ops(const dt_style *s);
+/**
+ * The options of @p s (borrowed, alive with @p s; NULL for NULL): field_mask
+ * holds the fields given, every other field the style's default.
+ */
+DT_API const dt_style_params *dt_style_options(const dt_style *s);
 
 /* ================================================================ prepare helpers */
 

@@ -302,7 +302,8 @@ static void test_user_linear_type(void **state)
     dt_plan *pf = NULL;
     ST_OK(dt_plan_parse(" = colwise\n", &pf));
     ST_FAILS(dt_parallelize_module(fake, mesh, pf, "tp"), DT_ERR_UNSUPPORTED,
-             "colwise cannot shard '', a Linear (it takes Linear, Embedding, or a type whose");
+             "style 'colwise' refused '': it cannot shard a Linear (it takes Linear, Embedding, "
+             "or a type whose");
     dt_tensor *objs[] = {x, y, yr, yf, l, lr};
     for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
         dt_tensor_release(objs[i]);
