@@ -226,6 +226,12 @@ dt_status dt__style_plan_check(const dt__style_plan *p, const char *fqn, int tp_
                           spec);
         }
         DT_CHECK(check_heads(pp, fqn, tp_size));
+        for (int j = 0; j < i; j++) /* a style and a child's style, or a child twice */
+            if (p->params[j].owner == pp->owner && strcmp(p->params[j].name, pp->name) == 0)
+                return DT_ERR(DT_ERR_INVALID_ARG,
+                              "parallelize: '%s': parameter '%s' of '%s' is placed twice by its "
+                              "style",
+                              fqn, pp->name, dt_module_name(pp->owner));
     }
     return DT_OK;
 }

@@ -124,6 +124,22 @@ static dt_status stray_children(const dt_style *s, dt_module *m, const char *fqn
     return DT_OK;
 }
 
+/* A composite style that gives one child two styles placing its weight. */
+static dt_status twice_children(const dt_style *s, dt_module *m, const char *fqn,
+                                dt_style_child *out, int *n)
+{
+    (void)s, (void)fqn;
+    for (int i = 0; i < 2; i++) {
+        out[*n] = (dt_style_child){.module = dt_module_child(m, "w1")};
+        DT_TRY_RETURN(named_style(i == 0 ? "colwise" : "rowwise", &out[*n].style));
+        (*n)++;
+    }
+    return DT_OK;
+}
+
+static const dt_style_ops twice = {
+    .field_mask = DT_STYLE_OPS_FIELD_CHILDREN, .name = "twice", .children = twice_children};
+
 static const dt_style_ops stray = {
     .field_mask = DT_STYLE_OPS_FIELD_CHILDREN, .name = "stray", .children = stray_children};
 
@@ -488,6 +504,10 @@ static void test_refused_before_change(void **state)
     dt_module *lin = dt_module_child(m, "w1");
     ST_OK(dt_style_from_ops(&stray, &st));
     ST_FAILS(dt_style_check(st, m, "ffn", 2), DT_ERR_INVALID_ARG, "not a module below it");
+    dt_style_release(st);
+    ST_OK(dt_style_from_ops(&twice, &st));
+    ST_FAILS(dt_style_check(st, m, "ffn", 2), DT_ERR_INVALID_ARG,
+             "parameter 'weight' of 'w1' is placed twice");
     dt_style_release(st);
     ST_OK(dt_style_from_ops(&bad_io_style, &st));
     ST_FAILS(dt_style_check(st, lin, "ffn.w1", 2), DT_ERR_INVALID_ARG,
