@@ -390,7 +390,9 @@ enum {
  *
  * Every callback runs while dt_parallelize_module (or dt_style_check,
  * dt_plan_explain) checks the plan, before anything changes: @p m still holds
- * its full parameters. They must not change @p m; an error they return
+ * its full parameters (dt_plan_explain after parallelizing: the distributed
+ * ones; their shapes are global either way). Callbacks must not change @p m
+ * and may run more than once per module; an error they return
  * (dt_set_error with the reason) refuses the module, the library adds the
  * style's name and the module's FQN, and the model is left untouched.
  */

@@ -306,8 +306,8 @@ static void test_one_registry(void **state)
     ST_OK(dt_style_pairwise(&pair));
     ST_OK(dt_style_sequence(&seq));
     dt_style *builtins[4] = {col, row, pair, seq};
-    for (int i = 0; i < 4;
-         i++) { /* every built-in is found by its name, and is the style it makes */
+    /* every built-in is found by its name, and is the ops its shorthand makes */
+    for (int i = 0; i < 4; i++) {
         const char *name = dt_style_get_ops(builtins[i])->name;
         ST_OK(dt_style_find(name, &ops));
         assert_ptr_equal(ops, dt_style_get_ops(builtins[i]));
