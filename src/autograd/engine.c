@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/callbacks.h"
 #include "autograd/dist_hooks.h"
 #include "autograd/grad_hooks.h"
 #include "autograd/node.h"
+#include "autograd/out_hooks.h"
 #include "core/log.h"
 #include "dtensor/autograd.h"
 #include "kernels/kernel_tensor.h"
@@ -188,6 +190,32 @@ static dt_status pending_flush(leaf_pending *p, bool apply)
     return s;
 }
 
+/*
+ * The last edge into hooked @p leaf delivered: its gradient kept pending (a
+ * distributed one) is reduced and added now, not at the end of the pass, so
+ * its hooks - a data-parallel reduction - can start while backward goes on.
+ * Every rank reaches this point in the same order (the walk is the same).
+ */
+static dt_status pending_flush_leaf(leaf_pending *p, dt_tensor *leaf)
+{
+    for (int i = 0; i < p->n; i++) {
+        if (p->leaf[i] != leaf)
+            continue;
+        dt_tensor *g = p->g[i], *m = NULL;
+        p->n--;
+        memmove(p->leaf + i, p->leaf + i + 1, sizeof(*p->leaf) * (size_t)(p->n - i));
+        memmove(p->g + i, p->g + i + 1, sizeof(*p->g) * (size_t)(p->n - i));
+        dt_status s = materialize(g, &m);
+        if (s == DT_OK)
+            s = accumulate_leaf_local(leaf, m, 1); /* m: ours alone */
+        dt_tensor_release(m);
+        dt_tensor_release(g);
+        dt_tensor_release(leaf); /* the list's reference; the edge holds one */
+        return s;
+    }
+    return DT_OK;
+}
+
 /* leaf.grad += g, or kept pending when g is distributed; @p held as in
  * accumulate_leaf_local. */
 static dt_status accumulate_leaf(dt_tensor *leaf, dt_tensor *g, int held, leaf_pending *p)
@@ -301,11 +329,12 @@ static dt_status route(dt_ag_node *node, int i, dt_tensor *g, leaf_pending *p)
         s = accumulate(&e->node->grads[e->output], r);
     else if (e->leaf != NULL)
         s = accumulate_leaf(e->leaf, r, r == g ? 2 : 1, p);
-    bool pending = r->dist != NULL;
     dt_tensor_release(r);
-    if (s == DT_OK && e->node == NULL && e->leaf != NULL)
-        s = dt__ag_hooked_arrived(p->hooked, e->leaf, pending);
-    return s;
+    if (s != DT_OK || e->node != NULL || e->leaf == NULL ||
+        !dt__ag_hooked_arrived(p->hooked, e->leaf))
+        return s;
+    DT_CHECK(pending_flush_leaf(p, e->leaf)); /* its gradient is complete */
+    return dt__ag_run_grad_hooks(e->leaf);
 }
 
 /* Run one node: complete and materialise its output grads, call backward, route. */
@@ -315,8 +344,12 @@ static dt_status run_node(dt_ag_node *node, leaf_pending *p)
     dt_tensor **gx = gx_stack;
     dt_status s = DT_OK;
     bool any = false;
-    for (int o = 0; o < node->n_outputs; o++)
+    uint64_t had = 0; /* the outputs a gradient reached (their hooks run) */
+    for (int o = 0; o < node->n_outputs; o++) {
         any = any || node->grads[o] != NULL;
+        if (node->grads[o] != NULL && o < 64)
+            had |= (uint64_t)1 << o;
+    }
     if (!any || node->backward == NULL)
         return DT_OK; /* nothing flows through: skip the work */
     for (int o = 0; o < node->n_outputs; o++) {
@@ -343,6 +376,7 @@ static dt_status run_node(dt_ag_node *node, leaf_pending *p)
         if (gx == NULL)
             return DT_ERR(DT_ERR_NO_MEMORY, "dt_backward: %d input grads", node->n_inputs);
     }
+    DT_CHECK_GOTO(dt__ag_run_out_hooks(node, had), s, out);
     DT_CHECK_GOTO(node->backward(node, node->grads, gx), s, out);
     for (int i = 0; i < node->n_inputs; i++) {
         if (gx[i] != NULL && dt__ag_input_needs_grad(node, i))
@@ -489,15 +523,19 @@ dt_status dt_backward(dt_tensor *root, dt_tensor *grad)
                       "dt_backward: root does not require grad (no input of its graph requires "
                       "grad, or it was computed with grad mode off)");
     DT_CHECK(check_root_grad(root, grad, &g));
+    dt__ag_pass pass = {0};
+    dt__ag_pass_begin(&pass);
     if (root->grad_fn == NULL) { /* a leaf: its gradient is the seed itself */
         s = accumulate_leaf_local(root, g, grad == NULL ? 1 : 0); /* never the user's */
-        dt_tensor_release(g);
-        return s == DT_OK ? dt__ag_run_grad_hooks(root) : s;
+        if (s == DT_OK)
+            s = dt__ag_run_grad_hooks(root);
+    } else {
+        leaf_pending pend = {0};
+        s = walk(root->grad_fn, root->grad_fn_output, g, &pend);
     }
-    leaf_pending pend = {0};
-    s = walk(root->grad_fn, root->grad_fn_output, g, &pend);
     dt_tensor_release(g);
-    return s;
+    dt_status c = dt__ag_pass_end(&pass, s == DT_OK); /* the callbacks queued */
+    return s == DT_OK ? c : s;
 }
 
 dt_status dt__ag_grad(dt_tensor *root, dt_tensor *grad, int n, dt_tensor *const *leaves,
@@ -514,7 +552,12 @@ dt_status dt__ag_grad(dt_tensor *root, dt_tensor *grad, int n, dt_tensor *const 
         return DT_ERR(DT_ERR_INTERNAL, "dt__ag_grad: the root is a leaf not asked for");
     }
     leaf_pending pend = {.n_cap = n, .cap_leaf = leaves, .cap_g = grads};
+    dt__ag_pass pass = {0}; /* callbacks queued inside it are this nested pass's */
+    dt__ag_pass_begin(&pass);
     dt_status s = walk(root->grad_fn, root->grad_fn_output, grad, &pend);
+    dt_status c = dt__ag_pass_end(&pass, s == DT_OK);
+    if (s == DT_OK)
+        s = c;
     if (s != DT_OK)
         dt__kt_release_all(n, grads);
     return s;
