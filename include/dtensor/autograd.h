@@ -66,7 +66,8 @@ typedef dt_status (*dt_grad_hook_fn)(dt_tensor *t, void *user);
 /**
  * Run @p fn(t, user) once in every dt_backward that gives leaf @p t a
  * gradient, as soon as that gradient is complete - every edge of the graph
- * into @p t delivered its part (PyTorch's register_post_accumulate_grad_hook):
+ * into @p t delivered its part, and the op that delivered the last one
+ * released what it saved (PyTorch's register_post_accumulate_grad_hook):
  * an optimizer step or a gradient reduction can start while backward goes on.
  * A leaf used several times (tied weights) gets one call, with the sum. A
  * gradient that arrives distributed (a pending Partial) is reduced when its

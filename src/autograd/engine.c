@@ -138,6 +138,10 @@ typedef struct leaf_pending {
     dt_tensor **leaf;      /* owned (the graph drops its edges as it goes) */
     dt_tensor **g;         /* owned */
     dt__ag_hooked *hooked; /* the hooked leaves: their hooks run when complete */
+    /* hooked leaves whose last edge the running node delivered (owned): their
+     * hooks run once that node released what it saved */
+    int n_done, cap_done;
+    dt_tensor **done;
     /* dt__ag_grad: these leaves' gradients are summed here, as they arrive
      * (a distributed one stays pending), instead of into their .grad */
     int n_cap;
@@ -184,6 +188,8 @@ static dt_status pending_flush(leaf_pending *p, bool apply)
     }
     free(p->leaf);
     free(p->g);
+    dt__kt_release_all(p->n_done, p->done);
+    free(p->done);
     dt__ag_hooked *hooked = p->hooked;
     memset(p, 0, sizeof(*p));
     p->hooked = hooked;
@@ -191,10 +197,10 @@ static dt_status pending_flush(leaf_pending *p, bool apply)
 }
 
 /*
- * The last edge into hooked @p leaf delivered: its gradient kept pending (a
- * distributed one) is reduced and added now, not at the end of the pass, so
- * its hooks - a data-parallel reduction - can start while backward goes on.
- * Every rank reaches this point in the same order (the walk is the same).
+ * Hooked @p leaf's gradient is complete: what was kept pending (a distributed
+ * one) is reduced and added now, not at the end of the pass, so its hooks - a
+ * data-parallel reduction - can start while backward goes on. Every rank
+ * reaches this point in the same order (the walk is the same).
  */
 static dt_status pending_flush_leaf(leaf_pending *p, dt_tensor *leaf)
 {
@@ -210,7 +216,7 @@ static dt_status pending_flush_leaf(leaf_pending *p, dt_tensor *leaf)
             s = accumulate_leaf_local(leaf, m, 1); /* m: ours alone */
         dt_tensor_release(m);
         dt_tensor_release(g);
-        dt_tensor_release(leaf); /* the list's reference; the edge holds one */
+        dt_tensor_release(leaf); /* the pending list's; the caller holds one */
         return s;
     }
     return DT_OK;
@@ -333,8 +339,37 @@ static dt_status route(dt_ag_node *node, int i, dt_tensor *g, leaf_pending *p)
     if (s != DT_OK || e->node != NULL || e->leaf == NULL ||
         !dt__ag_hooked_arrived(p->hooked, e->leaf))
         return s;
-    DT_CHECK(pending_flush_leaf(p, e->leaf)); /* its gradient is complete */
-    return dt__ag_run_grad_hooks(e->leaf);
+    if (p->n_done == p->cap_done) { /* its gradient is complete: hooks after the node */
+        int cap = p->cap_done ? 2 * p->cap_done : 8;
+        dt_tensor **v = realloc(p->done, sizeof(*v) * (size_t)cap);
+        if (v == NULL)
+            return DT_ERR(DT_ERR_NO_MEMORY, "dt_backward: %d completed leaves", cap);
+        p->done = v;
+        p->cap_done = cap;
+    }
+    p->done[p->n_done++] = dt_tensor_retain(e->leaf);
+    return DT_OK;
+}
+
+/*
+ * The hooked leaves the node that just ran completed, in the order their
+ * last edges delivered: a distributed gradient reduced and added, then the
+ * hooks - after the node dropped its saved tensors, as PyTorch's
+ * AccumulateGrad runs after its producer, so what a hook allocates (a
+ * reduction buffer) does not add to those.
+ */
+static dt_status run_done_hooks(leaf_pending *p)
+{
+    dt_status s = DT_OK;
+    for (int i = 0; i < p->n_done; i++) {
+        if (s == DT_OK)
+            s = pending_flush_leaf(p, p->done[i]);
+        if (s == DT_OK)
+            s = dt__ag_run_grad_hooks(p->done[i]);
+        dt_tensor_release(p->done[i]);
+    }
+    p->n_done = 0;
+    return s;
 }
 
 /* Run one node: complete and materialise its output grads, call backward, route. */
@@ -439,6 +474,7 @@ static dt_status run_all(node_list *all, dt_ag_node *root_node, int root_output,
                 DT_CHECK_GOTO(list_push(&ready, child), s, out);
         }
         dt__ag_node_free_graph(node); /* saved activations go now */
+        DT_CHECK_GOTO(run_done_hooks(&pending), s, out);
     }
     s = pending_flush(&pending, true);
     if (s == DT_OK) /* distributed leaf gradients are complete now, and the rest */
