@@ -11,6 +11,7 @@
 #include "autograd/callbacks.h"
 #include "autograd/dist_hooks.h"
 #include "autograd/grad_hooks.h"
+#include "autograd/leaf_grad.h"
 #include "autograd/node.h"
 #include "autograd/out_hooks.h"
 #include "core/log.h"
@@ -126,8 +127,6 @@ static dt_status accumulate(dt_tensor **sum, dt_tensor *g)
     return DT_OK;
 }
 
-static dt_status accumulate_leaf_local(dt_tensor *leaf, dt_tensor *g, int held);
-
 /*
  * Distributed gradients of leaves stay pending until the walk ends: each
  * leaf's contributions are summed without communicating, then reduced once
@@ -180,7 +179,7 @@ static dt_status pending_flush(leaf_pending *p, bool apply)
         if (apply && s == DT_OK) {
             s = materialize(p->g[i], &m);
             if (s == DT_OK)
-                s = accumulate_leaf_local(p->leaf[i], m, 1); /* m: ours alone */
+                s = dt__ag_accumulate_leaf(p->leaf[i], m, 1); /* m: ours alone */
             dt_tensor_release(m);
         }
         dt_tensor_release(p->g[i]);
@@ -213,7 +212,7 @@ static dt_status pending_flush_leaf(leaf_pending *p, dt_tensor *leaf)
         memmove(p->g + i, p->g + i + 1, sizeof(*p->g) * (size_t)(p->n - i));
         dt_status s = materialize(g, &m);
         if (s == DT_OK)
-            s = accumulate_leaf_local(leaf, m, 1); /* m: ours alone */
+            s = dt__ag_accumulate_leaf(leaf, m, 1); /* m: ours alone */
         dt_tensor_release(m);
         dt_tensor_release(g);
         dt_tensor_release(leaf); /* the pending list's; the caller holds one */
@@ -223,73 +222,12 @@ static dt_status pending_flush_leaf(leaf_pending *p, dt_tensor *leaf)
 }
 
 /* leaf.grad += g, or kept pending when g is distributed; @p held as in
- * accumulate_leaf_local. */
+ * dt__ag_accumulate_leaf. */
 static dt_status accumulate_leaf(dt_tensor *leaf, dt_tensor *g, int held, leaf_pending *p)
 {
     if (g->dist == NULL)
-        return accumulate_leaf_local(leaf, g, held);
+        return dt__ag_accumulate_leaf(leaf, g, held);
     return pending_add(p, leaf, g);
-}
-
-/*
- * Whether a leaf's first gradient may take g's storage instead of a copy
- * (PyTorch's AccumulateGrad steals too): g is a plain local tensor of the
- * leaf's dtype, device and shape filling its whole storage, the engine holds
- * every one of the handle's references (@p held; 0 for a tensor the user
- * passed in) and that handle is the storage's only one (no views of it).
- */
-static bool can_steal(const dt_tensor *leaf, const dt_tensor *g, int held)
-{
-    if (held <= 0 || g->dist != NULL || g->grad_fn != NULL || g->storage == NULL ||
-        g->dtype != leaf->dtype || g->device.type != leaf->device.type ||
-        g->device.index != leaf->device.index || g->ndim != leaf->ndim || g->offset != 0)
-        return false;
-    if (g->ndim > 0 && memcmp(g->shape, leaf->shape, sizeof(g->shape[0]) * (size_t)g->ndim) != 0)
-        return false;
-    if (!dt_tensor_is_contiguous(g) ||
-        g->storage->nbytes != (size_t)dt_tensor_numel(g) * dt_dtype_size(g->dtype))
-        return false;
-    return atomic_load(&g->refcount) == held && atomic_load(&g->storage->refcount) == 1;
-}
-
-/*
- * leaf.grad += g; a first gradient gets its own storage tagged DT_MEM_GRADIENT:
- * g's own when can_steal (@p held = the references to g the engine holds at
- * this call), else a copy.
- */
-static dt_status accumulate_leaf_local(dt_tensor *leaf, dt_tensor *g, int held)
-{
-    const dt_kernel_ops *k = NULL;
-    dt_tensor *ng = NULL;
-    dt_status s;
-    if (leaf->grad == NULL && can_steal(leaf, g, held)) {
-        DT_CHECK(dt__tensor_make_view(g, leaf->ndim, leaf->shape, g->strides, 0, &ng));
-        dt__storage_set_category(ng->storage, DT_MEM_GRADIENT);
-        leaf->grad = ng;
-        return DT_OK;
-    }
-    DT_CHECK(dt__kt_kernels("dt_backward", g->device, DT_KOP_BINARY, &k));
-    if (leaf->grad != NULL && dt_tensor_is_contiguous(leaf->grad) &&
-        leaf->grad->dtype == DT_DTYPE_F32) {
-        /* in place (others may hold views of .grad), but never with aliased
-         * kernel operands: sum into a temporary, copy back */
-        DT_CHECK(dt__kt_binary_raw(DT_BINARY_ADD, leaf->grad, g, &ng));
-        s = k->copy(leaf->grad, ng);
-        dt_tensor_release(ng);
-        return s;
-    }
-    DT_CHECK(
-        dt__kt_empty_as(leaf->ndim, leaf->shape, leaf->dtype, leaf->device, DT_MEM_GRADIENT, &ng));
-    if (leaf->grad == NULL)
-        DT_CHECK_GOTO(k->copy(ng, g), s, err_release);
-    else
-        DT_CHECK_GOTO(k->binary(DT_BINARY_ADD, leaf->grad, g, ng), s, err_release);
-    dt_tensor_release(leaf->grad);
-    leaf->grad = ng;
-    return DT_OK;
-err_release:
-    dt_tensor_release(ng);
-    return s;
 }
 
 static bool same_shape(const dt_tensor *t, const dt_ag_meta *m)
@@ -562,7 +500,7 @@ dt_status dt_backward(dt_tensor *root, dt_tensor *grad)
     dt__ag_pass pass = {0};
     dt__ag_pass_begin(&pass);
     if (root->grad_fn == NULL) { /* a leaf: its gradient is the seed itself */
-        s = accumulate_leaf_local(root, g, grad == NULL ? 1 : 0); /* never the user's */
+        s = dt__ag_accumulate_leaf(root, g, grad == NULL ? 1 : 0); /* never the user's */
         if (s == DT_OK)
             s = dt__ag_run_grad_hooks(root);
     } else {
