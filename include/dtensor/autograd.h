@@ -66,11 +66,15 @@ typedef dt_status (*dt_grad_hook_fn)(dt_tensor *t, void *user);
 /**
  * Run @p fn(t, user) once in every dt_backward that gives leaf @p t a
  * gradient, as soon as that gradient is complete - every edge of the graph
- * into @p t delivered its part (PyTorch's register_post_accumulate_grad_hook):
+ * into @p t delivered its part, and the op that delivered the last one
+ * released what it saved (PyTorch's register_post_accumulate_grad_hook):
  * an optimizer step or a gradient reduction can start while backward goes on.
- * A gradient that arrives distributed (a Partial, reduced at the end of the
- * pass) and one whose last edge carried none complete at the end of the
- * pass. Hooks of one tensor run in registration order. A distributed @p t's
+ * A leaf used several times (tied weights) gets one call, with the sum. A
+ * gradient that arrives distributed (a pending Partial) is reduced when its
+ * last edge delivered, just before the hooks (collective over its mesh: every
+ * rank of it must hook the same tensors); one whose last edge carried none
+ * completes at the end of the pass. Hooks of one tensor run in registration
+ * order. A distributed @p t's
  * hooks are its local shard's, which they receive (autograd runs on shards).
  * @p free_user (may be NULL) gets @p user when the tensor is freed. Not
  * collective. Errors: DT_ERR_INVALID_ARG for NULL @p t or @p fn, or a tensor
@@ -79,6 +83,50 @@ typedef dt_status (*dt_grad_hook_fn)(dt_tensor *t, void *user);
 DT_API dt_status dt_tensor_register_post_accumulate_grad_hook(dt_tensor *t, dt_grad_hook_fn fn,
                                                               void *user,
                                                               void (*free_user)(void *user));
+
+/** A gradient hook: @p grad is the gradient with respect to the hooked tensor
+ *  (borrowed, read only; distributed - a pending Partial - when the op that
+ *  made the tensor takes it so). An error it returns fails dt_backward. */
+typedef dt_status (*dt_tensor_hook_fn)(dt_tensor *grad, void *user);
+
+/**
+ * Run @p fn(grad, user) in the dt_backward that reaches non-leaf @p t (an op
+ * output), when the gradient with respect to @p t is complete - every consumer
+ * of @p t ran its backward - and before the op that produced @p t runs its own
+ * (PyTorch's Tensor.register_hook, read only): a "pre-backward" signal for the
+ * ops behind @p t, e.g. to gather a module's parameters again before its
+ * backward (ZeRO-3, FSDP's register_multi_grad_hook on a module's output).
+ * The hook belongs to the graph, not to the handle: releasing @p t keeps it,
+ * and it runs at most once (the graph is consumed). Hooks of one tensor run
+ * in registration order. A distributed @p t's hook is its shard's. It does not
+ * run when no gradient reaches @p t. @p free_user (may be NULL) gets @p user
+ * once the hook ran or its graph is freed. Not collective.
+ * Errors: DT_ERR_INVALID_ARG for NULL @p t or @p fn, a leaf (use
+ * dt_tensor_register_post_accumulate_grad_hook), a tensor that is not part of
+ * a graph, or a consumed graph; DT_ERR_NO_MEMORY.
+ */
+DT_API dt_status dt_tensor_register_hook(dt_tensor *t, dt_tensor_hook_fn fn, void *user,
+                                         void (*free_user)(void *user));
+
+/** A callback run when a backward pass ends. An error it returns fails dt_backward. */
+typedef dt_status (*dt_backward_callback_fn)(void *user);
+
+/**
+ * From inside a backward pass (a hook, or an op's backward): run @p fn(user)
+ * once when that pass ends - after every node ran, every leaf got its
+ * gradient and every post-accumulate-grad hook ran - before dt_backward
+ * returns (PyTorch's Variable._execution_engine.queue_callback): data
+ * parallelism waits for its reductions there. Callbacks run in the order they
+ * were queued (one may queue another, which runs after it); the first error
+ * stops them. A pass that fails runs none. Inside a nested pass (activation
+ * checkpointing's recompute) the callback is that pass's. @p free_user (may
+ * be NULL) gets @p user when the pass ends, whether @p fn ran or not; it is
+ * not called when this function fails. Not collective.
+ * Errors: DT_ERR_INVALID_ARG for NULL @p fn or when no backward pass runs on
+ * this thread; DT_ERR_NO_MEMORY.
+ */
+DT_API dt_status dt_backward_queue_callback(dt_backward_callback_fn fn, void *user,
+                                            void (*free_user)(void *user));
 
 /**
  * Backpropagate from @p root. With @p grad NULL, root must have one element
@@ -94,8 +142,8 @@ DT_API dt_status dt_tensor_register_post_accumulate_grad_hook(dt_tensor *t, dt_g
  * needs @p grad, distributed like it (its shard is used).
  * Errors: DT_ERR_INVALID_ARG for NULL root, a root that does not require
  * grad, a non-scalar root without @p grad, a mismatched @p grad, or a consumed
- * graph; DT_ERR_NO_MEMORY; collective errors for a distributed graph. After an error in the middle of the walk the graph is
- * partly consumed and leaves may hold partial gradients.
+ * graph; DT_ERR_NO_MEMORY; collective errors for a distributed graph. After an error in the middle
+ * of the walk the graph is partly consumed and leaves may hold partial gradients.
  */
 DT_API dt_status dt_backward(dt_tensor *root, dt_tensor *grad);
 

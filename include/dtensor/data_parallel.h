@@ -39,17 +39,28 @@
  * PyTorch's _StridedShard), so under ZeRO no parameter is replicated over dp.
  * Only a 0-dim parameter stays replicated.
  *
- * Gradients: the autograd engine has no "gradient of this leaf is ready" hook,
- * so each parameter is handed to the module through a small autograd node
- * (recorded in the forward pre-hooks) whose backward runs exactly when that
- * gradient is complete and starts its reduction (non-blocking). A reduction
- * found complete while backward goes on is installed at once (its buffers
- * freed); when the last such node of the forward has run, the rest are waited
- * for and installed on the slots' tensors (accumulated into existing ones).
- * A parameter no recorded op consumed in the forward is counted out when the
- * forward ends (DDP: zeros in its bucket; ZeRO: no gradient), as PyTorch's
- * find_unused_parameters; every rank must use the same parameters. One
- * forward per backward, and the graph must not outlive the model.
+ * Gradients come from autograd's public hooks (autograd.h), as in PyTorch's
+ * DDP and FSDP2. Each parameter's gradient accumulates into one leaf - the
+ * parameter itself (DDP) or the gathered tensor the module computes on
+ * (ZeRO) - whose post-accumulate-grad hook, registered by dt_fully_shard,
+ * runs once per backward when that gradient is complete (after the last of
+ * its uses: a tensor used twice, as a tied embedding and output head, is
+ * reduced once, from the sum) and starts its reduction (non-blocking). A
+ * gradient hook on the model's output says backward began; ZeRO-3's on each
+ * unit's output re-gathers the unit. A reduction found complete while
+ * backward goes on is installed at once (its buffers freed); when the
+ * backward pass ends (a queued callback) the rest are waited for and
+ * installed on the slots' tensors, added to the gradients they had (so
+ * backward passes accumulate). A parameter that got no gradient is counted
+ * out then (DDP: zeros in its bucket, which is then all-reduced at the end of
+ * backward with the buckets after it; ZeRO: no gradient), as PyTorch's
+ * find_unused_parameters; every rank must use the same parameters, and reach
+ * them only through the model's forward. One forward per backward.
+ * Hooks of your own on a DDP parameter run next to DDP's, in registration
+ * order, and see this pass's local gradient (unscaled, not reduced, without
+ * what .grad held before backward); after dt_backward .grad holds the reduced
+ * gradient added to what it held. Under ZeRO the slot holds the shard, which
+ * autograd never reaches: its gradient is installed, no hook of it runs.
  *
  * Order: parallelize for tp first (dt_parallelize_module), then
  * dt_fully_shard / dt_ddp_apply, then create the optimizer.
@@ -125,9 +136,10 @@ typedef struct dt_fsdp_params {
  * the same call; no communication happens here.
  * Errors: DT_ERR_NOT_FOUND naming @p dp_dim; DT_ERR_INVALID_ARG for a bad
  * stage, grad_scale <= 0, a reduce_dtype or param_dtype other than f32 or
- * bf16, a unit pattern that matches nothing, a parameter
- * that is not f32 or is distributed on a mesh whose dims are not dims of
- * @p mesh other than @p dp_dim, or a model already made data parallel;
+ * bf16, a unit pattern that matches nothing, a parameter that does not
+ * require grad (DDP: frozen parameters are not supported), a parameter that
+ * is not f32 or is distributed on a mesh whose dims are not dims of @p mesh
+ * other than @p dp_dim, or a model already made data parallel;
  * DT_ERR_UNSUPPORTED on a virtual mesh or for one tensor in two slots (tied
  * weights). On error the model is unchanged.
  */

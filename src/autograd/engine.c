@@ -8,9 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/callbacks.h"
 #include "autograd/dist_hooks.h"
 #include "autograd/grad_hooks.h"
+#include "autograd/leaf_grad.h"
 #include "autograd/node.h"
+#include "autograd/out_hooks.h"
 #include "core/log.h"
 #include "dtensor/autograd.h"
 #include "kernels/kernel_tensor.h"
@@ -124,8 +127,6 @@ static dt_status accumulate(dt_tensor **sum, dt_tensor *g)
     return DT_OK;
 }
 
-static dt_status accumulate_leaf_local(dt_tensor *leaf, dt_tensor *g, int held);
-
 /*
  * Distributed gradients of leaves stay pending until the walk ends: each
  * leaf's contributions are summed without communicating, then reduced once
@@ -136,6 +137,10 @@ typedef struct leaf_pending {
     dt_tensor **leaf;      /* owned (the graph drops its edges as it goes) */
     dt_tensor **g;         /* owned */
     dt__ag_hooked *hooked; /* the hooked leaves: their hooks run when complete */
+    /* hooked leaves whose last edge the running node delivered (owned): their
+     * hooks run once that node released what it saved */
+    int n_done, cap_done;
+    dt_tensor **done;
     /* dt__ag_grad: these leaves' gradients are summed here, as they arrive
      * (a distributed one stays pending), instead of into their .grad */
     int n_cap;
@@ -174,7 +179,7 @@ static dt_status pending_flush(leaf_pending *p, bool apply)
         if (apply && s == DT_OK) {
             s = materialize(p->g[i], &m);
             if (s == DT_OK)
-                s = accumulate_leaf_local(p->leaf[i], m, 1); /* m: ours alone */
+                s = dt__ag_accumulate_leaf(p->leaf[i], m, 1); /* m: ours alone */
             dt_tensor_release(m);
         }
         dt_tensor_release(p->g[i]);
@@ -182,80 +187,47 @@ static dt_status pending_flush(leaf_pending *p, bool apply)
     }
     free(p->leaf);
     free(p->g);
+    dt__kt_release_all(p->n_done, p->done);
+    free(p->done);
     dt__ag_hooked *hooked = p->hooked;
     memset(p, 0, sizeof(*p));
     p->hooked = hooked;
     return s;
 }
 
+/*
+ * Hooked @p leaf's gradient is complete: what was kept pending (a distributed
+ * one) is reduced and added now, not at the end of the pass, so its hooks - a
+ * data-parallel reduction - can start while backward goes on. Every rank
+ * reaches this point in the same order (the walk is the same).
+ */
+static dt_status pending_flush_leaf(leaf_pending *p, dt_tensor *leaf)
+{
+    for (int i = 0; i < p->n; i++) {
+        if (p->leaf[i] != leaf)
+            continue;
+        dt_tensor *g = p->g[i], *m = NULL;
+        p->n--;
+        memmove(p->leaf + i, p->leaf + i + 1, sizeof(*p->leaf) * (size_t)(p->n - i));
+        memmove(p->g + i, p->g + i + 1, sizeof(*p->g) * (size_t)(p->n - i));
+        dt_status s = materialize(g, &m);
+        if (s == DT_OK)
+            s = dt__ag_accumulate_leaf(leaf, m, 1); /* m: ours alone */
+        dt_tensor_release(m);
+        dt_tensor_release(g);
+        dt_tensor_release(leaf); /* the pending list's; the caller holds one */
+        return s;
+    }
+    return DT_OK;
+}
+
 /* leaf.grad += g, or kept pending when g is distributed; @p held as in
- * accumulate_leaf_local. */
+ * dt__ag_accumulate_leaf. */
 static dt_status accumulate_leaf(dt_tensor *leaf, dt_tensor *g, int held, leaf_pending *p)
 {
     if (g->dist == NULL)
-        return accumulate_leaf_local(leaf, g, held);
+        return dt__ag_accumulate_leaf(leaf, g, held);
     return pending_add(p, leaf, g);
-}
-
-/*
- * Whether a leaf's first gradient may take g's storage instead of a copy
- * (PyTorch's AccumulateGrad steals too): g is a plain local tensor of the
- * leaf's dtype, device and shape filling its whole storage, the engine holds
- * every one of the handle's references (@p held; 0 for a tensor the user
- * passed in) and that handle is the storage's only one (no views of it).
- */
-static bool can_steal(const dt_tensor *leaf, const dt_tensor *g, int held)
-{
-    if (held <= 0 || g->dist != NULL || g->grad_fn != NULL || g->storage == NULL ||
-        g->dtype != leaf->dtype || g->device.type != leaf->device.type ||
-        g->device.index != leaf->device.index || g->ndim != leaf->ndim || g->offset != 0)
-        return false;
-    if (g->ndim > 0 && memcmp(g->shape, leaf->shape, sizeof(g->shape[0]) * (size_t)g->ndim) != 0)
-        return false;
-    if (!dt_tensor_is_contiguous(g) ||
-        g->storage->nbytes != (size_t)dt_tensor_numel(g) * dt_dtype_size(g->dtype))
-        return false;
-    return atomic_load(&g->refcount) == held && atomic_load(&g->storage->refcount) == 1;
-}
-
-/*
- * leaf.grad += g; a first gradient gets its own storage tagged DT_MEM_GRADIENT:
- * g's own when can_steal (@p held = the references to g the engine holds at
- * this call), else a copy.
- */
-static dt_status accumulate_leaf_local(dt_tensor *leaf, dt_tensor *g, int held)
-{
-    const dt_kernel_ops *k = NULL;
-    dt_tensor *ng = NULL;
-    dt_status s;
-    if (leaf->grad == NULL && can_steal(leaf, g, held)) {
-        DT_CHECK(dt__tensor_make_view(g, leaf->ndim, leaf->shape, g->strides, 0, &ng));
-        dt__storage_set_category(ng->storage, DT_MEM_GRADIENT);
-        leaf->grad = ng;
-        return DT_OK;
-    }
-    DT_CHECK(dt__kt_kernels("dt_backward", g->device, DT_KOP_BINARY, &k));
-    if (leaf->grad != NULL && dt_tensor_is_contiguous(leaf->grad) &&
-        leaf->grad->dtype == DT_DTYPE_F32) {
-        /* in place (others may hold views of .grad), but never with aliased
-         * kernel operands: sum into a temporary, copy back */
-        DT_CHECK(dt__kt_binary_raw(DT_BINARY_ADD, leaf->grad, g, &ng));
-        s = k->copy(leaf->grad, ng);
-        dt_tensor_release(ng);
-        return s;
-    }
-    DT_CHECK(
-        dt__kt_empty_as(leaf->ndim, leaf->shape, leaf->dtype, leaf->device, DT_MEM_GRADIENT, &ng));
-    if (leaf->grad == NULL)
-        DT_CHECK_GOTO(k->copy(ng, g), s, err_release);
-    else
-        DT_CHECK_GOTO(k->binary(DT_BINARY_ADD, leaf->grad, g, ng), s, err_release);
-    dt_tensor_release(leaf->grad);
-    leaf->grad = ng;
-    return DT_OK;
-err_release:
-    dt_tensor_release(ng);
-    return s;
 }
 
 static bool same_shape(const dt_tensor *t, const dt_ag_meta *m)
@@ -301,10 +273,40 @@ static dt_status route(dt_ag_node *node, int i, dt_tensor *g, leaf_pending *p)
         s = accumulate(&e->node->grads[e->output], r);
     else if (e->leaf != NULL)
         s = accumulate_leaf(e->leaf, r, r == g ? 2 : 1, p);
-    bool pending = r->dist != NULL;
     dt_tensor_release(r);
-    if (s == DT_OK && e->node == NULL && e->leaf != NULL)
-        s = dt__ag_hooked_arrived(p->hooked, e->leaf, pending);
+    if (s != DT_OK || e->node != NULL || e->leaf == NULL ||
+        !dt__ag_hooked_arrived(p->hooked, e->leaf))
+        return s;
+    if (p->n_done == p->cap_done) { /* its gradient is complete: hooks after the node */
+        int cap = p->cap_done ? 2 * p->cap_done : 8;
+        dt_tensor **v = realloc(p->done, sizeof(*v) * (size_t)cap);
+        if (v == NULL)
+            return DT_ERR(DT_ERR_NO_MEMORY, "dt_backward: %d completed leaves", cap);
+        p->done = v;
+        p->cap_done = cap;
+    }
+    p->done[p->n_done++] = dt_tensor_retain(e->leaf);
+    return DT_OK;
+}
+
+/*
+ * The hooked leaves the node that just ran completed, in the order their
+ * last edges delivered: a distributed gradient reduced and added, then the
+ * hooks - after the node dropped its saved tensors, as PyTorch's
+ * AccumulateGrad runs after its producer, so what a hook allocates (a
+ * reduction buffer) does not add to those.
+ */
+static dt_status run_done_hooks(leaf_pending *p)
+{
+    dt_status s = DT_OK;
+    for (int i = 0; i < p->n_done; i++) {
+        if (s == DT_OK)
+            s = pending_flush_leaf(p, p->done[i]);
+        if (s == DT_OK)
+            s = dt__ag_run_grad_hooks(p->done[i]);
+        dt_tensor_release(p->done[i]);
+    }
+    p->n_done = 0;
     return s;
 }
 
@@ -315,8 +317,12 @@ static dt_status run_node(dt_ag_node *node, leaf_pending *p)
     dt_tensor **gx = gx_stack;
     dt_status s = DT_OK;
     bool any = false;
-    for (int o = 0; o < node->n_outputs; o++)
+    uint64_t had = 0; /* the outputs a gradient reached (their hooks run) */
+    for (int o = 0; o < node->n_outputs; o++) {
         any = any || node->grads[o] != NULL;
+        if (node->grads[o] != NULL && o < 64)
+            had |= (uint64_t)1 << o;
+    }
     if (!any || node->backward == NULL)
         return DT_OK; /* nothing flows through: skip the work */
     for (int o = 0; o < node->n_outputs; o++) {
@@ -343,6 +349,7 @@ static dt_status run_node(dt_ag_node *node, leaf_pending *p)
         if (gx == NULL)
             return DT_ERR(DT_ERR_NO_MEMORY, "dt_backward: %d input grads", node->n_inputs);
     }
+    DT_CHECK_GOTO(dt__ag_run_out_hooks(node, had), s, out);
     DT_CHECK_GOTO(node->backward(node, node->grads, gx), s, out);
     for (int i = 0; i < node->n_inputs; i++) {
         if (gx[i] != NULL && dt__ag_input_needs_grad(node, i))
@@ -405,6 +412,7 @@ static dt_status run_all(node_list *all, dt_ag_node *root_node, int root_output,
                 DT_CHECK_GOTO(list_push(&ready, child), s, out);
         }
         dt__ag_node_free_graph(node); /* saved activations go now */
+        DT_CHECK_GOTO(run_done_hooks(&pending), s, out);
     }
     s = pending_flush(&pending, true);
     if (s == DT_OK) /* distributed leaf gradients are complete now, and the rest */
@@ -489,15 +497,19 @@ dt_status dt_backward(dt_tensor *root, dt_tensor *grad)
                       "dt_backward: root does not require grad (no input of its graph requires "
                       "grad, or it was computed with grad mode off)");
     DT_CHECK(check_root_grad(root, grad, &g));
+    dt__ag_pass pass = {0};
+    dt__ag_pass_begin(&pass);
     if (root->grad_fn == NULL) { /* a leaf: its gradient is the seed itself */
-        s = accumulate_leaf_local(root, g, grad == NULL ? 1 : 0); /* never the user's */
-        dt_tensor_release(g);
-        return s == DT_OK ? dt__ag_run_grad_hooks(root) : s;
+        s = dt__ag_accumulate_leaf(root, g, grad == NULL ? 1 : 0); /* never the user's */
+        if (s == DT_OK)
+            s = dt__ag_run_grad_hooks(root);
+    } else {
+        leaf_pending pend = {0};
+        s = walk(root->grad_fn, root->grad_fn_output, g, &pend);
     }
-    leaf_pending pend = {0};
-    s = walk(root->grad_fn, root->grad_fn_output, g, &pend);
     dt_tensor_release(g);
-    return s;
+    dt_status c = dt__ag_pass_end(&pass, s == DT_OK); /* the callbacks queued */
+    return s == DT_OK ? c : s;
 }
 
 dt_status dt__ag_grad(dt_tensor *root, dt_tensor *grad, int n, dt_tensor *const *leaves,
@@ -514,7 +526,12 @@ dt_status dt__ag_grad(dt_tensor *root, dt_tensor *grad, int n, dt_tensor *const 
         return DT_ERR(DT_ERR_INTERNAL, "dt__ag_grad: the root is a leaf not asked for");
     }
     leaf_pending pend = {.n_cap = n, .cap_leaf = leaves, .cap_g = grads};
+    dt__ag_pass pass = {0}; /* callbacks queued inside it are this nested pass's */
+    dt__ag_pass_begin(&pass);
     dt_status s = walk(root->grad_fn, root->grad_fn_output, grad, &pend);
+    dt_status c = dt__ag_pass_end(&pass, s == DT_OK);
+    if (s == DT_OK)
+        s = c;
     if (s != DT_OK)
         dt__kt_release_all(n, grads);
     return s;

@@ -32,6 +32,33 @@ dt_status dt_tensor_register_post_accumulate_grad_hook(dt_tensor *t, dt_grad_hoo
     return DT_OK;
 }
 
+bool dt__ag_grad_hook_remove(dt_tensor *t, dt_grad_hook_fn fn, void *user)
+{
+    if (t->dist != NULL)
+        t = t->local;
+    for (dt__grad_hook **at = &t->grad_hooks; *at != NULL; at = &(*at)->next) {
+        dt__grad_hook *h = *at;
+        if (h->fn != fn || h->user != user)
+            continue;
+        *at = h->next;
+        if (h->free_user != NULL)
+            h->free_user(h->user);
+        free(h);
+        return true;
+    }
+    return false;
+}
+
+bool dt__ag_grad_hook_is_last(const dt_tensor *t, const void *user)
+{
+    if (t->dist != NULL)
+        t = t->local;
+    const dt__grad_hook *h = t->grad_hooks;
+    while (h != NULL && h->next != NULL)
+        h = h->next;
+    return h != NULL && h->user == user;
+}
+
 dt_status dt__ag_run_grad_hooks(dt_tensor *leaf)
 {
     for (dt__grad_hook *h = leaf->grad_hooks; h != NULL; h = h->next)
@@ -69,17 +96,16 @@ static dt__ag_hooked_leaf *find(dt__ag_hooked *h, const dt_tensor *leaf)
     return NULL;
 }
 
-dt_status dt__ag_hooked_arrived(dt__ag_hooked *h, dt_tensor *leaf, bool pending)
+bool dt__ag_hooked_arrived(dt__ag_hooked *h, const dt_tensor *leaf)
 {
     dt__ag_hooked_leaf *e = find(h, leaf);
     if (e == NULL)
-        return DT_OK;
+        return false;
     e->got = true;
-    e->pending = e->pending || pending;
-    if (--e->edges > 0 || e->pending || e->fired)
-        return DT_OK;
+    if (--e->edges > 0 || e->fired)
+        return false;
     e->fired = true;
-    return dt__ag_run_grad_hooks(leaf);
+    return true;
 }
 
 dt_status dt__ag_hooked_finish(dt__ag_hooked *h)

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "autograd/node.h"
+#include "autograd/out_hooks.h"
 #include "core/error.h"
 #include "dtensor/autograd.h"
 #include "kernels/kernel_tensor.h"
@@ -118,6 +119,7 @@ static void drop_graph(dt_ag_node *node, dt_ag_node **todo)
     if (node->drop_extra != NULL && node->extra != NULL)
         node->drop_extra(node->extra);
     node->drop_extra = NULL;
+    dt__ag_free_out_hooks(node);
     for (int i = 0; i < node->n_saved; i++) {
         dt_tensor_release(node->saved[i]);
         node->saved[i] = NULL;

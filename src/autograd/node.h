@@ -73,6 +73,9 @@ struct dt_autograd_node {
      * a pending Partial into a Shard with one reduce-scatter (see
      * autograd/dist_hooks.h). Off by default. */
     bool accepts_dist_grad;
+    /* gradient hooks on its outputs (dt_tensor_register_hook, out_hooks.h),
+     * run just before its backward; freed once it ran */
+    struct dt__ag_out_hook *out_hooks;
     /* engine scratch, valid during one dt_backward */
     int deps;
     bool visited;

@@ -1,14 +1,16 @@
 /*
  * dt_fully_shard / dt_ddp_apply: check the model, compute every parameter's
- * dp shard (dp_shard.c), then (nothing can fail any more) replace the slots and add the
- * forward hooks. The hooks hand the modules their parameters (gathered for
- * ZeRO) through the nodes of dp_grad.c and put the shards back afterwards.
+ * dp shard (dp_shard.c) and register its gradient hook (dp_hooks.c), then
+ * (nothing can fail any more) replace the slots and add the forward hooks.
+ * Under ZeRO the forward hooks put into the slots, for one forward, the
+ * gathered tensors the modules compute on (leaves: their gradients are what
+ * is reduce-scattered), and the shards back afterwards; DDP's modules compute
+ * on the parameters themselves.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/node.h"
 #include "core/error.h"
 #include "mesh/mesh_impl.h"
 #include "nn/nn_internal.h"
@@ -45,6 +47,8 @@ static void param_free(dp_param *p)
     dt_tensor_release(p->rsrc);
     dt_tensor_release(p->rdst);
     dt_tensor_release(p->acc);
+    dt_tensor_release(p->prior);
+    dt_tensor_release(p->compute);
     dt_tensor_release(p->gathered);
     dt_tensor_release(p->slot);
     dt_spec_release(p->tp_spec);
@@ -59,14 +63,12 @@ static void state_free(dp_state *s)
         dt_work_release(s->b[i].work);
         dt_tensor_release(s->b[i].buf);
     }
+    dt__dp_hooks_remove(s); /* a parameter the user still holds keeps none of ours */
     for (int i = 0; i < s->n_params; i++)
         param_free(&s->p[i]);
     for (int i = 0; i < s->n_units; i++)
         free(s->u[i].idx);
-    for (int i = 0; s->fwd_nodes != NULL && i < s->n_params; i++)
-        if (s->fwd_nodes[i] != NULL)
-            dt__ag_node_release(s->fwd_nodes[i]);
-    free(s->p), free(s->u), free(s->b), free(s->order), free(s->fwd_nodes);
+    free(s->p), free(s->u), free(s->b), free(s->order);
     dt_mesh_release(s->mesh);
     free(s);
 }
@@ -141,8 +143,8 @@ static dt_status make_buckets(dp_state *s, size_t cap_bytes)
 
 /*
  * Put @p t in slot @p name of @p m for one forward. Not dt_module_param_set:
- * what a module computes on here is the output of a node (not a leaf), and it
- * must keep its own memory category (it is not a new parameter).
+ * the gathered tensor must keep its own memory category and the slot its
+ * marks (it is not a new parameter).
  */
 static dt_status slot_write(dt_module *m, const char *name, dt_tensor *t)
 {
@@ -168,11 +170,8 @@ static dt_status unit_enter(dp_state *s, int u)
     }
     for (int j = 0; j < un->n; j++) {
         dp_param *p = &s->p[un->idx[j]];
-        dt_tensor *t = NULL;
-        DT_CHECK(dt__dp_param_for_forward(s, un->idx[j], &t));
-        dt_status st = slot_write(p->owner, p->name, t);
-        dt_tensor_release(t);
-        DT_CHECK(st);
+        if (p->compute != NULL)
+            DT_CHECK(slot_write(p->owner, p->name, p->compute));
     }
     return DT_OK;
 }
@@ -182,21 +181,20 @@ static dt_status unit_exit(dp_state *s, int u, dt_tensor **out)
     dp_unit *un = &s->u[u];
     for (int j = 0; j < un->n; j++) {
         dp_param *p = &s->p[un->idx[j]];
-        DT_CHECK(slot_write(p->owner, p->name, p->slot));
+        if (p->compute != NULL)
+            DT_CHECK(slot_write(p->owner, p->name, p->slot));
     }
     if (s->stage != DT_DP_ZERO3)
         return DT_OK;
     dt__dp_unit_drop(s, u);
-    return dt__dp_wrap_unit_output(s, u, out);
+    return dt__dp_unit_output_hook(s, u, *out);
 }
 
 static dt_status root_pre(dt_module *m, int n_in, dt_tensor **in, void *user)
 {
     (void)m, (void)n_in, (void)in;
     dp_state *s = user;
-    if (s->pending > 0) /* the previous forward had no backward */
-        dt__dp_grads_reset(s);
-    s->pending = 0;
+    dt__dp_backward_abort(s); /* a backward that began and failed */
     if (s->stage != DT_DP_DDP) {
         for (int i = 0; i < s->n_params; i++) /* the shards changed since the last gather */
             if (s->p[i].gwork == NULL)
@@ -213,9 +211,10 @@ static dt_status root_post(dt_module *m, dt_tensor **out, void *user)
 {
     (void)m;
     dp_state *s = user;
+    DT_CHECK(dt__dp_forward_end(s, *out)); /* its hook runs before unit 0's regather */
     DT_CHECK(unit_exit(s, 0, out));
     s->order_known = true;
-    return dt__dp_forward_done(s);
+    return DT_OK;
 }
 
 static dt_status unit_pre(dt_module *m, int n_in, dt_tensor **in, void *user)
@@ -225,8 +224,9 @@ static dt_status unit_pre(dt_module *m, int n_in, dt_tensor **in, void *user)
     for (int u = 1; u < s->n_units; u++) {
         if (s->u[u].m != m)
             continue;
-        /* a second round of gathers and gradient nodes in backward would
-         * count each parameter twice */
+        /* its gathers would run again inside backward and put the gathered
+         * leaves, not the recompute's, into the slots: the nested pass would
+         * take their gradients and run their hooks */
         if (dt__module_recomputing() && dt_grad_is_enabled()) {
             char fqn[256];
             if (dt_module_fqn(m, fqn, sizeof(fqn)) != DT_OK)
@@ -265,16 +265,43 @@ dt_status dt_dp_set_gradient_sync(dt_module *root, bool sync)
                       "model (dt_fully_shard / dt_ddp_apply)",
                       dt_module_type_name(root));
     dp_state *s = user;
-    if (s->pending > 0)
+    if (s->armed)
         return DT_ERR(DT_ERR_INVALID_ARG,
-                      "dt_dp_set_gradient_sync: a backward pass is pending (%d parameter "
-                      "gradients not yet computed); change it between iterations",
-                      s->pending);
+                      "dt_dp_set_gradient_sync: a backward pass is pending (a forward recorded "
+                      "a graph whose backward has not ended); change it between iterations");
     s->sync = sync;
     return DT_OK;
 }
 
 /* ---------------------------------------------------------------- entry points */
+
+/* @p local wrapped with the spec @p spec (NULL: @p local itself). Consumes @p local. */
+static dt_status wrap_as(const dt_spec *spec, dt_tensor *local, dt_tensor **out)
+{
+    if (spec == NULL) {
+        *out = local;
+        return DT_OK;
+    }
+    dt_status st = dt_from_local(local, dt_spec_mesh(spec), dt_mesh_ndim(dt_spec_mesh(spec)),
+                                 dt_spec_placements(spec), dt_spec_shape(spec), out);
+    dt_tensor_release(local);
+    return st;
+}
+
+/*
+ * The leaf whose gradient is param @p p's (its hook waits on it) and, under
+ * ZeRO, what the slot holds in a forward: the gathered tensor (made a leaf)
+ * or, replicated over dp, the shard's local tensor, with the tp placements
+ * (the slot's shard is on the whole mesh). DDP computes on the slot's tensor.
+ */
+static dt_status make_leaf(dp_state *s, dp_param *p)
+{
+    p->leaf = dt__dp_has_copy(s, p) ? p->gathered : dt__dp_local(p->slot);
+    if (s->stage == DT_DP_DDP)
+        return DT_OK;
+    DT_CHECK(dt_tensor_set_requires_grad(p->leaf, true));
+    return wrap_as(p->tp_spec, dt_tensor_retain(p->leaf), &p->compute);
+}
 
 static dt_status state_create(dt_module *root, dt_mesh *mesh, const char *dp_dim,
                               const dt_fsdp_params *prm, dp_state **out)
@@ -326,11 +353,8 @@ static dt_status state_create(dt_module *root, dt_mesh *mesh, const char *dp_dim
         s, DT_PARAM_VALUE(prm, cpu_offload, DT_FSDP_PARAM_FIELD_CPU_OFFLOAD, false));
     for (int i = 0; i < s->n_params; i++)
         DT_CHECK_GOTO(dt__dp_shard_param(s, &s->p[i]), st, err_state);
-    s->fwd_nodes = calloc((size_t)s->n_params + 1, sizeof(*s->fwd_nodes));
-    if (s->fwd_nodes == NULL) {
-        st = DT_ERR(DT_ERR_NO_MEMORY, "dt_fully_shard: no memory for %d nodes", s->n_params);
-        goto err_state;
-    }
+    for (int i = 0; i < s->n_params; i++)
+        DT_CHECK_GOTO(make_leaf(s, &s->p[i]), st, err_state);
     DT_CHECK_GOTO(make_units(s, root, DT_PARAM_VALUE(prm, units, DT_FSDP_PARAM_FIELD_UNITS, NULL)),
                   st, err_state);
     if (s->stage == DT_DP_DDP)
@@ -338,6 +362,7 @@ static dt_status state_create(dt_module *root, dt_mesh *mesh, const char *dp_dim
             make_buckets(s, DT_PARAM_VALUE(prm, bucket_bytes, DT_FSDP_PARAM_FIELD_BUCKET_BYTES,
                                            (size_t)4 << 20)),
             st, err_state);
+    DT_CHECK_GOTO(dt__dp_hooks_register(s), st, err_state); /* the last step that can fail */
     *out = s;
     return DT_OK;
 err_state:

@@ -47,12 +47,6 @@ dt_status dt__dp_storage_fill(dt_tensor *t, dt_mem_category cat)
     return storage_swap(t, want, cat);
 }
 
-/* Whether param @p p computes on a gathered (or offloaded) copy. */
-static bool has_copy(const dp_state *s, const dp_param *p)
-{
-    return p->k >= 0 || s->offload;
-}
-
 /* A communication buffer like @p like (shape), in @p dtype. */
 static dt_status comm_buffer(const dt_tensor *like, int ndim, const int64_t *shape, dt_dtype dtype,
                              dt_tensor **out)
@@ -80,7 +74,7 @@ static dt_status send_copy(const dp_state *s, dp_param *p, const void **send)
 dt_status dt__dp_gather_post(dp_state *s, int i)
 {
     dp_param *p = &s->p[i];
-    if (!has_copy(s, p) || p->resident || p->gwork != NULL)
+    if (!dt__dp_has_copy(s, p) || p->resident || p->gwork != NULL)
         return DT_OK;
     DT_CHECK(dt__dp_storage_fill(p->gathered, DT_MEM_PARAMETER));
     if (p->k < 0) { /* offloaded, replicated over dp: the master to the device */
@@ -124,7 +118,7 @@ static dt_status receive(dp_param *p)
 dt_status dt__dp_gather_wait(dp_state *s, int i)
 {
     dp_param *p = &s->p[i];
-    if (!has_copy(s, p) || p->resident)
+    if (!dt__dp_has_copy(s, p) || p->resident)
         return DT_OK;
     if (p->gwork == NULL)
         DT_CHECK(dt__dp_gather_post(s, i));
@@ -163,7 +157,7 @@ void dt__dp_unit_drop(dp_state *s, int u)
 {
     for (int j = 0; j < s->u[u].n; j++) {
         dp_param *p = &s->p[s->u[u].idx[j]];
-        if (!has_copy(s, p) || p->gwork != NULL)
+        if (!dt__dp_has_copy(s, p) || p->gwork != NULL)
             continue;
         p->resident = false;
         (void)dt__dp_storage_drop(p->gathered); /* a 0-byte block: cannot fail in practice */

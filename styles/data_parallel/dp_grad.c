@@ -1,18 +1,14 @@
 /*
- * Gradients of a data-parallel model. Every parameter reaches its module
- * through a one-input autograd node recorded in the forward pre-hooks: the
- * node's input is the leaf that keeps the gradient (the parameter, or its dp
- * shard), its output what the module computes on (the parameter's data, or
- * the gathered tensor). The engine runs a node's backward once every consumer
- * of its output has run, i.e. exactly when that parameter's gradient is
- * complete (PyTorch's post-accumulate-grad hook): the backward starts the
- * reduction without waiting (DDP bucket all-reduce, ZeRO-1 all-reduce,
- * ZeRO-2/3 reduce-scatter) and returns no gradient to the engine. A ZeRO
- * reduction found complete by a later node is installed then, so the full
- * gradient it sent does not wait for the end of backward; when the forward's
- * last such node has run, the rest are completed and installed as the
- * leaves' gradients. Each rank scales its gradient by
- * grad_scale before the sum (so uneven local batches can weigh theirs).
+ * Gradient reductions of a data-parallel model. dp_hooks.c hands each
+ * parameter's gradient over as soon as autograd completed it (its
+ * post-accumulate-grad hook); it is scaled by grad_scale (before the sum: the
+ * scale may differ between ranks, so uneven local batches can weigh theirs)
+ * and its reduction starts without waiting: DDP copies it into its bucket and
+ * all-reduces each full bucket in bucket order, ZeRO-1 all-reduces it,
+ * ZeRO-2/3 reduce-scatter it into a new gradient shard. A ZeRO reduction
+ * found complete while backward goes on is installed then, so the full
+ * gradient it sent does not wait for the end of backward; when the backward
+ * pass ends the rest are completed and installed as the leaves' gradients.
  * With reduce_dtype bf16 what is sent and reduced is a bf16 copy (half the
  * bytes; the comm sums in f32 and rounds), turned back into the f32
  * gradient the optimizer's master weights take.
@@ -21,35 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/node.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/kernel_ops.h"
 #include "styles/data_parallel/dp_impl.h"
-
-static dp_state *state_of(const dt_ag_node *node)
-{
-    return (dp_state *)(intptr_t)node->iv[1];
-}
-
-/* A new handle on @p t's data (no autograd state). */
-static dt_status alias(dt_tensor *t, dt_tensor **out)
-{
-    return dt__tensor_make_view(t, t->ndim, t->shape, t->strides, t->offset, out);
-}
-
-/* @p local wrapped with the spec of @p like_spec (NULL: @p local itself). Consumes @p local. */
-static dt_status wrap_as(const dt_spec *spec, dt_tensor *local, dt_tensor **out)
-{
-    if (spec == NULL) {
-        *out = local;
-        return DT_OK;
-    }
-    dt_status st = dt_from_local(local, dt_spec_mesh(spec), dt_mesh_ndim(dt_spec_mesh(spec)),
-                                 dt_spec_placements(spec), dt_spec_shape(spec), out);
-    dt_tensor_release(local);
-    return st;
-}
 
 static dt_status new_tensor(int ndim, const int64_t *shape, dt_dtype dtype, dt_device device,
                             dt_mem_category cat, dt_tensor **out)
@@ -146,10 +117,8 @@ static dt_status ddp_post_ready(dp_state *s)
         void *d = dt_tensor_data(b->buf);
         DT_CHECK(dt_comm_allreduce(s->dp, d, d, (size_t)b->numel, s->reduce_dtype, DT_REDUCE_OP_SUM,
                                    &b->work));
-        DT_LOG_DEBUG("dp",
-                     "bucket %d (%lld floats) all-reduce posted, %d parameter nodes of "
-                     "backward still to run",
-                     s->next_post, (long long)b->numel, s->pending - 1);
+        DT_LOG_DEBUG("dp", "bucket %d (%lld floats) all-reduce posted", s->next_post,
+                     (long long)b->numel);
         s->next_post++;
     }
     return DT_OK;
@@ -353,17 +322,16 @@ void dt__dp_grads_reset(dp_state *s)
         s->b[i].work = NULL, s->b[i].buf = NULL, s->b[i].n_ready = 0;
     }
     s->next_post = 0;
-    s->pending = 0;
 }
 
-/* ---------------------------------------------------------------- nodes */
+/* ---------------------------------------------------------------- gradients ready */
 
 /*
  * Give the reductions in flight a chance to move: a non-blocking collective
  * advances only inside calls on its comm family, and with no tensor
  * parallelism backward makes none of its own.
  */
-static dt_status progress(dp_state *s)
+dt_status dt__dp_progress(dp_state *s)
 {
     bool done = false;
     for (int i = 0; i < s->next_post; i++)
@@ -426,24 +394,19 @@ static dt_status param_ready(dp_state *s, dp_param *p, dt_tensor *g)
     return s->stage == DT_DP_DDP ? ddp_ready(s, p, g) : zero_ready(s, p, g);
 }
 
-static dt_status param_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
+dt_status dt__dp_grad_ready(dp_state *s, dp_param *p, dt_tensor *g)
 {
-    dp_state *s = state_of(node);
-    dp_param *p = &s->p[node->iv[0]];
-    gx[0] = NULL;                     /* the gradient is installed by finish() */
-    DT_CHECK(scale(gy[0], s->scale)); /* before the sum: the scale may differ between ranks */
-    DT_CHECK(param_ready(s, p, gy[0]));
-    if (s->stage == DT_DP_ZERO3 && (p->k >= 0 || s->offload) && p->gwork == NULL) {
+    DT_CHECK(scale(g, s->scale)); /* before the sum: the scale may differ between ranks */
+    DT_CHECK(param_ready(s, p, g));
+    if (s->stage == DT_DP_ZERO3 && dt__dp_has_copy(s, p) && p->gwork == NULL) {
         p->resident = false; /* every user of the gathered tensor has run */
         DT_CHECK(dt__dp_storage_drop(p->gathered));
     }
-    if (--s->pending == 0)
-        return s->sync ? finish(s) : DT_OK;
-    return progress(s);
+    return dt__dp_progress(s);
 }
 
 /*
- * A parameter no op of this forward used, in a synced pass: what passes
+ * A parameter that got no gradient in a synced pass: what passes
  * without sync kept for it is reduced now; else a DDP bucket still needs its
  * entry (zeros).
  */
@@ -467,97 +430,10 @@ static dt_status unused_synced(dp_state *s, dp_param *p)
     return ddp_post_ready(s);
 }
 
-dt_status dt__dp_forward_done(dp_state *s)
+dt_status dt__dp_grads_finish(dp_state *s)
 {
-    dt_status st = DT_OK;
-    int unused = 0;
-    for (int i = 0; i < s->n_params; i++) {
-        dt_ag_node *node = s->fwd_nodes[i];
-        if (node == NULL)
-            continue;
-        s->fwd_nodes[i] = NULL;
-        /* only our reference left: no recorded op took the parameter as input */
-        bool used = atomic_load(&node->refcount) > 1;
-        dt__ag_node_release(node);
-        if (used || st != DT_OK)
-            continue;
-        unused++;
-        s->pending--;
-        if (s->sync)
-            st = unused_synced(s, &s->p[i]);
-    }
-    if (st == DT_OK && unused > 0 && s->pending == 0 && s->sync) /* nothing left for backward */
-        st = finish(s);
-    return st;
-}
-
-dt_status dt__dp_param_for_forward(dp_state *s, int i, dt_tensor **out)
-{
-    dp_param *p = &s->p[i];
-    dt_tensor *leaf = dt__dp_local(p->slot);
-    dt_tensor *src = (s->stage != DT_DP_DDP && (p->k >= 0 || s->offload)) ? p->gathered : leaf;
-    dt_tensor *view = NULL;
-    dt_ag_node *node = NULL;
-    dt_status st;
-    DT_CHECK(alias(src, &view));
-    if (dt__ag_should_record(1, &leaf)) {
-        DT_CHECK_GOTO(dt__ag_node_create("dp_param", param_backward, 1, &leaf, &node), st,
-                      err_view);
-        node->iv[0] = i;
-        node->iv[1] = (int64_t)(intptr_t)s;
-        if (s->fwd_nodes[i] != NULL)
-            dt__ag_node_release(s->fwd_nodes[i]);
-        s->fwd_nodes[i] = dt__ag_node_retain(node); /* to see at the end whether it is used */
-        DT_CHECK_GOTO(dt__ag_attach(node, 1, &view), st, err_view);
-        s->pending++;
-    }
-    return wrap_as(p->tp_spec, view, out);
-err_view:
-    dt_tensor_release(view);
-    return st;
-}
-
-static int order_pos(const dp_state *s, int u)
-{
-    for (int j = 0; j < s->n_order; j++)
-        if (s->order[j] == u)
-            return j;
-    return -1;
-}
-
-static dt_status regather_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
-{
-    dp_state *s = state_of(node);
-    int u = (int)node->iv[0];
-    DT_CHECK(dt__dp_unit_gather_wait(s, u));
-    if (s->prefetch && s->order_known) { /* the unit whose backward comes next */
-        int pos = order_pos(s, u);
-        int prev = pos == 0 ? s->n_order - 1 : pos - 1;
-        if (pos >= 0 && prev > 0)
-            DT_CHECK(dt__dp_unit_gather_post(s, s->order[prev]));
-    }
-    gx[0] = dt_tensor_retain(gy[0]);
-    return progress(s);
-}
-
-dt_status dt__dp_wrap_unit_output(dp_state *s, int u, dt_tensor **out)
-{
-    dt_tensor *o = *out, *loc = dt__dp_local(o), *view = NULL, *w = NULL;
-    dt_ag_node *node = NULL;
-    dt_status st;
-    if (!dt__ag_should_record(1, &loc))
-        return DT_OK;
-    DT_CHECK(alias(loc, &view));
-    DT_CHECK_GOTO(dt__ag_node_create("dp_regather", regather_backward, 1, &loc, &node), st,
-                  err_view);
-    node->iv[0] = u;
-    node->iv[1] = (int64_t)(intptr_t)s;
-    DT_CHECK_GOTO(dt__ag_attach(node, 1, &view), st, err_view);
-    DT_CHECK(wrap_as(dt_tensor_spec(o), view, &w));
-    dt_tensor_release(o);
-    *out = w;
-    return DT_OK;
-err_view:
-    dt_tensor_release(view);
-    return st;
+    for (int i = 0; i < s->n_params; i++)
+        if (!s->p[i].ready)
+            DT_CHECK(unused_synced(s, &s->p[i]));
+    return finish(s);
 }

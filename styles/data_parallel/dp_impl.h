@@ -4,9 +4,10 @@
  *
  *   dp_apply.c    validation, shards, units, hooks (the forward side)
  *   dp_gather.c   ZeRO all-gathers: storage drop/refill, prefetch, unpack
- *   dp_grad.c     the per-parameter autograd nodes and the gradient reductions
+ *   dp_hooks.c    the autograd hooks: gradient ready, backward begins / ends, ZeRO-3 regather
+ *   dp_grad.c     the gradient reductions: posting, completing, installing
  *   dp_pack.c     moving dp pieces of a tensor dim in and out of packed buffers
- *   memory_report.c  dt_memory_report
+ *   memory_estimate*.c  dt_gpt_memory_estimate
  */
 #ifndef DT_STYLES_DP_IMPL_H
 #define DT_STYLES_DP_IMPL_H
@@ -49,6 +50,17 @@ typedef struct dp_param {
     /* DDP bucket */
     int bucket;
     int64_t boff;
+    /* the leaf autograd accumulates the gradient into, where the dp hook
+     * (dp_hooks.c) waits for it: the gathered tensor (ZeRO), else the slot's
+     * local tensor (DDP; ZeRO for a parameter replicated over dp). Borrowed. */
+    dt_tensor *leaf;
+    /* what the slot holds during a forward: the leaf with the tp placements
+     * (ZeRO; owned), or NULL when the slot's tensor is the leaf's (DDP) */
+    dt_tensor *compute;
+    struct dp_leaf_hook *hook; /* the hook's context (the leaf's hook list owns it) */
+    dt_tensor *prior;          /* the leaf's gradient when backward began, given back at its end */
+    bool ready;                /* its hook ran in this backward */
+    bool left;                 /* its hook left the local gradient in .grad for later hooks */
 } dp_param;
 
 typedef struct dp_unit {
@@ -84,8 +96,8 @@ typedef struct dp_state {
     dp_unit *u;
     int n_buckets, next_post;
     dp_bucket *b;
-    int pending; /* nodes of the current forward whose backward has not run */
-    struct dt_autograd_node **fwd_nodes; /* [n_params] this forward's node per parameter */
+    bool armed;          /* a forward recorded a graph; its backward has not ended */
+    bool in_backward;    /* that backward began (priors stashed, end callback queued) */
     int *order, n_order; /* ZeRO-3 units in forward order (learnt at the first forward) */
     bool order_known;
     int refs; /* one per hook holding the state */
@@ -95,6 +107,13 @@ typedef struct dp_state {
 static inline dt_tensor *dt__dp_local(dt_tensor *t)
 {
     return t->dist != NULL ? t->local : t;
+}
+
+/* Whether param @p p computes on a copy of its shard: gathered (ZeRO) or on
+ * the device (offload). */
+static inline bool dt__dp_has_copy(const dp_state *s, const dp_param *p)
+{
+    return s->stage != DT_DP_DDP && (p->k >= 0 || s->offload);
 }
 
 /* Release one reference (a hook's free_user). */
@@ -122,16 +141,30 @@ dt_status dt__dp_unit_gather_wait(dp_state *s, int u);
 void dt__dp_unit_drop(dp_state *s, int u);
 
 /* dp_grad.c */
-/* The tensor the module computes on for param i this forward (new reference):
- * gathered or the slot's local, through a node when grad mode records. */
-dt_status dt__dp_param_for_forward(dp_state *s, int i, dt_tensor **out);
-/* Wrap @p out (a unit's output) in a node whose backward regathers unit @p u. */
-dt_status dt__dp_wrap_unit_output(dp_state *s, int u, dt_tensor **out);
-/* Forget reductions of a forward that had no backward. */
+/* Param @p p's gradient of this backward is complete: @p g (contiguous f32,
+ * the caller's to change) is scaled and its reduction posted (without sync:
+ * kept in p->acc); ZeRO-3 drops the gathered storage. */
+dt_status dt__dp_grad_ready(dp_state *s, dp_param *p, dt_tensor *g);
+/* Test the works in flight (they progress inside calls on their comm) and
+ * install the reductions that completed. */
+dt_status dt__dp_progress(dp_state *s);
+/* End of a synced backward: parameters that got no gradient are counted out
+ * (DDP: zeros in their bucket), every reduction waited for and installed. */
+dt_status dt__dp_grads_finish(dp_state *s);
+/* Forget the reductions of a backward that failed. */
 void dt__dp_grads_reset(dp_state *s);
-/* End of forward: parameters whose node no op consumed get no gradient in this
- * backward; count them out now (DDP: they enter their bucket as zeros). */
-dt_status dt__dp_forward_done(dp_state *s);
+
+/* dp_hooks.c */
+/* Register the post-accumulate-grad hook on every p->leaf; on error none is left. */
+dt_status dt__dp_hooks_register(dp_state *s);
+/* Remove them (the state goes; a leaf the user holds keeps no hook of ours). */
+void dt__dp_hooks_remove(dp_state *s);
+/* End of the root's forward: the backward through @p out will be this model's. */
+dt_status dt__dp_forward_end(dp_state *s, dt_tensor *out);
+/* ZeRO-3: regather unit @p u before the backward through @p out, its output. */
+dt_status dt__dp_unit_output_hook(dp_state *s, int u, dt_tensor *out);
+/* A backward that began and failed: its reductions forgotten, gradients given back. */
+void dt__dp_backward_abort(dp_state *s);
 
 /* dp_pack.c: piece r of dim k = [outer, klen[r], inner]; tensor copies on their device.
  * full is a contiguous tp-local tensor, packed a contiguous 1-d buffer. */
