@@ -94,3 +94,27 @@ dt_status dt__ops_gemm(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *a, d
     dt_tensor_release(hb);
     return s;
 }
+
+dt_status dt__ops_gemm_bias(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *a, dt_tensor *b,
+                            bool ta, bool tb, dt_tensor *bias, dt_tensor *c)
+{
+    dt_tensor *ha = NULL, *hb = NULL, *eb = NULL;
+    dt_status s = dt__ops_round(k, compute, a, &ha);
+    if (s == DT_OK)
+        s = dt__ops_round(k, compute, b, &hb);
+    if (s == DT_OK && k->gemm_bias != NULL) {
+        s = dt__kt_contiguous(bias, &eb);
+        if (s == DT_OK)
+            s = k->gemm_bias(ha, hb, ta, tb, eb, c);
+    } else if (s == DT_OK) { /* the bias in c first, the product added to it */
+        s = dt_tensor_expand(bias, c->ndim, c->shape, &eb);
+        if (s == DT_OK)
+            s = k->copy(c, eb);
+        if (s == DT_OK)
+            s = k->gemm(ha, hb, ta, tb, 1.0f, 1.0f, c);
+    }
+    dt_tensor_release(eb);
+    dt_tensor_release(ha);
+    dt_tensor_release(hb);
+    return s;
+}

@@ -307,13 +307,13 @@ static dt_status linear_check(const char *name, dt_tensor *x, dt_tensor *w, dt_t
     return DT_OK;
 }
 
-/* y = x W^T (+ b): x flattened to [rows, in], bias broadcast into y, one gemm with beta 1. */
+/* y = x W^T (+ b): x flattened to [rows, in], one gemm with the bias in its epilogue. */
 static dt_status linear_raw(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *x, dt_tensor *w,
                             dt_tensor *bias, dt_tensor **xc_out, dt_tensor **out)
 {
     int64_t in = w->shape[1], outf = w->shape[0], rows = lead_rows(x);
-    int64_t shape[DT_MAX_DIMS], bshape[2] = {rows, outf};
-    dt_tensor *xc = NULL, *xs = NULL, *wc = NULL, *x2 = NULL, *y = NULL, *y2 = NULL, *eb = NULL;
+    int64_t shape[DT_MAX_DIMS];
+    dt_tensor *xc = NULL, *xs = NULL, *wc = NULL, *x2 = NULL, *y = NULL, *y2 = NULL;
     dt_status s;
     bool tw = true;
     memcpy(shape, x->shape, sizeof(shape[0]) * (size_t)x->ndim);
@@ -326,19 +326,16 @@ static dt_status linear_raw(const dt_kernel_ops *k, dt_dtype compute, dt_tensor 
     DT_CHECK_GOTO(view2d(xs, rows, in, &x2), s, err);
     DT_CHECK_GOTO(dt__kt_empty(x->ndim, shape, x->device, &y), s, err);
     DT_CHECK_GOTO(view2d(y, rows, outf, &y2), s, err);
-    if (bias != NULL) {
-        DT_CHECK_GOTO(dt_tensor_expand(bias, 2, bshape, &eb), s, err);
-        DT_CHECK_GOTO(k->copy(y2, eb), s, err);
-    }
-    DT_CHECK_GOTO(dt__ops_gemm(k, compute, x2, wc, false, tw, 1.0f, bias != NULL ? 1.0f : 0.0f, y2),
-                  s, err);
+    if (bias != NULL)
+        DT_CHECK_GOTO(dt__ops_gemm_bias(k, compute, x2, wc, false, tw, bias, y2), s, err);
+    else
+        DT_CHECK_GOTO(dt__ops_gemm(k, compute, x2, wc, false, tw, 1.0f, 0.0f, y2), s, err);
     *xc_out = xs;
     xs = NULL;
     *out = y;
     y = NULL;
 err:
     dt_tensor_release(xs);
-    dt_tensor_release(eb);
     dt_tensor_release(y2);
     dt_tensor_release(y);
     dt_tensor_release(x2);

@@ -96,6 +96,15 @@ static void test_gemm(void **state)
     K_OK(ku_cpu()->gemm(a, b, false, true, 0.5f, 1.0f, c)); /* batch-broadcast b, transposed */
     K_OK(kd->gemm(da, db, false, true, 0.5f, 1.0f, dc));
     expect_same("gemm", c, dc);
+    if (kd->gemm_bias != NULL) { /* optional: the bias in the GEMM's epilogue */
+        int64_t n = cs[2];
+        dt_tensor *bias = ku_rand(1, &n, -1, 1), *dbias = on_dev(bias);
+        K_OK(ku_cpu()->gemm_bias(a, b, false, true, bias, c));
+        K_OK(kd->gemm_bias(da, db, false, true, dbias, dc));
+        expect_same("gemm_bias", c, dc);
+        dt_tensor_release(bias);
+        dt_tensor_release(dbias);
+    }
     dt_tensor *ts[] = {a, b, c, da, db, dc};
     release_all(ts, 6);
 }
