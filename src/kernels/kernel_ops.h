@@ -47,7 +47,8 @@ typedef enum dt_unary_op {
     DT_UNARY_LOG,
     DT_UNARY_NEG,
     DT_UNARY_SQRT,
-    DT_UNARY_SQUARE
+    DT_UNARY_SQUARE,
+    DT_UNARY_ROUND_BF16 /* y = x rounded to the nearest bf16 value (ties to even), kept f32 */
 } dt_unary_op;
 
 typedef enum dt_reduce_kind {

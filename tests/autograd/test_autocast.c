@@ -185,6 +185,28 @@ static void test_matmul_activations(void **state)
     ag_release_all((int)(sizeof(all) / sizeof(all[0])), all);
 }
 
+/* dt_round_to_dtype: bf16 values forward, the gradient rounded likewise. */
+static void test_round_to_dtype(void **state)
+{
+    (void)state;
+    int64_t xs[2] = {7, 33};
+    dt_tensor *x = ag_rand_tensor(2, xs, -3, 3), *g = ag_rand_tensor(2, xs, -1, 1);
+    dt_tensor *xr = rounded(x), *gr = rounded(g), *y = NULL, *same = NULL;
+    assert_int_equal(dt_tensor_set_requires_grad(x, true), DT_OK);
+    assert_int_equal(dt_round_to_dtype(x, DT_DTYPE_BF16, &y), DT_OK);
+    assert_true(dt_tensor_equal(y, xr));
+    assert_false(dt_tensor_equal(y, x)); /* the rounding shows */
+    dt_tensor *loss = weighted(y, g);
+    assert_int_equal(dt_backward(loss, NULL), DT_OK);
+    assert_true(dt_tensor_equal(dt_tensor_grad(x), gr));
+    assert_int_equal(dt_round_to_dtype(x, DT_DTYPE_F32, &same), DT_OK);
+    assert_ptr_equal(same, x);
+    assert_int_equal(dt_round_to_dtype(x, DT_DTYPE_F16, &same), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "dtype f16, expected bf16 or f32"));
+    dt_tensor *all[] = {x, g, xr, gr, y, loss, same}; /* same is x, a second reference */
+    ag_release_all((int)(sizeof(all) / sizeof(all[0])), all);
+}
+
 static void test_bad_dtype(void **state)
 {
     (void)state;
@@ -200,6 +222,7 @@ int main(void)
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_activations),
+        cmocka_unit_test(test_round_to_dtype),
         cmocka_unit_test(test_bad_dtype),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -149,7 +149,7 @@ static void test_binary_unary(void **state)
         K_OK(kd->binary((dt_binary_op)op, da, db, dout));
         expect_same("binary (broadcast row)", o, dout);
     }
-    for (int op = DT_UNARY_SCALE; op <= DT_UNARY_SQUARE; op++) {
+    for (int op = DT_UNARY_SCALE; op <= DT_UNARY_ROUND_BF16; op++) {
         const dt_tensor *x = (op == DT_UNARY_LOG || op == DT_UNARY_SQRT) ? b : a;
         const dt_tensor *dx = (op == DT_UNARY_LOG || op == DT_UNARY_SQRT) ? db : da;
         dt_tensor *o1 = host_empty(dt_tensor_ndim(x), dt_tensor_shape(x), 0), *d1 = dev_empty(o1);
