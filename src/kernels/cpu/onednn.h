@@ -63,6 +63,16 @@ typedef struct dt__onednn_mm {
  */
 dt_status dt__onednn_matmul(const dt__onednn_mm *mm, const void *a, const void *b, void *c);
 
+/*
+ * Timing of the matmuls for benchmarks (bench/gpt_step's GEMM share of a
+ * step): while on, every dt__onednn_matmul adds the calling thread's CPU time
+ * in it to a process-wide total (all of a matmul's time with one compute
+ * thread; with more, only the caller's share). Off by default (two clock
+ * reads per call when on). dt__onednn_gemm_seconds returns the total.
+ */
+void dt__onednn_time_gemms(bool on);
+double dt__onednn_gemm_seconds(void);
+
 /* Primitives in the cache now, and how many were created/evicted since load. */
 void dt__onednn_cache_stats(int *entries, int64_t *created, int64_t *evicted);
 

@@ -9,8 +9,10 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -37,6 +39,15 @@ static cache_entry *cache;
 static int cache_cap, cache_len;
 static uint64_t tick;
 static int64_t n_created, n_evicted;
+static atomic_bool timing;  /* dt__onednn_time_gemms */
+static double gemm_seconds; /* under lock */
+
+static double thread_cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static void fork_prepare(void)
 {
@@ -314,11 +325,28 @@ dt_status dt__onednn_matmul(const dt__onednn_mm *mm, const void *a, const void *
     } else {
         cache_entry *e = NULL;
         st = lookup(mm, &key, &e);
+        bool timed = atomic_load_explicit(&timing, memory_order_relaxed);
+        double t0 = timed ? thread_cpu_s() : 0.0;
         if (st == DT_OK)
             st = execute(mm, e, a, b, c);
+        if (timed)
+            gemm_seconds += thread_cpu_s() - t0;
     }
     pthread_mutex_unlock(&lock);
     return st;
+}
+
+void dt__onednn_time_gemms(bool on)
+{
+    atomic_store(&timing, on);
+}
+
+double dt__onednn_gemm_seconds(void)
+{
+    pthread_mutex_lock(&lock);
+    double s = gemm_seconds;
+    pthread_mutex_unlock(&lock);
+    return s;
 }
 
 void dt__onednn_cache_stats(int *entries, int64_t *created, int64_t *evicted)
@@ -333,6 +361,16 @@ void dt__onednn_cache_stats(int *entries, int64_t *created, int64_t *evicted)
     pthread_mutex_unlock(&lock);
 }
 #else
+void dt__onednn_time_gemms(bool on)
+{
+    (void)on;
+}
+
+double dt__onednn_gemm_seconds(void)
+{
+    return 0.0;
+}
+
 dt_status dt__onednn_matmul(const dt__onednn_mm *mm, const void *a, const void *b, void *c)
 {
     (void)mm, (void)a, (void)b, (void)c;
