@@ -6,11 +6,14 @@
  * dt_parallelize_module: vocabulary-parallel embedding and output, parallel
  * cross entropy, column/row-parallel attention and MLP).
  *
- * Per step and rank: wall time, CPU time and minor page faults (getrusage).
+ * Per step and rank: wall time, CPU time, minor page faults (getrusage) and
+ * the CPU time inside oneDNN's matmuls (dt__onednn_time_gemms: the GEMM
+ * share of the step; one compute thread per rank, so that is all of it).
  * Rank 0 prints each step (the largest value of the ranks) and a
  * RESULT line that bench/gpt_step/run.sh turns into a table:
  *   RESULT impl=dtensor alloc=A precision=P world=W step_ms=median(steps 2..N) cpu_ms=.. faults_first=..
- *          faults_per_step=mean(steps 2..N) peak_mib=max live bytes of a rank loss=last
+ *          faults_per_step=mean(steps 2..N) peak_mib=max live bytes of a rank
+ *          gemm_ms=median(steps 2..N) gemm_pct=100 gemm_ms / cpu_ms loss=last
  *
  *   dtrun -n W gpt_step --data tokens.bin [--config small] [--batch 8] [--seq 256]
  *                       [--steps 5] [--lr 0.01] [--precision f32|bf16]
@@ -24,6 +27,7 @@
 #include "dtensor.h"
 
 #include "../common/bench_util.h"
+#include "kernels/cpu/onednn.h"
 
 #define CHECK(call)                                                                     \
     do {                                                                                \
@@ -34,7 +38,8 @@
         }                                                                               \
     } while (0)
 
-enum { MAX_STEPS = 100, NF = 3 /* per step and rank: wall seconds, faults, CPU seconds */ };
+/* per step and rank: wall seconds, faults, CPU seconds, CPU seconds in GEMMs */
+enum { MAX_STEPS = 100, NF = 4 };
 
 typedef struct bench_args {
     const char *config, *data, *precision;
@@ -95,27 +100,31 @@ static double train_step(const bench_args *a, dt_module *model, dt_optim *opt,
 static void print_report(const char *alloc, const char *precision, int world, int64_t steps,
                          const double *gathered, const double *losses, double peak_bytes)
 {
-    double all_steps[MAX_STEPS], all_cpu[MAX_STEPS], faults_first = 0.0, faults_rest = 0.0;
+    double all_steps[MAX_STEPS], all_cpu[MAX_STEPS], all_gemm[MAX_STEPS];
+    double faults_first = 0.0, faults_rest = 0.0;
     for (int64_t s = 0; s < steps; s++) {
-        double t = 0.0, f = 0.0, c = 0.0;
+        double t = 0.0, f = 0.0, c = 0.0, g = 0.0;
         for (int r = 0; r < world; r++) {
             const double *v = gathered + (size_t)r * NF * (size_t)steps + NF * (size_t)s;
             t = v[0] > t ? v[0] : t;
             f = v[1] > f ? v[1] : f;
             c = v[2] > c ? v[2] : c;
+            g = v[3] > g ? v[3] : g;
         }
-        printf("step %lld: %.1f ms, cpu %.1f ms, %.0f minor faults (largest of the ranks), "
-               "loss %.6f\n", (long long)s + 1, 1e3 * t, 1e3 * c, f, losses[s]);
+        printf("step %lld: %.1f ms, cpu %.1f ms (gemm %.1f), %.0f minor faults (largest of the "
+               "ranks), loss %.6f\n", (long long)s + 1, 1e3 * t, 1e3 * c, 1e3 * g, f, losses[s]);
         all_steps[s] = t;
         all_cpu[s] = c;
+        all_gemm[s] = g;
         if (s == 0) faults_first = f;
         else faults_rest += f;
     }
+    double cpu = median_after_first(all_cpu, steps), gemm = median_after_first(all_gemm, steps);
     printf("RESULT impl=dtensor alloc=%s precision=%s world=%d step_ms=%.1f cpu_ms=%.1f faults_first=%.0f "
-           "faults_per_step=%.1f peak_mib=%.1f loss=%.6f\n", alloc, precision, world,
-           1e3 * median_after_first(all_steps, steps), 1e3 * median_after_first(all_cpu, steps),
-           faults_first, faults_rest / (double)(steps - 1), peak_bytes / 1048576.0,
-           losses[steps - 1]);
+           "faults_per_step=%.1f peak_mib=%.1f gemm_ms=%.1f gemm_pct=%.1f loss=%.6f\n", alloc,
+           precision, world, 1e3 * median_after_first(all_steps, steps), 1e3 * cpu, faults_first,
+           faults_rest / (double)(steps - 1), peak_bytes / 1048576.0, 1e3 * gemm,
+           cpu > 0.0 ? 100.0 * gemm / cpu : 0.0, losses[steps - 1]);
     fflush(stdout);
 }
 
@@ -165,13 +174,15 @@ int main(int argc, char **argv)
     double mine[MAX_STEPS][NF], losses[MAX_STEPS];
     double *gathered = malloc(sizeof(double) * NF * MAX_STEPS * (size_t)world);
     if (gathered == NULL) return 1;
+    dt__onednn_time_gemms(true);
     for (int64_t s = 0; s < a.steps; s++) {
         CHECK(dt_comm_barrier(wc, NULL)); /* every rank starts the step together */
-        double f0 = minor_faults(), c0 = cpu_s(), t0 = now_s();
+        double f0 = minor_faults(), c0 = cpu_s(), t0 = now_s(), g0 = dt__onednn_gemm_seconds();
         losses[s] = train_step(&a, model, opt, data, s, seq);
         mine[s][0] = now_s() - t0;
         mine[s][1] = minor_faults() - f0;
         mine[s][2] = cpu_s() - c0;
+        mine[s][3] = dt__onednn_gemm_seconds() - g0;
     }
     CHECK(dt_comm_allgather(wc, mine, gathered, NF * (size_t)a.steps, DT_DTYPE_F64, NULL));
     dt_memory_stats ms;

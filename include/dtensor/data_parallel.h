@@ -98,6 +98,7 @@ enum {
     DT_FSDP_PARAM_FIELD_GRAD_SCALE = 1u << 5,
     DT_FSDP_PARAM_FIELD_REDUCE_DTYPE = 1u << 6,
     DT_FSDP_PARAM_FIELD_PARAM_DTYPE = 1u << 7,
+    DT_FSDP_PARAM_FIELD_OUTPUT_DTYPE = 1u << 8,
 };
 
 /** Options of dt_fully_shard / dt_ddp_apply (field-masked; NULL = defaults). */
@@ -122,6 +123,11 @@ typedef struct dt_fsdp_params {
                               DT_DTYPE_F32 (default) or DT_DTYPE_BF16 (each rank sends its f32
                               master shard rounded to bf16, half the bytes, and the module
                               computes on those values); DDP gathers nothing */
+    dt_dtype output_dtype; /* what the model's forward output is cast to, as FSDP2's
+                              output_dtype: DT_DTYPE_F32 (default: as computed) or
+                              DT_DTYPE_BF16 (the root's output rounded to bf16 values, kept
+                              f32, its gradient rounded likewise: dt_round_to_dtype); the
+                              outputs of ZeRO-3 units inside the model are not cast */
 } dt_fsdp_params;
 
 /**
@@ -135,11 +141,11 @@ typedef struct dt_fsdp_params {
  * Collective over the dp dim only in the sense that every dp rank must make
  * the same call; no communication happens here.
  * Errors: DT_ERR_NOT_FOUND naming @p dp_dim; DT_ERR_INVALID_ARG for a bad
- * stage, grad_scale <= 0, a reduce_dtype or param_dtype other than f32 or
- * bf16, a unit pattern that matches nothing, a parameter that does not
- * require grad (DDP: frozen parameters are not supported), a parameter that
- * is not f32 or is distributed on a mesh whose dims are not dims of @p mesh
- * other than @p dp_dim, or a model already made data parallel;
+ * stage, grad_scale <= 0, a reduce_dtype, param_dtype or output_dtype other
+ * than f32 or bf16, a unit pattern that matches nothing, a parameter that
+ * does not require grad (DDP: frozen parameters are not supported), a
+ * parameter that is not f32 or is distributed on a mesh whose dims are not
+ * dims of @p mesh other than @p dp_dim, or a model already made data parallel;
  * DT_ERR_UNSUPPORTED on a virtual mesh or for one tensor in two slots (tied
  * weights). On error the model is unchanged.
  */

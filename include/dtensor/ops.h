@@ -69,6 +69,16 @@ DT_API dt_status dt_scale(dt_tensor *a, double s, dt_tensor **out);
 DT_API dt_status dt_add_scalar(dt_tensor *a, double s, dt_tensor **out);
 DT_API dt_status dt_gelu_tanh(dt_tensor *x, dt_tensor **out);
 DT_API dt_status dt_relu(dt_tensor *x, dt_tensor **out);
+/**
+ * out = x's values rounded to @p dtype, kept f32: x.to(torch.bfloat16).float()
+ * in PyTorch, with its backward: the gradient is rounded the same way (what a
+ * bf16 tensor receives). DT_DTYPE_BF16 rounds to nearest, ties to even (NaN
+ * and inf kept); DT_DTYPE_F32 returns x itself (a new reference). A
+ * distributed x keeps its Shard/Replicate placements; a Partial one is summed
+ * first. DT_ERR_INVALID_ARG for a non-f32 x or another dtype. Not collective
+ * (except through a Partial x).
+ */
+DT_API dt_status dt_round_to_dtype(dt_tensor *x, dt_dtype dtype, dt_tensor **out);
 /** out = x where mask == 0, else value; mask is u8, broadcastable to x (no gradient). */
 DT_API dt_status dt_masked_fill(dt_tensor *x, dt_tensor *mask, double value, dt_tensor **out);
 
@@ -80,8 +90,7 @@ DT_API dt_status dt_masked_fill(dt_tensor *x, dt_tensor *mask, double value, dt_
  * a is stored [..., K, M]); leading batch dims broadcast (either may be 2-d).
  * out: [batch..., M, N]. A transposed view of a contiguous matrix costs no copy.
  */
-DT_API dt_status dt_matmul(dt_tensor *a, dt_tensor *b, bool trans_a, bool trans_b,
-                           dt_tensor **out);
+DT_API dt_status dt_matmul(dt_tensor *a, dt_tensor *b, bool trans_a, bool trans_b, dt_tensor **out);
 /** y = x W^T + b: x [..., in], w [out, in], bias [out] or NULL. */
 DT_API dt_status dt_linear(dt_tensor *x, dt_tensor *w, dt_tensor *bias, dt_tensor **out);
 /**
@@ -147,8 +156,7 @@ DT_API dt_status dt_sum_all(dt_tensor *x, dt_tensor **out);
 DT_API dt_status dt_reshape(dt_tensor *x, int ndim, const int64_t *shape, dt_tensor **out);
 DT_API dt_status dt_permute(dt_tensor *x, const int *perm, dt_tensor **out);
 DT_API dt_status dt_transpose(dt_tensor *x, int d0, int d1, dt_tensor **out);
-DT_API dt_status dt_narrow(dt_tensor *x, int dim, int64_t start, int64_t length,
-                           dt_tensor **out);
+DT_API dt_status dt_narrow(dt_tensor *x, int dim, int64_t start, int64_t length, dt_tensor **out);
 /** A contiguous tensor with x's values (a new handle even when x is contiguous). */
 DT_API dt_status dt_contiguous(dt_tensor *x, dt_tensor **out);
 /** Concatenate @p n >= 1 tensors (same shape outside @p dim) along @p dim into a new tensor. */

@@ -9,8 +9,8 @@
  *     its dim is a broadcast one (size 1 or missing), where it stays Replicate;
  *     two different Shards: the second follows the first;
  *   - a Shard on a dim the operand broadcasts along is gathered first.
- * Unary ops: scale keeps Partial(sum) (linear); add_scalar, gelu and relu
- * reduce a Partial first; Shard and Replicate pass through.
+ * Unary ops: scale keeps Partial(sum) (linear); add_scalar, gelu, relu and
+ * rounding to bf16 reduce a Partial first; Shard and Replicate pass through.
  * masked_fill has no rule: it takes the fallback (replicate, with a warning).
  */
 #include "placement/rules/rules.h"
@@ -120,6 +120,8 @@ static dt_status unary_local(dt_unary_op op, dt_tensor *x, double alpha, dt_tens
         return dt_gelu_tanh(x, out);
     case DT_UNARY_RELU:
         return dt_relu(x, out);
+    case DT_UNARY_ROUND_BF16:
+        return dt_round_to_dtype(x, DT_DTYPE_BF16, out);
     default:
         break;
     }

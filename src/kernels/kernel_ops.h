@@ -47,7 +47,8 @@ typedef enum dt_unary_op {
     DT_UNARY_LOG,
     DT_UNARY_NEG,
     DT_UNARY_SQRT,
-    DT_UNARY_SQUARE
+    DT_UNARY_SQUARE,
+    DT_UNARY_ROUND_BF16 /* y = x rounded to the nearest bf16 value (ties to even), kept f32 */
 } dt_unary_op;
 
 typedef enum dt_reduce_kind {
@@ -86,6 +87,14 @@ typedef struct dt_kernel_ops {
      */
     dt_status (*gemm)(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
                       float alpha, float beta, dt_tensor *c);
+    /*
+     * (optional) c = op(a) @ op(b) + bias, as gemm with alpha 1 and beta 0,
+     * bias [N] (f32, unit stride) added to every row of every batch in the
+     * GEMM's epilogue: c's old values are never read. c is f32. (NULL: the ops
+     * layer copies the bias into c and runs gemm with beta 1.)
+     */
+    dt_status (*gemm_bias)(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
+                           const dt_tensor *bias, dt_tensor *c);
 
     /* out = a op b, a and b broadcastable to out (strided views allowed) */
     dt_status (*binary)(dt_binary_op op, const dt_tensor *a, const dt_tensor *b, dt_tensor *out);

@@ -48,6 +48,17 @@ static dt_status to_bf16(const dt_kernel_ops *k, dt_tensor *t, dt_tensor **out)
     return s;
 }
 
+/* Whether the last two dims of @p t are a transposed row-major matrix (a view x^T). */
+static bool is_transposed_matrix(const dt_tensor *t)
+{
+    int n = t->ndim;
+    if (n < 2 || t->shape[n - 2] < 2)
+        return false;
+    int64_t rows = t->shape[n - 2], cols = t->shape[n - 1];
+    int64_t sr = t->strides[n - 2], sc = t->strides[n - 1];
+    return !(sc == 1 && sr >= (cols > 1 ? cols : 1)) && sr == 1 && sc >= rows;
+}
+
 dt_status dt__ops_round(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *t, dt_tensor **out)
 {
     bool round = compute == DT_DTYPE_BF16 && t->dtype == DT_DTYPE_F32 &&
@@ -56,7 +67,18 @@ dt_status dt__ops_round(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *t, 
         *out = dt_tensor_retain(t);
         return DT_OK;
     }
-    return to_bf16(k, t, out);
+    if (!is_transposed_matrix(t))
+        return to_bf16(k, t, out);
+    /* x^T stays x^T: the copy keeps x's memory order, as the GEMM reads it */
+    dt_tensor *x = NULL, *h = NULL;
+    int n = t->ndim;
+    DT_CHECK(dt_tensor_transpose(t, n - 2, n - 1, &x));
+    dt_status s = to_bf16(k, x, &h);
+    if (s == DT_OK)
+        s = dt_tensor_transpose(h, n - 2, n - 1, out);
+    dt_tensor_release(h);
+    dt_tensor_release(x);
+    return s;
 }
 
 dt_status dt__ops_gemm(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *a, dt_tensor *b,
@@ -68,6 +90,30 @@ dt_status dt__ops_gemm(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *a, d
         s = dt__ops_round(k, compute, b, &hb);
     if (s == DT_OK)
         s = k->gemm(ha, hb, ta, tb, alpha, beta, c);
+    dt_tensor_release(ha);
+    dt_tensor_release(hb);
+    return s;
+}
+
+dt_status dt__ops_gemm_bias(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *a, dt_tensor *b,
+                            bool ta, bool tb, dt_tensor *bias, dt_tensor *c)
+{
+    dt_tensor *ha = NULL, *hb = NULL, *eb = NULL;
+    dt_status s = dt__ops_round(k, compute, a, &ha);
+    if (s == DT_OK)
+        s = dt__ops_round(k, compute, b, &hb);
+    if (s == DT_OK && k->gemm_bias != NULL) {
+        s = dt__kt_contiguous(bias, &eb);
+        if (s == DT_OK)
+            s = k->gemm_bias(ha, hb, ta, tb, eb, c);
+    } else if (s == DT_OK) { /* the bias in c first, the product added to it */
+        s = dt_tensor_expand(bias, c->ndim, c->shape, &eb);
+        if (s == DT_OK)
+            s = k->copy(c, eb);
+        if (s == DT_OK)
+            s = k->gemm(ha, hb, ta, tb, 1.0f, 1.0f, c);
+    }
+    dt_tensor_release(eb);
     dt_tensor_release(ha);
     dt_tensor_release(hb);
     return s;

@@ -34,7 +34,7 @@ typedef enum dt_dist_softmax_kind {
 
 typedef struct dt_dist_op_table {
     dt_status (*binary)(dt_binary_op op, dt_tensor *a, dt_tensor *b, dt_tensor **out);
-    /* scale, add_scalar, gelu_tanh, relu */
+    /* scale, add_scalar, gelu_tanh, relu, round_bf16 */
     dt_status (*unary)(dt_unary_op op, dt_tensor *x, double alpha, dt_tensor **out);
     dt_status (*masked_fill)(dt_tensor *x, dt_tensor *mask, double value, dt_tensor **out);
     dt_status (*matmul)(dt_tensor *a, dt_tensor *b, bool trans_a, bool trans_b, dt_tensor **out);

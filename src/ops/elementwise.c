@@ -118,6 +118,8 @@ static dt_status unary_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tenso
     }
     if (op == DT_UNARY_SCALE)
         return dt__kt_unary_raw(DT_UNARY_SCALE, gy[0], (float)node->dv[0], &gx[0]);
+    if (op == DT_UNARY_ROUND_BF16) /* the gradient of a bf16 tensor is bf16 */
+        return dt__kt_unary_raw(DT_UNARY_ROUND_BF16, gy[0], 0.0f, &gx[0]);
     DT_CHECK(dt__kt_kernels(node->name, gy[0]->device, DT_KOP_UNARY_BACKWARD, &k));
     DT_CHECK(dt__kt_empty(gy[0]->ndim, gy[0]->shape, gy[0]->device, &g));
     DT_CHECK_GOTO(k->unary_backward(op, node->saved[0], gy[0], g), s, err_release);
@@ -174,4 +176,19 @@ dt_status dt_gelu_tanh(dt_tensor *x, dt_tensor **out)
 dt_status dt_relu(dt_tensor *x, dt_tensor **out)
 {
     return unary_op("dt_relu", DT_UNARY_RELU, x, 0.0, out);
+}
+
+dt_status dt_round_to_dtype(dt_tensor *x, dt_dtype dtype, dt_tensor **out)
+{
+    DT_CHECK(dt__kt_check_f32("dt_round_to_dtype", "x", x));
+    if (out == NULL)
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_round_to_dtype: argument 'out' is NULL");
+    if (dtype == DT_DTYPE_F32) {
+        *out = dt_tensor_retain(x);
+        return DT_OK;
+    }
+    if (dtype != DT_DTYPE_BF16)
+        return DT_ERR(DT_ERR_INVALID_ARG, "dt_round_to_dtype: dtype %s, expected bf16 or f32",
+                      dt_dtype_name(dtype));
+    return unary_op("dt_round_to_dtype", DT_UNARY_ROUND_BF16, x, 0.0, out);
 }

@@ -118,11 +118,11 @@ out:
     return s;
 }
 
-static dt_status matmul_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
+/* Both input gradients from g (already rounded to the forward's dtype). */
+static dt_status matmul_grads(dt_ag_node *node, dt_tensor *g, dt_dtype cd, dt_tensor **gx)
 {
-    dt_tensor *a = node->saved[0], *b = node->saved[1], *g = gy[0];
+    dt_tensor *a = node->saved[0], *b = node->saved[1];
     bool ta = node->iv[0] != 0, tb = node->iv[1] != 0;
-    dt_dtype cd = (dt_dtype)node->iv[IV_COMPUTE];
     /* C = A' B' with A' = op(A), B' = op(B): dA' = dC B'^T, dB' = A'^T dC. */
     if (dt__ag_input_needs_grad(node, 0)) {
         if (!ta)
@@ -142,10 +142,34 @@ static dt_status matmul_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tens
     return DT_OK;
 }
 
+static dt_status matmul_backward(dt_ag_node *node, dt_tensor *const *gy, dt_tensor **gx)
+{
+    const dt_kernel_ops *k = NULL;
+    dt_tensor *g = NULL;
+    dt_dtype cd = (dt_dtype)node->iv[IV_COMPUTE];
+    DT_CHECK(dt__kt_kernels("dt_matmul", gy[0]->device, DT_KOP_GEMM, &k));
+    DT_CHECK(dt__ops_round(k, cd, gy[0], &g)); /* once for both products */
+    dt_status s = matmul_grads(node, g, cd, gx);
+    dt_tensor_release(g);
+    return s;
+}
+
+/*
+ * What the node keeps of operand @p t (@p rounded: it as the product used
+ * it). An activation is kept rounded: half the bytes, and backward does not
+ * round it again. Anything else (a parameter) is kept as is, so ZeRO-3 can
+ * drop a gathered parameter's storage between forward and backward.
+ */
+static dt_tensor *saved_operand(dt_tensor *t, dt_tensor *rounded)
+{
+    return t->storage != NULL && t->storage->category == DT_MEM_ACTIVATION ? rounded : t;
+}
+
 dt_status dt_matmul(dt_tensor *a, dt_tensor *b, bool trans_a, bool trans_b, dt_tensor **out)
 {
     const char *name = "dt_matmul";
-    dt_tensor *ins[2] = {a, b}, *y = NULL;
+    const dt_kernel_ops *k = NULL;
+    dt_tensor *ins[2] = {a, b}, *y = NULL, *ra = NULL, *rb = NULL;
     dt_ag_node *node = NULL;
     int bnd = 0;
     int64_t bshape[DT_MAX_DIMS];
@@ -169,23 +193,33 @@ dt_status dt_matmul(dt_tensor *a, dt_tensor *b, bool trans_a, bool trans_b, dt_t
             dt__shape_str(b->ndim, b->shape, sb, sizeof(sb)), trans_b ? "^T" : "", (long long)kb);
     }
     DT_CHECK(batch_shape(name, a, b, &bnd, bshape));
+    DT_CHECK(dt__kt_kernels(name, a->device, DT_KOP_GEMM, &k));
     dt_dtype compute = dt_autocast_get();
-    DT_CHECK(matmul_raw(a, b, trans_a, trans_b, compute, &y));
+    /* under autocast the operands are rounded here, so backward can keep them */
+    DT_CHECK_GOTO(dt__ops_round(k, compute, a, &ra), s, err_y);
+    DT_CHECK_GOTO(dt__ops_round(k, compute, b, &rb), s, err_y);
+    DT_CHECK_GOTO(matmul_raw(ra, rb, trans_a, trans_b, compute, &y), s, err_y);
     if (dt__ag_should_record(2, ins)) {
         DT_CHECK_GOTO(dt__ag_node_create(name, matmul_backward, 2, ins, &node), s, err_y);
         node->iv[0] = trans_a;
         node->iv[1] = trans_b;
         node->iv[IV_COMPUTE] = compute;
         node->iv[IV_B_NDIM] = b->ndim;
-        DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 1) ? a : NULL), s, err_node);
-        DT_CHECK_GOTO(dt__ag_save(node, dt__ag_input_needs_grad(node, 0) ? b : NULL), s, err_node);
+        dt_tensor *sa = dt__ag_input_needs_grad(node, 1) ? saved_operand(a, ra) : NULL;
+        dt_tensor *sb = dt__ag_input_needs_grad(node, 0) ? saved_operand(b, rb) : NULL;
+        DT_CHECK_GOTO(dt__ag_save(node, sa), s, err_node);
+        DT_CHECK_GOTO(dt__ag_save(node, sb), s, err_node);
         DT_CHECK_GOTO(dt__ag_attach(node, 1, &y), s, err_y);
     }
+    dt_tensor_release(ra);
+    dt_tensor_release(rb);
     *out = y;
     return DT_OK;
 err_node:
     dt__ag_node_release(node);
 err_y:
+    dt_tensor_release(ra);
+    dt_tensor_release(rb);
     dt_tensor_release(y);
     return s;
 }
@@ -273,13 +307,13 @@ static dt_status linear_check(const char *name, dt_tensor *x, dt_tensor *w, dt_t
     return DT_OK;
 }
 
-/* y = x W^T (+ b): x flattened to [rows, in], bias broadcast into y, one gemm with beta 1. */
+/* y = x W^T (+ b): x flattened to [rows, in], one gemm with the bias in its epilogue. */
 static dt_status linear_raw(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *x, dt_tensor *w,
                             dt_tensor *bias, dt_tensor **xc_out, dt_tensor **out)
 {
     int64_t in = w->shape[1], outf = w->shape[0], rows = lead_rows(x);
-    int64_t shape[DT_MAX_DIMS], bshape[2] = {rows, outf};
-    dt_tensor *xc = NULL, *xs = NULL, *wc = NULL, *x2 = NULL, *y = NULL, *y2 = NULL, *eb = NULL;
+    int64_t shape[DT_MAX_DIMS];
+    dt_tensor *xc = NULL, *xs = NULL, *wc = NULL, *x2 = NULL, *y = NULL, *y2 = NULL;
     dt_status s;
     bool tw = true;
     memcpy(shape, x->shape, sizeof(shape[0]) * (size_t)x->ndim);
@@ -292,19 +326,16 @@ static dt_status linear_raw(const dt_kernel_ops *k, dt_dtype compute, dt_tensor 
     DT_CHECK_GOTO(view2d(xs, rows, in, &x2), s, err);
     DT_CHECK_GOTO(dt__kt_empty(x->ndim, shape, x->device, &y), s, err);
     DT_CHECK_GOTO(view2d(y, rows, outf, &y2), s, err);
-    if (bias != NULL) {
-        DT_CHECK_GOTO(dt_tensor_expand(bias, 2, bshape, &eb), s, err);
-        DT_CHECK_GOTO(k->copy(y2, eb), s, err);
-    }
-    DT_CHECK_GOTO(dt__ops_gemm(k, compute, x2, wc, false, tw, 1.0f, bias != NULL ? 1.0f : 0.0f, y2),
-                  s, err);
+    if (bias != NULL)
+        DT_CHECK_GOTO(dt__ops_gemm_bias(k, compute, x2, wc, false, tw, bias, y2), s, err);
+    else
+        DT_CHECK_GOTO(dt__ops_gemm(k, compute, x2, wc, false, tw, 1.0f, 0.0f, y2), s, err);
     *xc_out = xs;
     xs = NULL;
     *out = y;
     y = NULL;
 err:
     dt_tensor_release(xs);
-    dt_tensor_release(eb);
     dt_tensor_release(y2);
     dt_tensor_release(y);
     dt_tensor_release(x2);

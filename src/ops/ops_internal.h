@@ -28,6 +28,11 @@ dt_status dt__ops_wrap_dim(const char *op, int dim, int ndim, int *out);
  */
 dt_status dt__ops_gemm(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *a, dt_tensor *b,
                        bool ta, bool tb, float alpha, float beta, dt_tensor *c);
+/* c = op(a) op(b) + bias ([N], on every row) in @p compute, as dt__ops_gemm:
+ * in the GEMM's epilogue where the device has gemm_bias, else the bias
+ * copied into c and a GEMM with beta 1. */
+dt_status dt__ops_gemm_bias(const dt_kernel_ops *k, dt_dtype compute, dt_tensor *a, dt_tensor *b,
+                            bool ta, bool tb, dt_tensor *bias, dt_tensor *c);
 /* @p t as a GEMM operand of @p compute: a new bf16 copy of f32 @p t when
  * dt__ops_gemm would round it, else @p t itself (a new reference). Rounding
  * once lets a backward reuse it (a saved input, a gradient used twice). */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "dtensor/ops.h"
 #include "mesh/mesh_impl.h"
 #include "nn/nn_internal.h"
 #include "styles/data_parallel/dp_impl.h"
@@ -207,6 +208,18 @@ static dt_status root_pre(dt_module *m, int n_in, dt_tensor **in, void *user)
     return unit_enter(s, 0);
 }
 
+/* output_dtype: the model's output rounded (a new node; the forward's own is released). */
+static dt_status cast_output(dp_state *s, dt_tensor **out)
+{
+    if (s->output_dtype == DT_DTYPE_F32 || *out == NULL || dt_tensor_dtype(*out) != DT_DTYPE_F32)
+        return DT_OK;
+    dt_tensor *r = NULL;
+    DT_CHECK(dt_round_to_dtype(*out, s->output_dtype, &r));
+    dt_tensor_release(*out);
+    *out = r;
+    return DT_OK;
+}
+
 static dt_status root_post(dt_module *m, dt_tensor **out, void *user)
 {
     (void)m;
@@ -214,7 +227,7 @@ static dt_status root_post(dt_module *m, dt_tensor **out, void *user)
     DT_CHECK(dt__dp_forward_end(s, *out)); /* its hook runs before unit 0's regather */
     DT_CHECK(unit_exit(s, 0, out));
     s->order_known = true;
-    return DT_OK;
+    return cast_output(s, out);
 }
 
 static dt_status unit_pre(dt_module *m, int n_in, dt_tensor **in, void *user)
@@ -329,6 +342,8 @@ static dt_status state_create(dt_module *root, dt_mesh *mesh, const char *dp_dim
         DT_PARAM_VALUE(prm, reduce_dtype, DT_FSDP_PARAM_FIELD_REDUCE_DTYPE, DT_DTYPE_F32);
     s->param_dtype =
         DT_PARAM_VALUE(prm, param_dtype, DT_FSDP_PARAM_FIELD_PARAM_DTYPE, DT_DTYPE_F32);
+    s->output_dtype =
+        DT_PARAM_VALUE(prm, output_dtype, DT_FSDP_PARAM_FIELD_OUTPUT_DTYPE, DT_DTYPE_F32);
     if ((int)s->stage < 0 || s->stage > DT_DP_ZERO3 || !(s->scale > 0.0)) {
         st = DT_ERR(DT_ERR_INVALID_ARG, "dt_fully_shard: bad stage %d or grad_scale %g",
                     (int)s->stage, s->scale);
@@ -342,6 +357,11 @@ static dt_status state_create(dt_module *root, dt_mesh *mesh, const char *dp_dim
     if (s->param_dtype != DT_DTYPE_F32 && s->param_dtype != DT_DTYPE_BF16) {
         st = DT_ERR(DT_ERR_INVALID_ARG, "dt_fully_shard: param_dtype %s, expected f32 or bf16",
                     dt_dtype_name(s->param_dtype));
+        goto err_state;
+    }
+    if (s->output_dtype != DT_DTYPE_F32 && s->output_dtype != DT_DTYPE_BF16) {
+        st = DT_ERR(DT_ERR_INVALID_ARG, "dt_fully_shard: output_dtype %s, expected f32 or bf16",
+                    dt_dtype_name(s->output_dtype));
         goto err_state;
     }
     if (already_parallel(root)) {

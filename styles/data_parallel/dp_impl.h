@@ -84,6 +84,7 @@ typedef struct dp_state {
     double scale;
     dt_dtype reduce_dtype; /* what gradients are reduced in: f32 or bf16 */
     dt_dtype param_dtype;  /* what ZeRO gathers parameters in: f32 or bf16 */
+    dt_dtype output_dtype; /* what the root's output is rounded to: f32 (as is) or bf16 */
     bool sync;             /* false: backward accumulates locally, no reduction */
     bool prefetch;
     /* cpu_offload on a compute device: the dp shards (f32 master weights, so

@@ -128,6 +128,85 @@ static void test_matmul(void **state)
     ag_release_all((int)(sizeof(all) / sizeof(all[0])), all);
 }
 
+/* Live bytes of the activation category. */
+static int64_t activation_bytes(void)
+{
+    dt_memory_stats ms;
+    assert_int_equal(dt_memory_stats_get(dt_device_cpu(), &ms), DT_OK);
+    return ms.current[DT_MEM_ACTIVATION];
+}
+
+/*
+ * Operands that are activations (attention's q, k, v, probabilities), one
+ * of them a transposed view: the node keeps their bf16 copies (half the
+ * bytes, the f32 ones are freed) and the gradients are those of the rounded
+ * operands.
+ */
+static void test_matmul_activations(void **state)
+{
+    (void)state;
+    int64_t as[3] = {4, 5, 16}, bs[3] = {4, 12, 16}, cs[3] = {4, 5, 12};
+    dt_tensor *a0 = ag_rand_tensor(3, as, -1, 1), *b0 = ag_rand_tensor(3, bs, -1, 1);
+    dt_tensor *g = ag_rand_tensor(3, cs, -1, 1);
+    dt_tensor *ar = rounded(a0), *br = rounded(b0), *gr = rounded(g);
+    assert_int_equal(dt_tensor_set_requires_grad(a0, true), DT_OK);
+    assert_int_equal(dt_tensor_set_requires_grad(b0, true), DT_OK);
+    int64_t before = activation_bytes();
+    dt_tensor *a = NULL, *b1 = NULL, *b = NULL, *c = NULL;
+    assert_int_equal(dt_scale(a0, 1.0, &a), DT_OK); /* activations */
+    assert_int_equal(dt_scale(b0, 1.0, &b1), DT_OK);
+    assert_int_equal(dt_transpose(b1, 1, 2, &b), DT_OK); /* [4, 16, 12], a view */
+    assert_int_equal(dt_autocast_set(DT_DTYPE_BF16, NULL), DT_OK);
+    assert_int_equal(dt_matmul(a, b, false, false, &c), DT_OK);
+    assert_int_equal(dt_autocast_set(DT_DTYPE_F32, NULL), DT_OK);
+    dt_tensor_release(a);
+    dt_tensor_release(b);
+    dt_tensor_release(b1);
+    /* c in f32, the saved a and b in bf16 */
+    int64_t want = 4 * 5 * 12 * 4 + (4 * 5 * 16 + 4 * 16 * 12) * 2;
+    assert_int_equal(activation_bytes() - before, want);
+    dt_tensor *loss = weighted(c, g);
+    assert_int_equal(dt_backward(loss, NULL), DT_OK);
+
+    dt_tensor *c_ref = NULL, *c32 = NULL, *ga_ref = NULL, *ga32 = NULL, *gb_ref = NULL;
+    dt_tensor *gb32 = NULL;
+    assert_int_equal(dt_grad_set_enabled(false), true);
+    assert_int_equal(dt_matmul(ar, br, false, true, &c_ref), DT_OK);
+    assert_int_equal(dt_matmul(a0, b0, false, true, &c32), DT_OK);
+    expect_bf16("activations forward", c, c_ref, c32);
+    assert_int_equal(dt_matmul(gr, br, false, false, &ga_ref), DT_OK); /* dA = dC B */
+    assert_int_equal(dt_matmul(g, b0, false, false, &ga32), DT_OK);
+    expect_bf16("activations da", dt_tensor_grad(a0), ga_ref, ga32);
+    assert_int_equal(dt_matmul(gr, ar, true, false, &gb_ref), DT_OK); /* dB = dC^T A */
+    assert_int_equal(dt_matmul(g, a0, true, false, &gb32), DT_OK);
+    expect_bf16("activations db", dt_tensor_grad(b0), gb_ref, gb32);
+    dt_grad_set_enabled(true);
+    dt_tensor *all[] = {a0, b0, g, ar, br, gr, c, loss, c_ref, c32, ga_ref, ga32, gb_ref, gb32};
+    ag_release_all((int)(sizeof(all) / sizeof(all[0])), all);
+}
+
+/* dt_round_to_dtype: bf16 values forward, the gradient rounded likewise. */
+static void test_round_to_dtype(void **state)
+{
+    (void)state;
+    int64_t xs[2] = {7, 33};
+    dt_tensor *x = ag_rand_tensor(2, xs, -3, 3), *g = ag_rand_tensor(2, xs, -1, 1);
+    dt_tensor *xr = rounded(x), *gr = rounded(g), *y = NULL, *same = NULL;
+    assert_int_equal(dt_tensor_set_requires_grad(x, true), DT_OK);
+    assert_int_equal(dt_round_to_dtype(x, DT_DTYPE_BF16, &y), DT_OK);
+    assert_true(dt_tensor_equal(y, xr));
+    assert_false(dt_tensor_equal(y, x)); /* the rounding shows */
+    dt_tensor *loss = weighted(y, g);
+    assert_int_equal(dt_backward(loss, NULL), DT_OK);
+    assert_true(dt_tensor_equal(dt_tensor_grad(x), gr));
+    assert_int_equal(dt_round_to_dtype(x, DT_DTYPE_F32, &same), DT_OK);
+    assert_ptr_equal(same, x);
+    assert_int_equal(dt_round_to_dtype(x, DT_DTYPE_F16, &same), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "dtype f16, expected bf16 or f32"));
+    dt_tensor *all[] = {x, g, xr, gr, y, loss, same}; /* same is x, a second reference */
+    ag_release_all((int)(sizeof(all) / sizeof(all[0])), all);
+}
+
 static void test_bad_dtype(void **state)
 {
     (void)state;
@@ -142,6 +221,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_activations),
+        cmocka_unit_test(test_round_to_dtype),
         cmocka_unit_test(test_bad_dtype),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

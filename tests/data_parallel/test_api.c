@@ -72,6 +72,10 @@ static void test_errors(void **state)
                           .param_dtype = DT_DTYPE_F16};
     FAILS(dt_fully_shard(m, mesh, "dp", &p16), DT_ERR_INVALID_ARG,
           "param_dtype f16, expected f32 or bf16");
+    dt_fsdp_params o16 = {.field_mask = DT_FSDP_PARAM_FIELD_OUTPUT_DTYPE,
+                          .output_dtype = DT_DTYPE_F16};
+    FAILS(dt_fully_shard(m, mesh, "dp", &o16), DT_ERR_INVALID_ARG,
+          "output_dtype f16, expected f32 or bf16");
     dt_fsdp_params units = {.field_mask = DT_FSDP_PARAM_FIELD_UNITS, .units = "layers.*,blocks.*"};
     FAILS(dt_fully_shard(m, mesh, "dp", &units), DT_ERR_INVALID_ARG, "blocks.*");
     assert_ptr_equal(mr_param_at(m, "output.weight"), w); /* unchanged */
@@ -404,6 +408,70 @@ static void test_param_bf16(void **state)
         check_param_bf16((dt_dp_stage)st);
 }
 
+/* This rank's rows' logits of @p m (no backward). */
+static dt_tensor *rows_logits(dt_module *m, dt_mesh *mesh)
+{
+    int R = dt_mesh_size(mesh), r = dt_mesh_rank(mesh);
+    dt_tensor *x = NULL, *y = NULL, *logits = NULL;
+    bool prev = dt_grad_set_enabled(false);
+    DP_OK(dt_token_data_batch(data, 0, BATCH, SEQ, r * BATCH / R, (r + 1) * BATCH / R, &x, &y));
+    DP_OK(dt_module_call(m, x, &logits));
+    dt_grad_set_enabled(prev);
+    dt_tensor_release(x);
+    dt_tensor_release(y);
+    return logits;
+}
+
+/* output_dtype bf16: the model's output is the f32 model's rounded to bf16
+ * (and bf16 values), and training still follows the f32 gradients. */
+static void check_output_bf16(dt_dp_stage stage)
+{
+    dt_mesh *mesh = mr_world_mesh("dp");
+    dt_module *m = NULL, *ref = NULL;
+    DP_OK(dt_gpt_create(&cfg, 1234, &m));
+    DP_OK(dt_gpt_create(&cfg, 1234, &ref));
+    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_GRAD_SCALE |
+                                       DT_FSDP_PARAM_FIELD_OUTPUT_DTYPE,
+                         .stage = stage,
+                         .grad_scale = share(mesh, BATCH),
+                         .output_dtype = DT_DTYPE_BF16};
+    DP_OK(dt_fully_shard(m, mesh, "dp", &fp));
+    dt_tensor *got = rows_logits(m, mesh), *want = rows_logits(ref, mesh);
+    assert_int_equal(dt_tensor_numel(got), dt_tensor_numel(want));
+    const float *g = dt_tensor_data(got), *w = dt_tensor_data(want);
+    int64_t rounded = 0;
+    for (int64_t i = 0; i < dt_tensor_numel(want); i++) {
+        float r = dt_bf16_to_f32(dt_f32_to_bf16(w[i]));
+        rounded += r != w[i];
+        if (!(fabsf(g[i] - r) <= 0x1p-7f * fabsf(r))) /* the same bf16, or its neighbour */
+            fail_msg("%s, output bf16: logit %lld is %.9g, the f32 model's rounded %.9g",
+                     dt_dp_stage_name(stage), (long long)i, (double)g[i], (double)r);
+    }
+    assert_true(rounded > 0); /* the rounding shows */
+    const uint32_t *u = dt_tensor_data(got);
+    for (int64_t i = 0; i < dt_tensor_numel(got); i++)
+        if ((u[i] & 0xffffu) != 0)
+            fail_msg("logit %lld (0x%08x) is not a bf16 value", (long long)i, u[i]);
+    fwd_bwd(m, mesh, 0, 0.0);
+    fwd_bwd(ref, NULL, 0, 0.0);
+    for (size_t i = 0; i < sizeof(fqns) / sizeof(fqns[0]); i++) {
+        double d = grad_diff(m, ref, fqns[i]);
+        print_message("%s, output bf16: %s relative gradient difference %.3g\n",
+                      dt_dp_stage_name(stage), fqns[i], d);
+        assert_true(d < 1e-2);
+    }
+    dt_tensor_release(got), dt_tensor_release(want);
+    dt_module_destroy(m), dt_module_destroy(ref);
+    dt_mesh_release(mesh);
+}
+
+static void test_output_bf16(void **state)
+{
+    (void)state;
+    for (int st = DT_DP_DDP; st <= DT_DP_ZERO3; st++)
+        check_output_bf16((dt_dp_stage)st);
+}
+
 static void test_accumulate_clip_ddp(void **state)
 {
     (void)state;
@@ -657,6 +725,7 @@ int main(void)
         cmocka_unit_test(test_reduce_bf16),
         cmocka_unit_test(test_no_sync),
         cmocka_unit_test(test_param_bf16),
+        cmocka_unit_test(test_output_bf16),
         cmocka_unit_test(test_accumulate_clip_ddp),
         cmocka_unit_test(test_accumulate_clip_zero1),
         cmocka_unit_test(test_accumulate_clip_zero2),

@@ -96,6 +96,15 @@ static void test_gemm(void **state)
     K_OK(ku_cpu()->gemm(a, b, false, true, 0.5f, 1.0f, c)); /* batch-broadcast b, transposed */
     K_OK(kd->gemm(da, db, false, true, 0.5f, 1.0f, dc));
     expect_same("gemm", c, dc);
+    if (kd->gemm_bias != NULL) { /* optional: the bias in the GEMM's epilogue */
+        int64_t n = cs[2];
+        dt_tensor *bias = ku_rand(1, &n, -1, 1), *dbias = on_dev(bias);
+        K_OK(ku_cpu()->gemm_bias(a, b, false, true, bias, c));
+        K_OK(kd->gemm_bias(da, db, false, true, dbias, dc));
+        expect_same("gemm_bias", c, dc);
+        dt_tensor_release(bias);
+        dt_tensor_release(dbias);
+    }
     dt_tensor *ts[] = {a, b, c, da, db, dc};
     release_all(ts, 6);
 }
@@ -140,7 +149,7 @@ static void test_binary_unary(void **state)
         K_OK(kd->binary((dt_binary_op)op, da, db, dout));
         expect_same("binary (broadcast row)", o, dout);
     }
-    for (int op = DT_UNARY_SCALE; op <= DT_UNARY_SQUARE; op++) {
+    for (int op = DT_UNARY_SCALE; op <= DT_UNARY_ROUND_BF16; op++) {
         const dt_tensor *x = (op == DT_UNARY_LOG || op == DT_UNARY_SQRT) ? b : a;
         const dt_tensor *dx = (op == DT_UNARY_LOG || op == DT_UNARY_SQRT) ? db : da;
         dt_tensor *o1 = host_empty(dt_tensor_ndim(x), dt_tensor_shape(x), 0), *d1 = dev_empty(o1);

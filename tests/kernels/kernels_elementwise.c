@@ -128,6 +128,8 @@ static double un_ref(dt_unary_op op, double x, double alpha)
         return sqrt(x);
     case DT_UNARY_SQUARE:
         return x * x;
+    case DT_UNARY_ROUND_BF16:
+        return dt_bf16_to_f32(dt_f32_to_bf16((float)x));
     }
     return 0;
 }
@@ -138,7 +140,7 @@ static void test_unary(void **state)
     int64_t s[2] = {13, 67};
     dt_tensor *x = ku_rand(2, s, -6, 6), *pos = ku_rand(2, s, 0.01, 9), *xt = NULL;
     assert_int_equal(dt_tensor_transpose(x, 0, 1, &xt), DT_OK);
-    for (int op = DT_UNARY_SCALE; op <= DT_UNARY_SQUARE; op++) {
+    for (int op = DT_UNARY_SCALE; op <= DT_UNARY_ROUND_BF16; op++) {
         dt_tensor *in = (op == DT_UNARY_LOG || op == DT_UNARY_SQRT) ? pos : x;
         for (int strided = 0; strided < 2; strided++) {
             dt_tensor *src = strided && in == x ? xt : in;
@@ -162,6 +164,14 @@ static void test_unary(void **state)
     assert_int_equal(dt_tensor_from_buffer(1, es, DT_DTYPE_F32, edge, &e), DT_OK);
     assert_int_equal(ku_cpu()->unary(DT_UNARY_EXP, e, 0, eo), DT_OK);
     ku_expect_close("exp edges", eo, want, 0, 2e-6);
+    /* bf16 rounding: ties to even (down from 1 + 2^-8, up from 1 + 3 2^-8), NaN, inf */
+    float redge[5] = {1.00390625f, 1.01171875f, NAN, INFINITY, -3.0e38f};
+    double rwant[5] = {1.0, 1.015625, NAN, INFINITY, -3.00405527047391e38};
+    dt_tensor *re = NULL;
+    assert_int_equal(dt_tensor_from_buffer(1, es, DT_DTYPE_F32, redge, &re), DT_OK);
+    assert_int_equal(ku_cpu()->unary(DT_UNARY_ROUND_BF16, re, 0, eo), DT_OK);
+    ku_expect_close("round_bf16 edges", eo, rwant, 0, 1e-7);
+    dt_tensor_release(re);
     dt_tensor *objs[] = {x, pos, xt, e, eo};
     for (size_t i = 0; i < 5; i++)
         dt_tensor_release(objs[i]);

@@ -162,6 +162,75 @@ static void test_gemm_degenerate(void **state)
         dt_tensor_release(objs[i]);
 }
 
+/*
+ * gemm_bias: c = op(a) op(b) + bias on every row, c's old values never read
+ * (c starts as NaN). @p dtype: of a and b (bf16: oneDNN's epilogue on the
+ * bf16 kernel; on OpenBLAS the bias copied into c and a GEMM with beta 1).
+ */
+static void check_gemm_bias(const char *what, dt_tensor *a, dt_tensor *b, bool ta, bool tb, int cn,
+                            const int64_t *cshape, dt_dtype dtype)
+{
+    int64_t n = cshape[cn - 1];
+    dt_tensor *bias = ku_rand(1, &n, -1, 1), *c = ku_empty(cn, cshape, DT_DTYPE_F32);
+    dt_tensor *ha = ku_empty(dt_tensor_ndim(a), dt_tensor_shape(a), dtype);
+    dt_tensor *hb = ku_empty(dt_tensor_ndim(b), dt_tensor_shape(b), dtype);
+    assert_int_equal(ku_cpu()->copy(ha, a), DT_OK);
+    assert_int_equal(ku_cpu()->copy(hb, b), DT_OK);
+    assert_int_equal(ku_cpu()->fill(c, 0.0), DT_OK);
+    double *want = gemm_ref(ha, hb, ta, tb, 1.0, 0.0, c);
+    assert_int_equal(ku_cpu()->fill(c, NAN), DT_OK);
+    double *vb = ku_values(bias);
+    for (int64_t i = 0; i < dt_tensor_numel(c); i++)
+        want[i] += vb[i % n];
+    assert_int_equal(ku_cpu()->gemm_bias(ha, hb, ta, tb, bias, c), DT_OK);
+    ku_expect_close(what, c, want, 2e-5, 2e-5);
+    free(vb);
+    free(want);
+    dt_tensor *objs[] = {bias, c, ha, hb};
+    for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
+        dt_tensor_release(objs[i]);
+}
+
+static void test_gemm_bias(void **state)
+{
+    (void)state;
+    const int64_t M = 37, N = 53, K = 29;
+    dt_dtype types[2] = {DT_DTYPE_F32, DT_DTYPE_BF16};
+    for (int d = 0; d < 2; d++) {
+        for (int t = 0; t < 4; t++) { /* one matrix, every transpose */
+            bool ta = t & 1, tb = t & 2;
+            int64_t ash[2] = {ta ? K : M, ta ? M : K}, bsh[2] = {tb ? N : K, tb ? K : N};
+            dt_tensor *a = ku_rand(2, ash, -1, 1), *b = ku_rand(2, bsh, -1, 1);
+            check_gemm_bias("bias 2d", a, b, ta, tb, 2, (int64_t[]){M, N}, types[d]);
+            dt_tensor_release(a);
+            dt_tensor_release(b);
+        }
+        /* a Linear (the batch folded into M), a batched product, a batch loop */
+        int64_t xs[3] = {3, 5, 16}, ws[2] = {24, 16}, qs[4] = {2, 3, 7, 8};
+        dt_tensor *x = ku_rand(3, xs, -1, 1), *w = ku_rand(2, ws, -1, 1);
+        dt_tensor *q = ku_rand(4, qs, -1, 1), *k = ku_rand(4, qs, -1, 1);
+        check_gemm_bias("bias linear", x, w, false, true, 3, (int64_t[]){3, 5, 24}, types[d]);
+        check_gemm_bias("bias batched", q, k, false, true, 4, (int64_t[]){2, 3, 7, 7}, types[d]);
+        check_gemm_bias("bias trans a batched", q, k, true, false, 4, (int64_t[]){2, 3, 8, 8},
+                        types[d]);
+        /* K = 0: c is the bias */
+        dt_tensor *a0 = ku_rand(2, (int64_t[]){4, 0}, -1, 1),
+                  *b0 = ku_rand(2, (int64_t[]){0, 3}, -1, 1);
+        check_gemm_bias("bias K = 0", a0, b0, false, false, 2, (int64_t[]){4, 3}, types[d]);
+        dt_tensor *objs[] = {x, w, q, k, a0, b0};
+        for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
+            dt_tensor_release(objs[i]);
+    }
+    /* a bias that does not fit c's rows is an error naming it */
+    dt_tensor *a = ku_rand(2, (int64_t[]){4, 5}, -1, 1), *b = ku_rand(2, (int64_t[]){5, 3}, -1, 1);
+    dt_tensor *c = ku_rand(2, (int64_t[]){4, 3}, -1, 1), *bad = ku_rand(1, (int64_t[]){4}, -1, 1);
+    assert_int_equal(ku_cpu()->gemm_bias(a, b, false, false, bad, c), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "bias has 1 dims, length 4"));
+    dt_tensor *objs[] = {a, b, c, bad};
+    for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
+        dt_tensor_release(objs[i]);
+}
+
 static void test_runtime_info(void **state)
 {
     (void)state;
@@ -285,7 +354,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest gemm_tests[] = {
         cmocka_unit_test(test_gemm_2d_transposes),     cmocka_unit_test(test_gemm_large),
         cmocka_unit_test(test_gemm_batched_broadcast), cmocka_unit_test(test_gemm_strided),
-        cmocka_unit_test(test_gemm_degenerate),
+        cmocka_unit_test(test_gemm_degenerate),        cmocka_unit_test(test_gemm_bias),
     };
     if (argc == 3 && strcmp(argv[1], "--child-core") == 0) {
         child_core = argv[2];

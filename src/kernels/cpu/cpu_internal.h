@@ -145,6 +145,8 @@ dt_status dt__cpu_fill(dt_tensor *out, double value);
 dt_status dt__cpu_copy(dt_tensor *dst, const dt_tensor *src);
 dt_status dt__cpu_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
                        float alpha, float beta, dt_tensor *c);
+dt_status dt__cpu_gemm_bias(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
+                            const dt_tensor *bias, dt_tensor *c);
 dt_status dt__cpu_binary(dt_binary_op op, const dt_tensor *a, const dt_tensor *b, dt_tensor *out);
 dt_status dt__cpu_unary(dt_unary_op op, const dt_tensor *x, float alpha, dt_tensor *out);
 dt_status dt__cpu_unary_backward(dt_unary_op op, const dt_tensor *x, const dt_tensor *gy,
@@ -198,8 +200,7 @@ dt_status dt__cpu_binary_any(dt_binary_op op, const dt_tensor *a, const dt_tenso
 dt_status dt__cpu_unary_any(dt_unary_op op, const dt_tensor *x, float alpha, dt_tensor *out);
 dt_status dt__cpu_unary_backward_any(dt_unary_op op, const dt_tensor *x, const dt_tensor *gy,
                                      dt_tensor *gx);
-dt_status dt__cpu_softmax_any(const dt_tensor *x, float scale, bool causal, bool log,
-                              dt_tensor *y);
+dt_status dt__cpu_softmax_any(const dt_tensor *x, float scale, bool causal, bool log, dt_tensor *y);
 dt_status dt__cpu_softmax_backward_any(const dt_tensor *y, const dt_tensor *gy, float scale,
                                        bool log, dt_tensor *gx);
 dt_status dt__cpu_layer_norm_any(const dt_tensor *x, const dt_tensor *wt, const dt_tensor *b,
@@ -208,8 +209,8 @@ dt_status dt__cpu_layer_norm_backward_any(const dt_tensor *x, const dt_tensor *w
                                           const dt_tensor *mean, const dt_tensor *rstd,
                                           const dt_tensor *gy, dt_tensor *gx, dt_tensor *gw,
                                           dt_tensor *gb);
-dt_status dt__cpu_embedding_any(const dt_tensor *weight, const dt_tensor *ids,
-                                int64_t vocab_start, dt_tensor *out);
+dt_status dt__cpu_embedding_any(const dt_tensor *weight, const dt_tensor *ids, int64_t vocab_start,
+                                dt_tensor *out);
 dt_status dt__cpu_embedding_backward_any(const dt_tensor *ids, const dt_tensor *gy,
                                          int64_t vocab_start, dt_tensor *gweight);
 dt_status dt__cpu_cross_entropy_any(const dt_tensor *logits, const dt_tensor *targets,

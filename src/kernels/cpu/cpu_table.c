@@ -19,6 +19,7 @@ const dt_kernel_ops dt__kernels_cpu = {
     .fill = dt__cpu_fill,
     .copy = dt__cpu_copy,
     .gemm = dt__cpu_gemm,
+    .gemm_bias = dt__cpu_gemm_bias,
     .binary = dt__cpu_binary_any,
     .unary = dt__cpu_unary_any,
     .unary_backward = dt__cpu_unary_backward_any,

@@ -100,6 +100,7 @@ typedef struct gemm_call {
     int64_t M, N, K;
     dt_dtype ab_dtype, c_dtype;
     size_t ab_size, c_size; /* element sizes */
+    const float *bias;      /* N values added to every row (oneDNN only), or NULL */
     dt__gemm_engine engine;
     const dt__blas *blas;
 } gemm_call;
@@ -112,6 +113,7 @@ static dt__onednn_mm onednn_mm(const gemm_call *g, int64_t batch, int64_t rows)
     mm.lda = g->a->ld, mm.ldb = g->b->ld, mm.ldc = g->N;
     mm.alpha = g->alpha, mm.beta = g->beta;
     mm.ab_dtype = g->ab_dtype, mm.c_dtype = g->c_dtype;
+    mm.bias = g->bias;
     return mm;
 }
 
@@ -207,8 +209,9 @@ static dt_status check_dtypes(const dt_tensor *a, const dt_tensor *b, const dt_t
     return DT_OK;
 }
 
-dt_status dt__cpu_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
-                       float alpha, float beta, dt_tensor *c)
+/* Shapes, strides and dtypes of one call, into @p g (engine not set). */
+static dt_status gemm_plan(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
+                           dt_tensor *c, gemm_mat *ma, gemm_mat *mb, gemm_call *g)
 {
     DT_CHECK(dt__cpu_check_local(FN, "a", a));
     DT_CHECK(dt__cpu_check_local(FN, "b", b));
@@ -216,46 +219,97 @@ dt_status dt__cpu_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, boo
     DT_CHECK(check_dtypes(a, b, c));
     if (c->ndim < 2)
         return DT_ERR(DT_ERR_INVALID_ARG, FN ": c has %d dims, needs at least 2", c->ndim);
-    gemm_mat ma, mb;
-    DT_CHECK(gemm_prepare("a", a, c, &ma));
-    DT_CHECK(gemm_prepare("b", b, c, &mb));
+    DT_CHECK(gemm_prepare("a", a, c, ma));
+    DT_CHECK(gemm_prepare("b", b, c, mb));
     int64_t M = c->shape[c->ndim - 2], N = c->shape[c->ndim - 1];
-    int64_t am = trans_a ? ma.cols : ma.rows, ak = trans_a ? ma.rows : ma.cols;
-    int64_t bk = trans_b ? mb.cols : mb.rows, bn = trans_b ? mb.rows : mb.cols;
+    int64_t am = trans_a ? ma->cols : ma->rows, ak = trans_a ? ma->rows : ma->cols;
+    int64_t bk = trans_b ? mb->cols : mb->rows, bn = trans_b ? mb->rows : mb->cols;
     if (am != M || bn != N || ak != bk)
         return DT_ERR(DT_ERR_INVALID_ARG,
                       FN ": op(a) is %lld x %lld, op(b) %lld x %lld, c %lld x %lld", (long long)am,
                       (long long)ak, (long long)bk, (long long)bn, (long long)M, (long long)N);
+    *g = (gemm_call){.a = ma,
+                     .b = mb,
+                     .ta = trans_a,
+                     .tb = trans_b,
+                     .alpha = 1.0f,
+                     .M = M,
+                     .N = N,
+                     .K = ak,
+                     .ab_dtype = a->dtype,
+                     .c_dtype = c->dtype,
+                     .ab_size = dt_dtype_size(a->dtype),
+                     .c_size = dt_dtype_size(c->dtype)};
+    return DT_OK;
+}
+
+/* Whether @p g runs on f32 copies: f16 always, bf16 without oneDNN's bf16 kernel. */
+static bool runs_widened(const gemm_call *g, dt__gemm_engine engine)
+{
+    bool half = g->ab_dtype != DT_DTYPE_F32 || g->c_dtype != DT_DTYPE_F32;
+    return half && (g->ab_dtype == DT_DTYPE_F16 || g->K == 0 || engine != DT_GEMM_ENGINE_ONEDNN ||
+                    !onednn_bf16());
+}
+
+dt_status dt__cpu_gemm(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
+                       float alpha, float beta, dt_tensor *c)
+{
+    gemm_mat ma, mb;
+    gemm_call g;
+    DT_CHECK(gemm_plan(a, b, trans_a, trans_b, c, &ma, &mb, &g));
     int64_t batches = dt__shape_numel(c->ndim - 2, c->shape);
-    if (batches == 0 || M == 0 || N == 0)
+    if (batches == 0 || g.M == 0 || g.N == 0)
         return DT_OK;
-    dt__gemm_engine engine;
-    DT_CHECK(dt__gemm_engine_get(&engine));
-    /* f16 always, bf16 without oneDNN's bf16 kernel: the product on f32 copies */
-    bool half = a->dtype != DT_DTYPE_F32 || c->dtype != DT_DTYPE_F32;
-    if (half &&
-        (a->dtype == DT_DTYPE_F16 || ak == 0 || engine != DT_GEMM_ENGINE_ONEDNN || !onednn_bf16()))
+    DT_CHECK(dt__gemm_engine_get(&g.engine));
+    if (runs_widened(&g, g.engine))
         return gemm_widened(a, b, trans_a, trans_b, alpha, beta, c);
     char *cd = (char *)c->storage->data + c->offset * (int64_t)dt_dtype_size(c->dtype);
-    if (ak == 0) { /* nothing to multiply: c = beta * c */
-        scale_c((float *)cd, batches * M * N, beta);
+    if (g.K == 0) { /* nothing to multiply: c = beta * c */
+        scale_c((float *)cd, batches * g.M * g.N, beta);
         return DT_OK;
     }
-    gemm_call g = {.a = &ma,
-                   .b = &mb,
-                   .ta = trans_a,
-                   .tb = trans_b,
-                   .alpha = alpha,
-                   .beta = beta,
-                   .M = M,
-                   .N = N,
-                   .K = ak,
-                   .ab_dtype = a->dtype,
-                   .c_dtype = c->dtype,
-                   .ab_size = dt_dtype_size(a->dtype),
-                   .c_size = dt_dtype_size(c->dtype),
-                   .engine = engine};
+    g.alpha = alpha;
+    g.beta = beta;
     if (g.engine == DT_GEMM_ENGINE_OPENBLAS)
         DT_CHECK(dt__blas_get(&g.blas));
+    return run_batches(&g, c, batches, cd);
+}
+
+/* c = bias on every row, then c += op(a) op(b): the bias without oneDNN's epilogue. */
+static dt_status gemm_bias_by_beta(const dt_tensor *a, const dt_tensor *b, bool trans_a,
+                                   bool trans_b, const dt_tensor *bias, dt_tensor *c)
+{
+    dt_tensor rows = *bias; /* bias expanded to c's shape: a stack view, no handle */
+    rows.ndim = c->ndim;
+    memcpy(rows.shape, c->shape, sizeof(rows.shape));
+    memset(rows.strides, 0, sizeof(rows.strides));
+    rows.strides[c->ndim - 1] = bias->strides[0];
+    DT_CHECK(dt__cpu_copy(c, &rows));
+    return dt__cpu_gemm(a, b, trans_a, trans_b, 1.0f, 1.0f, c);
+}
+
+dt_status dt__cpu_gemm_bias(const dt_tensor *a, const dt_tensor *b, bool trans_a, bool trans_b,
+                            const dt_tensor *bias, dt_tensor *c)
+{
+    gemm_mat ma, mb;
+    gemm_call g;
+    DT_CHECK(gemm_plan(a, b, trans_a, trans_b, c, &ma, &mb, &g));
+    DT_CHECK(dt__cpu_check_local(FN, "bias", bias));
+    if (c->dtype != DT_DTYPE_F32 || bias->dtype != DT_DTYPE_F32)
+        return DT_ERR(DT_ERR_INVALID_ARG, FN ": bias %s into c %s, both must be f32",
+                      dt_dtype_name(bias->dtype), dt_dtype_name(c->dtype));
+    if (bias->ndim != 1 || bias->shape[0] != g.N || (g.N > 1 && bias->strides[0] != 1))
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      FN ": bias has %d dims, length %lld, stride %lld; expected [%lld], stride 1",
+                      bias->ndim, (long long)(bias->ndim > 0 ? bias->shape[0] : 0),
+                      (long long)(bias->ndim > 0 ? bias->strides[0] : 0), (long long)g.N);
+    int64_t batches = dt__shape_numel(c->ndim - 2, c->shape);
+    if (batches == 0 || g.M == 0 || g.N == 0)
+        return DT_OK;
+    DT_CHECK(dt__gemm_engine_get(&g.engine));
+    if (g.engine != DT_GEMM_ENGINE_ONEDNN || g.K == 0 || runs_widened(&g, g.engine))
+        return gemm_bias_by_beta(a, b, trans_a, trans_b, bias, c);
+    g.bias = (const float *)bias->storage->data + bias->offset;
+    char *cd = (char *)c->storage->data + c->offset * (int64_t)dt_dtype_size(c->dtype);
     return run_batches(&g, c, batches, cd);
 }

@@ -41,7 +41,9 @@ int dt__onednn_num_threads(void);
  *   C_i = alpha op(A_i) op(B_i) + beta C_i,  op(A) M x K, op(B) K x N,
  * A stored untransposed as M rows of stride lda (transposed: K rows), B as
  * K (transposed: N) rows of stride ldb, C as M rows of stride ldc. Batch i
- * starts at i * sa / sb / sc elements; sa or sb = 0 shares one matrix.
+ * starts at i * sa / sb / sc elements; sa or sb = 0 shares one matrix. With
+ * a bias, C_i = op(A_i) op(B_i) + bias in the kernel's epilogue (alpha 1,
+ * beta 0: cheaper than a sum post-op, which reads C).
  */
 typedef struct dt__onednn_mm {
     int64_t batch, m, n, k;
@@ -50,6 +52,7 @@ typedef struct dt__onednn_mm {
     int64_t sa, sb, sc;
     float alpha, beta;
     dt_dtype ab_dtype, c_dtype; /* F32 (0, the default) or BF16; a and b alike */
+    const float *bias;          /* n values added to every row of C (NULL: none); alpha 1 */
 } dt__onednn_mm;
 
 /*
@@ -59,6 +62,16 @@ typedef struct dt__onednn_mm {
  * on a CPU without AVX-512), else DT_ERR_BACKEND.
  */
 dt_status dt__onednn_matmul(const dt__onednn_mm *mm, const void *a, const void *b, void *c);
+
+/*
+ * Timing of the matmuls for benchmarks (bench/gpt_step's GEMM share of a
+ * step): while on, every dt__onednn_matmul adds the calling thread's CPU time
+ * in it to a process-wide total (all of a matmul's time with one compute
+ * thread; with more, only the caller's share). Off by default (two clock
+ * reads per call when on). dt__onednn_gemm_seconds returns the total.
+ */
+void dt__onednn_time_gemms(bool on);
+double dt__onednn_gemm_seconds(void);
 
 /* Primitives in the cache now, and how many were created/evicted since load. */
 void dt__onednn_cache_stats(int *entries, int64_t *created, int64_t *evicted);

@@ -9,8 +9,10 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -18,7 +20,7 @@
 #include "kernels/cpu/onednn_api.h"
 
 #ifdef DT_HAVE_ONEDNN
-enum { KEY_WORDS = 16 };
+enum { KEY_WORDS = 17 };
 
 typedef struct mm_key {
     int64_t w[KEY_WORDS];
@@ -28,7 +30,7 @@ typedef struct cache_entry {
     mm_key key;
     uint64_t hash, last_use;
     dnnl_primitive_t prim;
-    dnnl_memory_t mem[3]; /* a, b, c; data handles set per call */
+    dnnl_memory_t mem[4]; /* a, b, c, bias (NULL without); data handles set per call */
 } cache_entry;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -37,6 +39,15 @@ static cache_entry *cache;
 static int cache_cap, cache_len;
 static uint64_t tick;
 static int64_t n_created, n_evicted;
+static atomic_bool timing;  /* dt__onednn_time_gemms */
+static double gemm_seconds; /* under lock */
+
+static double thread_cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static void fork_prepare(void)
 {
@@ -69,10 +80,23 @@ static mm_key make_key(const dt__onednn_mm *mm, int threads)
     uint32_t ab = 0, bb = 0;
     memcpy(&ab, &alpha, sizeof(ab));
     memcpy(&bb, &beta, sizeof(bb));
-    int64_t v[] = {mm->batch,   mm->m,       mm->n,   mm->k,
-                   mm->trans_a, mm->trans_b, mm->lda, mm->ldb,
-                   mm->ldc,     mm->sa,      mm->sb,  mm->sc,
-                   ab,          bb,          threads, mm->ab_dtype * 16 + mm->c_dtype};
+    int64_t v[] = {mm->batch,
+                   mm->m,
+                   mm->n,
+                   mm->k,
+                   mm->trans_a,
+                   mm->trans_b,
+                   mm->lda,
+                   mm->ldb,
+                   mm->ldc,
+                   mm->sa,
+                   mm->sb,
+                   mm->sc,
+                   ab,
+                   bb,
+                   threads,
+                   mm->ab_dtype * 16 + mm->c_dtype,
+                   mm->bias != NULL};
     memcpy(w, v, sizeof(v));
     return k;
 }
@@ -110,7 +134,18 @@ static dnnl_status_t mat_desc(const dt__onednn_mm *mm, dnnl_memory_desc_t *md, i
     return api->dnnl_memory_desc_init_by_strides(md, nd, dims, dt, strides);
 }
 
-static dnnl_status_t build_descs(const dt__onednn_mm *mm, dnnl_memory_desc_t md[3])
+/* The bias: one f32 row of n, broadcast over C's rows (and batches). */
+static dnnl_status_t bias_desc(const dt__onednn_mm *mm, dnnl_memory_desc_t *md)
+{
+    dnnl_dims_t dims = {1, 1, 1}, strides = {mm->n, mm->n, 1};
+    int nd = mm->batch > 1 ? 3 : 2;
+    dims[nd - 1] = mm->n;
+    return dt__dnnl_api()->dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32,
+                                                            strides + (3 - nd));
+}
+
+/* a, b, c and (with a bias) the bias; returns how many. */
+static dnnl_status_t build_descs(const dt__onednn_mm *mm, dnnl_memory_desc_t md[4], int *n)
 {
     dnnl_status_t s =
         mat_desc(mm, &md[0], mm->sa, mm->m, mm->k, mm->trans_a, mm->lda, mm->ab_dtype);
@@ -118,6 +153,11 @@ static dnnl_status_t build_descs(const dt__onednn_mm *mm, dnnl_memory_desc_t md[
         s = mat_desc(mm, &md[1], mm->sb, mm->k, mm->n, mm->trans_b, mm->ldb, mm->ab_dtype);
     if (s == dnnl_success)
         s = mat_desc(mm, &md[2], mm->sc, mm->m, mm->n, false, mm->ldc, mm->c_dtype);
+    *n = 3;
+    if (s == dnnl_success && mm->bias != NULL) {
+        s = bias_desc(mm, &md[3]);
+        *n = 4;
+    }
     return s;
 }
 
@@ -144,12 +184,13 @@ static dnnl_status_t make_attr(const dt__onednn_mm *mm, dnnl_primitive_attr_t *a
 dnnl_status_t dt__onednn_matmul_pd(const dt__onednn_mm *mm, dnnl_primitive_desc_t *pd)
 {
     const dt__dnnl *api = dt__dnnl_api();
-    dnnl_memory_desc_t md[3];
+    dnnl_memory_desc_t md[4];
     dnnl_matmul_desc_t desc;
     dnnl_primitive_attr_t attr = NULL;
-    dnnl_status_t s = build_descs(mm, md);
+    int n = 0;
+    dnnl_status_t s = build_descs(mm, md, &n);
     if (s == dnnl_success)
-        s = api->dnnl_matmul_desc_init(&desc, &md[0], &md[1], NULL, &md[2]);
+        s = api->dnnl_matmul_desc_init(&desc, &md[0], &md[1], n > 3 ? &md[3] : NULL, &md[2]);
     if (s == dnnl_success)
         s = make_attr(mm, &attr);
     if (s == dnnl_success)
@@ -162,7 +203,7 @@ dnnl_status_t dt__onednn_matmul_pd(const dt__onednn_mm *mm, dnnl_primitive_desc_
 static void entry_destroy(cache_entry *e)
 {
     const dt__dnnl *api = dt__dnnl_api();
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (e->mem[i] != NULL)
             api->dnnl_memory_destroy(e->mem[i]);
     if (e->prim != NULL)
@@ -177,11 +218,12 @@ static dt_status mm_error(const dt__onednn_mm *mm, const char *what, dnnl_status
                   (s == dnnl_unimplemented || s == dnnl_invalid_arguments);
     return DT_ERR(layout ? DT_ERR_UNSUPPORTED : DT_ERR_BACKEND,
                   "gemm: oneDNN %s failed (%s) for %s batch %lld x [%lld x %lld] * [%lld x %lld] "
-                  "-> %s, trans_a %d trans_b %d, lda %lld ldb %lld ldc %lld, alpha %g beta %g",
+                  "-> %s, trans_a %d trans_b %d, lda %lld ldb %lld ldc %lld, alpha %g beta %g%s",
                   what, dt__dnnl_status_str(s), dt_dtype_name(mm->ab_dtype), (long long)mm->batch,
                   (long long)mm->m, (long long)mm->k, (long long)mm->k, (long long)mm->n,
                   dt_dtype_name(mm->c_dtype), mm->trans_a, mm->trans_b, (long long)mm->lda,
-                  (long long)mm->ldb, (long long)mm->ldc, (double)mm->alpha, (double)mm->beta);
+                  (long long)mm->ldb, (long long)mm->ldc, (double)mm->alpha, (double)mm->beta,
+                  mm->bias != NULL ? ", with bias" : "");
 }
 
 /* Build the primitive and its memory objects into @p e. */
@@ -194,10 +236,11 @@ static dt_status entry_create(const dt__onednn_mm *mm, cache_entry *e)
         return mm_error(mm, "primitive descriptor", s);
     s = api->dnnl_primitive_create(&e->prim, pd);
     api->dnnl_primitive_desc_destroy(pd);
-    dnnl_memory_desc_t md[3];
+    dnnl_memory_desc_t md[4];
+    int n = 0;
     if (s == dnnl_success)
-        s = build_descs(mm, md);
-    for (int i = 0; i < 3 && s == dnnl_success; i++)
+        s = build_descs(mm, md, &n);
+    for (int i = 0; i < n && s == dnnl_success; i++)
         s = api->dnnl_memory_create(&e->mem[i], &md[i], api->engine, DNNL_MEMORY_NONE);
     if (s != dnnl_success) {
         entry_destroy(e);
@@ -248,14 +291,18 @@ static dt_status execute(const dt__onednn_mm *mm, cache_entry *e, const void *a,
                          void *c)
 {
     const dt__dnnl *api = dt__dnnl_api();
-    void *ptr[3] = {(void *)a, (void *)b, c}; /* oneDNN never writes a or b */
+    /* oneDNN never writes a, b or the bias */
+    void *ptr[4] = {(void *)a, (void *)b, c, (void *)mm->bias};
+    int n = mm->bias != NULL ? 4 : 3;
     dnnl_status_t s = dnnl_success;
-    for (int i = 0; i < 3 && s == dnnl_success; i++)
+    for (int i = 0; i < n && s == dnnl_success; i++)
         s = api->dnnl_memory_set_data_handle(e->mem[i], ptr[i]);
-    dnnl_exec_arg_t args[3] = {
-        {DNNL_ARG_SRC, e->mem[0]}, {DNNL_ARG_WEIGHTS, e->mem[1]}, {DNNL_ARG_DST, e->mem[2]}};
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e->mem[0]},
+                               {DNNL_ARG_WEIGHTS, e->mem[1]},
+                               {DNNL_ARG_DST, e->mem[2]},
+                               {DNNL_ARG_BIAS, e->mem[3]}};
     if (s == dnnl_success)
-        s = api->dnnl_primitive_execute(e->prim, api->stream, 3, args);
+        s = api->dnnl_primitive_execute(e->prim, api->stream, n, args);
     if (s == dnnl_success)
         s = api->dnnl_stream_wait(api->stream);
     return s == dnnl_success ? DT_OK : mm_error(mm, "execution", s);
@@ -278,11 +325,28 @@ dt_status dt__onednn_matmul(const dt__onednn_mm *mm, const void *a, const void *
     } else {
         cache_entry *e = NULL;
         st = lookup(mm, &key, &e);
+        bool timed = atomic_load_explicit(&timing, memory_order_relaxed);
+        double t0 = timed ? thread_cpu_s() : 0.0;
         if (st == DT_OK)
             st = execute(mm, e, a, b, c);
+        if (timed)
+            gemm_seconds += thread_cpu_s() - t0;
     }
     pthread_mutex_unlock(&lock);
     return st;
+}
+
+void dt__onednn_time_gemms(bool on)
+{
+    atomic_store(&timing, on);
+}
+
+double dt__onednn_gemm_seconds(void)
+{
+    pthread_mutex_lock(&lock);
+    double s = gemm_seconds;
+    pthread_mutex_unlock(&lock);
+    return s;
 }
 
 void dt__onednn_cache_stats(int *entries, int64_t *created, int64_t *evicted)
@@ -297,6 +361,16 @@ void dt__onednn_cache_stats(int *entries, int64_t *created, int64_t *evicted)
     pthread_mutex_unlock(&lock);
 }
 #else
+void dt__onednn_time_gemms(bool on)
+{
+    (void)on;
+}
+
+double dt__onednn_gemm_seconds(void)
+{
+    return 0.0;
+}
+
 dt_status dt__onednn_matmul(const dt__onednn_mm *mm, const void *a, const void *b, void *c)
 {
     (void)mm, (void)a, (void)b, (void)c;

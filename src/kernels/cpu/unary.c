@@ -23,6 +23,18 @@ DT_V4_FN static int64_t gelu_v4(int64_t n, const float *x, float *o)
 }
 #endif
 
+/* x rounded to bf16 (ties to even; a NaN stays a NaN), as an f32 value. */
+static inline float round_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    uint32_t q = u | 0x00400000u; /* NaN: quiet, kept */
+    u = (u & 0x7fffffffu) > 0x7f800000u ? q : r;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
 static inline __attribute__((always_inline)) float un_apply(dt_unary_op op, float x, float alpha)
 {
     switch (op) {
@@ -44,6 +56,8 @@ static inline __attribute__((always_inline)) float un_apply(dt_unary_op op, floa
         return sqrtf(x);
     case DT_UNARY_SQUARE:
         return x * x;
+    case DT_UNARY_ROUND_BF16:
+        return round_bf16(x);
     }
     return 0.0f;
 }
@@ -88,6 +102,7 @@ static void un_dispatch(dt_unary_op op, int64_t n, const float *x, int64_t sx, f
         UN_CASE(DT_UNARY_NEG);
         UN_CASE(DT_UNARY_SQRT);
         UN_CASE(DT_UNARY_SQUARE);
+        UN_CASE(DT_UNARY_ROUND_BF16);
     }
 #undef UN_CASE
 }
@@ -95,7 +110,7 @@ static void un_dispatch(dt_unary_op op, int64_t n, const float *x, int64_t sx, f
 dt_status dt__cpu_unary(dt_unary_op op, const dt_tensor *x, float alpha, dt_tensor *out)
 {
     const char *fn = "dt_kernel_unary";
-    if ((unsigned)op > DT_UNARY_SQUARE)
+    if ((unsigned)op > DT_UNARY_ROUND_BF16)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: unknown op %d", fn, (int)op);
     DT_CHECK(dt__cpu_check_out(fn, "out", out, DT_DTYPE_F32));
     DT_CHECK(dt__cpu_check(fn, "x", x, DT_DTYPE_F32));

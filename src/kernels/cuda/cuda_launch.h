@@ -31,7 +31,8 @@ enum {
     DT_CU_UN_LOG,
     DT_CU_UN_NEG,
     DT_CU_UN_SQRT,
-    DT_CU_UN_SQUARE
+    DT_CU_UN_SQUARE,
+    DT_CU_UN_ROUND_BF16
 };
 enum { DT_CU_RED_SUM, DT_CU_RED_MEAN, DT_CU_RED_MAX };
 

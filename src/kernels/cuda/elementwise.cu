@@ -102,6 +102,11 @@ __device__ __forceinline__ float unary_apply(int op, float x, float alpha)
         return -x;
     case DT_CU_UN_SQRT:
         return sqrtf(x);
+    case DT_CU_UN_ROUND_BF16: { /* ties to even, a NaN kept (as the CPU) */
+        unsigned u = __float_as_uint(x);
+        unsigned r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        return __uint_as_float((u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : r);
+    }
     default:
         return x * x; /* DT_CU_UN_SQUARE */
     }

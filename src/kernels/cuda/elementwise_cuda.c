@@ -63,7 +63,7 @@ dt_status dt__cuda_binary(dt_binary_op op, const dt_tensor *a, const dt_tensor *
 dt_status dt__cuda_unary(dt_unary_op op, const dt_tensor *x, float alpha, dt_tensor *out)
 {
     const char *fn = "dt_kernel_unary";
-    if ((unsigned)op > DT_UNARY_SQUARE)
+    if ((unsigned)op > DT_UNARY_ROUND_BF16)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: unknown op %d", fn, (int)op);
     DT_CHECK(dt__cuda_check_out(fn, "out", out, DT_DTYPE_F32));
     DT_CHECK(dt__cuda_check(fn, "x", x, DT_DTYPE_F32));

@@ -23,7 +23,8 @@ _Static_assert((int)DT_UNARY_SCALE == (int)DT_CU_UN_SCALE &&
                    (int)DT_UNARY_LOG == (int)DT_CU_UN_LOG &&
                    (int)DT_UNARY_NEG == (int)DT_CU_UN_NEG &&
                    (int)DT_UNARY_SQRT == (int)DT_CU_UN_SQRT &&
-                   (int)DT_UNARY_SQUARE == (int)DT_CU_UN_SQUARE,
+                   (int)DT_UNARY_SQUARE == (int)DT_CU_UN_SQUARE &&
+                   (int)DT_UNARY_ROUND_BF16 == (int)DT_CU_UN_ROUND_BF16,
                "dt_unary_op mirror");
 _Static_assert((int)DT_REDUCE_KIND_SUM == (int)DT_CU_RED_SUM &&
                    (int)DT_REDUCE_KIND_MEAN == (int)DT_CU_RED_MEAN &&

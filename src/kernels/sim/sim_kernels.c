@@ -43,6 +43,16 @@ static dt_status sim_gemm(const dt_tensor *a, const dt_tensor *b, bool ta, bool 
                b, c);
 }
 
+static dt_status run_gemm_bias(dt_sim_job *j)
+{
+    return CPU->gemm_bias(A(0), A(1), j->i[0], j->i[1], A(2), A(3));
+}
+static dt_status sim_gemm_bias(const dt_tensor *a, const dt_tensor *b, bool ta, bool tb,
+                               const dt_tensor *bias, dt_tensor *c)
+{
+    SIM_SUBMIT("gemm_bias", run_gemm_bias, (j->i[0] = ta, j->i[1] = tb), a, b, bias, c);
+}
+
 static dt_status run_binary(dt_sim_job *j)
 {
     return CPU->binary((dt_binary_op)j->i[0], A(0), A(1), A(2));
@@ -242,6 +252,7 @@ const dt_kernel_ops dt__kernels_sim = {
     .owns = dt__sim_owns,
     .copy_bytes = dt__sim_copy_bytes,
     .gemm = sim_gemm,
+    .gemm_bias = sim_gemm_bias,
     .binary = sim_binary,
     .unary = sim_unary,
     .unary_backward = sim_unary_backward,
