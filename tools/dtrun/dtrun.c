@@ -9,7 +9,9 @@
  *
  * Supervision: SIGINT/SIGTERM/SIGHUP/SIGQUIT to dtrun are forwarded to every
  * rank (a second one sends SIGKILL). When a rank exits non-zero or dies by a
- * signal, dtrun says which and how, sends SIGTERM to the others, SIGKILL after
+ * signal, dtrun says which and how, sends SIGTERM to the others (after an
+ * error exit, up to 1 s later: the library tells the other ranks of the failure
+ * itself, and this lets them end with their own messages), SIGKILL after
  * the grace period (default 2 s), and exits
  * non-zero: the failing rank's exit status, or 128 + its signal number.
  * A rank stopped (SIGSTOP) for --stop-timeout seconds fails the job the same

@@ -33,15 +33,15 @@ typedef struct dtrun_opts {
     char master_addr[256];
     int master_port; /* 0: pick a free one (single node only) */
     bool tag_output;
-    bool bind;       /* --bind auto (default): pin ranks to cores when they outnumber them */
+    bool bind; /* --bind auto (default): pin ranks to cores when they outnumber them */
     double grace_s;
     double stop_timeout_s; /* a rank stopped (SIGSTOP) this long fails the job; 0: never */
-    char **argv; /* PROGRAM ARGS..., NULL-terminated */
+    char **argv;           /* PROGRAM ARGS..., NULL-terminated */
 } dtrun_opts;
 
 typedef struct dtrun_rank {
-    pid_t pid;  /* 0 once reaped */
-    int status; /* waitpid status, valid once reaped */
+    pid_t pid;            /* 0 once reaped */
+    int status;           /* waitpid status, valid once reaped */
     double stopped_since; /* when it was first seen stopped (state T); 0: running */
     dtrun_stream out, err;
 } dtrun_rank;
@@ -51,6 +51,7 @@ typedef struct dtrun_state {
     int fail_code; /* dtrun's exit code once something failed; 0 = nothing yet */
     bool tearing_down;
     double kill_at; /* when to SIGKILL the survivors; 0 = not scheduled */
+    double term_at; /* when to SIGTERM them after a rank's error exit; 0 = not scheduled */
     int got_signal; /* SIGINT/SIGTERM/SIGHUP/SIGQUIT received by dtrun (forwarded) */
 } dtrun_state;
 

@@ -17,6 +17,10 @@
 #include "core/proc_stat.h"
 #include "dtrun.h"
 
+/* After a rank's error exit, how long the others may take to end on their
+ * own (at most --grace) before they are sent SIGTERM. */
+#define DTRUN_SETTLE_S 1.0
+
 static int sig_pipe[2] = {-1, -1};
 
 static void on_signal(int sig)
@@ -44,14 +48,21 @@ static const char *sig_name(int sig, char *buf, size_t cap)
     return buf;
 }
 
+/* Signal every rank with @p sig now and SIGKILL the survivors @p grace s later. */
+static void signal_teardown(dtrun_state *st, dtrun_rank *ranks, int n, int sig, double grace)
+{
+    st->term_at = 0;
+    dtrun_signal_all(ranks, n, sig);
+    dtrun_signal_all(ranks, n, SIGCONT); /* a stopped rank takes the signal only when resumed */
+    st->kill_at = dt__clock_now() + grace;
+}
+
 void dtrun_start_teardown(dtrun_state *st, dtrun_rank *ranks, int n, int sig, double grace)
 {
     if (st->tearing_down)
         return;
     st->tearing_down = true;
-    dtrun_signal_all(ranks, n, sig);
-    dtrun_signal_all(ranks, n, SIGCONT); /* a stopped rank takes the signal only when resumed */
-    st->kill_at = dt__clock_now() + grace;
+    signal_teardown(st, ranks, n, sig, grace);
 }
 
 /* Whether @p pid is stopped (state T: SIGSTOP/SIGTSTP; not t, a debugger's stop). */
@@ -136,9 +147,30 @@ static void reap(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *st)
         st->fail_code = WEXITSTATUS(status);
     }
     report_stopped(o, ranks, dt__clock_now());
-    if (st->live > 0)
-        fprintf(stderr, "dtrun: terminating the other %d rank(s)\n", st->live);
+    if (st->live == 0)
+        return;
+    if (WIFEXITED(status)) {
+        /* An error exit: the library tells the other ranks why (its abort
+         * notice), so give them a moment to end on their own and print
+         * their reasons before they are signalled. */
+        st->tearing_down = true;
+        st->term_at = dt__clock_now() + (o->grace_s < DTRUN_SETTLE_S ? o->grace_s : DTRUN_SETTLE_S);
+        return;
+    }
+    fprintf(stderr, "dtrun: terminating the other %d rank(s)\n", st->live);
     dtrun_start_teardown(st, ranks, o->nproc, SIGTERM, o->grace_s);
+}
+
+/* The settle time after an error exit is over: SIGTERM whoever is left. */
+static void settle_over(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *st, double t)
+{
+    if (st->term_at == 0 || t < st->term_at)
+        return;
+    st->term_at = 0;
+    if (st->live == 0)
+        return;
+    fprintf(stderr, "dtrun: terminating the other %d rank(s)\n", st->live);
+    signal_teardown(st, ranks, o->nproc, SIGTERM, o->grace_s);
 }
 
 static void handle_signals(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *st)
@@ -152,9 +184,8 @@ static void handle_signals(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *
             dtrun_signal_all(ranks, o->nproc, SIGKILL);
         } else {
             st->got_signal = b[i];
-            dtrun_signal_all(ranks, o->nproc, b[i]);
             st->tearing_down = true;
-            st->kill_at = dt__clock_now() + o->grace_s;
+            signal_teardown(st, ranks, o->nproc, b[i], o->grace_s);
         }
     }
 }
@@ -180,12 +211,14 @@ static int build_pollset(dtrun_rank *ranks, int n)
     return np;
 }
 
-/* Milliseconds until the next thing to do on a timer (SIGKILL, end of draining). */
+/* Milliseconds until the next thing to do on a timer (SIGTERM, SIGKILL, end of draining). */
 static int next_timeout_ms(const dtrun_state *st, double drain_until, double t)
 {
     double wait_s = 1.0;
     if (st->kill_at > 0 && st->kill_at - t < wait_s)
         wait_s = st->kill_at - t;
+    if (st->term_at > 0 && st->term_at - t < wait_s)
+        wait_s = st->term_at - t;
     if (drain_until > 0 && drain_until - t < wait_s)
         wait_s = drain_until - t;
     return wait_s <= 0 ? 0 : (int)(wait_s * 1000) + 1;
@@ -210,6 +243,7 @@ void dtrun_supervise(const dtrun_opts *o, dtrun_rank *ranks, dtrun_state *st)
                 break;
         }
         check_stopped(o, ranks, st, t);
+        settle_over(o, ranks, st, t);
         if (st->kill_at > 0 && t >= st->kill_at) {
             dtrun_signal_all(ranks, n, SIGKILL);
             st->kill_at = 0;
