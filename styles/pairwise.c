@@ -2,14 +2,16 @@
  * PairwiseParallel (PyTorch 2.0): a colwise layer followed by a rowwise one
  * inside one block, so the block takes a replicated input and gives a
  * replicated output with one all-reduce: FeedForward (w1 colwise, w2
- * rowwise), Attention (wq, wk, wv colwise on whole heads, wo rowwise), and a
- * Sequential MLP whose Linear(-like) children come in colwise/rowwise pairs.
+ * rowwise), Attention (wq, wk, wv colwise on whole heads, wo rowwise), a
+ * Sequential MLP whose Linear(-like) children come in colwise/rowwise pairs,
+ * and a MultiheadAttention (fused in_proj: pairwise_mha.c).
  * It applies the default colwise / rowwise styles to those children.
  */
 #include <string.h>
 
 #include "core/error.h"
 #include "nn/nn_internal.h"
+#include "styles/pairwise_mha.h"
 #include "styles/style_kind.h"
 
 typedef struct pair_child {
@@ -78,7 +80,7 @@ static dt_status children_of(dt_module *m, const char *fqn, pair_child *out, int
         return sequential_pairs(m, fqn, out, count);
     return DT_ERR(DT_ERR_UNSUPPORTED,
                   "parallelize: pairwise cannot shard '%s', a %s (it takes FeedForward, "
-                  "Attention or a Sequential of Linear pairs)",
+                  "Attention, MultiheadAttention or a Sequential of Linear pairs)",
                   fqn, dt_module_type_name(m));
 }
 
@@ -90,6 +92,8 @@ static void pairwise_defaults(dt_style *s)
 static dt_status pairwise_plan(const dt_style *s, dt_module *m, const char *fqn,
                                dt_style_param_plan *out, int *n)
 {
+    if (dt__pairwise_mha_takes(m)) /* fused q/k/v rows: pairwise_mha.c */
+        return dt__pairwise_mha_plan(s, m, fqn, out, n);
     pair_child ch[PAIR_MAX];
     int nc = 0;
     DT_CHECK(children_of(m, fqn, ch, &nc));
@@ -102,7 +106,8 @@ static dt_status pairwise_plan(const dt_style *s, dt_module *m, const char *fqn,
 
 static dt_status pairwise_hooks(const dt_style *s, dt_module *m, dt_mesh *tp)
 {
-    (void)s;
+    if (dt__pairwise_mha_takes(m))
+        return dt__pairwise_mha_hooks(s, m, tp);
     pair_child ch[PAIR_MAX];
     int nc = 0;
     DT_CHECK(children_of(m, "", ch, &nc));
