@@ -68,11 +68,12 @@ static dt_status view5(dt_tensor *x, int d, int64_t a, int64_t b, dt_tensor **ou
     return dt_tensor_view(x, 5, shape, out);
 }
 
-/* Copy the 5-d view @p v into a new contiguous tensor of @p ndim dims @p shape. */
+/* Copy the 5-d view @p v into a new contiguous tensor of @p ndim dims
+ * @p shape: always a copy (as exec_slice's), never an alias of the input. */
 static dt_status materialize(dt_tensor *v, int ndim, const int64_t *shape, dt_tensor **out)
 {
     dt_tensor *c = NULL;
-    DT_CHECK(dt_tensor_contiguous(v, &c));
+    DT_CHECK(dt_tensor_clone(v, &c));
     dt_status s = dt_tensor_view(c, ndim, shape, out);
     dt_tensor_release(c);
     return s;

@@ -277,7 +277,10 @@ static void test_split_factor(void **state)
             PT_OK(dt_distribute(x, m, nds[i], ok[l], &a));
             PT_OK(dt_distribute_from(dt_runtime_rank(pt_rt) == w - 1 ? x : NULL, w - 1, m, nds[i],
                                      ok[l], &b));
-            expect_equal(dt_to_local(b), dt_to_local(a), mname, "dt_distribute_from shard");
+            char what[96], tl[64];
+            dt_placements_format(nds[i], ok[l], ",", tl, sizeof(tl));
+            snprintf(what, sizeof(what), "%s %s", mname, tl);
+            expect_equal(dt_to_local(b), dt_to_local(a), what, "dt_distribute_from shard");
             dt_tensor_release(a);
             dt_tensor_release(b);
         }
