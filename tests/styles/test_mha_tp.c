@@ -3,8 +3,9 @@
  * fused in_proj [3E, E]) on 2 and 3 ranks against the same module on one
  * rank (every rank computes the reference itself):
  *   - placements: in_proj _S(0,sf=3), each rank the q, k and v rows of its
- *     heads; gathered, PyTorch's layout bit for bit; dt_param_init fills the
- *     shards with the full tensor's values (box by box);
+ *     heads; gathered, PyTorch's layout bit for bit; dt_param_init and a
+ *     deferred model's dt_module_materialize fill the shards with the full
+ *     tensor's values (box by box);
  *   - forward output and the gradients of the input and of every parameter,
  *     with and without the causal mask;
  *   - AdamW training: losses per step and final weights;
@@ -158,6 +159,38 @@ static void test_layout(void **state)
         assert_true(dt_tensor_equal(f, mr_param_at(ref, fqns[i])));
         dt_tensor_release(f);
     }
+    dt_module_destroy(net), dt_module_destroy(ref);
+}
+
+/* Built deferred, parallelized, materialised: each rank fills only its three
+ * boxes, with the values of the default initialisation of an eager model. */
+static void test_deferred(void **state)
+{
+    (void)state;
+    dt_module *net = NULL, *ref = NULL;
+    dt_nn_manual_seed(17);
+    dt_nn_deferred_begin();
+    ST_OK(dt_multihead_attention_create(E, H, false, &net));
+    dt_nn_deferred_end();
+    dt_nn_manual_seed(17);
+    ST_OK(dt_multihead_attention_create(E, H, false, &ref));
+    pairwise(net);
+    assert_int_equal(dt_module_num_deferred(net), 4);
+    ST_OK(dt_module_materialize(net));
+    for (int i = 0; i < 4; i++) {
+        dt_tensor *f = full_of(mr_param_at(net, fqns[i]));
+        if (!dt_tensor_equal(f, mr_param_at(ref, fqns[i])))
+            fail_msg("materialised %s differs from the eager one", fqns[i]);
+        dt_tensor_release(f);
+    }
+    /* PyTorch's _reset_parameters: zero biases, in_proj within xavier's bound */
+    dt_tensor *w = mr_param_at(ref, "in_proj_weight"), *b = mr_param_at(ref, "in_proj_bias");
+    double bound = sqrt(6.0 / (4.0 * E)), wmax = 0.0;
+    for (int64_t k = 0; k < dt_tensor_numel(w); k++)
+        wmax = fmax(wmax, fabs(dt_tensor_item_at(w, k)));
+    assert_true(wmax <= bound && wmax > 0.5 * bound);
+    for (int64_t k = 0; k < dt_tensor_numel(b); k++)
+        assert_true(dt_tensor_item_at(b, k) == 0.0);
     dt_module_destroy(net), dt_module_destroy(ref);
 }
 
@@ -358,9 +391,9 @@ static void test_uneven_heads(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_layout),       cmocka_unit_test(test_forward_backward),
-        cmocka_unit_test(test_training),     cmocka_unit_test(test_checkpoint),
-        cmocka_unit_test(test_uneven_heads),
+        cmocka_unit_test(test_layout),           cmocka_unit_test(test_deferred),
+        cmocka_unit_test(test_forward_backward), cmocka_unit_test(test_training),
+        cmocka_unit_test(test_checkpoint),       cmocka_unit_test(test_uneven_heads),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
