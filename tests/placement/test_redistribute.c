@@ -284,6 +284,23 @@ static void test_split_factor(void **state)
             dt_tensor_release(a);
             dt_tensor_release(b);
         }
+        /* ops read _S(d,sf=k) as S(d): a split and a plain operand, summed over dim 1 */
+        dt_placement pa[3], pb[3];
+        for (int k = 0; k < nds[i]; k++)
+            pa[k] = k == 0 ? dt_strided_shard_split(0, 2) : dt_replicate(), pb[k] = dt_shard(0);
+        dt_tensor *da = NULL, *db = NULL, *y = NULL, *z = NULL, *full = NULL, *xx = NULL,
+                  *want = NULL;
+        PT_OK(dt_distribute(x, m, nds[i], pa, &da));
+        PT_OK(dt_distribute(x, m, nds[i], pb, &db));
+        PT_OK(dt_mul(da, db, &y));
+        PT_OK(dt_sum(y, 1, false, &z));
+        PT_OK(dt_full_tensor(z, &full));
+        PT_OK(dt_mul(x, x, &xx));
+        PT_OK(dt_sum(xx, 1, false, &want));
+        expect_equal(full, want, mname, "sum(_S(0,sf=2) * S(0), dim 1)");
+        dt_tensor *all[7] = {da, db, y, z, full, xx, want};
+        for (int t = 0; t < 7; t++)
+            dt_tensor_release(all[t]);
         dt_tensor_release(x);
         dt_mesh_release(m);
     }
