@@ -7,7 +7,8 @@
  *     deferred model's dt_module_materialize fill the shards with the full
  *     tensor's values (box by box);
  *   - forward output and the gradients of the input and of every parameter,
- *     with and without the causal mask;
+ *     with and without the causal mask; one all-reduce forward (out_proj),
+ *     backward one for the input's gradient and one for out_proj.bias's;
  *   - AdamW training: losses per step and final weights;
  *   - checkpoints: saved on tp = n, loaded on one rank (a local model) and on
  *     tp = n with the optimizer (training goes on identically); the np3 run
@@ -199,12 +200,26 @@ static void check_grads(bool causal)
     dt_module *net = mha(causal, 5), *ref = mha(causal, 5);
     pairwise(net);
     dt_tensor *x = input(7, true), *xr = input(7, true), *y = NULL, *yr = NULL;
+    dt_coll_stats st;
+    dt_mesh_coll_stats_reset(mesh);
     ST_OK(dt_module_call(net, x, &y));
+    dt_mesh_coll_stats(mesh, &st); /* one all-reduce (out_proj's), nothing else */
+    assert_int_equal(dt_coll_stats_total(&st), 1);
+    assert_int_equal(st.count[DT_COLL_ALLREDUCE], 1);
     ST_OK(dt_module_call(ref, xr, &yr));
     assert_false(dt_tensor_is_distributed(y)); /* replicated out, local */
     assert_close(causal ? "causal output" : "output", y, yr);
     dt_tensor *l = square_sum(y), *lr = square_sum(yr);
+    dt_mesh_coll_stats_reset(mesh);
     ST_OK(dt_backward(l, NULL));
+    /* two all-reduces: the input's gradient (q, k and v's summed once) and
+     * out_proj.bias's (rowwise keeps its bias R; ring bytes 2(n-1)/n) */
+    dt_mesh_coll_stats(mesh, &st);
+    assert_int_equal(dt_coll_stats_total(&st), 2);
+    assert_int_equal(st.count[DT_COLL_ALLREDUCE], 2);
+    int64_t xb = B * S * E * 4, bb = E * 4;
+    assert_int_equal(st.bytes[DT_COLL_ALLREDUCE],
+                     2 * (world - 1) * xb / world + 2 * (world - 1) * bb / world);
     ST_OK(dt_backward(lr, NULL));
     assert_close("input gradient", dt_tensor_grad(x), dt_tensor_grad(xr));
     for (int i = 0; i < 4; i++) {
