@@ -49,7 +49,6 @@ dt_status dt__split_check(const dt_mesh *mesh, int n, const dt_placement *pl, in
                       "PyTorch's _StridedShard)",
                       txt, d, d >= 0 && d < ndim ? (long long)shape[d] : -1LL, sf, size,
                       (long long)pieces);
-    (void)ndim;
     return DT_OK;
 }
 
