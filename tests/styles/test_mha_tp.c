@@ -11,8 +11,9 @@
  *     backward one for the input's gradient and one for out_proj.bias's;
  *   - AdamW training: losses per step and final weights;
  *   - checkpoints: saved on tp = n, loaded on one rank (a local model) and on
- *     tp = n with the optimizer (training goes on identically); the np3 run
- *     also loads what the np2 run saved (MHA_CK_BASE/np2, a ctest fixture);
+ *     tp = n with the optimizer (training goes on identically), and as a full
+ *     state dict (dt_save_full / dt_load_full); the np3 run also loads what
+ *     the np2 run saved (MHA_CK_BASE/np2, a ctest fixture);
  *   - uneven heads refused naming the module and head count, model untouched.
  */
 #include <math.h>
@@ -324,13 +325,13 @@ static void ck_dir(int tp, char *buf, size_t len)
     snprintf(buf, len, "%s/np%d", MHA_CK_BASE, tp);
 }
 
-/* Load checkpoint @p dir on one rank (a local model) and on tp = world
- * (with AdamW state); both must give @p want's weights bit for bit (@p want
- * NULL: the local model's), and training on from there goes as it does on
- * @p cont (NULL: not checked). */
+/* Load checkpoint @p dir on one rank (a local model), on tp = world (with
+ * AdamW state) and, through a full state dict of that, on tp again: all give
+ * the local model's weights bit for bit, which are @p want's (NULL: not
+ * checked). */
 static void load_everywhere(const char *dir, dt_module *want)
 {
-    dt_module *one = mha(true, 77), *tp = mha(true, 78);
+    dt_module *one = mha(true, 77), *tp = mha(true, 78), *full = mha(true, 81);
     ST_OK(dt_checkpoint_load(one, NULL, dir));
     if (want != NULL)
         expect_weights("loaded on one rank", want, one, true, 0);
@@ -338,8 +339,15 @@ static void load_everywhere(const char *dir, dt_module *want)
     dt_optim *o = adamw(tp);
     ST_OK(dt_checkpoint_load(tp, o, dir));
     expect_weights("loaded on tp", tp, one, true, 0);
+    /* a full state dict (PyTorch's file) of it, read back box by box on tp */
+    char path[600];
+    snprintf(path, sizeof(path), "%s.full.safetensors", dir);
+    ST_OK(dt_save_full(tp, path));
+    pairwise(full);
+    ST_OK(dt_load_full(full, path));
+    expect_weights("full state dict on tp", full, one, true, 0);
     dt_optim_destroy(o);
-    dt_module_destroy(one), dt_module_destroy(tp);
+    dt_module_destroy(one), dt_module_destroy(tp), dt_module_destroy(full);
 }
 
 static void test_checkpoint(void **state)
