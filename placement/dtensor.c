@@ -62,13 +62,20 @@ static dt_status local_of_full(const dt_spec *spec, dt_tensor *full, dt_tensor *
         dt_tensor_release(cur);
         return dt_tensor_zeros(spec->ndim, ls, spec->dtype, dt_tensor_device(full), out);
     }
+    int k = dt__split_mesh_dim(spec->mesh_ndim, spec->pl), sd = k >= 0 ? spec->pl[k].dim : -1;
     for (int d = 0; d < spec->ndim; d++) {
-        if (ls[d] == spec->shape[d])
+        if (ls[d] == spec->shape[d] || d == sd)
             continue;
         s = dt_tensor_narrow(cur, d, off[d], ls[d], &next);
         dt_tensor_release(cur);
         DT_CHECK(s);
         cur = next;
+    }
+    if (k >= 0) { /* its runs, alone on their dim (split_layout.c) */
+        s = dt__split_slice(cur, sd, spec->mesh->shape[k], spec->mesh->coord[k],
+                            spec->pl[k].split_factor, out);
+        dt_tensor_release(cur);
+        return s;
     }
     s = dt_tensor_clone(cur, out);
     dt_tensor_release(cur);

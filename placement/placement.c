@@ -8,25 +8,32 @@
 
 dt_placement dt_shard(int dim)
 {
-    dt_placement p = {DT_PLACEMENT_SHARD, dim, DT_REDUCE_OP_SUM, 0};
+    dt_placement p = {DT_PLACEMENT_SHARD, dim, DT_REDUCE_OP_SUM, 0, 0};
     return p;
 }
 
 dt_placement dt_strided_shard(int dim)
 {
-    dt_placement p = {DT_PLACEMENT_SHARD, dim, DT_REDUCE_OP_SUM, 1};
+    dt_placement p = {DT_PLACEMENT_SHARD, dim, DT_REDUCE_OP_SUM, 1, 0};
+    return p;
+}
+
+dt_placement dt_strided_shard_split(int dim, int split_factor)
+{
+    dt_placement p = {DT_PLACEMENT_SHARD, dim, DT_REDUCE_OP_SUM, 1,
+                      split_factor > 1 ? split_factor : 0};
     return p;
 }
 
 dt_placement dt_replicate(void)
 {
-    dt_placement p = {DT_PLACEMENT_REPLICATE, 0, DT_REDUCE_OP_SUM, 0};
+    dt_placement p = {DT_PLACEMENT_REPLICATE, 0, DT_REDUCE_OP_SUM, 0, 0};
     return p;
 }
 
 dt_placement dt_partial(dt_reduce_op op)
 {
-    dt_placement p = {DT_PLACEMENT_PARTIAL, 0, op, 0};
+    dt_placement p = {DT_PLACEMENT_PARTIAL, 0, op, 0, 0};
     return p;
 }
 
@@ -40,7 +47,9 @@ bool dt_placement_equal(dt_placement a, dt_placement b)
     if (a.kind != b.kind)
         return false;
     if (a.kind == DT_PLACEMENT_SHARD)
-        return a.dim == b.dim && !a.strided == !b.strided;
+        return a.dim == b.dim && !a.strided == !b.strided &&
+               (a.split_factor > 1 ? a.split_factor : 0) ==
+                   (b.split_factor > 1 ? b.split_factor : 0);
     if (a.kind == DT_PLACEMENT_PARTIAL)
         return a.op == b.op;
     return true;
@@ -86,8 +95,16 @@ dt_status dt_placement_normalize(dt_placement p, int ndim, dt_placement *out)
                           "of %d dims",
                           t, p.dim, ndim);
         }
-        *out = p.strided ? dt_strided_shard(p.dim < 0 ? p.dim + ndim : p.dim)
-                         : dt_shard(p.dim < 0 ? p.dim + ndim : p.dim);
+        if (p.split_factor < 0 || p.split_factor > DT_PLACEMENT_MAX_SPLIT) {
+            dt_placement_format(p, t, sizeof(t));
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "dt_placement_normalize: %s: split factor %d is outside 0..%d", t,
+                          p.split_factor, DT_PLACEMENT_MAX_SPLIT);
+        }
+        int d = p.dim < 0 ? p.dim + ndim : p.dim;
+        *out = p.split_factor > 1 ? dt_strided_shard_split(d, p.split_factor)
+               : p.strided        ? dt_strided_shard(d)
+                                  : dt_shard(d);
         return DT_OK;
     }
     return DT_ERR(DT_ERR_INVALID_ARG, "dt_placement_normalize: unknown placement kind %d",
@@ -100,6 +117,8 @@ int dt_placement_format(dt_placement p, char *buf, size_t len)
     case DT_PLACEMENT_REPLICATE:
         return snprintf(buf, len, "R");
     case DT_PLACEMENT_SHARD:
+        if (p.split_factor > 1)
+            return snprintf(buf, len, "_S(%d,sf=%d)", p.dim, p.split_factor);
         return snprintf(buf, len, "%sS(%d)", p.strided ? "_" : "", p.dim);
     case DT_PLACEMENT_PARTIAL:
         return snprintf(buf, len, "P(%s)", dt_reduce_op_name(p.op));
@@ -120,6 +139,35 @@ int dt_placements_format(int n, const dt_placement *pl, const char *sep, char *b
         p += dt_placement_format(pl[i], room ? buf + p : NULL, room);
     }
     return p;
+}
+
+/* The argument of a shard token: "d", or for a strided one "d,sf=k" (k >= 2). */
+static bool parse_shard_arg(const char *arg, size_t argl, bool strided, dt_placement *out)
+{
+    char num[32], *end = NULL;
+    if (arg == NULL || argl == 0 || argl >= sizeof(num))
+        return false;
+    memcpy(num, arg, argl);
+    num[argl] = '\0';
+    long d = strtol(num, &end, 10), sf = 0;
+    if (end == num || d < -DT_MAX_DIMS || d >= DT_MAX_DIMS)
+        return false;
+    if (*end == ',' && strided) {
+        while (*++end == ' ')
+            ;
+        if (strncmp(end, "sf=", 3) != 0)
+            return false;
+        const char *k = end + 3;
+        sf = strtol(k, &end, 10);
+        if (end == k || sf < 2 || sf > DT_PLACEMENT_MAX_SPLIT)
+            return false;
+    }
+    if (*end != '\0')
+        return false;
+    *out = !strided ? dt_shard((int)d)
+           : sf > 1 ? dt_strided_shard_split((int)d, (int)sf)
+                    : dt_strided_shard((int)d);
+    return true;
 }
 
 /* Parse one token [s, s+l) (already trimmed); false when it is not a placement. */
@@ -156,18 +204,8 @@ static bool parse_token(const char *s, size_t l, dt_placement *out)
         if (strlen(heads[i].name) != h || strncmp(heads[i].name, s, h) != 0)
             continue;
         switch (heads[i].kind) {
-        case DT_PLACEMENT_SHARD: {
-            char num[16], *end = NULL;
-            if (arg == NULL || argl == 0 || argl >= sizeof(num))
-                return false;
-            memcpy(num, arg, argl);
-            num[argl] = '\0';
-            long d = strtol(num, &end, 10);
-            if (*end != '\0' || d < -DT_MAX_DIMS || d >= DT_MAX_DIMS)
-                return false;
-            *out = heads[i].strided || underscore ? dt_strided_shard((int)d) : dt_shard((int)d);
-            return true;
-        }
+        case DT_PLACEMENT_SHARD:
+            return parse_shard_arg(arg, argl, heads[i].strided || underscore, out);
         case DT_PLACEMENT_REPLICATE:
             if (arg != NULL && argl != 0)
                 return false;
@@ -251,7 +289,7 @@ dt_status dt_placements_parse(const char *text, int max, dt_placement *out, int 
         if (!parse_token(s, l, &p))
             return DT_ERR(DT_ERR_INVALID_ARG,
                           "dt_placements_parse: item %d '%.*s' of \"%s\" is not a placement "
-                          "(expected S(dim), _S(dim), R or P(sum|avg|max|min))",
+                          "(expected S(dim), _S(dim), _S(dim,sf=k), R or P(sum|avg|max|min))",
                           count + 1, (int)l, s, text);
         if (count == max)
             return DT_ERR(DT_ERR_INVALID_ARG,

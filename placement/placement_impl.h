@@ -96,6 +96,20 @@ dt_status dt__spec_like(const dt_spec *like, int n, const dt_placement *pl, dt_s
  * @p out (may be @p pl); whether there was one. The plain layout a strided
  * one is sliced from, locally (redistribute_plan.c, dt_distribute_from). */
 bool dt__placements_unstride(int n, const dt_placement *pl, dt_placement *out);
+/* Split-factor shards (split_layout.c, dt_strided_shard_split). */
+/* The mesh dim whose placement in @p pl (n entries) has a split factor, or -1. */
+int dt__split_mesh_dim(int n, const dt_placement *pl);
+/* DT_ERR_INVALID_ARG unless every split-factor shard of normalised @p pl is
+ * even, alone on its tensor dim and the only one (dt_spec_create). */
+dt_status dt__split_check(const dt_mesh *mesh, int n, const dt_placement *pl, int ndim,
+                          const int64_t *shape);
+/* @p y holds the n shards of mesh dim coordinates 0..n-1 concatenated along
+ * dim @p d (what an all-gather gives), each sf runs: *out the tensor in global
+ * order (new, contiguous). */
+dt_status dt__split_gathered(dt_tensor *y, int d, int n, int sf, dt_tensor **out);
+/* Coordinate @p me's shard of @p x along dim @p d under _S(d,sf) over n: its
+ * sf runs, concatenated (new, contiguous). */
+dt_status dt__split_slice(dt_tensor *x, int d, int n, int me, int sf, dt_tensor **out);
 /* Local shape at @p coord given placements (no validation: spec already valid). */
 void dt__local_shape(int ndim, const int64_t *shape, int mesh_ndim, const int *mesh_shape,
                      const dt_placement *pl, const int *coord, int64_t *local_shape,

@@ -373,6 +373,8 @@ static dt_status exec_slice(const step_ctx *c, dt_tensor *x, dt_tensor **out)
     int64_t sz, off;
     dt_tensor *v = NULL;
     dt_status s;
+    if (c->st->dst.split_factor > 1) /* its sf runs (split_layout.c) */
+        return dt__split_slice(x, d, c->n, c->me, c->st->dst.split_factor, out);
     dt_shard_chunk(c->st->logical_shape[d], c->n, c->me, &sz, &off);
     DT_CHECK(dt_tensor_narrow(x, d, off, sz, &v));
     s = dt_tensor_clone(v, out);
@@ -447,6 +449,12 @@ static dt_status exec_step(const step_ctx *c, dt_tensor *x, dt_tensor **out)
     switch (c->st->kind) {
     case DT__STEP_ALLGATHER:
         s = exec_allgather(c, xc, out);
+        if (s == DT_OK && c->st->src.split_factor > 1) { /* rank order -> global order */
+            dt_tensor *g = *out;
+            *out = NULL;
+            s = dt__split_gathered(g, c->st->src.dim, c->n, c->st->src.split_factor, out);
+            dt_tensor_release(g);
+        }
         break;
     case DT__STEP_ALLREDUCE:
         s = exec_allreduce(c, xc, out);

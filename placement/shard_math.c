@@ -41,6 +41,8 @@ void dt__local_shape(int ndim, const int64_t *shape, int mesh_ndim, const int *m
             int d = pl[k].dim;
             int64_t sz, o;
             dt_shard_chunk(ls[d], mesh_shape[k], coord[k], &sz, &o);
+            if (pl[k].split_factor > 1) /* even (dt_spec_create): the first of its boxes */
+                o = coord[k] * (ls[d] / ((int64_t)mesh_shape[k] * pl[k].split_factor));
             ls[d] = sz;
             off[d] += o;
         }

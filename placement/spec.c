@@ -50,6 +50,7 @@ dt_status dt_spec_create(dt_mesh *mesh, int n, const dt_placement *pl, int ndim,
             partial_op = (int)norm[k].op;
         }
     }
+    DT_CHECK(dt__split_check(mesh, n, norm, ndim, shape));
     dt_spec *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "dt_spec_create: no memory for a spec");

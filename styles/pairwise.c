@@ -2,9 +2,10 @@
  * PairwiseParallel (PyTorch 2.0): a colwise layer followed by a rowwise one
  * inside one block, so the block takes a replicated input and gives a
  * replicated output with one all-reduce: FeedForward (w1 colwise, w2
- * rowwise), Attention (wq, wk, wv colwise on whole heads, wo rowwise), and a
- * Sequential MLP whose Linear(-like) children come in colwise/rowwise pairs.
- * It applies the default colwise / rowwise styles to those children through
+ * rowwise), Attention (wq, wk, wv colwise on whole heads, wo rowwise), a
+ * Sequential MLP whose Linear(-like) children come in colwise/rowwise pairs,
+ * and a MultiheadAttention (fused in_proj: pairwise_mha.c). It applies the
+ * default colwise / rowwise styles to those children through
  * dt_style_ops.children, the way a program's composite style would.
  */
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "core/error.h"
 #include "nn/nn_internal.h"
 #include "styles/builtin_styles.h"
+#include "styles/pairwise_mha.h"
 
 typedef struct pair_child {
     dt_module *m;
@@ -76,15 +78,27 @@ static dt_status children_of(dt_module *m, const char *fqn, pair_child *out, int
     if (dt__module_is(m, &dt__sequential_ops))
         return sequential_pairs(m, fqn, out, count);
     return DT_ERR(DT_ERR_UNSUPPORTED,
-                  "it cannot shard a %s (it takes FeedForward, Attention or a Sequential of "
-                  "Linear pairs)",
+                  "it cannot shard a %s (it takes FeedForward, Attention, MultiheadAttention or "
+                  "a Sequential of Linear pairs)",
                   dt_module_type_name(m));
 }
 
-/* The block's own parameters: none (its children's come from their styles). */
+/* The block's own parameters: a MultiheadAttention's fused in_proj; none
+ * otherwise (its children's come from their styles). */
 static dt_status pairwise_plan(dt_module *m, const char *fqn, dt_style_param_placement *out, int *n)
 {
-    (void)m, (void)fqn, (void)out, (void)n;
+    if (dt__pairwise_mha_takes(m))
+        return dt__pairwise_mha_plan(m, fqn, out, n);
+    return DT_OK;
+}
+
+/* The block's own input: a MultiheadAttention's is prepared as colwise's;
+ * the other blocks' children prepare their own. */
+static dt_status pairwise_io(const dt_style *s, dt_module *m, dt_style_io *io)
+{
+    (void)s;
+    if (dt__pairwise_mha_takes(m))
+        dt__pairwise_mha_io(io);
     return DT_OK;
 }
 
@@ -93,6 +107,8 @@ static dt_status pairwise_children(const dt_style *s, dt_module *m, const char *
                                    dt_style_child *out, int *n)
 {
     (void)s;
+    if (dt__pairwise_mha_takes(m))
+        return dt__pairwise_mha_children(m, fqn, out, n);
     pair_child ch[PAIR_MAX];
     int nc = 0;
     DT_CHECK(children_of(m, fqn, ch, &nc));
@@ -105,8 +121,9 @@ static dt_status pairwise_children(const dt_style *s, dt_module *m, const char *
 }
 
 const dt_style_ops dt__style_pairwise = {
-    .field_mask = DT_STYLE_OPS_FIELD_CHILDREN,
+    .field_mask = DT_STYLE_OPS_FIELD_PLAN_IO | DT_STYLE_OPS_FIELD_CHILDREN,
     .name = "pairwise",
     .plan_params = pairwise_plan,
+    .plan_io = pairwise_io,
     .children = pairwise_children,
 };

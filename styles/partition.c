@@ -193,15 +193,20 @@ dt_status dt__style_plan_build(const dt_style *s, dt_module *m, const char *fqn,
     return plan_children(s, m, fqn, out);
 }
 
-/* Heads must not be split: a sharded projection of an Attention needs tp | n_heads. */
+/* Heads must not be split: a sharded projection of an Attention (or the
+ * in_proj of a MultiheadAttention) needs tp | n_heads. */
 static dt_status check_heads(const dt_style_param_plan *pp, const char *fqn, int tp_size)
 {
     dt_module *parent = dt_module_parent(pp->owner);
-    if (pp->placement.kind != DT_PLACEMENT_SHARD || parent == NULL ||
-        !dt__module_is(parent, &dt__attention_ops))
+    int64_t heads = 0;
+    if (pp->placement.kind != DT_PLACEMENT_SHARD)
         return DT_OK;
-    int64_t heads = 0, head_dim = 0;
-    DT_CHECK(dt_attention_config(parent, &heads, &head_dim));
+    if (dt__module_is(pp->owner, &dt__mha_ops))
+        DT_CHECK(dt_multihead_attention_config(pp->owner, &heads, NULL, NULL));
+    else if (parent != NULL && dt__module_is(parent, &dt__attention_ops))
+        DT_CHECK(dt_attention_config(parent, &heads, NULL));
+    else
+        return DT_OK;
     if (heads % tp_size != 0)
         return DT_ERR(DT_ERR_INVALID_ARG,
                       "parallelize: '%s': n_heads %" PRId64 " is not divisible by the tp size %d "

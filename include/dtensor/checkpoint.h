@@ -204,7 +204,10 @@ DT_API dt_status dt_load_full(dt_module *root, const char *path);
 /*
  * A sharded checkpoint is a directory:
  *   rank-<R>.<save_id>.safetensors  the distinct shards world rank R holds,
- *                                   keyed by FQN (each shard stored once: by
+ *                                   keyed by FQN (a split-factor shard,
+ *                                   dt_strided_shard_split, is one tensor per
+ *                                   box: the FQN, then "<fqn>#<j>" for box
+ *                                   j >= 1) (each shard stored once: by
  *                                   the rank at coordinate 0 of every mesh dim
  *                                   that replicates it; local parameters by
  *                                   world rank 0), metadata format=pt,

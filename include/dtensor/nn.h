@@ -297,7 +297,7 @@ DT_API dt_status dt_module_checkpoint_matching(dt_module *root, const char *patt
  * constructors say below (so are the Linears inside Attention, FeedForward and
  * Block), LayerNorm weight one and bias zero. dt_gpt_create then overwrites
  * every parameter with dt_gpt_init. Types: "Linear", "Embedding", "LayerNorm",
- * "Attention", "FeedForward", "Block", "Sequential", "GPT".
+ * "Attention", "MultiheadAttention", "FeedForward", "Block", "Sequential", "GPT".
  * All forwards take one input. The constructors are not collective.
  *
  * Default initialisation happens at creation, when the module has no parent
@@ -402,6 +402,33 @@ DT_API dt_status dt_dropout_create(double p, dt_module **out);
 DT_API dt_status dt_attention_create(int64_t dim, int64_t n_heads, dt_module **out);
 /** The configuration of an "Attention" module. Errors: INVALID_ARG for another type. */
 DT_API dt_status dt_attention_config(const dt_module *m, int64_t *n_heads, int64_t *head_dim);
+
+/**
+ * Self-attention with PyTorch's nn.MultiheadAttention layout and numerics
+ * (batch_first=True, query = key = value = x, dropout 0): x [B, S, E] ->
+ * [B, S, E]. Parameters "in_proj_weight" [3E, E] and "in_proj_bias" [3E] (the
+ * q, k and v projections stacked in that order) and child "out_proj" (Linear
+ * E->E with bias), so its state dict has PyTorch's names and layout. Each head
+ * of head_dim = E / @p num_heads attends with softmax(q k^T / sqrt(head_dim)),
+ * under a causal mask when @p causal (PyTorch's attn_mask of
+ * nn.Transformer.generate_square_subsequent_mask / is_causal). Initialised as
+ * PyTorch's _reset_parameters: in_proj_weight xavier_uniform (U(+-sqrt(6 /
+ * 4E)), drawn by the default rule above under the key
+ * "MultiheadAttention(<E>,<H>)#<k>"), both biases zero, out_proj.weight the
+ * Linear default. Type "MultiheadAttention". The pairwise style shards it
+ * (styles.h): every rank holds the q, k and v rows of its own heads
+ * (in_proj placed _S(0,sf=3)) and the forward then computes on those heads
+ * (the q, k, v thirds of such a parameter are S(0) tensors; their products
+ * are handed on local). Not collective.
+ * Errors: DT_ERR_INVALID_ARG when @p num_heads does not divide @p embed_dim
+ * or a size is <= 0; DT_ERR_NO_MEMORY.
+ */
+DT_API dt_status dt_multihead_attention_create(int64_t embed_dim, int64_t num_heads, bool causal,
+                                               dt_module **out);
+/** The configuration of a "MultiheadAttention" module (any output may be
+ *  NULL). Errors: DT_ERR_INVALID_ARG for another type. */
+DT_API dt_status dt_multihead_attention_config(const dt_module *m, int64_t *num_heads,
+                                               int64_t *head_dim, bool *causal);
 
 /** w2(gelu_tanh(w1(x))): children "w1" (dim->hidden), "w2" (hidden->dim), with biases. */
 DT_API dt_status dt_feed_forward_create(int64_t dim, int64_t hidden, dt_module **out);

@@ -49,10 +49,14 @@ typedef enum dt_placement_kind {
 /** A placement is a value: compare with dt_placement_equal, copy freely. */
 typedef struct dt_placement {
     dt_placement_kind kind;
-    int dim;         /* Shard: tensor dim (may be negative until normalised) */
-    dt_reduce_op op; /* Partial: sum, avg, max or min */
-    int strided;     /* Shard: 1 for a strided shard (dt_strided_shard), else 0 */
+    int dim;          /* Shard: tensor dim (may be negative until normalised) */
+    dt_reduce_op op;  /* Partial: sum, avg, max or min */
+    int strided;      /* Shard: 1 for a strided shard (dt_strided_shard[_split]), else 0 */
+    int split_factor; /* Shard: k >= 2 for dt_strided_shard_split(dim, k), else 0 */
 } dt_placement;
+
+/** The largest split factor of dt_strided_shard_split. */
+#define DT_PLACEMENT_MAX_SPLIT 16
 
 DT_API dt_placement dt_shard(int dim);
 /**
@@ -67,13 +71,26 @@ DT_API dt_placement dt_shard(int dim);
  * Sharding rules read a strided shard as Shard(dim), moving it first.
  */
 DT_API dt_placement dt_strided_shard(int dim);
+/**
+ * A strided shard with a split factor, text "_S(dim,sf=k)" (PyTorch's
+ * `_StridedShard(dim, split_factor=k)`): tensor dim @p dim is cut into k*n
+ * equal pieces (n = the mesh dim's size) and coordinate c holds pieces
+ * c, c+n, ..., c+(k-1)n, concatenated in that order. Read the dim as k equal
+ * parts (k = 3: the q, k and v rows of a fused attention projection): each
+ * rank holds its torch.chunk of every part, so its shard is k boxes of the
+ * tensor (dt_spec_local_boxes). As in PyTorch the split must be even: a spec
+ * (dt_spec_create) requires n*k to divide the dim, no other mesh dim to shard
+ * that dim, and at most one such placement. @p split_factor 0 or 1 gives
+ * dt_strided_shard(dim); above DT_PLACEMENT_MAX_SPLIT a spec refuses it.
+ */
+DT_API dt_placement dt_strided_shard_split(int dim, int split_factor);
 DT_API dt_placement dt_replicate(void);
 DT_API dt_placement dt_partial(dt_reduce_op op);
 
 /** A Shard (strided or not) of tensor dim @p dim; dim < 0: of any dim. */
 DT_API bool dt_placement_is_shard(dt_placement p, int dim);
-/** Same kind, dim and stridedness (Shard) or op (Partial). Normalise first to compare S(-1) with
- * S(1). */
+/** Same kind, dim, stridedness and split factor (Shard) or op (Partial). Normalise first to compare
+ * S(-1) with S(1). */
 DT_API bool dt_placement_equal(dt_placement a, dt_placement b);
 /**
  * @p p with a negative shard dim wrapped for a tensor of @p ndim dims.
@@ -82,14 +99,14 @@ DT_API bool dt_placement_equal(dt_placement a, dt_placement b);
  */
 DT_API dt_status dt_placement_normalize(dt_placement p, int ndim, dt_placement *out);
 
-/** Write "S(0)" / "_S(0)" / "R" / "P(sum)" into @p buf; returns the length it needed (snprintf
- * rule). */
+/** Write "S(0)" / "_S(0)" / "_S(0,sf=3)" / "R" / "P(sum)" into @p buf; returns the length it needed
+ * (snprintf rule). */
 DT_API int dt_placement_format(dt_placement p, char *buf, size_t len);
 /** Write @p n placements joined by @p sep ("," or "") ; snprintf rule. */
 DT_API int dt_placements_format(int n, const dt_placement *pl, const char *sep, char *buf,
                                 size_t len);
-/** Parse one placement ("S(1)", "Shard(-1)", "_S(0)", "StridedShard(0)", "R", "Replicate", "P",
- * "P(max)", "Partial(avg)"). */
+/** Parse one placement ("S(1)", "Shard(-1)", "_S(0)", "StridedShard(0)", "_S(0,sf=3)",
+ * "StridedShard(0,sf=3)", "R", "Replicate", "P", "P(max)", "Partial(avg)"). */
 DT_API dt_status dt_placement_parse(const char *text, dt_placement *out);
 /**
  * Parse a list ("S(0),R", "S(0) R", "S(0)R") of at most @p max placements into
@@ -117,7 +134,9 @@ DT_API int64_t dt_shard_padded_size(int64_t size, int num_chunks);
  * tensor of @p ndim dims @p shape placed with @p pl (mesh_ndim entries,
  * normalised) over a mesh of @p mesh_shape. Shards of one tensor dim nest in
  * mesh-dim order, plain ones first, then strided ones (dt_strided_shard).
- * @p global_offset may be NULL. DT_ERR_INVALID_ARG for a bad shard dim or coordinate.
+ * @p global_offset may be NULL; for a split-factor shard it is the offset of
+ * the first of its boxes (dt_spec_local_boxes gives them all). DT_ERR_INVALID_ARG for a bad shard
+ * dim or coordinate.
  */
 DT_API dt_status dt_shard_local_shape(int ndim, const int64_t *shape, int mesh_ndim,
                                       const int *mesh_shape, const dt_placement *pl,
@@ -132,7 +151,9 @@ typedef struct dt_spec dt_spec; /* refcounted, immutable */
  * A spec for a tensor of @p ndim dims @p shape and @p dtype placed on @p mesh
  * (retained) with @p n placements. Shard dims are normalised.
  * DT_ERR_INVALID_ARG naming the value: n != mesh ndim, a shard dim out of
- * range, a Partial op other than sum/avg/max/min, two different Partial ops.
+ * range, a Partial op other than sum/avg/max/min, two different Partial ops,
+ * a split-factor shard that is not even, not alone on its tensor dim, above
+ * DT_PLACEMENT_MAX_SPLIT or not the only one (dt_strided_shard_split).
  */
 DT_API dt_status dt_spec_create(dt_mesh *mesh, int n, const dt_placement *pl, int ndim,
                                 const int64_t *shape, dt_dtype dtype, dt_spec **out);
@@ -147,6 +168,23 @@ DT_API dt_dtype dt_spec_dtype(const dt_spec *s);
 /** Local shape and global offset (either may be NULL) at @p coord (NULL: this rank's). */
 DT_API dt_status dt_spec_local_shape(const dt_spec *s, const int *coord, int64_t *local_shape,
                                      int64_t *global_offset);
+/** One box of a shard: where it lies in the global tensor and in the local one. */
+typedef struct dt_box {
+    int64_t offset[DT_MAX_DIMS];       /* in the global tensor */
+    int64_t local_offset[DT_MAX_DIMS]; /* in the local shard */
+    int64_t shape[DT_MAX_DIMS];
+} dt_box;
+
+/**
+ * The boxes the shard at @p coord (NULL: this rank's) is made of, at most
+ * @p max into @p boxes, their number into *n: one box (the local shape at
+ * its global offset) unless a placement has a split factor k
+ * (dt_strided_shard_split), then k boxes along its dim in local order. Boxes
+ * may be empty. Not collective. Errors: DT_ERR_INVALID_ARG for NULL
+ * arguments, a bad coordinate or @p max smaller than the count.
+ */
+DT_API dt_status dt_spec_local_boxes(const dt_spec *s, const int *coord, dt_box *boxes, int max,
+                                     int *n);
 /** Number of distinct shards: product of the mesh dims that Shard. */
 DT_API int dt_spec_num_shards(const dt_spec *s);
 /** Same mesh (dt_mesh_equal), placements, shape and dtype. */

@@ -28,7 +28,11 @@
  *   prepare_input      -                               given -> given     -          false
  *   prepare_output     -                               -                  given      true
  *   pairwise FeedForward w1 colwise, w2 rowwise; Attention wq/wk/wv colwise,
- *            wo rowwise (PyTorch 2.0's PairwiseParallel; input R, output R)
+ *            wo rowwise; a Sequential's Linears colwise/rowwise in turn;
+ *            MultiheadAttention in_proj_weight and in_proj_bias _S(0,sf=3)
+ *            (each rank the q, k and v rows of its heads, PyTorch's
+ *            _StridedShard(0, split_factor=3)), out_proj rowwise
+ *            (PyTorch 2.0's PairwiseParallel; input R, output R, one all-reduce)
  *
  * Rowwise output R all-reduces the Partial sum of the shards; output S(1)
  * reduce-scatters it along the sequence (sequence parallelism), and a colwise

@@ -30,6 +30,7 @@ void dt__rl_placements(const dt_tensor *x, const dt_mesh *mesh, dt_placement *pl
     for (int k = 0; k < mesh->ndim; k++) {
         pl[k] = x->dist != NULL ? x->dist->pl[k] : dt_replicate();
         pl[k].strided = 0;
+        pl[k].split_factor = 0;
     }
 }
 

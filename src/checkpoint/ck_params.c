@@ -206,3 +206,31 @@ dt_status dt__ck_params_add_optim(const char *fn, dt_ck_params *l, dt_optim *o)
     }
     return DT_OK;
 }
+
+dt_status dt__ck_boxes(const dt_tensor *t, const int *coord, dt_box *boxes, int *n)
+{
+    return dt_spec_local_boxes(dt_tensor_spec(t), coord, boxes, DT_PLACEMENT_MAX_SPLIT, n);
+}
+
+dt_status dt__ck_box_view(dt_tensor *local, const dt_box *b, dt_tensor **out)
+{
+    dt_tensor *cur = dt_tensor_retain(local), *next = NULL;
+    for (int d = 0; d < dt_tensor_ndim(local); d++) {
+        if (b->local_offset[d] == 0 && b->shape[d] == dt_tensor_dim(local, d))
+            continue;
+        dt_status st = dt_tensor_narrow(cur, d, b->local_offset[d], b->shape[d], &next);
+        dt_tensor_release(cur);
+        DT_CHECK(st);
+        cur = next;
+    }
+    *out = cur;
+    return DT_OK;
+}
+
+void dt__ck_box_key(const char *fqn, int j, char *buf, size_t len)
+{
+    if (j == 0)
+        snprintf(buf, len, "%s", fqn);
+    else
+        snprintf(buf, len, "%s#%d", fqn, j);
+}

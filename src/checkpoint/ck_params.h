@@ -32,6 +32,16 @@ void dt__ck_params_free(dt_ck_params *l);
  * (naming @p fn) otherwise. */
 dt_status dt__ck_params_add_optim(const char *fn, dt_ck_params *l, dt_optim *o);
 
+/* The boxes of distributed @p t's shard at @p coord (NULL: this rank's) into
+ * @p boxes (DT_PLACEMENT_MAX_SPLIT entries): one, or k for a split-factor
+ * shard (dt_spec_local_boxes). */
+dt_status dt__ck_boxes(const dt_tensor *t, const int *coord, dt_box *boxes, int *n);
+/* The view of @p local that box @p b of its shard covers. */
+dt_status dt__ck_box_view(dt_tensor *local, const dt_box *b, dt_tensor **out);
+/* The key box @p j of parameter @p fqn is stored under: the FQN itself for
+ * box 0 (every shard that is one box), "<fqn>#<j>" after it. */
+void dt__ck_box_key(const char *fqn, int j, char *buf, size_t len);
+
 /* Collective over @p mesh: every rank gets the largest @p v. */
 dt_status dt__ck_agree_max(dt_mesh *mesh, int64_t *v);
 /*

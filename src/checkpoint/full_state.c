@@ -86,9 +86,28 @@ out:
 
 typedef struct fs_target {
     int index;        /* in the file */
+    dt_tensor *param; /* the parameter (its boxes, when distributed) */
     dt_tensor *local; /* where the box goes */
     int64_t off[DT_MAX_DIMS];
 } fs_target;
+
+/* Read @p tg's part of file tensor tg->index: the whole, or each box of its shard. */
+static dt_status fs_read(const dt_safetensors *f, const fs_target *tg)
+{
+    if (!dt_tensor_is_distributed(tg->param))
+        return dt_safetensors_read_box(f, tg->index, tg->off, tg->local);
+    dt_box boxes[DT_PLACEMENT_MAX_SPLIT];
+    int n = 0;
+    DT_CHECK(dt__ck_boxes(tg->param, NULL, boxes, &n));
+    for (int b = 0; b < n; b++) {
+        dt_tensor *v = NULL;
+        DT_CHECK(dt__ck_box_view(tg->local, &boxes[b], &v));
+        dt_status st = dt_safetensors_read_box(f, tg->index, boxes[b].offset, v);
+        dt_tensor_release(v);
+        DT_CHECK(st);
+    }
+    return DT_OK;
+}
 
 static dt_status fs_plan_one(const char *fn, const dt_safetensors *f, const fs_param *p,
                              fs_target *tg, unsigned char *used)
@@ -111,6 +130,7 @@ static dt_status fs_plan_one(const char *fn, const dt_safetensors *f, const fs_p
     }
     memset(tg->off, 0, sizeof(tg->off));
     tg->local = t;
+    tg->param = t;
     if (dt_tensor_is_distributed(t)) {
         const dt_spec *s = dt_tensor_spec(t);
         DT_CHECK(dt__ck_check_not_partial(fn, p));
@@ -151,7 +171,7 @@ dt_status dt_load_full(dt_module *root, const char *path)
             goto out;
         }
     for (int i = 0; i < l.n; i++)
-        DT_CHECK_GOTO(dt_safetensors_read_box(f, tg[i].index, tg[i].off, tg[i].local), st, out);
+        DT_CHECK_GOTO(fs_read(f, &tg[i]), st, out);
 out:
     /* a rank that could not read the file stops the others (all or none) */
     st = dt__ck_agree_step(fn, l.mesh, st, "loading");

@@ -210,6 +210,26 @@ static dt_status sl_plan_param(sl_ctx *c, const dt_ck_entry *e, dt_tensor *local
     return DT_OK;
 }
 
+/* Plan the reads of parameter @p t: the whole local tensor, or each box of its shard. */
+static dt_status sl_plan_boxes(sl_ctx *c, const dt_ck_entry *e, dt_tensor *t)
+{
+    if (!dt_tensor_is_distributed(t)) {
+        int64_t off[DT_MAX_DIMS] = {0};
+        return sl_plan_param(c, e, t, off, dt_tensor_shape(t));
+    }
+    dt_box boxes[DT_PLACEMENT_MAX_SPLIT];
+    int n = 0;
+    DT_CHECK(dt__ck_boxes(t, NULL, boxes, &n));
+    for (int b = 0; b < n; b++) {
+        dt_tensor *v = NULL;
+        DT_CHECK(dt__ck_box_view(dt_to_local(t), &boxes[b], &v));
+        dt_status st = sl_plan_param(c, e, v, boxes[b].offset, boxes[b].shape);
+        dt_tensor_release(v);
+        DT_CHECK(st);
+    }
+    return DT_OK;
+}
+
 /* Whether index entry @p e may stay unread: optimizer state when loading without an optimizer. */
 static bool sl_may_skip(const sl_ctx *c, const dt_ck_entry *e, bool with_optim)
 {
@@ -246,14 +266,8 @@ static dt_status sl_plan(sl_ctx *c, const char *fn, dt_ck_params *l, bool with_o
             break;
         }
         st = dt__ck_check_not_partial(fn, p);
-        int64_t off[DT_MAX_DIMS] = {0};
-        dt_tensor *local = t;
-        if (st == DT_OK && dt_tensor_is_distributed(t)) {
-            st = dt_spec_local_shape(dt_tensor_spec(t), NULL, NULL, off);
-            local = dt_to_local(t);
-        }
         if (st == DT_OK)
-            st = sl_plan_param(c, e, local, off, dt_tensor_shape(local));
+            st = sl_plan_boxes(c, e, t);
     }
     for (int i = 0; i < c->ix->n && st == DT_OK; i++)
         if (!used[i] && !sl_may_skip(c, &c->ix->entries[i], with_optim))

@@ -40,18 +40,45 @@ static void ss_file_name(const ss_ctx *c, int world_rank, char *buf, size_t len)
     snprintf(buf, len, "rank-%d.%s.safetensors", world_rank, c->id);
 }
 
+/* The stored tensors of this rank's shard of @p t (FQN @p fqn): the local
+ * tensor, or one contiguous copy per box of a split-factor shard under its
+ * box key; appended to names/ts at *n (new references, names malloc'ed). */
+static dt_status ss_shard_tensors(dt_tensor *t, const char *fqn, char **names, dt_tensor **ts,
+                                  int *n)
+{
+    dt_box boxes[DT_PLACEMENT_MAX_SPLIT];
+    int nb = 0;
+    DT_CHECK(dt__ck_boxes(t, NULL, boxes, &nb));
+    for (int b = 0; b < nb; b++) {
+        char key[512];
+        dt_tensor *v = NULL;
+        dt__ck_box_key(fqn, b, key, sizeof(key));
+        DT_CHECK(dt__ck_box_view(dt_to_local(t), &boxes[b], &v));
+        dt_status st = dt_tensor_contiguous(v, &ts[*n]);
+        dt_tensor_release(v);
+        DT_CHECK(st);
+        if ((names[*n] = strdup(key)) == NULL) {
+            dt_tensor_release(ts[*n]);
+            return DT_ERR(DT_ERR_NO_MEMORY, "dt_checkpoint_save: key of %s", fqn);
+        }
+        (*n)++;
+    }
+    return DT_OK;
+}
+
 /* Write this rank's stored shards (and, on world rank 0, the local parameters). */
 static dt_status ss_write_rank_file(ss_ctx *c)
 {
-    const char **names = calloc((size_t)c->l.n + 1, sizeof(char *));
-    dt_tensor **ts = calloc((size_t)c->l.n + 1, sizeof(dt_tensor *));
+    size_t cap = (size_t)c->l.n * DT_PLACEMENT_MAX_SPLIT + 1;
+    char **names = calloc(cap, sizeof(char *));
+    dt_tensor **ts = calloc(cap, sizeof(dt_tensor *));
     dt_status st = DT_OK;
     int n = 0;
     if (names == NULL || ts == NULL) {
         st = DT_ERR(DT_ERR_NO_MEMORY, "dt_checkpoint_save: %d parameters", c->l.n);
         goto out;
     }
-    for (int i = 0; i < c->l.n; i++) {
+    for (int i = 0; i < c->l.n && st == DT_OK; i++) {
         dt_tensor *t = c->l.p[i].t;
         if (dt_tensor_is_distributed(t)) {
             int coord[DT_MESH_MAX_DIMS];
@@ -59,14 +86,17 @@ static dt_status ss_write_rank_file(ss_ctx *c)
             if (!dt__ck_shard_stored(dt_tensor_spec(t), coord) ||
                 dt_tensor_numel(dt_to_local(t)) == 0)
                 continue;
-            t = dt_to_local(t);
+            st = ss_shard_tensors(t, c->l.p[i].fqn, names, ts, &n);
+            continue;
         } else if (c->world_rank != 0 || dt_tensor_numel(t) == 0) {
             continue;
         }
-        names[n] = c->l.p[i].fqn;
-        ts[n++] = t;
+        names[n] = strdup(c->l.p[i].fqn);
+        ts[n++] = dt_tensor_retain(t);
+        if (names[n - 1] == NULL)
+            st = DT_ERR(DT_ERR_NO_MEMORY, "dt_checkpoint_save: key of %s", c->l.p[i].fqn);
     }
-    if (n > 0) {
+    if (n > 0 && st == DT_OK) {
         char name[96], path[4096], rank[16], step[24];
         ss_file_name(c, c->world_rank, name, sizeof(name));
         snprintf(path, sizeof(path), "%s/%s", c->dir, name);
@@ -82,9 +112,13 @@ static dt_status ss_write_rank_file(ss_ctx *c)
                                 dt_optim_name(c->optim),
                                 "dtensor.optim_step",
                                 step};
-        st = dt_safetensors_save(path, n, names, ts, c->optim != NULL ? 5 : 3, meta);
+        st = dt_safetensors_save(path, n, (const char **)names, ts, c->optim != NULL ? 5 : 3, meta);
     }
 out:
+    for (int i = 0; i < n; i++) {
+        free(names[i]);
+        dt_tensor_release(ts[i]);
+    }
     free(names);
     free(ts);
     return st;
@@ -137,7 +171,14 @@ static dt_status ss_index_param(const ss_ctx *c, const dt_ck_param *p, cJSON *sh
             if (dt__shape_numel(nd, ls) == 0)
                 continue;
             ss_file_name(c, dt_mesh_world_rank(c->mesh, mr), file, sizeof(file));
-            ok = ss_add_shard(shards, file, p->fqn, nd, off, ls);
+            dt_box boxes[DT_PLACEMENT_MAX_SPLIT];
+            int nb = 0;
+            DT_CHECK(dt__ck_boxes(t, coord, boxes, &nb));
+            for (int b = 0; ok && b < nb; b++) { /* a split-factor shard: one entry per box */
+                char key[512];
+                dt__ck_box_key(p->fqn, b, key, sizeof(key));
+                ok = ss_add_shard(shards, file, key, nd, boxes[b].offset, boxes[b].shape);
+            }
         }
     }
     return ok ? DT_OK : DT_ERR(DT_ERR_NO_MEMORY, "dt_checkpoint_save: index of %s", p->fqn);

@@ -35,31 +35,11 @@ uint64_t dt_param_seed(uint64_t seed, const char *fqn)
     return splitmix64(seed ^ fnv1a64(fqn != NULL ? fqn : ""));
 }
 
-dt_status dt__param_fill(dt_tensor *p, const char *fqn, const dt__init_rule *rule)
+/* Fill local @p target by @p rule as the box at @p off of a tensor of
+ * @p global_shape (both NULL: the whole tensor). */
+static dt_status fill_box(dt_tensor *target, const int64_t *global_shape, const int64_t *off,
+                          const dt__init_rule *rule)
 {
-    if (dt__tensor_is_deferred(p))
-        return DT_ERR(DT_ERR_INVALID_ARG,
-                      "'%s' is deferred (no storage yet): dt_module_materialize allocates and "
-                      "initialises it",
-                      fqn);
-    dt_tensor *target = p;
-    const int64_t *global_shape = NULL;
-    int64_t offset[DT_MAX_DIMS] = {0};
-    if (p->dist != NULL) {
-        /* a shard: draw the elements of the full tensor at its global offset */
-        const dt_spec *spec = dt_tensor_spec(p);
-        const dt_placement *pl = dt_spec_placements(spec);
-        for (int d = 0; d < dt_mesh_ndim(dt_spec_mesh(spec)); d++)
-            if (pl[d].kind == DT_PLACEMENT_PARTIAL)
-                return DT_ERR(DT_ERR_INVALID_ARG,
-                              "'%s' is Partial on mesh dim %d (a parameter holds its value, not "
-                              "a share of a sum)",
-                              fqn, d);
-        DT_CHECK(dt_spec_local_shape(spec, NULL, NULL, offset));
-        global_shape = dt_spec_shape(spec);
-        target = dt_to_local(p);
-    }
-    const int64_t *off = global_shape != NULL ? offset : NULL;
     /* Writing a leaf's data in place is not an op: keep it off the tape. */
     bool prev = dt_grad_set_enabled(false);
     dt_status status;
@@ -71,6 +51,44 @@ dt_status dt__param_fill(dt_tensor *p, const char *fqn, const dt__init_rule *rul
         status = dt_tensor_fill(target, rule->a);
     dt_grad_set_enabled(prev);
     return status;
+}
+
+dt_status dt__param_fill(dt_tensor *p, const char *fqn, const dt__init_rule *rule)
+{
+    if (dt__tensor_is_deferred(p))
+        return DT_ERR(DT_ERR_INVALID_ARG,
+                      "'%s' is deferred (no storage yet): dt_module_materialize allocates and "
+                      "initialises it",
+                      fqn);
+    if (p->dist == NULL)
+        return fill_box(p, NULL, NULL, rule);
+    /* a shard: draw the elements of the full tensor at its global offsets,
+     * box by box (a split-factor shard is several) */
+    const dt_spec *spec = dt_tensor_spec(p);
+    const dt_placement *pl = dt_spec_placements(spec);
+    for (int d = 0; d < dt_mesh_ndim(dt_spec_mesh(spec)); d++)
+        if (pl[d].kind == DT_PLACEMENT_PARTIAL)
+            return DT_ERR(DT_ERR_INVALID_ARG,
+                          "'%s' is Partial on mesh dim %d (a parameter holds its value, not "
+                          "a share of a sum)",
+                          fqn, d);
+    dt_box boxes[DT_PLACEMENT_MAX_SPLIT];
+    int n = 0;
+    DT_CHECK(dt_spec_local_boxes(spec, NULL, boxes, DT_PLACEMENT_MAX_SPLIT, &n));
+    for (int b = 0; b < n; b++) {
+        dt_tensor *v = dt_tensor_retain(dt_to_local(p)), *next = NULL;
+        for (int d = 0; d < dt_tensor_ndim(p) && n > 1; d++) {
+            dt_status s =
+                dt_tensor_narrow(v, d, boxes[b].local_offset[d], boxes[b].shape[d], &next);
+            dt_tensor_release(v);
+            DT_CHECK(s);
+            v = next;
+        }
+        dt_status s = fill_box(v, dt_spec_shape(spec), boxes[b].offset, rule);
+        dt_tensor_release(v);
+        DT_CHECK(s);
+    }
+    return DT_OK;
 }
 
 /* The rule of dt_param_init's arguments. */

@@ -31,7 +31,7 @@ dt_status dt__tensor_deferred(int ndim, const int64_t *shape, dt_dtype dtype, dt
 const dt_module_ops *dt__module_ops_of(const dt_module *m);
 /* The built-in types the styles know. */
 extern const dt_module_ops dt__linear_ops, dt__embedding_ops, dt__layer_norm_ops,
-    dt__feed_forward_ops, dt__attention_ops, dt__sequential_ops;
+    dt__feed_forward_ops, dt__attention_ops, dt__sequential_ops, dt__mha_ops;
 
 /* True while this thread recomputes a checkpointed module's forward in
  * backward (checkpoint_recompute.c): the module's descendants run again, and

@@ -97,12 +97,28 @@ static inline dt_tensor *pt_tensor(int ndim, const int64_t *shape, dt_dtype dt, 
  * computed here rather than by the library: for each tensor dim, the mesh
  * dims with a plain Shard of it split it in mesh order, then those with a
  * strided shard, each splitting the previous piece (torch.chunk). */
+/* The pieces c, c+n, ..., c+(sf-1)n of the sf*n equal pieces of @p x along
+ * @p d, concatenated: PyTorch's _StridedShard._split_tensor, written out. */
+static inline dt_tensor *pt_split_pieces(dt_tensor *x, int d, int n, int c, int sf)
+{
+    int64_t r = dt_tensor_dim(x, d) / ((int64_t)n * sf);
+    dt_tensor *parts[DT_PLACEMENT_MAX_SPLIT], *out = NULL;
+    for (int j = 0; j < sf; j++)
+        PT_OK(dt_tensor_narrow(x, d, (int64_t)(c + j * n) * r, r, &parts[j]));
+    bool prev = dt_grad_set_enabled(false);
+    PT_OK(dt_concat(sf, parts, d, &out));
+    dt_grad_set_enabled(prev);
+    for (int j = 0; j < sf; j++)
+        dt_tensor_release(parts[j]);
+    return out;
+}
+
 static inline dt_tensor *pt_expected_local(dt_tensor *full, const dt_spec *s)
 {
     int64_t ls[DT_MAX_DIMS], off[DT_MAX_DIMS];
     const dt_placement *pl = dt_spec_placements(s);
     dt_mesh *m = dt_spec_mesh(s);
-    int coord[DT_MESH_MAX_DIMS];
+    int coord[DT_MESH_MAX_DIMS], split = -1;
     PT_OK(dt_mesh_rank_to_coord(m, dt_mesh_rank(m), coord));
     for (int d = 0; d < dt_spec_ndim(s); d++) {
         ls[d] = dt_tensor_dim(full, d), off[d] = 0;
@@ -111,6 +127,10 @@ static inline dt_tensor *pt_expected_local(dt_tensor *full, const dt_spec *s)
                 int64_t n, o;
                 if (!dt_placement_is_shard(pl[k], d) || pl[k].strided != strided)
                     continue;
+                if (pl[k].split_factor > 1) { /* alone on its dim: done below */
+                    split = k;
+                    continue;
+                }
                 dt_shard_chunk(ls[d], dt_mesh_dim_size(m, k), coord[k], &n, &o);
                 ls[d] = n, off[d] += o;
             }
@@ -118,6 +138,12 @@ static inline dt_tensor *pt_expected_local(dt_tensor *full, const dt_spec *s)
     dt_tensor *cur = dt_tensor_retain(full), *next = NULL;
     for (int d = 0; d < dt_spec_ndim(s); d++) {
         PT_OK(dt_tensor_narrow(cur, d, off[d], ls[d], &next));
+        dt_tensor_release(cur);
+        cur = next;
+    }
+    if (split >= 0) {
+        next = pt_split_pieces(cur, pl[split].dim, dt_mesh_dim_size(m, split), coord[split],
+                               pl[split].split_factor);
         dt_tensor_release(cur);
         cur = next;
     }

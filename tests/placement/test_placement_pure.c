@@ -253,12 +253,83 @@ static void test_spec(void **state)
     dt_mesh_release(m);
 }
 
+/* Split-factor strided shards: text form, the boxes of a shard, the spec's refusals. */
+static void test_split_factor(void **state)
+{
+    (void)state;
+    dt_placement p, pl[4];
+    int n = 0;
+    char buf[128];
+    assert_int_equal(dt_placement_parse("_S(0,sf=3)", &p), DT_OK);
+    assert_true(dt_placement_equal(p, dt_strided_shard_split(0, 3)));
+    dt_placement_format(p, buf, sizeof(buf));
+    assert_string_equal(buf, "_S(0,sf=3)");
+    assert_false(dt_placement_equal(p, dt_strided_shard(0)));
+    assert_false(dt_placement_equal(p, dt_strided_shard_split(0, 2)));
+    assert_true(dt_placement_equal(dt_strided_shard_split(0, 1), dt_strided_shard(0)));
+    assert_int_equal(dt_placement_parse("StridedShard(-1, sf=2)", &p), DT_OK);
+    assert_int_equal(dt_placement_normalize(p, 2, &p), DT_OK);
+    assert_true(dt_placement_equal(p, dt_strided_shard_split(1, 2)));
+    assert_int_equal(dt_placement_parse("_S(0,sf=1)", &p), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_placement_parse("S(0,sf=3)", &p), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_placement_parse("_S(0,3)", &p), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_placements_parse("_S(0,sf=3)R", 4, pl, &n), DT_OK);
+    assert_int_equal(n, 2);
+    assert_true(dt_placement_equal(pl[1], dt_replicate()));
+
+    /* mesh 2x2 seen from rank 3 = (1, 1): 12 rows in 6 pieces of 2, this rank
+     * pieces 1, 3, 5 (rows 2-3, 6-7, 10-11), PyTorch's _StridedShard(0, 3) */
+    int mshape[2] = {2, 2};
+    dt_mesh *m = NULL;
+    dt_spec *s = NULL;
+    assert_int_equal(dt_mesh_create_virtual(2, mshape, NULL, 3, &m), DT_OK);
+    int64_t shape[2] = {12, 5}, ls[2], off[2];
+    dt_placement qkv[2] = {dt_replicate(), dt_strided_shard_split(0, 3)};
+    assert_int_equal(dt_spec_create(m, 2, qkv, 2, shape, DT_DTYPE_F32, &s), DT_OK);
+    dt_spec_format(s, buf, sizeof(buf));
+    assert_string_equal(buf, "R,_S(0,sf=3) [12, 5] f32 on mesh 2x2");
+    assert_int_equal(dt_spec_local_shape(s, NULL, ls, off), DT_OK);
+    assert_int_equal(ls[0], 6);
+    assert_int_equal(off[0], 2);
+    dt_box boxes[4];
+    assert_int_equal(dt_spec_local_boxes(s, NULL, boxes, 4, &n), DT_OK);
+    assert_int_equal(n, 3);
+    for (int b = 0; b < 3; b++) {
+        assert_int_equal(boxes[b].offset[0], 2 + 4 * b);
+        assert_int_equal(boxes[b].local_offset[0], 2 * b);
+        assert_int_equal(boxes[b].shape[0], 2);
+        assert_int_equal(boxes[b].shape[1], 5);
+        assert_int_equal(boxes[b].offset[1], 0);
+    }
+    assert_int_equal(dt_spec_local_boxes(s, NULL, boxes, 2, &n), DT_ERR_INVALID_ARG);
+    dt_spec_release(s);
+    s = NULL;
+    /* refused: uneven, another shard of the dim, two split factors, too large */
+    int64_t uneven[2] = {10, 5};
+    assert_int_equal(dt_spec_create(m, 2, qkv, 2, uneven, DT_DTYPE_F32, &s), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "equal pieces"));
+    dt_placement two_dims[2] = {dt_shard(0), dt_strided_shard_split(0, 3)};
+    assert_int_equal(dt_spec_create(m, 2, two_dims, 2, shape, DT_DTYPE_F32, &s),
+                     DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "also shards tensor dim 0"));
+    int64_t sq[2] = {12, 12};
+    dt_placement two_sf[2] = {dt_strided_shard_split(1, 2), dt_strided_shard_split(0, 3)};
+    assert_int_equal(dt_spec_create(m, 2, two_sf, 2, sq, DT_DTYPE_F32, &s), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "two split-factor shards"));
+    dt_placement big[2] = {dt_replicate(), dt_strided_shard_split(0, DT_PLACEMENT_MAX_SPLIT + 1)};
+    assert_int_equal(dt_spec_create(m, 2, big, 2, shape, DT_DTYPE_F32, &s), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "split factor"));
+    assert_null(s);
+    dt_mesh_release(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_roundtrip), cmocka_unit_test(test_list_parse),
         cmocka_unit_test(test_normalize),      cmocka_unit_test(test_chunk),
         cmocka_unit_test(test_nested),         cmocka_unit_test(test_spec),
+        cmocka_unit_test(test_split_factor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

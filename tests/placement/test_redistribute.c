@@ -238,6 +238,74 @@ static void test_strided(void **state)
     }
 }
 
+/* Split-factor strided shards (_S(d,sf=k), PyTorch's _StridedShard with a
+ * split factor) to and from every plain layout and each other, on every mesh:
+ * shards against PyTorch's piece rule (pt_split_pieces), plans, full tensors,
+ * gradients. Lists a spec refuses (two shards of the split dim) are left out;
+ * those refusals are checked here too. */
+static void test_split_factor(void **state)
+{
+    (void)state;
+    int w = dt_runtime_size(pt_rt), shapes[4][3], nds[4];
+    int nm = pt_meshes(w, shapes, nds);
+    int64_t ts[2] = {2 * w, 3 * w}; /* every mesh dim size divides w: even pieces */
+    static dt_placement lists[512][3], ok[512][3];
+    for (int i = 0; i < nm; i++) {
+        dt_mesh *m = NULL;
+        char mname[32];
+        dt__mesh_shape_str(nds[i], shapes[i], mname, sizeof(mname));
+        PT_OK(dt_mesh_create(pt_rt, nds[i], shapes[i], NULL, &m));
+        dt_placement opts[6] = {dt_strided_shard_split(0, 2),
+                                dt_strided_shard_split(1, 3),
+                                dt_replicate(),
+                                dt_shard(0),
+                                dt_shard(1),
+                                dt_partial(DT_REDUCE_OP_SUM)};
+        int nl = pt_lists(nds[i], nds[i] == 3 ? 4 : 6, opts, lists), nok = 0;
+        for (int l = 0; l < nl; l++) {
+            dt_spec *sp = NULL;
+            if (dt_spec_create(m, nds[i], lists[l], 2, ts, DT_DTYPE_F32, &sp) == DT_OK)
+                memcpy(ok[nok++], lists[l], sizeof(ok[0]));
+            dt_spec_release(sp);
+        }
+        if (dt_runtime_rank(pt_rt) == 0)
+            printf("mesh %s: %d split-factor lists of %d, %d pairs\n", mname, nok, nl, nok * nok);
+        check_all_pairs(m, mname, 2, ts, 3, ok, nok);
+        dt_tensor *x = pt_tensor(2, ts, DT_DTYPE_F32, 5);
+        for (int l = 0; l < nok; l++) { /* a scatter from one rank gives the same shards */
+            dt_tensor *a = NULL, *b = NULL;
+            PT_OK(dt_distribute(x, m, nds[i], ok[l], &a));
+            PT_OK(dt_distribute_from(dt_runtime_rank(pt_rt) == w - 1 ? x : NULL, w - 1, m, nds[i],
+                                     ok[l], &b));
+            char what[96], tl[64];
+            dt_placements_format(nds[i], ok[l], ",", tl, sizeof(tl));
+            snprintf(what, sizeof(what), "%s %s", mname, tl);
+            expect_equal(dt_to_local(b), dt_to_local(a), what, "dt_distribute_from shard");
+            dt_tensor_release(a);
+            dt_tensor_release(b);
+        }
+        /* ops read _S(d,sf=k) as S(d): a split and a plain operand, summed over dim 1 */
+        dt_placement pa[3], pb[3];
+        for (int k = 0; k < nds[i]; k++)
+            pa[k] = k == 0 ? dt_strided_shard_split(0, 2) : dt_replicate(), pb[k] = dt_shard(0);
+        dt_tensor *da = NULL, *db = NULL, *y = NULL, *z = NULL, *full = NULL, *xx = NULL,
+                  *want = NULL;
+        PT_OK(dt_distribute(x, m, nds[i], pa, &da));
+        PT_OK(dt_distribute(x, m, nds[i], pb, &db));
+        PT_OK(dt_mul(da, db, &y));
+        PT_OK(dt_sum(y, 1, false, &z));
+        PT_OK(dt_full_tensor(z, &full));
+        PT_OK(dt_mul(x, x, &xx));
+        PT_OK(dt_sum(xx, 1, false, &want));
+        expect_equal(full, want, mname, "sum(_S(0,sf=2) * S(0), dim 1)");
+        dt_tensor *all[7] = {da, db, y, z, full, xx, want};
+        for (int t = 0; t < 7; t++)
+            dt_tensor_release(all[t]);
+        dt_tensor_release(x);
+        dt_mesh_release(m);
+    }
+}
+
 /* A matmul made under autocast bf16 (PyTorch: a bf16 result) that is left
  * Partial is summed in bf16: half the bytes; other Partials stay f32. */
 static void autocast_product(dt_mesh *m, dt_tensor *a, dt_tensor *b, bool on, dt_tensor **y,
@@ -342,9 +410,9 @@ static void test_dtypes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dtypes),        cmocka_unit_test(test_exhaustive),
-        cmocka_unit_test(test_three_dims),    cmocka_unit_test(test_strided),
-        cmocka_unit_test(test_autocast_wire),
+        cmocka_unit_test(test_dtypes),       cmocka_unit_test(test_exhaustive),
+        cmocka_unit_test(test_three_dims),   cmocka_unit_test(test_strided),
+        cmocka_unit_test(test_split_factor), cmocka_unit_test(test_autocast_wire),
     };
     return cmocka_run_group_tests(tests, pt_setup, pt_teardown);
 }
