@@ -147,6 +147,14 @@ struct dt_comm_ops {
     /* REQUIRED: start receiving exactly @p bytes from @p peer with logical @p tag. */
     dt_status (*irecv)(dt_comm *comm, void *buf, size_t bytes, int peer, uint32_t tag, void **req);
     /*
+     * (optional) isend, and copy @p buf to @p copy_to (which overlaps neither
+     * @p buf nor anything sent): done by the time the send completes. A
+     * shared-memory transport writes both from one read of each piece.
+     * NULL: the core copies once the send is done.
+     */
+    dt_status (*isend_copy)(dt_comm *comm, const void *buf, size_t bytes, int peer, uint32_t tag,
+                            void *copy_to, void **req);
+    /*
      * (optional) irecv, then buf = op(received, fold) element-wise: the values
      * of dt__reduce(buf, fold) after the receive, but folded as the message
      * lands (out of a shared-memory window instead of copying it out first:

@@ -122,6 +122,11 @@ void dt__sched_send(dt__sched *s, const void *src, size_t bytes, int peer)
     add(s, (dt__op){.kind = DT__OP_SEND, .peer = peer, .src = src, .n = bytes});
 }
 
+void dt__sched_send_copy(dt__sched *s, const void *src, size_t bytes, int peer, void *dst)
+{
+    add(s, (dt__op){.kind = DT__OP_SEND, .peer = peer, .dst = dst, .src = src, .n = bytes});
+}
+
 void dt__sched_recv(dt__sched *s, void *dst, size_t bytes, int peer)
 {
     add(s, (dt__op){.kind = DT__OP_RECV, .peer = peer, .dst = dst, .n = bytes});

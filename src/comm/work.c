@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/copy_stream.h"
 #include "core/copy.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -67,7 +68,11 @@ static dt_status post_round(dt_work *w, size_t r)
     }
     for (size_t i = rd->first; i < rd->first + rd->count; i++) {
         dt__op *op = &w->sched.ops[i];
-        if (op->kind == DT__OP_SEND)
+        if (op->kind != DT__OP_SEND)
+            continue;
+        if (op->dst != NULL && c->ops->isend_copy != NULL)
+            DT_CHECK(c->ops->isend_copy(c, op->src, op->n, op->peer, w->tag, op->dst, &w->reqs[i]));
+        else
             DT_CHECK(c->ops->isend(c, op->src, op->n, op->peer, w->tag, &w->reqs[i]));
     }
     return DT_OK;
@@ -121,10 +126,17 @@ static void copy_progressing(dt_comm *c, void *dst, const void *src, size_t n)
         dt__move_bytes(dst, src, n);
         return;
     }
+    const bool stream = n >= DT_COPY_STREAM_MIN_BYTES;
     for (size_t off = 0; off < n; off += DT_COPY_SLICE) {
-        dt__copy_bytes(d + off, s + off, n - off < DT_COPY_SLICE ? n - off : DT_COPY_SLICE);
+        size_t len = n - off < DT_COPY_SLICE ? n - off : DT_COPY_SLICE;
+        if (stream)
+            dt__copy_stream(d + off, s + off, len);
+        else
+            dt__copy_bytes(d + off, s + off, len);
         (void)c->ops->progress(c, 0); /* a transport failure shows in the transfers */
     }
+    if (stream)
+        dt__copy_stream_fence();
 }
 
 static dt_status run_local(dt_work *w, size_t r)
@@ -135,6 +147,10 @@ static dt_status run_local(dt_work *w, size_t r)
         const dt__op *op = &s->ops[i];
         dt_status st;
         switch (op->kind) {
+        case DT__OP_SEND: /* a send_copy the backend could not copy */
+            if (op->dst != NULL && w->comm->ops->isend_copy == NULL)
+                copy_progressing(w->comm, op->dst, op->src, op->n);
+            break;
         case DT__OP_RECV: /* a recv_reduce the backend could not fold */
             if (op->src != NULL && w->comm->ops->irecv_reduce == NULL)
                 dt__reduce(op->dst, op->src, op->n / dt_dtype_size(s->dtype), s->dtype, s->op);

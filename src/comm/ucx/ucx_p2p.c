@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/copy_stream.h"
+#include "core/copy.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -184,6 +186,27 @@ dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uin
     ucs_status_ptr_t sp = ucp_tag_send_nbx(sh->peers[wp].ep, buf, bytes,
                                            dt__ucx_tag(uc->id, tag, sh->world_rank), &prm);
     return post_result(c, r, sp, req);
+}
+
+/* A message streamed through shared memory copies each piece as it enters
+ * the window, while the piece is in cache (ucx_shm_bulk.c): the source is
+ * read once for both. Anything else is copied here. */
+dt_status dt__ucx_isend_copy(dt_comm *c, const void *buf, size_t bytes, int peer, uint32_t tag,
+                             void *copy_to, void **req)
+{
+    DT_CHECK(dt__ucx_isend(c, buf, bytes, peer, tag, req));
+    dt_ucx_req *r = *req;
+    if (r != NULL && r->bulk) {
+        r->copy_to = copy_to;
+        return DT_OK;
+    }
+    if (bytes >= DT_COPY_STREAM_MIN_BYTES) {
+        dt__copy_stream(copy_to, buf, bytes);
+        dt__copy_stream_fence();
+    } else {
+        dt__copy_bytes(copy_to, buf, bytes);
+    }
+    return DT_OK;
 }
 
 dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag, void **req)
