@@ -80,6 +80,19 @@ void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src, uint64_t o
         dt__copy_stream_fence();
 }
 
+void dt__block2d_gather(void *dst, const dt__block2d *src, uint64_t offset, uint64_t bytes)
+{
+    dt__run_cursor s = dt__run_cursor_at(src, offset);
+    char *d = dst;
+    while (bytes > 0) {
+        uint64_t n = dt__run_left(&s) < bytes ? dt__run_left(&s) : bytes;
+        dt__copy_bytes(d, dt__run_ptr(&s), n);
+        dt__run_skip(&s, n);
+        d += n;
+        bytes -= n;
+    }
+}
+
 /*
  * A pair (sender, receiver) sees the same two descriptors, so both evaluate
  * the same rule: the side made of fewer runs is the one addressed remotely

@@ -68,6 +68,8 @@ static dt_status post_round(dt_work *w, size_t r)
     }
     for (size_t i = rd->first; i < rd->first + rd->count; i++) {
         dt__op *op = &w->sched.ops[i];
+        if (op->kind == DT__OP_SEND2D)
+            DT_CHECK(c->ops->isend2d(c, op->src, op->peer, w->tag, &w->reqs[i]));
         if (op->kind != DT__OP_SEND)
             continue;
         if (op->dst != NULL && c->ops->isend_copy != NULL)
@@ -168,6 +170,8 @@ static dt_status run_local(dt_work *w, size_t r)
             uint64_t off, len;
             dt__block2d_part(op->src, op->part, op->nparts, &off, &len);
             dt__block2d_copy(op->dst, op->src, off, len);
+            if (op->nparts > 1) /* between slices, transfers posted early keep moving */
+                (void)w->comm->ops->progress(w->comm, 0);
             break;
         }
         case DT__OP_PEER_COPY:
@@ -373,7 +377,7 @@ static dt_status timeout_error(dt_work *w, const dt__op *op, double timeout_s)
     return DT_ERR(DT_ERR_TIMEOUT,
                   "%s: timed out after %.3g s waiting for world rank %d (%s of %zu bytes; its "
                   "rank %d, this rank %d of a %d-rank comm)%s",
-                  w->what, timeout_s, peer, op->kind == DT__OP_SEND ? "send" : "recv", op->n,
+                  w->what, timeout_s, peer, op->kind == DT__OP_RECV ? "recv" : "send", op->n,
                   op->peer, c->rank, c->size, why);
 }
 

@@ -97,12 +97,16 @@ static int stream_out(shm_peer *p)
                     return n;
             }
             size_t len = chunk_len(r->expect, r->moved);
-            const char *piece = (const char *)r->buf + r->moved;
-            dt__copy_bytes(w->chunk[p->written % SHM_BULK_CHUNKS], piece, len);
+            void *chunk = w->chunk[p->written % SHM_BULK_CHUNKS];
+            if (r->src2d != NULL) /* gathered from the rows: no packed copy */
+                dt__block2d_gather(chunk, r->src2d, r->moved, len);
+            else
+                dt__copy_bytes(chunk, (const char *)r->buf + r->moved, len);
             /* published chunk by chunk: the receiver copies one while I write the next */
             atomic_store_explicit(&w->written, ++p->written, memory_order_release);
             if (r->copy_to != NULL) /* the piece is in cache now */
-                copy_out((char *)r->copy_to + r->moved, piece, len, r->expect);
+                copy_out((char *)r->copy_to + r->moved, (const char *)r->buf + r->moved, len,
+                         r->expect);
             r->moved += len;
             n++;
         }
