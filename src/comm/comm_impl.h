@@ -147,14 +147,6 @@ struct dt_comm_ops {
     /* REQUIRED: start receiving exactly @p bytes from @p peer with logical @p tag. */
     dt_status (*irecv)(dt_comm *comm, void *buf, size_t bytes, int peer, uint32_t tag, void **req);
     /*
-     * (optional) isend, and copy @p buf to @p copy_to (which overlaps neither
-     * @p buf nor anything sent): done by the time the send completes. A
-     * shared-memory transport writes both from one read of each piece.
-     * NULL: the core copies once the send is done.
-     */
-    dt_status (*isend_copy)(dt_comm *comm, const void *buf, size_t bytes, int peer, uint32_t tag,
-                            void *copy_to, void **req);
-    /*
      * (optional) isend of the rows of 2-D block @p src (its byte stream), the
      * sender gathering them as the message leaves: no packed copy. Only for
      * blocks of more than DT__SEND2D_MIN_BYTES to a peer reached through

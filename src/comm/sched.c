@@ -122,11 +122,6 @@ void dt__sched_send(dt__sched *s, const void *src, size_t bytes, int peer)
     add(s, (dt__op){.kind = DT__OP_SEND, .peer = peer, .src = src, .n = bytes});
 }
 
-void dt__sched_send_copy(dt__sched *s, const void *src, size_t bytes, int peer, void *dst)
-{
-    add(s, (dt__op){.kind = DT__OP_SEND, .peer = peer, .dst = dst, .src = src, .n = bytes});
-}
-
 void dt__sched_send2d(dt__sched *s, const dt__block2d *src, int peer)
 {
     add(s, (dt__op){.kind = DT__OP_SEND2D,

@@ -23,7 +23,7 @@
  * which pipelines a ring (transfer of segment i+1 overlaps reduce of i).
  */
 typedef enum dt__op_kind {
-    DT__OP_SEND,   /* src, bytes -> peer; with dst: also copied there (send_copy) */
+    DT__OP_SEND,   /* src, bytes -> peer */
     DT__OP_RECV,   /* dst, bytes <- peer; with src: then dst = op(dst, src) (recv_reduce) */
     DT__OP_SEND2D, /* the byte stream of block (dt__block2d *)src, n bytes -> peer */
     DT__OP_REDUCE, /* dst[i] = op(dst[i], src[i]) for count elements */
@@ -85,11 +85,6 @@ void dt__sched_move(dt__sched *dst, dt__sched *src);
 /* Start a new round; subsequent adds go into it. */
 void dt__sched_round(dt__sched *s, bool early);
 void dt__sched_send(dt__sched *s, const void *src, size_t bytes, int peer);
-/* Send @p src and copy it to @p dst (an all-gather's own block): a backend
- * with isend_copy writes both from one read of the source; without it the
- * engine copies once the round's transfers are done. @p dst and @p src must
- * not overlap, and nothing in the round may read @p dst. */
-void dt__sched_send_copy(dt__sched *s, const void *src, size_t bytes, int peer, void *dst);
 void dt__sched_recv(dt__sched *s, void *dst, size_t bytes, int peer);
 /* Send the rows of 2-D block @p src as one message (the backend's isend2d;
  * the descriptor lives as long as the schedule). */

@@ -70,11 +70,7 @@ static dt_status post_round(dt_work *w, size_t r)
         dt__op *op = &w->sched.ops[i];
         if (op->kind == DT__OP_SEND2D)
             DT_CHECK(c->ops->isend2d(c, op->src, op->peer, w->tag, &w->reqs[i]));
-        if (op->kind != DT__OP_SEND)
-            continue;
-        if (op->dst != NULL && c->ops->isend_copy != NULL)
-            DT_CHECK(c->ops->isend_copy(c, op->src, op->n, op->peer, w->tag, op->dst, &w->reqs[i]));
-        else
+        if (op->kind == DT__OP_SEND)
             DT_CHECK(c->ops->isend(c, op->src, op->n, op->peer, w->tag, &w->reqs[i]));
     }
     return DT_OK;
@@ -149,10 +145,6 @@ static dt_status run_local(dt_work *w, size_t r)
         const dt__op *op = &s->ops[i];
         dt_status st;
         switch (op->kind) {
-        case DT__OP_SEND: /* a send_copy the backend could not copy */
-            if (op->dst != NULL && w->comm->ops->isend_copy == NULL)
-                copy_progressing(w->comm, op->dst, op->src, op->n);
-            break;
         case DT__OP_RECV: /* a recv_reduce the backend could not fold */
             if (op->src != NULL && w->comm->ops->irecv_reduce == NULL)
                 dt__reduce(op->dst, op->src, op->n / dt_dtype_size(s->dtype), s->dtype, s->op);

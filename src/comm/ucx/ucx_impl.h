@@ -233,7 +233,6 @@ struct dt_ucx_req {
     uint64_t bulk_id;         /* the sender's id, echoed by the receiver's CTS */
     size_t moved;             /* bytes streamed so far */
     size_t total;             /* receive: the message's length (the sender's) */
-    void *copy_to;            /* isend_copy: each streamed piece is also copied here */
     const dt__block2d *src2d; /* isend2d: the message is this block's rows (buf NULL) */
     /* irecv_reduce: buf = op(received, fold), done for the first `folded` bytes */
     const void *fold;
@@ -257,8 +256,6 @@ dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uin
                         void **req);
 dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag, void **req);
 dt_status dt__ucx_isend2d(dt_comm *c, const dt__block2d *src, int peer, uint32_t tag, void **req);
-dt_status dt__ucx_isend_copy(dt_comm *c, const void *buf, size_t bytes, int peer, uint32_t tag,
-                             void *copy_to, void **req);
 dt_status dt__ucx_irecv_reduce(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag,
                                const void *fold, dt_dtype dtype, dt_reduce_op op, void **req);
 /* An irecv_reduce's fold of the bytes received up to @p upto (none for a plain receive). */

@@ -14,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/copy_stream.h"
-#include "core/copy.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -202,27 +200,6 @@ dt_status dt__ucx_isend2d(dt_comm *c, const dt__block2d *src, int peer, uint32_t
                       bytes, wp, DT_UCX_SHM_MAX_BYTES);
     DT_CHECK(dt__ucx_isend(c, NULL, bytes, peer, tag, req));
     ((dt_ucx_req *)*req)->src2d = src; /* a bulk send: nothing moved before the CTS */
-    return DT_OK;
-}
-
-/* A message streamed through shared memory copies each piece as it enters
- * the window, while the piece is in cache (ucx_shm_bulk.c): the source is
- * read once for both. Anything else is copied here. */
-dt_status dt__ucx_isend_copy(dt_comm *c, const void *buf, size_t bytes, int peer, uint32_t tag,
-                             void *copy_to, void **req)
-{
-    DT_CHECK(dt__ucx_isend(c, buf, bytes, peer, tag, req));
-    dt_ucx_req *r = *req;
-    if (r != NULL && r->bulk) {
-        r->copy_to = copy_to;
-        return DT_OK;
-    }
-    if (bytes >= DT_COPY_STREAM_MIN_BYTES) {
-        dt__copy_stream(copy_to, buf, bytes);
-        dt__copy_stream_fence();
-    } else {
-        dt__copy_bytes(copy_to, buf, bytes);
-    }
     return DT_OK;
 }
 

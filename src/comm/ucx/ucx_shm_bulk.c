@@ -104,14 +104,9 @@ static int stream_out(shm_peer *p)
                 dt__copy_bytes(chunk, (const char *)r->buf + r->moved, len);
             /* published chunk by chunk: the receiver copies one while I write the next */
             atomic_store_explicit(&w->written, ++p->written, memory_order_release);
-            if (r->copy_to != NULL) /* the piece is in cache now */
-                copy_out((char *)r->copy_to + r->moved, (const char *)r->buf + r->moved, len,
-                         r->expect);
             r->moved += len;
             n++;
         }
-        if (r->copy_to != NULL && r->expect >= DT_COPY_STREAM_MIN_BYTES)
-            dt__copy_stream_fence();
         dt__shm_unlink_at(&p->streams, &p->streams_end);
         r->status = UCS_OK; /* all of it is in the window: the buffer is free */
         r->done = true;
