@@ -5,11 +5,9 @@
  */
 #include "comm/comm_impl.h"
 #include "comm/sched.h"
+#include "comm/copy_stream.h"
 
 #include <string.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include "core/copy.h"
 #include "core/error.h"
@@ -58,28 +56,6 @@ void dt__block2d_part(const dt__block2d *b, uint32_t part, uint32_t nparts, uint
     *len = (u1 - u0) * unit;
 }
 
-/* memcpy with non-temporal stores (the caller fences). */
-static void copy_stream(char *d, const char *s, size_t n)
-{
-#if defined(__SSE2__)
-    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
-    head = head < n ? head : n;
-    memcpy(d, s, head);
-    d += head, s += head, n -= head;
-    for (; n >= 64; n -= 64, d += 64, s += 64) {
-        __m128i a = _mm_loadu_si128((const __m128i *)s);
-        __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
-        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
-        __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
-        _mm_stream_si128((__m128i *)d, a);
-        _mm_stream_si128((__m128i *)(d + 16), b);
-        _mm_stream_si128((__m128i *)(d + 32), c);
-        _mm_stream_si128((__m128i *)(d + 48), e);
-    }
-#endif
-    memcpy(d, s, n);
-}
-
 void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src, uint64_t offset,
                       uint64_t bytes)
 {
@@ -93,17 +69,28 @@ void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src, uint64_t o
         uint64_t n = dt__run_left(&s) < dt__run_left(&d) ? dt__run_left(&s) : dt__run_left(&d);
         n = n < bytes ? n : bytes;
         if (stream)
-            copy_stream(dt__run_ptr(&d), dt__run_ptr(&s), n);
+            dt__copy_stream(dt__run_ptr(&d), dt__run_ptr(&s), n);
         else /* rows at any relative alignment: see core/copy.h */
             dt__copy_bytes(dt__run_ptr(&d), dt__run_ptr(&s), n);
         dt__run_skip(&d, n);
         dt__run_skip(&s, n);
         bytes -= n;
     }
-#if defined(__SSE2__)
     if (stream)
-        _mm_sfence();
-#endif
+        dt__copy_stream_fence();
+}
+
+void dt__block2d_gather(void *dst, const dt__block2d *src, uint64_t offset, uint64_t bytes)
+{
+    dt__run_cursor s = dt__run_cursor_at(src, offset);
+    char *d = dst;
+    while (bytes > 0) {
+        uint64_t n = dt__run_left(&s) < bytes ? dt__run_left(&s) : bytes;
+        dt__copy_bytes(d, dt__run_ptr(&s), n);
+        dt__run_skip(&s, n);
+        d += n;
+        bytes -= n;
+    }
 }
 
 /*

@@ -24,6 +24,10 @@ uint64_t dt__block2d_runs(const dt__block2d *b);
  * row) to the same bytes of block @p dst's (the shapes may differ). */
 void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src, uint64_t offset,
                       uint64_t bytes);
+/* Bytes [offset, offset + bytes) of block @p src's byte stream into @p dst
+ * (contiguous), with ordinary stores: a shared-memory window stays cached for
+ * the rank that copies it out. */
+void dt__block2d_gather(void *dst, const dt__block2d *src, uint64_t offset, uint64_t bytes);
 /* The byte range of part @p part of @p nparts of @p b: whole rows, so the
  * parts of blocks that share rows (column stripes) cover the same rows. */
 void dt__block2d_part(const dt__block2d *b, uint32_t part, uint32_t nparts, uint64_t *off,

@@ -38,18 +38,26 @@ static dt_status to_block2d(const char *fn, const char *what, int q, const void 
     return DT_OK;
 }
 
-/* Same-host copies when the backend reaches every member so, else packing;
- * DT_ALGO=alltoallw:pack|peer_copy forces one. */
+/* Rows streamed through shared memory when every member talks so (two
+ * copies per byte, as the bare all-to-all), else same-host copies when the
+ * backend reaches every member so, else packing; DT_ALGO=alltoallw:
+ * stream|peer_copy|pack forces one. */
 static dt_status alltoallw_sched(dt_comm *comm, const dt__block2d *send, const dt__block2d *recv,
                                  dt__sched *s)
 {
     bool can_copy = dt__comm_can_peer_copy(comm);
+    bool can_stream = comm->ops->isend2d != NULL && dt__comm_p2p_shm(comm);
     char name[32];
     const char *algo = dt__comm_forced_algo(comm, "alltoallw", name, sizeof(name));
     if (algo == NULL)
-        algo = can_copy ? "peer_copy" : "pack";
+        algo = can_stream ? "stream" : can_copy ? "peer_copy" : "pack";
     if (strcmp(algo, "pack") == 0)
         return dt__algo_alltoallw_pack(comm, send, recv, s);
+    if (strcmp(algo, "stream") == 0 && !can_stream)
+        return DT_ERR(DT_ERR_UNSUPPORTED, "DT_ALGO: alltoallw:stream needs every rank of the "
+                                          "comm on this host with shared memory (DT_SHM not 0)");
+    if (strcmp(algo, "stream") == 0)
+        return dt__algo_alltoallw_stream(comm, send, recv, s);
     if (strcmp(algo, "peer_copy") != 0)
         return dt__comm_unknown_algo("alltoallw", algo);
     if (!can_copy)

@@ -147,6 +147,13 @@ struct dt_comm_ops {
     /* REQUIRED: start receiving exactly @p bytes from @p peer with logical @p tag. */
     dt_status (*irecv)(dt_comm *comm, void *buf, size_t bytes, int peer, uint32_t tag, void **req);
     /*
+     * (optional) isend of the rows of 2-D block @p src (its byte stream), the
+     * sender gathering them as the message leaves: no packed copy. Only for
+     * blocks of more than DT__SEND2D_MIN_BYTES to a peer reached through
+     * shared memory (p2p_shm); the descriptor outlives the request.
+     */
+    dt_status (*isend2d)(dt_comm *comm, const dt__block2d *src, int peer, uint32_t tag, void **req);
+    /*
      * (optional) irecv, then buf = op(received, fold) element-wise: the values
      * of dt__reduce(buf, fold) after the receive, but folded as the message
      * lands (out of a shared-memory window instead of copying it out first:
@@ -258,6 +265,10 @@ struct dt_comm_ops {
                            dt_work **work);
     dt_status (*barrier)(dt_comm *comm, dt_work **work);
 };
+
+/* The smallest block isend2d takes (a backend's shared-memory ring carries
+ * smaller messages, copied whole at once). */
+#define DT__SEND2D_MIN_BYTES (64u * 1024)
 
 /* Whether dt_comm_alltoallw runs on @p comm: NCCL has a native all-to-all of
  * packed blocks and no 2-D one. */

@@ -122,6 +122,14 @@ void dt__sched_send(dt__sched *s, const void *src, size_t bytes, int peer)
     add(s, (dt__op){.kind = DT__OP_SEND, .peer = peer, .src = src, .n = bytes});
 }
 
+void dt__sched_send2d(dt__sched *s, const dt__block2d *src, int peer)
+{
+    add(s, (dt__op){.kind = DT__OP_SEND2D,
+                    .peer = peer,
+                    .src = src,
+                    .n = (size_t)(src->rows * src->row_bytes)});
+}
+
 void dt__sched_recv(dt__sched *s, void *dst, size_t bytes, int peer)
 {
     add(s, (dt__op){.kind = DT__OP_RECV, .peer = peer, .dst = dst, .n = bytes});

@@ -25,6 +25,7 @@
 typedef enum dt__op_kind {
     DT__OP_SEND,   /* src, bytes -> peer */
     DT__OP_RECV,   /* dst, bytes <- peer; with src: then dst = op(dst, src) (recv_reduce) */
+    DT__OP_SEND2D, /* the byte stream of block (dt__block2d *)src, n bytes -> peer */
     DT__OP_REDUCE, /* dst[i] = op(dst[i], src[i]) for count elements */
     DT__OP_COPY,   /* memcpy(dst, src, bytes) */
     DT__OP_SCALE,  /* dst[i] /= divisor (the avg of a sum) for count elements */
@@ -85,6 +86,9 @@ void dt__sched_move(dt__sched *dst, dt__sched *src);
 void dt__sched_round(dt__sched *s, bool early);
 void dt__sched_send(dt__sched *s, const void *src, size_t bytes, int peer);
 void dt__sched_recv(dt__sched *s, void *dst, size_t bytes, int peer);
+/* Send the rows of 2-D block @p src as one message (the backend's isend2d;
+ * the descriptor lives as long as the schedule). */
+void dt__sched_send2d(dt__sched *s, const dt__block2d *src, int peer);
 /* Receive into @p dst and fold @p src into it: dst = op(received, src), the
  * same values as a receive then dt__sched_reduce(dst, src). A backend with
  * irecv_reduce folds the message as it lands (out of its own buffers);
@@ -151,6 +155,10 @@ dt_status dt__algo_alltoallv_pairwise(dt_comm *c, const void *send, const size_t
  * addresses): pack + pairwise + unpack, or descriptors + peer copies. */
 dt_status dt__algo_alltoallw_pack(dt_comm *c, const dt__block2d *send, const dt__block2d *recv,
                                   dt__sched *s);
+/* ... or the rows of strided send blocks streamed through shared memory
+ * (isend2d), strided receive blocks staged: comms all on shared memory. */
+dt_status dt__algo_alltoallw_stream(dt_comm *c, const dt__block2d *send, const dt__block2d *recv,
+                                    dt__sched *s);
 dt_status dt__algo_alltoallw_peer_copy(dt_comm *c, const dt__block2d *send, const dt__block2d *recv,
                                        dt__sched *s);
 /* Run one DT__OP_PEER_COPY: the side that moves the data, and the checks

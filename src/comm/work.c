@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/copy_stream.h"
 #include "core/copy.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -67,6 +68,8 @@ static dt_status post_round(dt_work *w, size_t r)
     }
     for (size_t i = rd->first; i < rd->first + rd->count; i++) {
         dt__op *op = &w->sched.ops[i];
+        if (op->kind == DT__OP_SEND2D)
+            DT_CHECK(c->ops->isend2d(c, op->src, op->peer, w->tag, &w->reqs[i]));
         if (op->kind == DT__OP_SEND)
             DT_CHECK(c->ops->isend(c, op->src, op->n, op->peer, w->tag, &w->reqs[i]));
     }
@@ -121,10 +124,17 @@ static void copy_progressing(dt_comm *c, void *dst, const void *src, size_t n)
         dt__move_bytes(dst, src, n);
         return;
     }
+    const bool stream = n >= DT_COPY_STREAM_MIN_BYTES;
     for (size_t off = 0; off < n; off += DT_COPY_SLICE) {
-        dt__copy_bytes(d + off, s + off, n - off < DT_COPY_SLICE ? n - off : DT_COPY_SLICE);
+        size_t len = n - off < DT_COPY_SLICE ? n - off : DT_COPY_SLICE;
+        if (stream)
+            dt__copy_stream(d + off, s + off, len);
+        else
+            dt__copy_bytes(d + off, s + off, len);
         (void)c->ops->progress(c, 0); /* a transport failure shows in the transfers */
     }
+    if (stream)
+        dt__copy_stream_fence();
 }
 
 static dt_status run_local(dt_work *w, size_t r)
@@ -152,6 +162,8 @@ static dt_status run_local(dt_work *w, size_t r)
             uint64_t off, len;
             dt__block2d_part(op->src, op->part, op->nparts, &off, &len);
             dt__block2d_copy(op->dst, op->src, off, len);
+            if (op->nparts > 1) /* between slices, transfers posted early keep moving */
+                (void)w->comm->ops->progress(w->comm, 0);
             break;
         }
         case DT__OP_PEER_COPY:
@@ -357,7 +369,7 @@ static dt_status timeout_error(dt_work *w, const dt__op *op, double timeout_s)
     return DT_ERR(DT_ERR_TIMEOUT,
                   "%s: timed out after %.3g s waiting for world rank %d (%s of %zu bytes; its "
                   "rank %d, this rank %d of a %d-rank comm)%s",
-                  w->what, timeout_s, peer, op->kind == DT__OP_SEND ? "send" : "recv", op->n,
+                  w->what, timeout_s, peer, op->kind == DT__OP_RECV ? "recv" : "send", op->n,
                   op->peer, c->rank, c->size, why);
 }
 

@@ -1,12 +1,11 @@
 /*
  * dt_comm_alltoallw: 2-D block all-to-alls as a redistribute runs them, on
- * both paths (same-host peer copies and pack + pairwise, dt_comm_set_algo forcing
- * each), blocking and not, for uneven and empty blocks, with rows short
- * enough to be staged and long enough to be listed, in every dtype size.
- * A matrix G[i][j] = f(i * N + j) of M x N is split by rows over the ranks
- * (torch.chunk sizes) and moved to a split by columns (S(0) -> S(1)), back
- * (S(1) -> S(0)), and into every third element of a padded buffer (runs of
- * different lengths on the two sides; the gaps must stay untouched).
+ * every path (rows streamed through shared memory, same-host peer copies, and
+ * pack + pairwise, dt_comm_set_algo forcing each), blocking and not, for uneven and empty blocks,
+ * with rows short enough to be staged and long enough to be listed, in every dtype size. A matrix
+ * G[i][j] = f(i * N + j) of M x N is split by rows over the ranks (torch.chunk sizes) and moved to
+ * a split by columns (S(0) -> S(1)), back (S(1) -> S(0)), and into every third element of a padded
+ * buffer (runs of different lengths on the two sides; the gaps must stay untouched).
  */
 #include "comm_test_util.h"
 
@@ -162,6 +161,66 @@ static void test_peer_copy_path(void **state)
     use_algo(NULL);
 }
 
+static void test_stream_path(void **state)
+{
+    (void)state;
+    use_algo("alltoallw:stream");
+    dt_comm *w = dt_runtime_world(ct_rt);
+    float a = 1, b = 0;
+    dt_comm_block one = {0, 1, 1, 1}, none = {0, 0, 0, 0};
+    dt_comm_block sb[16], rb[16];
+    for (int q = 0; q < dt_comm_size(w); q++)
+        sb[q] = rb[q] = (q == dt_comm_rank(w)) ? one : none;
+    dt_status st = dt_comm_alltoallw(w, &a, sb, &b, rb, DT_DTYPE_F32, NULL);
+    if (st == DT_ERR_UNSUPPORTED) { /* one rank, or no shared memory (DT_SHM=0) */
+        print_message("streamed rows unavailable: %s\n", dt_last_error());
+        use_algo(NULL);
+        skip();
+    }
+    CT_OK(st);
+    assert_true(b == 1.0f);
+    sweep();
+    use_algo(NULL);
+}
+
+/* Streamed rows: rank 0 sends rank 1 a strided block one column short of
+ * what rank 1 expects (big enough to be gathered into the window): rank 1
+ * fails naming the lengths, and the comm is aborted on every rank. */
+static void test_stream_size_mismatch(void **state)
+{
+    (void)state;
+    dt_comm *w = ct_isolated_dup();
+    const int p = dt_comm_size(w), me = dt_comm_rank(w);
+    if (p == 1 || dt_comm_set_algo(w, "alltoallw:stream") != DT_OK) {
+        dt_comm_destroy(w);
+        skip();
+    }
+    enum { ROWS = 256, COLS = 64 }; /* p column stripes of ROWS rows, 64 KiB and more */
+    float *in = calloc((size_t)ROWS * COLS * p, sizeof(float));
+    float *out = calloc((size_t)ROWS * COLS * p, sizeof(float));
+    assert_non_null(in);
+    assert_non_null(out);
+    dt_comm_block sb[16], rb[16];
+    for (int q = 0; q < p; q++) {
+        sb[q] = (dt_comm_block){(size_t)q * COLS, ROWS, COLS, (size_t)COLS * p};
+        rb[q] = (dt_comm_block){(size_t)q * ROWS * COLS, 1, (size_t)ROWS * COLS, 0};
+    }
+    if (me == 0)
+        sb[1].row_count = COLS - 1;
+    dt_status st = dt_comm_alltoallw(w, in, sb, out, rb, DT_DTYPE_F32, NULL);
+    if (st == DT_ERR_UNSUPPORTED) { /* no shared memory here: nothing moved */
+        free(in);
+        free(out);
+        dt_comm_destroy(w);
+        skip();
+    }
+    if (me == 1 && st == DT_OK)
+        fail_msg("rank 1 received a short message without an error");
+    free(in);
+    free(out);
+    ct_expect_aborted(w, DT_OK);
+}
+
 /* Rank 0 sends rank 1 one element fewer than rank 1 expects: with peer
  * copies every rank fails, the pair naming the mismatch, the others rank
  * 0's or 1's status; nobody waits for a timeout, and the comm is aborted on
@@ -261,6 +320,8 @@ int main(void)
         cmocka_unit_test(test_default_path),
         cmocka_unit_test(test_pack_path),
         cmocka_unit_test(test_peer_copy_path),
+        cmocka_unit_test(test_stream_path),
+        cmocka_unit_test(test_stream_size_mismatch),
         cmocka_unit_test(test_size_mismatch),
         cmocka_unit_test(test_broadcast_size_mismatch),
         cmocka_unit_test(test_bad_blocks),

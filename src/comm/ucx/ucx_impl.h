@@ -230,9 +230,10 @@ struct dt_ucx_req {
     struct dt_ucx_req *next_q;
     /* a bulk message (ucx_shm_bulk.c): streamed through the pair's window */
     bool bulk;
-    uint64_t bulk_id; /* the sender's id, echoed by the receiver's CTS */
-    size_t moved;     /* bytes streamed so far */
-    size_t total;     /* receive: the message's length (the sender's) */
+    uint64_t bulk_id;         /* the sender's id, echoed by the receiver's CTS */
+    size_t moved;             /* bytes streamed so far */
+    size_t total;             /* receive: the message's length (the sender's) */
+    const dt__block2d *src2d; /* isend2d: the message is this block's rows (buf NULL) */
     /* irecv_reduce: buf = op(received, fold), done for the first `folded` bytes */
     const void *fold;
     size_t folded;
@@ -254,6 +255,7 @@ uint64_t dt__ucx_tag(uint32_t comm_id, uint32_t tag, int src_world_rank);
 dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uint32_t tag,
                         void **req);
 dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag, void **req);
+dt_status dt__ucx_isend2d(dt_comm *c, const dt__block2d *src, int peer, uint32_t tag, void **req);
 dt_status dt__ucx_irecv_reduce(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag,
                                const void *fold, dt_dtype dtype, dt_reduce_op op, void **req);
 /* An irecv_reduce's fold of the bytes received up to @p upto (none for a plain receive). */

@@ -186,6 +186,23 @@ dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uin
     return post_result(c, r, sp, req);
 }
 
+/* Streamed through the pair's shared-memory window, each piece gathered from
+ * the rows as it enters (ucx_shm_bulk.c). */
+dt_status dt__ucx_isend2d(dt_comm *c, const dt__block2d *src, int peer, uint32_t tag, void **req)
+{
+    dt_ucx_comm *uc = c->impl;
+    int wp = uc->members[peer];
+    size_t bytes = (size_t)(src->rows * src->row_bytes);
+    if (!dt__ucx_shm_carries(uc->shared, wp) || bytes <= DT_UCX_SHM_MAX_BYTES)
+        return DT_ERR(DT_ERR_UNSUPPORTED,
+                      "ucx: a 2-D send of %zu bytes to world rank %d needs shared memory and more "
+                      "than %d bytes",
+                      bytes, wp, DT_UCX_SHM_MAX_BYTES);
+    DT_CHECK(dt__ucx_isend(c, NULL, bytes, peer, tag, req));
+    ((dt_ucx_req *)*req)->src2d = src; /* a bulk send: nothing moved before the CTS */
+    return DT_OK;
+}
+
 dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag, void **req)
 {
     dt_ucx_comm *uc = c->impl;

@@ -17,6 +17,7 @@
  */
 #include "comm/ucx/ucx_shm_impl.h"
 
+#include "comm/copy_stream.h"
 #include "comm/sched.h"
 #include "core/copy.h"
 
@@ -71,6 +72,17 @@ static size_t chunk_len(size_t total, size_t moved)
     return total - moved < SHM_BULK_CHUNK ? total - moved : SHM_BULK_CHUNK;
 }
 
+/* A piece of a message of @p total bytes into its final place: with streaming
+ * stores for a large one, which overflows the caches and is not read again
+ * here (the caller fences once the message is whole). */
+static void copy_out(void *dst, const void *src, size_t len, size_t total)
+{
+    if (total >= DT_COPY_STREAM_MIN_BYTES)
+        dt__copy_stream(dst, src, len);
+    else
+        dt__copy_bytes(dst, src, len);
+}
+
 /* Stream cleared sends into @p p's window while it has room; returns chunks written. */
 static int stream_out(shm_peer *p)
 {
@@ -85,11 +97,14 @@ static int stream_out(shm_peer *p)
                     return n;
             }
             size_t len = chunk_len(r->expect, r->moved);
-            dt__copy_bytes(w->chunk[p->written % SHM_BULK_CHUNKS], (const char *)r->buf + r->moved,
-                           len);
-            r->moved += len;
+            void *chunk = w->chunk[p->written % SHM_BULK_CHUNKS];
+            if (r->src2d != NULL) /* gathered from the rows: no packed copy */
+                dt__block2d_gather(chunk, r->src2d, r->moved, len);
+            else
+                dt__copy_bytes(chunk, (const char *)r->buf + r->moved, len);
             /* published chunk by chunk: the receiver copies one while I write the next */
             atomic_store_explicit(&w->written, ++p->written, memory_order_release);
+            r->moved += len;
             n++;
         }
         dt__shm_unlink_at(&p->streams, &p->streams_end);
@@ -106,7 +121,7 @@ static void land(dt_ucx_req *r, const void *chunk, size_t keep)
 {
     char *dst = (char *)r->buf + r->moved;
     if (r->fold == NULL) {
-        dt__copy_bytes(dst, chunk, keep);
+        copy_out(dst, chunk, keep, r->total);
         return;
     }
     dt__reduce3(dst, chunk, (const char *)r->fold + r->moved, keep / dt_dtype_size(r->fold_dtype),
@@ -136,6 +151,8 @@ static int stream_in(shm_peer *p)
         if (r->moved < r->total)
             break;
         dt__shm_unlink_at(&p->sinks, &p->sinks_end);
+        if (r->total >= DT_COPY_STREAM_MIN_BYTES)
+            dt__copy_stream_fence();
         dt__shm_finish_recv(r, r->total);
     }
     return n;

@@ -373,6 +373,7 @@ static void ucx_destroy(dt_comm *c)
 const dt_comm_ops dt__ucx_ops = {
     .name = "ucx",
     .isend = dt__ucx_isend,
+    .isend2d = dt__ucx_isend2d,
     .irecv = dt__ucx_irecv,
     .irecv_reduce = dt__ucx_irecv_reduce,
     .req_test = dt__ucx_req_test,
