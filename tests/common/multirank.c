@@ -69,6 +69,77 @@ dt_tensor *mr_param_at(dt_module *root, const char *fqn)
     return dt_module_param(m, dot != NULL ? dot + 1 : fqn);
 }
 
+typedef struct init_ctx {
+    uint64_t seed;
+    double std;
+} init_ctx;
+
+static dt_status init_one(const char *fqn, dt_module *o, const char *name, dt_tensor *p, void *u)
+{
+    (void)o, (void)name;
+    const init_ctx *c = u;
+    return dt_param_init(p, fqn, c->seed, c->std, 0.0);
+}
+
+void mr_init_params(dt_module *m, uint64_t seed, double std)
+{
+    init_ctx c = {seed, std};
+    MR_OK(dt_module_foreach_param(m, init_one, &c));
+}
+
+dt_tensor *mr_randn(int ndim, const int64_t *shape, uint64_t seed, bool grad)
+{
+    dt_tensor *x = NULL;
+    MR_OK(dt_tensor_empty(ndim, shape, DT_DTYPE_F32, dt_device_cpu(), &x));
+    MR_OK(dt_tensor_fill_normal(x, 0.0, 1.0, seed, NULL, NULL));
+    MR_OK(dt_tensor_set_requires_grad(x, grad));
+    return x;
+}
+
+dt_tensor *mr_square_sum(dt_tensor *y)
+{
+    dt_tensor *yy = NULL, *l = NULL;
+    MR_OK(dt_mul(y, y, &yy));
+    MR_OK(dt_sum_all(yy, &l));
+    dt_tensor_release(yy);
+    return l;
+}
+
+dt_tensor *mr_full(dt_tensor *t)
+{
+    dt_tensor *f = NULL;
+    if (dt_tensor_is_distributed(t))
+        MR_OK(dt_full_tensor(t, &f));
+    else
+        f = dt_tensor_retain(t);
+    return f;
+}
+
+dt_tensor *mr_full_grad(dt_tensor *p)
+{
+    dt_tensor *g = dt_tensor_grad(p), *d = NULL, *f = NULL; /* local, also for a DTensor */
+    assert_non_null(g);
+    if (!dt_tensor_is_distributed(p))
+        return dt_tensor_retain(g);
+    dt_mesh *m = dt_tensor_mesh(p);
+    MR_OK(dt_from_local(g, m, dt_mesh_ndim(m), dt_tensor_placements(p), dt_tensor_shape(p), &d));
+    MR_OK(dt_full_tensor(d, &f));
+    dt_tensor_release(d);
+    return f;
+}
+
+void mr_assert_close(const char *what, dt_tensor *a, dt_tensor *b, double tol)
+{
+    assert_int_equal(dt_tensor_numel(a), dt_tensor_numel(b));
+    double worst = 0.0, scale = 1e-6;
+    for (int64_t i = 0; i < dt_tensor_numel(b); i++) {
+        worst = fmax(worst, fabs(dt_tensor_item_at(a, i) - dt_tensor_item_at(b, i)));
+        scale = fmax(scale, fabs(dt_tensor_item_at(b, i)));
+    }
+    if (worst > tol * scale)
+        fail_msg("%s: differs by %g (scale %g)", what, worst, scale);
+}
+
 dt_tensor *mr_on_device(dt_tensor *t)
 {
     dt_tensor *d = NULL;
@@ -161,11 +232,7 @@ static dt_status cmp_param(const char *fqn, dt_module *owner, const char *name, 
 {
     (void)owner, (void)name;
     cmp_ctx *c = user;
-    dt_tensor *full = NULL;
-    if (dt_tensor_is_distributed(p))
-        MR_OK(dt_full_tensor(p, &full));
-    else
-        full = dt_tensor_retain(p);
+    dt_tensor *full = mr_full(p);
     dt_tensor *r = mr_param_at(c->ref, fqn);
     assert_int_equal(dt_tensor_numel(full), dt_tensor_numel(r));
     assert_int_equal(dt_tensor_ndim(full), dt_tensor_ndim(r));

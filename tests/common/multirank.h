@@ -2,8 +2,10 @@
  * Scaffolding shared by the tests that run on dtrun ranks (tests/nn,
  * tests/styles, tests/data_parallel, tests/checkpoint): the runtime as a
  * cmocka group setup/teardown, the learnable token sequence, the GPT training
- * loop every rank also runs single-rank as the reference, and the comparison
- * of full weights with that reference. Compiled into a test by listing
+ * loop every rank also runs single-rank as the reference, the comparison of
+ * full weights with that reference, and the small pieces the layer tests
+ * share (deterministic parameters and inputs, full values and gradients of
+ * distributed tensors, closeness checks). Compiled into a test by listing
  * ${PROJECT_SOURCE_DIR}/tests/common/multirank.c in its SOURCES.
  */
 #ifndef DT_TEST_MULTIRANK_H
@@ -63,6 +65,28 @@ dt_mesh *mr_world_mesh(const char *dim);
 
 /* The parameter of @p root at @p fqn ("layers.0.attention.wq.weight"), borrowed. */
 dt_tensor *mr_param_at(dt_module *root, const char *fqn);
+
+/* Every parameter of @p m ~ Normal(0, std) by dt_param_init under @p seed and
+ * its fqn: biases too (nonzero), and shards hold the full tensor's values, so
+ * a parallel model and its single-rank reference start alike. */
+void mr_init_params(dt_module *m, uint64_t seed, double std);
+
+/* A host f32 tensor ~ N(0, 1) from @p seed (the same on every rank), requiring
+ * grad when @p grad. */
+dt_tensor *mr_randn(int ndim, const int64_t *shape, uint64_t seed, bool grad);
+
+/* sum(y * y) of a local or distributed @p y (new reference). */
+dt_tensor *mr_square_sum(dt_tensor *y);
+
+/* The full value of @p t: gathered when distributed, itself otherwise (new reference). */
+dt_tensor *mr_full(dt_tensor *t);
+
+/* The full gradient of parameter @p p (new reference): its own when local;
+ * when distributed, its local gradient wrapped with p's placements, gathered. */
+dt_tensor *mr_full_grad(dt_tensor *p);
+
+/* Fail naming @p what unless max |a - b| <= @p tol * max(max |b|, 1e-6). */
+void mr_assert_close(const char *what, dt_tensor *a, dt_tensor *b, double tol);
 
 typedef enum mr_optim { MR_SGD, MR_ADAMW } mr_optim;
 

@@ -197,24 +197,14 @@ static double fwd_bwd(dt_module *m, dt_mesh *mesh, int64_t step, double clip)
 
 static double grad_diff(dt_module *m, dt_module *ref, const char *fqn)
 {
-    dt_tensor *p = mr_param_at(m, fqn), *g = dt_tensor_grad(p), *full = NULL, *gd = NULL;
+    dt_tensor *full = mr_full_grad(mr_param_at(m, fqn));
     dt_tensor *rg = dt_tensor_grad(mr_param_at(ref, fqn));
-    assert_non_null(g);
     assert_non_null(rg);
-    if (dt_tensor_is_distributed(p)) {
-        const dt_spec *sp = dt_tensor_spec(p);
-        DP_OK(dt_from_local(g, dt_spec_mesh(sp), dt_mesh_ndim(dt_spec_mesh(sp)),
-                            dt_spec_placements(sp), dt_spec_shape(sp), &gd));
-        DP_OK(dt_full_tensor(gd, &full));
-    } else {
-        full = dt_tensor_retain(g);
-    }
     const float *a = dt_tensor_data(full), *b = dt_tensor_data(rg);
     double d = 0.0, n = 0.0;
     for (int64_t i = 0; i < dt_tensor_numel(rg); i++)
         d += (a[i] - b[i]) * (double)(a[i] - b[i]), n += (double)b[i] * b[i];
     dt_tensor_release(full);
-    dt_tensor_release(gd);
     return sqrt(d / n);
 }
 

@@ -182,21 +182,6 @@ static void test_frozen_refused(void **state)
     dt_mesh_release(mesh);
 }
 
-/* The full gradient of the data-parallel w: its shard's, gathered. */
-static dt_tensor *full_grad(dt_tensor *w)
-{
-    dt_tensor *g = dt_tensor_grad(w), *gd = NULL, *full = NULL;
-    assert_non_null(g);
-    if (!dt_tensor_is_distributed(w))
-        return dt_tensor_retain(g);
-    const dt_spec *sp = dt_tensor_spec(w);
-    MR_OK(dt_from_local(g, dt_spec_mesh(sp), dt_mesh_ndim(dt_spec_mesh(sp)), dt_spec_placements(sp),
-                        dt_spec_shape(sp), &gd));
-    MR_OK(dt_full_tensor(gd, &full));
-    dt_tensor_release(gd);
-    return full;
-}
-
 static void check_twice(dt_dp_stage stage)
 {
     int64_t first = 0, n = 0;
@@ -209,7 +194,7 @@ static void check_twice(dt_dp_stage stage)
     for (int step = 0; step < 2; step++) {
         MR_OK(dt_tensor_set_grad(dt_module_param(m, "w"), NULL));
         fwd_bwd(m, first, n);
-        dt_tensor *full = full_grad(dt_module_param(m, "w"));
+        dt_tensor *full = mr_full_grad(dt_module_param(m, "w"));
         double d = rel_diff(full, global);
         print_message("%s: w used twice, full gradient = single-rank to %.2g\n",
                       dt_dp_stage_name(stage), d);

@@ -31,12 +31,7 @@ static dt_tensor *ids_at(const int64_t *all, int64_t first, int64_t t)
 /* Cached logits of positions [first, first+t) (gathered) against @p full's. */
 static void expect_close(dt_tensor *logits, const float *full, int64_t first)
 {
-    dt_tensor *g = NULL;
-    if (dt_tensor_is_distributed(logits))
-        MR_OK(dt_full_tensor(logits, &g));
-    else
-        g = dt_tensor_retain(logits);
-    dt_tensor *h = mr_host(g);
+    dt_tensor *g = mr_full(logits), *h = mr_host(g);
     int64_t t = dt_tensor_dim(h, 1), v = dt_tensor_dim(h, 2);
     const float *a = dt_tensor_data(h);
     for (int b = 0; b < B; b++)

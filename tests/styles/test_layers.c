@@ -25,75 +25,9 @@ static int teardown(void **state)
     return mr_teardown(state);
 }
 
-static dt_status init_one(const char *fqn, dt_module *o, const char *name, dt_tensor *p, void *u)
-{
-    (void)o, (void)name;
-    return dt_param_init(p, fqn, *(uint64_t *)u, 0.5, 0.0); /* biases too: nonzero */
-}
-
-static void init_params(dt_module *m, uint64_t seed)
-{
-    ST_OK(dt_module_foreach_param(m, init_one, &seed));
-}
-
-/* The full value of @p t: gathered when distributed, itself otherwise (new reference). */
-static dt_tensor *full_of(dt_tensor *t)
-{
-    dt_tensor *f = NULL;
-    if (dt_tensor_is_distributed(t))
-        ST_OK(dt_full_tensor(t, &f));
-    else
-        f = dt_tensor_retain(t);
-    return f;
-}
-
-/* The full gradient of parameter @p p (its local grad wrapped with p's placements). */
-static dt_tensor *full_grad(dt_tensor *p)
-{
-    if (!dt_tensor_is_distributed(p))
-        return dt_tensor_retain(dt_tensor_grad(p));
-    dt_tensor *g = dt_tensor_grad(p), *d = NULL, *f = NULL;
-    if (g == NULL)
-        g = dt_tensor_grad(dt_to_local(p));
-    assert_non_null(g);
-    if (dt_tensor_is_distributed(g))
-        g = dt_to_local(g);
-    ST_OK(dt_from_local(g, dt_tensor_mesh(p), 1, dt_tensor_placements(p), dt_tensor_shape(p), &d));
-    ST_OK(dt_full_tensor(d, &f));
-    dt_tensor_release(d);
-    return f;
-}
-
-static void assert_close(const char *what, dt_tensor *a, dt_tensor *b)
-{
-    assert_int_equal(dt_tensor_numel(a), dt_tensor_numel(b));
-    double worst = 0.0, scale = 1e-6;
-    for (int64_t i = 0; i < dt_tensor_numel(b); i++) {
-        worst = fmax(worst, fabs(dt_tensor_item_at(a, i) - dt_tensor_item_at(b, i)));
-        scale = fmax(scale, fabs(dt_tensor_item_at(b, i)));
-    }
-    if (worst > 1e-5 * scale)
-        fail_msg("%s: differs by %g (scale %g)", what, worst, scale);
-}
-
 static dt_tensor *input(int64_t n, int64_t d, uint64_t seed)
 {
-    int64_t s[2] = {n, d};
-    dt_tensor *x = NULL;
-    ST_OK(dt_tensor_empty(2, s, DT_DTYPE_F32, dt_device_cpu(), &x));
-    ST_OK(dt_tensor_fill_normal(x, 0.0, 1.0, seed, NULL, NULL));
-    ST_OK(dt_tensor_set_requires_grad(x, true));
-    return x;
-}
-
-/* loss = sum(y * y) of a local or distributed y */
-static dt_tensor *square_sum(dt_tensor *y)
-{
-    dt_tensor *yy = NULL, *l = NULL;
-    ST_OK(dt_mul(y, y, &yy));
-    ST_OK(dt_sum_all(yy, &l));
-    dt_tensor_release(yy);
-    return l;
+    return mr_randn(2, (int64_t[]){n, d}, seed, true);
 }
 
 static void test_torchshard_linears(void **state)
@@ -104,7 +38,8 @@ static void test_torchshard_linears(void **state)
     ST_OK(dt_parallel_linear_create(7, 4, true, 0, mesh, "tp", &row));
     ST_OK(dt_linear_create(6, 7, true, &rc));
     ST_OK(dt_linear_create(7, 4, true, &rr));
-    init_params(col, 1), init_params(rc, 1), init_params(row, 2), init_params(rr, 2);
+    mr_init_params(col, 1, 0.5), mr_init_params(rc, 1, 0.5), mr_init_params(row, 2, 0.5),
+        mr_init_params(rr, 2, 0.5);
     dt_tensor *x = input(5, 6, 3), *xr = input(5, 6, 3);
     dt_tensor *h = NULL, *y = NULL, *hr = NULL, *yr = NULL;
     ST_OK(dt_module_call(col, x, &h)); /* this rank's S(-1) columns, local */
@@ -112,11 +47,11 @@ static void test_torchshard_linears(void **state)
     ST_OK(dt_module_call(row, h, &y)); /* all-reduced: replicated, local */
     ST_OK(dt_module_call(rc, xr, &hr));
     ST_OK(dt_module_call(rr, hr, &yr));
-    assert_close("row(col(x))", y, yr);
-    dt_tensor *l = square_sum(y), *lr = square_sum(yr);
+    mr_assert_close("row(col(x))", y, yr, 1e-5);
+    dt_tensor *l = mr_square_sum(y), *lr = mr_square_sum(yr);
     ST_OK(dt_backward(l, NULL));
     ST_OK(dt_backward(lr, NULL));
-    assert_close("x.grad", dt_tensor_grad(x), dt_tensor_grad(xr));
+    mr_assert_close("x.grad", dt_tensor_grad(x), dt_tensor_grad(xr), 1e-5);
     /* a row-parallel layer handed the full input instead of its shard: named, no hang */
     dt_tensor *bad = NULL, *wide = input(5, 7, 8);
     if (dt_runtime_size(mr_rt) > 1)
@@ -126,8 +61,9 @@ static void test_torchshard_linears(void **state)
     dt_module *mods[2][2] = {{col, rc}, {row, rr}};
     for (int m = 0; m < 2; m++)
         for (int k = 0; k < 2; k++) {
-            dt_tensor *g = full_grad(dt_module_param(mods[m][0], names[k]));
-            assert_close(names[k], g, dt_tensor_grad(dt_module_param(mods[m][1], names[k])));
+            dt_tensor *g = mr_full_grad(dt_module_param(mods[m][0], names[k]));
+            mr_assert_close(names[k], g, dt_tensor_grad(dt_module_param(mods[m][1], names[k])),
+                            1e-5);
             dt_tensor_release(g);
         }
     dt_tensor *objs[] = {l, lr, h, y, hr, yr, x, xr};
@@ -143,7 +79,7 @@ static void test_parallel_cross_entropy(void **state)
     dt_plan *plan = NULL;
     ST_OK(dt_linear_create(6, 10, false, &out));
     ST_OK(dt_linear_create(6, 10, false, &ref));
-    init_params(out, 4), init_params(ref, 4);
+    mr_init_params(out, 4, 0.5), mr_init_params(ref, 4, 0.5);
     dt_style *s = NULL;
     dt_style_params p = {.field_mask = DT_STYLE_PARAM_FIELD_USE_LOCAL_OUTPUT,
                          .use_local_output = false};
@@ -161,13 +97,13 @@ static void test_parallel_cross_entropy(void **state)
     ST_OK(dt_parallel_cross_entropy(lg, t, &loss));
     ST_OK(dt_module_call(ref, xr, &lgr));
     ST_OK(dt_nn_cross_entropy(lgr, t, &lr));
-    dt_tensor *lf = full_of(loss);
-    assert_close("loss", lf, lr);
+    dt_tensor *lf = mr_full(loss);
+    mr_assert_close("loss", lf, lr, 1e-5);
     ST_OK(dt_backward(loss, NULL));
     ST_OK(dt_backward(lr, NULL));
-    dt_tensor *g = full_grad(dt_module_param(out, "weight"));
-    assert_close("output.weight.grad", g, dt_tensor_grad(dt_module_param(ref, "weight")));
-    assert_close("x.grad", dt_tensor_grad(x), dt_tensor_grad(xr));
+    dt_tensor *g = mr_full_grad(dt_module_param(out, "weight"));
+    mr_assert_close("output.weight.grad", g, dt_tensor_grad(dt_module_param(ref, "weight")), 1e-5);
+    mr_assert_close("x.grad", dt_tensor_grad(x), dt_tensor_grad(xr), 1e-5);
     /* logits not sharded along the classes are refused by name */
     dt_tensor *rep = NULL, *bad = NULL;
     ST_OK(dt_redistribute(lg, 1, (dt_placement[]){dt_shard(0)}, &rep));
@@ -189,7 +125,8 @@ static void test_embedding_and_pairwise(void **state)
     ST_OK(dt_embedding_create(11, 7, &er));
     ST_OK(dt_feed_forward_create(7, 10, &ffn));
     ST_OK(dt_feed_forward_create(7, 10, &fr));
-    init_params(emb, 6), init_params(er, 6), init_params(ffn, 7), init_params(fr, 7);
+    mr_init_params(emb, 6, 0.5), mr_init_params(er, 6, 0.5), mr_init_params(ffn, 7, 0.5),
+        mr_init_params(fr, 7, 0.5);
     dt_plan *pe = NULL, *pf = NULL;
     ST_OK(dt_plan_parse("  # nothing\n", &pe)); /* an empty text is an empty plan */
     assert_int_equal(dt_plan_size(pe), 0);
@@ -212,22 +149,22 @@ static void test_embedding_and_pairwise(void **state)
     ST_OK(dt_from_local(e, mesh, 1, (dt_placement[]){dt_shard(-1)}, NULL, &ed));
     ST_OK(dt_full_tensor(ed, &ef));
     ST_OK(dt_module_call(er, ids, &erv));
-    assert_close("colwise embedding", ef, erv);
+    mr_assert_close("colwise embedding", ef, erv, 1e-5);
     /* the pairwise FeedForward on the full embeddings: replicated in, replicated out */
     ST_OK(dt_module_call(ffn, ef, &y));
     ST_OK(dt_module_call(fr, erv, &yr));
-    assert_close("pairwise feed_forward", y, yr);
-    dt_tensor *l = square_sum(y), *lr = square_sum(yr);
+    mr_assert_close("pairwise feed_forward", y, yr, 1e-5);
+    dt_tensor *l = mr_square_sum(y), *lr = mr_square_sum(yr);
     ST_OK(dt_backward(l, NULL));
     ST_OK(dt_backward(lr, NULL));
     const char *fq[4] = {"w1.weight", "w1.bias", "w2.weight", "w2.bias"};
     for (int i = 0; i < 4; i++) {
-        dt_tensor *g = full_grad(mr_param_at(ffn, fq[i]));
-        assert_close(fq[i], g, dt_tensor_grad(mr_param_at(fr, fq[i])));
+        dt_tensor *g = mr_full_grad(mr_param_at(ffn, fq[i]));
+        mr_assert_close(fq[i], g, dt_tensor_grad(mr_param_at(fr, fq[i])), 1e-5);
         dt_tensor_release(g);
     }
-    dt_tensor *g = full_grad(dt_module_param(emb, "weight"));
-    assert_close("embedding.grad", g, dt_tensor_grad(dt_module_param(er, "weight")));
+    dt_tensor *g = mr_full_grad(dt_module_param(emb, "weight"));
+    mr_assert_close("embedding.grad", g, dt_tensor_grad(dt_module_param(er, "weight")), 1e-5);
     dt_tensor *objs[] = {g, l, lr, y, yr, ed, ef, erv, e, ids};
     for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
         dt_tensor_release(objs[i]);
@@ -278,7 +215,7 @@ static void test_user_linear_type(void **state)
     ST_OK(dt_sequential_append(net, proj(&proj_ops, 10, 5)));
     ST_OK(dt_sequential_append(ref, proj(&proj_ops, 7, 10)));
     ST_OK(dt_sequential_append(ref, proj(&proj_ops, 10, 5)));
-    init_params(net, 11), init_params(ref, 11);
+    mr_init_params(net, 11, 0.5), mr_init_params(ref, 11, 0.5);
     dt_plan *p = NULL;
     ST_OK(dt_plan_parse("0 = colwise\n1 = rowwise\n", &p));
     ST_OK(dt_parallelize_module(net, mesh, p, "tp"));
@@ -286,15 +223,15 @@ static void test_user_linear_type(void **state)
     dt_tensor *x = input(6, 7, 3), *y = NULL, *yr = NULL;
     ST_OK(dt_module_call(net, x, &y));
     ST_OK(dt_module_call(ref, x, &yr));
-    dt_tensor *yf = full_of(y);
-    assert_close("user linear pair", yf, yr);
-    dt_tensor *l = square_sum(y), *lr = square_sum(yr);
+    dt_tensor *yf = mr_full(y);
+    mr_assert_close("user linear pair", yf, yr, 1e-5);
+    dt_tensor *l = mr_square_sum(y), *lr = mr_square_sum(yr);
     ST_OK(dt_backward(l, NULL));
     ST_OK(dt_backward(lr, NULL));
     const char *fq[4] = {"0.w", "0.b", "1.w", "1.b"};
     for (int i = 0; i < 4; i++) {
-        dt_tensor *g = full_grad(mr_param_at(net, fq[i]));
-        assert_close(fq[i], g, dt_tensor_grad(mr_param_at(ref, fq[i])));
+        dt_tensor *g = mr_full_grad(mr_param_at(net, fq[i]));
+        mr_assert_close(fq[i], g, dt_tensor_grad(mr_param_at(ref, fq[i])), 1e-5);
         dt_tensor_release(g);
     }
     dt_module *fake = proj(&fake_linear_ops, 7, 10);
@@ -342,7 +279,7 @@ static void test_pairwise_sequential(void **state)
 {
     (void)state;
     dt_module *net = mlp(), *ref = mlp();
-    init_params(net, 21), init_params(ref, 21);
+    mr_init_params(net, 21, 0.5), mr_init_params(ref, 21, 0.5);
     dt_plan *p = NULL;
     ST_OK(dt_plan_parse(" = pairwise\n", &p));
     ST_OK(dt_parallelize_module(net, mesh, p, "tp"));
@@ -352,14 +289,14 @@ static void test_pairwise_sequential(void **state)
     ST_OK(dt_module_call(net, x, &y));
     ST_OK(dt_module_call(ref, x, &yr));
     assert_false(dt_tensor_is_distributed(y)); /* replicated out, local */
-    assert_close("pairwise mlp", y, yr);
-    dt_tensor *l = square_sum(y), *lr = square_sum(yr);
+    mr_assert_close("pairwise mlp", y, yr, 1e-5);
+    dt_tensor *l = mr_square_sum(y), *lr = mr_square_sum(yr);
     ST_OK(dt_backward(l, NULL));
     ST_OK(dt_backward(lr, NULL));
     const char *fq[4] = {"0.weight", "2.bias", "3.weight", "5.bias"};
     for (int i = 0; i < 4; i++) {
-        dt_tensor *g = full_grad(mr_param_at(net, fq[i]));
-        assert_close(fq[i], g, dt_tensor_grad(mr_param_at(ref, fq[i])));
+        dt_tensor *g = mr_full_grad(mr_param_at(net, fq[i]));
+        mr_assert_close(fq[i], g, dt_tensor_grad(mr_param_at(ref, fq[i])), 1e-5);
         dt_tensor_release(g);
     }
     /* an odd number of Linears has no pairs */
@@ -408,7 +345,7 @@ static void test_user_style(void **state)
     ST_OK(dt_linear_create(7, 10, true, &lr));
     ST_OK(dt_sequential_append(net, lin));
     ST_OK(dt_sequential_append(ref, lr));
-    init_params(net, 31), init_params(ref, 31);
+    mr_init_params(net, 31, 0.5), mr_init_params(ref, 31, 0.5);
     dt_plan *p = NULL;
     ST_OK(dt_plan_parse("0 = colwise_gathered\n", &p));
     char text[64];
@@ -420,12 +357,13 @@ static void test_user_style(void **state)
     ST_OK(dt_module_call(net, x, &y));
     ST_OK(dt_module_call(ref, x, &yr));
     assert_false(dt_tensor_is_distributed(y)); /* its prepare_output gathered it */
-    assert_close("user style", y, yr);
-    dt_tensor *l = square_sum(y), *lrs = square_sum(yr);
+    mr_assert_close("user style", y, yr, 1e-5);
+    dt_tensor *l = mr_square_sum(y), *lrs = mr_square_sum(yr);
     ST_OK(dt_backward(l, NULL));
     ST_OK(dt_backward(lrs, NULL));
-    dt_tensor *g = full_grad(mr_param_at(net, "0.weight"));
-    assert_close("user style weight grad", g, dt_tensor_grad(mr_param_at(ref, "0.weight")));
+    dt_tensor *g = mr_full_grad(mr_param_at(net, "0.weight"));
+    mr_assert_close("user style weight grad", g, dt_tensor_grad(mr_param_at(ref, "0.weight")),
+                    1e-5);
     dt_tensor *objs[] = {x, y, yr, l, lrs, g};
     for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
         dt_tensor_release(objs[i]);

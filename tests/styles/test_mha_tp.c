@@ -46,17 +46,11 @@ static int teardown(void **state)
     return mr_teardown(state);
 }
 
-static dt_status init_one(const char *fqn, dt_module *o, const char *name, dt_tensor *p, void *u)
-{
-    (void)o, (void)name;
-    return dt_param_init(p, fqn, *(uint64_t *)u, 0.3, 0.0); /* biases too: nonzero */
-}
-
 static dt_module *mha(bool causal, uint64_t seed)
 {
     dt_module *m = NULL;
     ST_OK(dt_multihead_attention_create(E, H, causal, &m));
-    ST_OK(dt_module_foreach_param(m, init_one, &seed));
+    mr_init_params(m, seed, 0.3); /* biases too: nonzero */
     return m;
 }
 
@@ -68,58 +62,9 @@ static void pairwise(dt_module *m)
     dt_plan_destroy(p);
 }
 
-static dt_tensor *full_of(dt_tensor *t)
-{
-    dt_tensor *f = NULL;
-    if (dt_tensor_is_distributed(t))
-        ST_OK(dt_full_tensor(t, &f));
-    else
-        f = dt_tensor_retain(t);
-    return f;
-}
-
-/* The full gradient of parameter @p p (its local grad wrapped with p's placements). */
-static dt_tensor *full_grad(dt_tensor *p)
-{
-    if (!dt_tensor_is_distributed(p))
-        return dt_tensor_retain(dt_tensor_grad(p));
-    dt_tensor *g = dt_tensor_grad(dt_to_local(p)), *d = NULL, *f = NULL;
-    assert_non_null(g);
-    ST_OK(dt_from_local(g, dt_tensor_mesh(p), 1, dt_tensor_placements(p), dt_tensor_shape(p), &d));
-    ST_OK(dt_full_tensor(d, &f));
-    dt_tensor_release(d);
-    return f;
-}
-
-static void assert_close(const char *what, dt_tensor *a, dt_tensor *b)
-{
-    assert_int_equal(dt_tensor_numel(a), dt_tensor_numel(b));
-    double worst = 0.0, scale = 1e-6;
-    for (int64_t i = 0; i < dt_tensor_numel(b); i++) {
-        worst = fmax(worst, fabs(dt_tensor_item_at(a, i) - dt_tensor_item_at(b, i)));
-        scale = fmax(scale, fabs(dt_tensor_item_at(b, i)));
-    }
-    if (worst > 1e-5 * scale)
-        fail_msg("%s: differs by %g (scale %g)", what, worst, scale);
-}
-
 static dt_tensor *input(uint64_t seed, bool grad)
 {
-    int64_t s[3] = {B, S, E};
-    dt_tensor *x = NULL;
-    ST_OK(dt_tensor_empty(3, s, DT_DTYPE_F32, dt_device_cpu(), &x));
-    ST_OK(dt_tensor_fill_normal(x, 0.0, 1.0, seed, NULL, NULL));
-    ST_OK(dt_tensor_set_requires_grad(x, grad));
-    return x;
-}
-
-static dt_tensor *square_sum(dt_tensor *y)
-{
-    dt_tensor *yy = NULL, *l = NULL;
-    ST_OK(dt_mul(y, y, &yy));
-    ST_OK(dt_sum_all(yy, &l));
-    dt_tensor_release(yy);
-    return l;
+    return mr_randn(3, (int64_t[]){B, S, E}, seed, grad);
 }
 
 static const char *const fqns[4] = {"in_proj_weight", "in_proj_bias", "out_proj.weight",
@@ -148,16 +93,14 @@ static void test_layout(void **state)
                 assert_true(dt_tensor_item_at(local, (part * rows + r) * E + c) ==
                             dt_tensor_item_at(wr, (part * E + me * rows + r) * E + c));
     for (int i = 0; i < 4; i++) {
-        dt_tensor *f = full_of(mr_param_at(net, fqns[i]));
+        dt_tensor *f = mr_full(mr_param_at(net, fqns[i]));
         assert_true(dt_tensor_equal(f, mr_param_at(ref, fqns[i])));
         dt_tensor_release(f);
     }
     /* re-initialised while sharded: each box drawn at its global offset */
-    uint64_t seed = 99;
-    ST_OK(dt_module_foreach_param(net, init_one, &seed));
-    ST_OK(dt_module_foreach_param(ref, init_one, &seed));
+    mr_init_params(net, 99, 0.3), mr_init_params(ref, 99, 0.3);
     for (int i = 0; i < 2; i++) {
-        dt_tensor *f = full_of(mr_param_at(net, fqns[i]));
+        dt_tensor *f = mr_full(mr_param_at(net, fqns[i]));
         assert_true(dt_tensor_equal(f, mr_param_at(ref, fqns[i])));
         dt_tensor_release(f);
     }
@@ -180,7 +123,7 @@ static void test_deferred(void **state)
     assert_int_equal(dt_module_num_deferred(net), 4);
     ST_OK(dt_module_materialize(net));
     for (int i = 0; i < 4; i++) {
-        dt_tensor *f = full_of(mr_param_at(net, fqns[i]));
+        dt_tensor *f = mr_full(mr_param_at(net, fqns[i]));
         if (!dt_tensor_equal(f, mr_param_at(ref, fqns[i])))
             fail_msg("materialised %s differs from the eager one", fqns[i]);
         dt_tensor_release(f);
@@ -209,8 +152,8 @@ static void check_grads(bool causal)
     assert_int_equal(st.count[DT_COLL_ALLREDUCE], 1);
     ST_OK(dt_module_call(ref, xr, &yr));
     assert_false(dt_tensor_is_distributed(y)); /* replicated out, local */
-    assert_close(causal ? "causal output" : "output", y, yr);
-    dt_tensor *l = square_sum(y), *lr = square_sum(yr);
+    mr_assert_close(causal ? "causal output" : "output", y, yr, 1e-5);
+    dt_tensor *l = mr_square_sum(y), *lr = mr_square_sum(yr);
     dt_mesh_coll_stats_reset(mesh);
     ST_OK(dt_backward(l, NULL));
     /* two all-reduces: the input's gradient (q, k and v's summed once) and
@@ -222,10 +165,10 @@ static void check_grads(bool causal)
     assert_int_equal(st.bytes[DT_COLL_ALLREDUCE],
                      2 * (world - 1) * xb / world + 2 * (world - 1) * bb / world);
     ST_OK(dt_backward(lr, NULL));
-    assert_close("input gradient", dt_tensor_grad(x), dt_tensor_grad(xr));
+    mr_assert_close("input gradient", dt_tensor_grad(x), dt_tensor_grad(xr), 1e-5);
     for (int i = 0; i < 4; i++) {
-        dt_tensor *g = full_grad(mr_param_at(net, fqns[i]));
-        assert_close(fqns[i], g, dt_tensor_grad(mr_param_at(ref, fqns[i])));
+        dt_tensor *g = mr_full_grad(mr_param_at(net, fqns[i]));
+        mr_assert_close(fqns[i], g, dt_tensor_grad(mr_param_at(ref, fqns[i])), 1e-5);
         dt_tensor_release(g);
     }
     dt_tensor *objs[] = {x, xr, y, yr, l, lr};
@@ -277,7 +220,7 @@ static dt_optim *adamw(dt_module *m)
 static void expect_weights(const char *what, dt_module *m, dt_module *ref, bool exact, double noise)
 {
     for (int i = 0; i < 4; i++) {
-        dt_tensor *f = full_of(mr_param_at(m, fqns[i])), *r = full_of(mr_param_at(ref, fqns[i]));
+        dt_tensor *f = mr_full(mr_param_at(m, fqns[i])), *r = mr_full(mr_param_at(ref, fqns[i]));
         if (exact && !dt_tensor_equal(f, r))
             fail_msg("%s: %s differs", what, fqns[i]);
         if (!exact && i == 1) {
@@ -285,15 +228,15 @@ static void expect_weights(const char *what, dt_module *m, dt_module *ref, bool 
             int64_t sizes[3] = {E, E, E};
             ST_OK(dt_split(f, 0, 3, sizes, parts[0]));
             ST_OK(dt_split(r, 0, 3, sizes, parts[1]));
-            assert_close("in_proj_bias q", parts[0][0], parts[1][0]);
-            assert_close("in_proj_bias v", parts[0][2], parts[1][2]);
+            mr_assert_close("in_proj_bias q", parts[0][0], parts[1][0], 1e-5);
+            mr_assert_close("in_proj_bias v", parts[0][2], parts[1][2], 1e-5);
             for (int64_t k = 0; k < E; k++)
                 assert_true(fabs(dt_tensor_item_at(parts[0][1], k) -
                                  dt_tensor_item_at(parts[1][1], k)) <= noise);
             for (int p = 0; p < 3; p++)
                 dt_tensor_release(parts[0][p]), dt_tensor_release(parts[1][p]);
         } else if (!exact) {
-            assert_close(fqns[i], f, r);
+            mr_assert_close(fqns[i], f, r, 1e-5);
         }
         dt_tensor_release(f);
         dt_tensor_release(r);

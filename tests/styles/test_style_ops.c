@@ -157,57 +157,6 @@ static const dt_style_ops bad_io_style = {
 
 /* ---------------------------------------------------------------- helpers */
 
-static dt_status init_one(const char *fqn, dt_module *o, const char *name, dt_tensor *p, void *u)
-{
-    (void)o, (void)name;
-    return dt_param_init(p, fqn, *(uint64_t *)u, 0.5, 0.0); /* biases too: nonzero */
-}
-
-static void init_params(dt_module *m, uint64_t seed)
-{
-    ST_OK(dt_module_foreach_param(m, init_one, &seed));
-}
-
-/* The full value of @p t: gathered when distributed, itself otherwise (new reference). */
-static dt_tensor *full_of(dt_tensor *t)
-{
-    dt_tensor *f = NULL;
-    if (dt_tensor_is_distributed(t))
-        ST_OK(dt_full_tensor(t, &f));
-    else
-        f = dt_tensor_retain(t);
-    return f;
-}
-
-/* The full gradient of parameter @p p (its local grad wrapped with p's placements). */
-static dt_tensor *full_grad(dt_tensor *p)
-{
-    if (!dt_tensor_is_distributed(p))
-        return dt_tensor_retain(dt_tensor_grad(p));
-    dt_tensor *g = dt_tensor_grad(p), *d = NULL, *f = NULL;
-    if (g == NULL)
-        g = dt_tensor_grad(dt_to_local(p));
-    assert_non_null(g);
-    if (dt_tensor_is_distributed(g))
-        g = dt_to_local(g);
-    ST_OK(dt_from_local(g, dt_tensor_mesh(p), 1, dt_tensor_placements(p), dt_tensor_shape(p), &d));
-    ST_OK(dt_full_tensor(d, &f));
-    dt_tensor_release(d);
-    return f;
-}
-
-static void assert_close(const char *what, dt_tensor *a, dt_tensor *b)
-{
-    assert_int_equal(dt_tensor_numel(a), dt_tensor_numel(b));
-    double worst = 0.0, scale = 1e-6;
-    for (int64_t i = 0; i < dt_tensor_numel(b); i++) {
-        worst = fmax(worst, fabs(dt_tensor_item_at(a, i) - dt_tensor_item_at(b, i)));
-        scale = fmax(scale, fabs(dt_tensor_item_at(b, i)));
-    }
-    if (worst > 1e-5 * scale)
-        fail_msg("%s: differs by %g (scale %g)", what, worst, scale);
-}
-
 static void assert_same(const char *what, dt_tensor *a, dt_tensor *b)
 {
     if (!dt_tensor_equal(a, b))
@@ -216,24 +165,18 @@ static void assert_same(const char *what, dt_tensor *a, dt_tensor *b)
 
 static dt_tensor *input(int64_t n, int64_t d, uint64_t seed)
 {
-    int64_t s[2] = {n, d};
-    dt_tensor *x = NULL;
-    ST_OK(dt_tensor_empty(2, s, DT_DTYPE_F32, dt_device_cpu(), &x));
-    ST_OK(dt_tensor_fill_normal(x, 0.0, 1.0, seed, NULL, NULL));
-    ST_OK(dt_tensor_set_requires_grad(x, true));
-    return x;
+    return mr_randn(2, (int64_t[]){n, d}, seed, true);
 }
 
 /* sum(y * y) of a local or distributed y, backward, and y's full value. */
 static dt_tensor *forward_backward(dt_module *m, dt_tensor *x)
 {
-    dt_tensor *y = NULL, *yy = NULL, *l = NULL;
+    dt_tensor *y = NULL;
     ST_OK(dt_module_call(m, x, &y));
-    ST_OK(dt_mul(y, y, &yy));
-    ST_OK(dt_sum_all(yy, &l));
+    dt_tensor *l = mr_square_sum(y);
     ST_OK(dt_backward(l, NULL));
-    dt_tensor *f = full_of(y);
-    dt_tensor_release(l), dt_tensor_release(yy), dt_tensor_release(y);
+    dt_tensor *f = mr_full(y);
+    dt_tensor_release(l), dt_tensor_release(y);
     return f;
 }
 
@@ -365,7 +308,7 @@ static dt_module *two_linears(void)
     ST_OK(dt_sequential_append(seq, a));
     ST_OK(dt_linear_create(10, 5, true, &b));
     ST_OK(dt_sequential_append(seq, b));
-    init_params(seq, 41);
+    mr_init_params(seq, 41, 0.5);
     return seq;
 }
 
@@ -396,14 +339,14 @@ static void compare_colwise(const char *builtin_text)
     dt_tensor *ya = forward_backward(a, xa), *yb = forward_backward(b, xb);
     dt_tensor *yr = forward_backward(ref, xr);
     assert_same(builtin_text, ya, yb);
-    assert_close(builtin_text, ya, yr);
+    mr_assert_close(builtin_text, ya, yr, 1e-5);
     assert_same("x.grad", dt_tensor_grad(xa), dt_tensor_grad(xb));
-    assert_close("x.grad", dt_tensor_grad(xa), dt_tensor_grad(xr));
+    mr_assert_close("x.grad", dt_tensor_grad(xa), dt_tensor_grad(xr), 1e-5);
     for (int i = 0; i < 4; i++) {
-        dt_tensor *ga = full_grad(mr_param_at(a, fqns[i])),
-                  *gb = full_grad(mr_param_at(b, fqns[i]));
+        dt_tensor *ga = mr_full_grad(mr_param_at(a, fqns[i])),
+                  *gb = mr_full_grad(mr_param_at(b, fqns[i]));
         assert_same(fqns[i], ga, gb);
-        assert_close(fqns[i], ga, dt_tensor_grad(mr_param_at(ref, fqns[i])));
+        mr_assert_close(fqns[i], ga, dt_tensor_grad(mr_param_at(ref, fqns[i])), 1e-5);
         dt_tensor_release(ga), dt_tensor_release(gb);
     }
     dt_tensor *objs[] = {xa, xb, xr, ya, yb, yr};
@@ -426,7 +369,7 @@ static dt_module *ffn(void)
 {
     dt_module *m = NULL;
     ST_OK(dt_feed_forward_create(6, 10, &m));
-    init_params(m, 43);
+    mr_init_params(m, 43, 0.5);
     return m;
 }
 
@@ -446,12 +389,12 @@ static void test_user_pairwise_is_pairwise(void **state)
     dt_tensor *ya = forward_backward(a, xa), *yb = forward_backward(b, xb);
     dt_tensor *yr = forward_backward(ref, xr);
     assert_same("pairwise output", ya, yb);
-    assert_close("pairwise output", ya, yr);
+    mr_assert_close("pairwise output", ya, yr, 1e-5);
     for (int i = 0; i < 4; i++) {
-        dt_tensor *ga = full_grad(mr_param_at(a, fqns[i])),
-                  *gb = full_grad(mr_param_at(b, fqns[i]));
+        dt_tensor *ga = mr_full_grad(mr_param_at(a, fqns[i])),
+                  *gb = mr_full_grad(mr_param_at(b, fqns[i]));
         assert_same(fqns[i], ga, gb);
-        assert_close(fqns[i], ga, dt_tensor_grad(mr_param_at(ref, fqns[i])));
+        mr_assert_close(fqns[i], ga, dt_tensor_grad(mr_param_at(ref, fqns[i])), 1e-5);
         dt_tensor_release(ga), dt_tensor_release(gb);
     }
     dt_tensor *objs[] = {xa, xb, xr, ya, yb, yr};
@@ -475,14 +418,14 @@ static void test_pairwise_many_layers(void **state)
         ST_OK(dt_linear_create(5, 5, true, &l));
         ST_OK(dt_sequential_append(ref, l));
     }
-    init_params(m, 47), init_params(ref, 47);
+    mr_init_params(m, 47, 0.5), mr_init_params(ref, 47, 0.5);
     dt_plan *p = NULL;
     ST_OK(dt_plan_parse(" = pairwise", &p));
     ST_OK(dt_parallelize_module(m, mesh, p, "tp"));
     assert_int_equal(st_count_distributed(m), 24);
     dt_tensor *x = input(3, 5, 9), *xr = input(3, 5, 9);
     dt_tensor *y = forward_backward(m, x), *yr = forward_backward(ref, xr);
-    assert_close("12 layers", y, yr);
+    mr_assert_close("12 layers", y, yr, 1e-5);
     dt_tensor_release(x), dt_tensor_release(xr), dt_tensor_release(y), dt_tensor_release(yr);
     dt_plan_destroy(p);
     dt_module_destroy(m), dt_module_destroy(ref);
