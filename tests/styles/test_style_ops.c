@@ -237,6 +237,20 @@ static void assert_same_params(dt_module *a, dt_module *b, const char *const *fq
     }
 }
 
+/* The full gradients of @p a (built-in style) and @p b (user style): the same
+ * bits, and close to the single-rank @p ref's. */
+static void assert_same_grads(dt_module *a, dt_module *b, dt_module *ref, const char *const *fqns,
+                              int n)
+{
+    for (int i = 0; i < n; i++) {
+        dt_tensor *ga = mr_full_grad(mr_param_at(a, fqns[i])),
+                  *gb = mr_full_grad(mr_param_at(b, fqns[i]));
+        assert_same(fqns[i], ga, gb);
+        mr_assert_close(fqns[i], ga, dt_tensor_grad(mr_param_at(ref, fqns[i])), 1e-5);
+        dt_tensor_release(ga), dt_tensor_release(gb);
+    }
+}
+
 /* ---------------------------------------------------------------- tests */
 
 static void test_one_registry(void **state)
@@ -342,13 +356,7 @@ static void compare_colwise(const char *builtin_text)
     mr_assert_close(builtin_text, ya, yr, 1e-5);
     assert_same("x.grad", dt_tensor_grad(xa), dt_tensor_grad(xb));
     mr_assert_close("x.grad", dt_tensor_grad(xa), dt_tensor_grad(xr), 1e-5);
-    for (int i = 0; i < 4; i++) {
-        dt_tensor *ga = mr_full_grad(mr_param_at(a, fqns[i])),
-                  *gb = mr_full_grad(mr_param_at(b, fqns[i]));
-        assert_same(fqns[i], ga, gb);
-        mr_assert_close(fqns[i], ga, dt_tensor_grad(mr_param_at(ref, fqns[i])), 1e-5);
-        dt_tensor_release(ga), dt_tensor_release(gb);
-    }
+    assert_same_grads(a, b, ref, fqns, 4);
     dt_tensor *objs[] = {xa, xb, xr, ya, yb, yr};
     for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
         dt_tensor_release(objs[i]);
@@ -390,13 +398,7 @@ static void test_user_pairwise_is_pairwise(void **state)
     dt_tensor *yr = forward_backward(ref, xr);
     assert_same("pairwise output", ya, yb);
     mr_assert_close("pairwise output", ya, yr, 1e-5);
-    for (int i = 0; i < 4; i++) {
-        dt_tensor *ga = mr_full_grad(mr_param_at(a, fqns[i])),
-                  *gb = mr_full_grad(mr_param_at(b, fqns[i]));
-        assert_same(fqns[i], ga, gb);
-        mr_assert_close(fqns[i], ga, dt_tensor_grad(mr_param_at(ref, fqns[i])), 1e-5);
-        dt_tensor_release(ga), dt_tensor_release(gb);
-    }
+    assert_same_grads(a, b, ref, fqns, 4);
     dt_tensor *objs[] = {xa, xb, xr, ya, yb, yr};
     for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
         dt_tensor_release(objs[i]);
