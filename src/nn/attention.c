@@ -5,58 +5,17 @@
  * Inside dt_gpt_forward_cached the KV cache (kv_cache.c) does the attending.
  */
 #include <inttypes.h>
-#include <math.h>
 #include <stdlib.h>
 
 #include "core/error.h"
 #include "dtensor/ops.h"
+#include "nn/heads.h"
 #include "nn/module_impl.h"
 #include "nn/nn_internal.h"
 
 typedef struct attention_impl {
     int64_t dim, n_heads, head_dim;
 } attention_impl;
-
-/* [B, T, H*hd] -> [B, H, T, hd] (a view when possible). */
-static dt_status split_heads(dt_tensor *x, int64_t head_dim, dt_tensor **out)
-{
-    int64_t b = dt_tensor_dim(x, 0), t = dt_tensor_dim(x, 1), w = dt_tensor_dim(x, 2);
-    int64_t shape[4] = {b, t, w / head_dim, head_dim};
-    static const int perm[4] = {0, 2, 1, 3};
-    dt_tensor *r = NULL;
-    DT_CHECK(dt_reshape(x, 4, shape, &r));
-    dt_status status = dt_permute(r, perm, out);
-    dt_tensor_release(r);
-    return status;
-}
-
-/* [B, H, T, hd] -> [B, T, H*hd] (contiguous). */
-static dt_status merge_heads(dt_tensor *o, dt_tensor **out)
-{
-    static const int perm[4] = {0, 2, 1, 3};
-    int64_t shape[3] = {dt_tensor_dim(o, 0), dt_tensor_dim(o, 2),
-                        dt_tensor_dim(o, 1) * dt_tensor_dim(o, 3)};
-    dt_tensor *p = NULL, *c = NULL;
-    dt_status status;
-    DT_CHECK(dt_permute(o, perm, &p));
-    DT_CHECK_GOTO(dt_contiguous(p, &c), status, out_release);
-    status = dt_reshape(c, 3, shape, out);
-out_release:
-    dt_tensor_release(c);
-    dt_tensor_release(p);
-    return status;
-}
-
-/* Check the projection output @p y ("q", "k", "v") is [B, T, k*head_dim]. */
-static dt_status check_proj(const dt_module *m, const char *what, dt_tensor *y, int64_t head_dim)
-{
-    if (dt_tensor_ndim(y) != 3 || dt_tensor_dim(y, 2) % head_dim != 0)
-        return DT_ERR(DT_ERR_INVALID_ARG,
-                      "Attention '%s': %s must be [B, T, heads*%" PRId64
-                      "], got %d dims, last %" PRId64,
-                      m->name, what, head_dim, dt_tensor_ndim(y), dt_tensor_dim(y, -1));
-    return DT_OK;
-}
 
 static dt_status attention_forward(dt_module *m, int n_in, dt_tensor *const *in, dt_tensor **out)
 {
@@ -65,27 +24,23 @@ static dt_status attention_forward(dt_module *m, int n_in, dt_tensor *const *in,
     if (dt_tensor_ndim(in[0]) != 3)
         return DT_ERR(DT_ERR_INVALID_ARG, "Attention '%s': input must be [B, T, dim], got %d dims",
                       m->name, dt_tensor_ndim(in[0]));
-    enum { Q, K, V, QH, KH, VH, S, P, O, OM, N_TMP };
+    enum { Q, K, V, QH, KH, VH, O, OM, N_TMP };
     dt_tensor *t[N_TMP] = {NULL};
     static const char *const proj[3] = {"wq", "wk", "wv"};
     static const char *const what[3] = {"q", "k", "v"};
     dt_status status = DT_OK;
     for (int i = 0; i < 3; i++) {
         DT_CHECK_GOTO(dt__module_call_child(m, proj[i], in[0], &t[Q + i]), status, out_release);
-        DT_CHECK_GOTO(check_proj(m, what[i], t[Q + i], impl->head_dim), status, out_release);
-        DT_CHECK_GOTO(split_heads(t[Q + i], impl->head_dim, &t[QH + i]), status, out_release);
+        DT_CHECK_GOTO(dt__heads_split(m, what[i], t[Q + i], impl->head_dim, &t[QH + i]), status,
+                      out_release);
     }
     dt_kv_cache *cache = dt__kv_active();
     if (cache != NULL) { /* incremental decoding: the cache attends over past positions too */
         DT_CHECK_GOTO(dt__kv_attend(cache, m, t[QH], t[KH], t[VH], &t[O]), status, out_release);
     } else {
-        /* scores [B, H, T, T] = q k^T; softmax(scores / sqrt(hd)) with the causal mask */
-        DT_CHECK_GOTO(dt_matmul(t[QH], t[KH], false, true, &t[S]), status, out_release);
-        DT_CHECK_GOTO(dt_causal_softmax(t[S], 1.0 / sqrt((double)impl->head_dim), &t[P]), status,
-                      out_release);
-        DT_CHECK_GOTO(dt_matmul(t[P], t[VH], false, false, &t[O]), status, out_release);
+        DT_CHECK_GOTO(dt__heads_attend(t[QH], t[KH], t[VH], true, &t[O]), status, out_release);
     }
-    DT_CHECK_GOTO(merge_heads(t[O], &t[OM]), status, out_release);
+    DT_CHECK_GOTO(dt__heads_merge(t[O], &t[OM]), status, out_release);
     status = dt__module_call_child(m, "wo", t[OM], out);
 out_release:
     for (int i = 0; i < N_TMP; i++)

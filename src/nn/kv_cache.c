@@ -8,12 +8,12 @@
  * Attention computes on: under colwise wq/wk/wv, its local heads.
  */
 #include <inttypes.h>
-#include <math.h>
 #include <stdlib.h>
 
 #include "core/error.h"
 #include "dtensor/autograd.h"
 #include "dtensor/ops.h"
+#include "nn/heads.h"
 #include "nn/module_impl.h"
 
 struct dt_kv_cache {
@@ -167,18 +167,13 @@ dt_status dt__kv_attend(dt_kv_cache *c, const dt_module *m, dt_tensor *qh, dt_te
                       "heads (colwise wq/wk/wv with local outputs, or no parallelism)",
                       m->name);
     DT_CHECK(layer_tensors(c, i, kh));
-    int64_t hd = dt_tensor_dim(qh, 3);
-    dt_tensor *k = NULL, *v = NULL, *s = NULL, *p = NULL;
+    dt_tensor *k = NULL, *v = NULL;
     dt_status status;
     DT_CHECK_GOTO(append(c->k[i], c->len, kh, &k), status, out_release);
     DT_CHECK_GOTO(append(c->v[i], c->len, vh, &v), status, out_release);
     /* new query i sees keys 0..len+i: the causal mask aligned to the end */
-    DT_CHECK_GOTO(dt_matmul(qh, k, false, true, &s), status, out_release);
-    DT_CHECK_GOTO(dt_causal_softmax(s, 1.0 / sqrt((double)hd), &p), status, out_release);
-    status = dt_matmul(p, v, false, false, o);
+    status = dt__heads_attend(qh, k, v, true, o);
 out_release:
-    dt_tensor_release(p);
-    dt_tensor_release(s);
     dt_tensor_release(v);
     dt_tensor_release(k);
     return status;

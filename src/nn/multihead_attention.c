@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "dtensor/ops.h"
 #include "dtensor/placement.h"
+#include "nn/heads.h"
 #include "nn/module_impl.h"
 #include "nn/nn_internal.h"
 
@@ -103,63 +104,6 @@ out_release:
     return s;
 }
 
-/* [B, S, H*hd] -> [B, H, S, hd]. */
-static dt_status split_heads(const dt_module *m, dt_tensor *x, int64_t head_dim, dt_tensor **out)
-{
-    if (dt_tensor_ndim(x) != 3 || dt_tensor_dim(x, 2) % head_dim != 0)
-        return DT_ERR(DT_ERR_INVALID_ARG,
-                      "MultiheadAttention '%s': a projection must be [B, S, heads*%" PRId64
-                      "], got %d dims, last %" PRId64,
-                      m->name, head_dim, dt_tensor_ndim(x), dt_tensor_dim(x, -1));
-    int64_t shape[4] = {dt_tensor_dim(x, 0), dt_tensor_dim(x, 1), dt_tensor_dim(x, 2) / head_dim,
-                        head_dim};
-    static const int perm[4] = {0, 2, 1, 3};
-    dt_tensor *r = NULL;
-    DT_CHECK(dt_reshape(x, 4, shape, &r));
-    dt_status s = dt_permute(r, perm, out);
-    dt_tensor_release(r);
-    return s;
-}
-
-/* [B, H, S, hd] -> [B, S, H*hd] (contiguous). */
-static dt_status merge_heads(dt_tensor *o, dt_tensor **out)
-{
-    static const int perm[4] = {0, 2, 1, 3};
-    int64_t shape[3] = {dt_tensor_dim(o, 0), dt_tensor_dim(o, 2),
-                        dt_tensor_dim(o, 1) * dt_tensor_dim(o, 3)};
-    dt_tensor *p = NULL, *c = NULL;
-    dt_status s;
-    DT_CHECK(dt_permute(o, perm, &p));
-    DT_CHECK_GOTO(dt_contiguous(p, &c), s, out_release);
-    s = dt_reshape(c, 3, shape, out);
-out_release:
-    dt_tensor_release(c);
-    dt_tensor_release(p);
-    return s;
-}
-
-/* softmax(q k^T / sqrt(hd) [+ causal mask]) v on [B, H, S, hd] heads. */
-static dt_status attend(const mha_impl *impl, dt_tensor *qh, dt_tensor *kh, dt_tensor *vh,
-                        dt_tensor **out)
-{
-    dt_tensor *sc = NULL, *ss = NULL, *p = NULL;
-    double scale = 1.0 / sqrt((double)impl->head_dim);
-    dt_status s;
-    DT_CHECK(dt_matmul(qh, kh, false, true, &sc));
-    if (impl->causal) {
-        DT_CHECK_GOTO(dt_causal_softmax(sc, scale, &p), s, out_release);
-    } else {
-        DT_CHECK_GOTO(dt_scale(sc, scale, &ss), s, out_release);
-        DT_CHECK_GOTO(dt_softmax(ss, -1, &p), s, out_release);
-    }
-    s = dt_matmul(p, vh, false, false, out);
-out_release:
-    dt_tensor_release(p);
-    dt_tensor_release(ss);
-    dt_tensor_release(sc);
-    return s;
-}
-
 static dt_status mha_forward(dt_module *m, int n_in, dt_tensor *const *in, dt_tensor **out)
 {
     DT_CHECK(dt__module_check_inputs(m, n_in, in, 1));
@@ -171,13 +115,15 @@ static dt_status mha_forward(dt_module *m, int n_in, dt_tensor *const *in, dt_te
                       m->name, impl->dim, dt_tensor_ndim(in[0]), dt_tensor_dim(in[0], -1));
     enum { Q, K, V, QH, KH, VH, O, OM, N_TMP };
     dt_tensor *t[N_TMP] = {NULL};
+    static const char *const what[3] = {"q", "k", "v"};
     dt_status s = DT_OK;
     for (int i = 0; i < 3; i++) {
         DT_CHECK_GOTO(project(m, in[0], i, &t[Q + i]), s, out_release);
-        DT_CHECK_GOTO(split_heads(m, t[Q + i], impl->head_dim, &t[QH + i]), s, out_release);
+        DT_CHECK_GOTO(dt__heads_split(m, what[i], t[Q + i], impl->head_dim, &t[QH + i]), s,
+                      out_release);
     }
-    DT_CHECK_GOTO(attend(impl, t[QH], t[KH], t[VH], &t[O]), s, out_release);
-    DT_CHECK_GOTO(merge_heads(t[O], &t[OM]), s, out_release);
+    DT_CHECK_GOTO(dt__heads_attend(t[QH], t[KH], t[VH], impl->causal, &t[O]), s, out_release);
+    DT_CHECK_GOTO(dt__heads_merge(t[O], &t[OM]), s, out_release);
     s = dt__module_call_child(m, "out_proj", t[OM], out);
 out_release:
     for (int i = 0; i < N_TMP; i++)
