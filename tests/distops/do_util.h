@@ -3,58 +3,21 @@
  * inputs from a seed, runs an op once on distributed inputs and once locally
  * on the full tensors, and compares the full result and the gradients of the
  * inputs (each rank's shard of the reference gradient, Partial read as
- * Replicate) after backward through both from loss = sum(y * c).
+ * Replicate) after backward through both from loss = sum(y * c). The
+ * runtime (mr_rt, mr_setup) and the host/device copies are common/multirank.h's.
  */
 #ifndef DT_TEST_DO_UTIL_H
 #define DT_TEST_DO_UTIL_H
 
-#include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "common/multirank.h"
 
-#include <cmocka.h>
-
-#include "dtensor.h"
-
-#define DO_OK(call)                                                                                \
-    do {                                                                                           \
-        dt_status do_s_ = (call);                                                                  \
-        if (do_s_ != DT_OK)                                                                        \
-            fail_msg("%s -> %s: %s", #call, dt_status_str(do_s_), dt_last_error());                \
-    } while (0)
+#define DO_OK(call) MR_OK(call)
 
 #define DO_MAX_IN 6
 
-static dt_runtime *do_rt;
-
-static inline int do_setup(void **state)
-{
-    (void)state;
-    dt_status st = dt_init(NULL, &do_rt);
-    if (st != DT_OK) {
-        fprintf(stderr, "dt_init: %s: %s\n", dt_status_str(st), dt_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-static inline int do_teardown(void **state)
-{
-    (void)state;
-    if (do_rt != NULL)
-        dt_comm_barrier(dt_runtime_world(do_rt), NULL);
-    dt_runtime_destroy(do_rt);
-    return 0;
-}
-
 static inline int do_world(void)
 {
-    return dt_runtime_size(do_rt);
+    return dt_runtime_size(mr_rt);
 }
 
 /* A 1-d mesh over the world. */
@@ -62,7 +25,7 @@ static inline dt_mesh *do_mesh1(void)
 {
     dt_mesh *m = NULL;
     int w = do_world();
-    DO_OK(dt_mesh_create(do_rt, 1, &w, NULL, &m));
+    DO_OK(dt_mesh_create(mr_rt, 1, &w, NULL, &m));
     return m;
 }
 
@@ -74,39 +37,14 @@ static inline dt_mesh *do_mesh_2x2(void)
     dt_mesh *m = NULL;
     int shape[2] = {2, 2};
     const char *names[2] = {"dp", "tp"};
-    DO_OK(dt_mesh_create(do_rt, 2, shape, names, &m));
+    DO_OK(dt_mesh_create(mr_rt, 2, shape, names, &m));
     return m;
-}
-
-/* The device the ops run on: the runtime's (DT_DEVICE; ctest runs cpu and sim). */
-static inline dt_device do_device(void)
-{
-    return dt_runtime_device(do_rt);
-}
-
-/* @p t (a host tensor, consumed) moved to the test's device. */
-static inline dt_tensor *do_on_device(dt_tensor *t)
-{
-    dt_tensor *d = NULL;
-    DO_OK(dt_tensor_to_device(t, do_device(), &d));
-    dt_tensor_release(t);
-    return d;
-}
-
-/* A host copy of @p t (any device, any layout), contiguous: what the checks read. */
-static inline dt_tensor *do_host(dt_tensor *t)
-{
-    dt_tensor *h = NULL, *c = NULL;
-    DO_OK(dt_tensor_to_device(t, dt_device_cpu(), &h));
-    DO_OK(dt_tensor_contiguous(h, &c));
-    dt_tensor_release(h);
-    return c;
 }
 
 /* t[i] = v for a contiguous integer tensor on any device (through a host copy). */
 static inline void do_set_int(dt_tensor *t, int64_t i, int64_t v)
 {
-    dt_tensor *h = do_host(t);
+    dt_tensor *h = mr_host(t);
     if (dt_tensor_dtype(h) == DT_DTYPE_U8)
         ((uint8_t *)dt_tensor_data(h))[i] = (uint8_t)v;
     else
@@ -121,7 +59,7 @@ static inline dt_tensor *do_randn_std(int ndim, const int64_t *shape, double std
     dt_tensor *t = NULL;
     DO_OK(dt_tensor_empty(ndim, shape, DT_DTYPE_F32, dt_device_cpu(), &t));
     DO_OK(dt_tensor_fill_normal(t, 0.0, std, seed, NULL, NULL));
-    return do_on_device(t);
+    return mr_on_device(t);
 }
 
 /* A full f32 tensor ~ N(0, 1) from @p seed (the same on every rank). */
@@ -144,7 +82,7 @@ static inline dt_tensor *do_ids(int ndim, const int64_t *shape, int64_t n, uint6
         tv[i] = v >= n ? n - 1 : v;
     }
     dt_tensor_release(u);
-    return do_on_device(t);
+    return mr_on_device(t);
 }
 
 /* max |a - b| <= tol * max(max |b|, @p scale, 1e-3), the shapes equal. */
@@ -157,8 +95,8 @@ static inline void do_assert_close_scaled(dt_tensor *a, dt_tensor *b, double tol
         if (dt_tensor_shape(a)[d] != dt_tensor_shape(b)[d])
             fail_msg("%s: shape mismatch at dim %d: %lld vs %lld", what, d,
                      (long long)dt_tensor_shape(a)[d], (long long)dt_tensor_shape(b)[d]);
-    ac = do_host(a);
-    bc = do_host(b);
+    ac = mr_host(a);
+    bc = mr_host(b);
     const float *x = dt_tensor_data(ac), *y = dt_tensor_data(bc);
     double md = 0.0, mb = scale > 1e-3 ? scale : 1e-3;
     for (int64_t i = 0; i < dt_tensor_numel(ac); i++) {
@@ -184,7 +122,7 @@ static inline void do_assert_close(dt_tensor *a, dt_tensor *b, double tol, const
  * error of sum(a * b), whatever its cancellation. */
 static inline double do_sum_abs_product(dt_tensor *a, dt_tensor *b)
 {
-    dt_tensor *ac = do_host(a), *bc = do_host(b);
+    dt_tensor *ac = mr_host(a), *bc = mr_host(b);
     const float *x = dt_tensor_data(ac), *y = dt_tensor_data(bc);
     double s = 0.0;
     for (int64_t i = 0; i < dt_tensor_numel(ac); i++)

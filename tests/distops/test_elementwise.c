@@ -185,5 +185,5 @@ int main(void)
         cmocka_unit_test(test_unary),
         cmocka_unit_test(test_binary_2d),
     };
-    return cmocka_run_group_tests(tests, do_setup, do_teardown);
+    return cmocka_run_group_tests(tests, mr_setup, mr_teardown);
 }

@@ -140,7 +140,7 @@ static void test_parallel_cross_entropy(void **state)
     if (do_world() == 4) { /* dp x tp: rows over dp, classes over tp */
         dt_mesh *m2 = NULL;
         int shape[2] = {2, 2};
-        DO_OK(dt_mesh_create(do_rt, 2, shape, NULL, &m2));
+        DO_OK(dt_mesh_create(mr_rt, 2, shape, NULL, &m2));
         do_case c3 = {.name = "cross entropy dp x tp",
                       .n = 1,
                       .ndim = {3},
@@ -187,8 +187,8 @@ static void test_parallel_cross_entropy_memory(void **state)
     DO_OK(dt_tensor_set_requires_grad(x, true));
     dt_memory_stats before, after;
     dt_coll_stats st;
-    DO_OK(dt_memory_stats_get(do_device(), &before));
-    dt_memory_reset_peak(do_device());
+    DO_OK(dt_memory_stats_get(dt_runtime_device(mr_rt), &before));
+    dt_memory_reset_peak(dt_runtime_device(mr_rt));
     dt_mesh_coll_stats_reset(m);
     DO_OK(dt_cross_entropy(x, tg, -100, &loss));
     dt_mesh_coll_stats(m, &st);
@@ -196,7 +196,7 @@ static void test_parallel_cross_entropy_memory(void **state)
     assert_int_equal(st.count[DT_COLL_ALLGATHER], 0);
     assert_true(dt_placement_equal(dt_tensor_placements(loss)[0], dt_replicate()));
     DO_OK(dt_backward(loss, NULL));
-    DO_OK(dt_memory_stats_get(do_device(), &after));
+    DO_OK(dt_memory_stats_get(dt_runtime_device(mr_rt), &after));
     int64_t grown = after.peak[DT_MEM_ACTIVATION] - before.current[DT_MEM_ACTIVATION];
     int64_t local_bytes = dt_tensor_numel(dt_to_local(x)) * 4;
     print_message("parallel CE: activation peak grew %lld bytes (local logits %lld, full %lld)\n",
@@ -230,7 +230,7 @@ static void test_fallback(void **state)
     dt_mesh *m = do_mesh1();
     int64_t s[2] = {5, 7};
     mf_ctx ctx;
-    DO_OK(dt_tensor_zeros(2, s, DT_DTYPE_U8, do_device(), &ctx.mask));
+    DO_OK(dt_tensor_zeros(2, s, DT_DTYPE_U8, dt_runtime_device(mr_rt), &ctx.mask));
     for (int i = 0; i < 35; i += 3)
         do_set_int(ctx.mask, i, 1);
     const dt_placement pl[] = {S(0), S(1), P, R};
@@ -286,7 +286,7 @@ static void test_autograd_entry_points(void **state)
     int shape2[2] = {1, do_world()};
     dt_placement pl2[2] = {dt_replicate(), dt_shard(1)};
     dt_tensor *x2 = NULL, *z = NULL;
-    DO_OK(dt_mesh_create(do_rt, 2, shape2, NULL, &m2));
+    DO_OK(dt_mesh_create(mr_rt, 2, shape2, NULL, &m2));
     DO_OK(dt_distribute(full, m2, 2, pl2, &x2));
     assert_int_equal(dt_add(x, x2, &z), DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "different mesh"));
@@ -310,5 +310,5 @@ int main(void)
         cmocka_unit_test(test_fallback),
         cmocka_unit_test(test_autograd_entry_points),
     };
-    return cmocka_run_group_tests(tests, do_setup, do_teardown);
+    return cmocka_run_group_tests(tests, mr_setup, mr_teardown);
 }

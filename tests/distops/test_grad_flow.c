@@ -117,5 +117,5 @@ int main(void)
         cmocka_unit_test(test_gather_backward_reduce_scatters_once),
         cmocka_unit_test(test_redistribute_backward_reduce_scatters_once),
     };
-    return cmocka_run_group_tests(tests, do_setup, do_teardown);
+    return cmocka_run_group_tests(tests, mr_setup, mr_teardown);
 }

@@ -371,5 +371,5 @@ int main(void)
         cmocka_unit_test(test_partial_grads_reduced_once),
         cmocka_unit_test(test_sequence_parallel_block),
     };
-    return cmocka_run_group_tests(tests, do_setup, do_teardown);
+    return cmocka_run_group_tests(tests, mr_setup, mr_teardown);
 }

@@ -139,5 +139,5 @@ int main(void)
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_layer_norm),
     };
-    return cmocka_run_group_tests(tests, do_setup, do_teardown);
+    return cmocka_run_group_tests(tests, mr_setup, mr_teardown);
 }

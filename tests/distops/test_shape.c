@@ -302,5 +302,5 @@ int main(void)
         cmocka_unit_test(test_attention_local_heads),
         cmocka_unit_test(test_attention_dp_tp),
     };
-    return cmocka_run_group_tests(tests, do_setup, do_teardown);
+    return cmocka_run_group_tests(tests, mr_setup, mr_teardown);
 }

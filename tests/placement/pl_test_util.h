@@ -1,49 +1,13 @@
-/* Helpers for the multi-rank placement tests: one runtime per process, the
- * meshes each world size is tested on, integer-valued tensors (sums, averages
- * and maxima stay exact, so results compare bit for bit). */
+/* Helpers for the multi-rank placement tests: the meshes each world size is
+ * tested on, integer-valued tensors (sums, averages and maxima stay exact, so
+ * results compare bit for bit). The runtime (mr_rt, mr_setup) is
+ * common/multirank.h's. */
 #ifndef DT_TEST_PL_UTIL_H
 #define DT_TEST_PL_UTIL_H
 
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "common/multirank.h"
 
-#include <cmocka.h>
-
-#include "dtensor.h"
-
-#define PT_OK(call)                                                                                \
-    do {                                                                                           \
-        dt_status pt_s_ = (call);                                                                  \
-        if (pt_s_ != DT_OK)                                                                        \
-            fail_msg("%s -> %s: %s", #call, dt_status_str(pt_s_), dt_last_error());                \
-    } while (0)
-
-static dt_runtime *pt_rt;
-
-static inline int pt_setup(void **state)
-{
-    (void)state;
-    dt_status st = dt_init(NULL, &pt_rt);
-    if (st != DT_OK) {
-        fprintf(stderr, "dt_init: %s: %s\n", dt_status_str(st), dt_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-static inline int pt_teardown(void **state)
-{
-    (void)state;
-    if (pt_rt != NULL)
-        dt_comm_barrier(dt_runtime_world(pt_rt), NULL);
-    dt_runtime_destroy(pt_rt);
-    return 0;
-}
+#define PT_OK(call) MR_OK(call)
 
 /* Meshes for a world of @p w ranks: up to 4, each up to 3 dims; returns the count. */
 static inline int pt_meshes(int w, int shapes[4][3], int *ndims)
@@ -80,7 +44,7 @@ static inline int pt_meshes(int w, int shapes[4][3], int *ndims)
 static inline dt_tensor *pt_tensor(int ndim, const int64_t *shape, dt_dtype dt, int seed)
 {
     dt_tensor *t = NULL;
-    PT_OK(dt_tensor_empty(ndim, shape, dt, dt_runtime_device(pt_rt), &t)); /* DT_DEVICE */
+    PT_OK(dt_tensor_empty(ndim, shape, dt, dt_runtime_device(mr_rt), &t)); /* DT_DEVICE */
     int64_t n = dt_tensor_numel(t);
     dt_tensor *f = NULL;
     float *v = malloc(sizeof(float) * (size_t)(n + 1));

@@ -9,13 +9,13 @@
 
 static void in_step(void)
 {
-    PT_OK(dt_comm_barrier(dt_runtime_world(pt_rt), NULL));
+    PT_OK(dt_comm_barrier(dt_runtime_world(mr_rt), NULL));
 }
 
 static void test_from_local(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(pt_rt), shapes[4][3], nds[4];
+    int w = dt_runtime_size(mr_rt), shapes[4][3], nds[4];
     int nm = pt_meshes(w, shapes, nds);
     int64_t ts[2][2] = {{7, 5}, {1, 3}};
     static dt_placement lists[512][3];
@@ -23,7 +23,7 @@ static void test_from_local(void **state)
                             dt_shard(-1)};
     for (int i = 0; i < nm; i++) {
         dt_mesh *m = NULL;
-        PT_OK(dt_mesh_create(pt_rt, nds[i], shapes[i], NULL, &m));
+        PT_OK(dt_mesh_create(mr_rt, nds[i], shapes[i], NULL, &m));
         int nl = pt_lists(nds[i], 5, opts, lists);
         for (int s = 0; s < 2; s++) {
             dt_tensor *x = pt_tensor(2, ts[s], DT_DTYPE_F32, 7);
@@ -61,9 +61,9 @@ static void test_from_local(void **state)
 static void test_from_local_grad(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(pt_rt), r = dt_runtime_rank(pt_rt);
+    int w = dt_runtime_size(mr_rt), r = dt_runtime_rank(mr_rt);
     dt_mesh *m = NULL;
-    PT_OK(dt_mesh_create(pt_rt, 1, &w, NULL, &m));
+    PT_OK(dt_mesh_create(mr_rt, 1, &w, NULL, &m));
     int64_t ls[2] = {2, 3}, gs[2] = {2 * w, 3};
     dt_tensor *local = pt_tensor(2, ls, DT_DTYPE_F32, r), *d = NULL, *full = NULL;
     PT_OK(dt_tensor_set_requires_grad(local, true));
@@ -90,7 +90,7 @@ static void test_from_local_grad(void **state)
 static void test_distribute_from(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(pt_rt), shapes[4][3], nds[4];
+    int w = dt_runtime_size(mr_rt), shapes[4][3], nds[4];
     int nm = pt_meshes(w, shapes, nds);
     int64_t ts[2][2] = {{7, 5}, {2, 3}};
     static dt_placement lists[512][3];
@@ -102,7 +102,7 @@ static void test_distribute_from(void **state)
                             dt_strided_shard(0)};
     for (int i = 0; i < nm; i++) {
         dt_mesh *m = NULL;
-        PT_OK(dt_mesh_create(pt_rt, nds[i], shapes[i], NULL, &m));
+        PT_OK(dt_mesh_create(mr_rt, nds[i], shapes[i], NULL, &m));
         int nl = pt_lists(nds[i], 6, opts, lists);
         int src = dt_mesh_size(m) - 1; /* not rank 0: the scatter roots move */
         for (int s = 0; s < 2; s++) {
@@ -154,11 +154,11 @@ static void expect_error(dt_status got, const char *needle)
 static void test_bad_specs(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(pt_rt), r = dt_runtime_rank(pt_rt);
+    int w = dt_runtime_size(mr_rt), r = dt_runtime_rank(mr_rt);
     dt_mesh *m = NULL, *m2 = NULL;
     int s2[2] = {1, w};
-    PT_OK(dt_mesh_create(pt_rt, 1, &w, NULL, &m));
-    PT_OK(dt_mesh_create(pt_rt, 2, s2, NULL, &m2));
+    PT_OK(dt_mesh_create(mr_rt, 1, &w, NULL, &m));
+    PT_OK(dt_mesh_create(mr_rt, 2, s2, NULL, &m2));
     int64_t shape[2] = {7, 5};
     dt_tensor *x = pt_tensor(2, shape, DT_DTYPE_F32, 1), *d = NULL, *y = NULL;
     dt_placement s2p = dt_shard(2), rr[2] = {dt_replicate(), dt_replicate()};
@@ -243,9 +243,9 @@ static void test_bad_specs(void **state)
 static void test_explain_and_counters(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(pt_rt);
+    int w = dt_runtime_size(mr_rt);
     dt_mesh *m = NULL;
-    PT_OK(dt_mesh_create(pt_rt, 1, &w, NULL, &m));
+    PT_OK(dt_mesh_create(mr_rt, 1, &w, NULL, &m));
     int64_t shape[2] = {8, 6};
     dt_tensor *x = pt_tensor(2, shape, DT_DTYPE_F32, 1), *d = NULL, *y = NULL;
     dt_placement p = dt_partial(DT_REDUCE_OP_SUM), s1 = dt_shard(1);
@@ -277,13 +277,13 @@ static void test_explain_and_counters(void **state)
 static void test_sliced_mesh(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(pt_rt);
+    int w = dt_runtime_size(mr_rt);
     if (w % 2 != 0)
         return;
     int shape[2] = {2, w / 2};
     const char *names[2] = {"dp", "tp"};
     dt_mesh *m = NULL, *tp = NULL, *dp = NULL;
-    PT_OK(dt_mesh_create(pt_rt, 2, shape, names, &m));
+    PT_OK(dt_mesh_create(mr_rt, 2, shape, names, &m));
     PT_OK(dt_mesh_slice(m, "tp", &tp));
     PT_OK(dt_mesh_slice(m, "dp", &dp));
     int64_t ts[2] = {5, 3};
@@ -332,9 +332,9 @@ static void test_sliced_mesh(void **state)
 static void test_strided_and_chain(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(pt_rt), r = dt_runtime_rank(pt_rt);
+    int w = dt_runtime_size(mr_rt), r = dt_runtime_rank(mr_rt);
     dt_mesh *m = NULL;
-    PT_OK(dt_mesh_create(pt_rt, 1, &w, NULL, &m));
+    PT_OK(dt_mesh_create(mr_rt, 1, &w, NULL, &m));
     /* local [3, 2] shard of S(0), stored transposed */
     int64_t ts[2] = {2, 3};
     dt_tensor *t = pt_tensor(2, ts, DT_DTYPE_F32, r), *lt = NULL, *lc = NULL;
@@ -382,9 +382,9 @@ static void test_strided_and_chain(void **state)
 static void test_backward_pending_partial(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(pt_rt);
+    int w = dt_runtime_size(mr_rt);
     dt_mesh *m = NULL;
-    PT_OK(dt_mesh_create(pt_rt, 1, &w, NULL, &m));
+    PT_OK(dt_mesh_create(mr_rt, 1, &w, NULL, &m));
     int64_t shape[2] = {5, 7};
     dt_tensor *x = pt_tensor(2, shape, DT_DTYPE_F32, 1), *g = pt_tensor(2, shape, DT_DTYPE_F32, 2);
     dt_placement s1 = dt_shard(1), rep = dt_replicate(), psum = dt_partial(DT_REDUCE_OP_SUM);
@@ -426,5 +426,5 @@ int main(void)
         cmocka_unit_test(test_strided_and_chain),
         cmocka_unit_test(test_backward_pending_partial),
     };
-    return cmocka_run_group_tests(tests, pt_setup, pt_teardown);
+    return cmocka_run_group_tests(tests, mr_setup, mr_teardown);
 }

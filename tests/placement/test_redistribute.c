@@ -144,7 +144,7 @@ static void check_all_pairs(dt_mesh *m, const char *mname, int nd, const int64_t
 static void test_exhaustive(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(pt_rt), shapes[4][3], nds[4];
+    int w = dt_runtime_size(mr_rt), shapes[4][3], nds[4];
     int nm = pt_meshes(w, shapes, nds);
     int64_t tshapes[3][2] = {{7, 5}, {1, 3}, {3, 1}};
     static dt_placement lists[512][3];
@@ -152,7 +152,7 @@ static void test_exhaustive(void **state)
         dt_mesh *m = NULL;
         char mname[32];
         dt__mesh_shape_str(nds[i], shapes[i], mname, sizeof(mname));
-        PT_OK(dt_mesh_create(pt_rt, nds[i], shapes[i], NULL, &m));
+        PT_OK(dt_mesh_create(mr_rt, nds[i], shapes[i], NULL, &m));
         dt_placement opts[7] = {dt_replicate(),
                                 dt_shard(0),
                                 dt_shard(1),
@@ -164,7 +164,7 @@ static void test_exhaustive(void **state)
         int nopts = nds[i] <= 2 ? 7 : 5;
         int nl = pt_lists(nds[i], nopts, opts, lists);
         int nshapes = nds[i] == 3 ? 2 : 3;
-        if (dt_runtime_rank(pt_rt) == 0)
+        if (dt_runtime_rank(mr_rt) == 0)
             printf("mesh %s: %d placement lists, %d pairs x %d shapes\n", mname, nl, nl * nl,
                    nshapes);
         for (int s = 0; s < nshapes; s++)
@@ -177,7 +177,7 @@ static void test_exhaustive(void **state)
 static void test_three_dims(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(pt_rt), shapes[4][3], nds[4];
+    int w = dt_runtime_size(mr_rt), shapes[4][3], nds[4];
     int nm = pt_meshes(w, shapes, nds);
     int64_t ts[3] = {3, 5, 2};
     static dt_placement lists[512][3];
@@ -187,7 +187,7 @@ static void test_three_dims(void **state)
         dt_mesh *m = NULL;
         char mname[32];
         dt__mesh_shape_str(nds[i], shapes[i], mname, sizeof(mname));
-        PT_OK(dt_mesh_create(pt_rt, nds[i], shapes[i], NULL, &m));
+        PT_OK(dt_mesh_create(mr_rt, nds[i], shapes[i], NULL, &m));
         dt_placement opts[5] = {dt_replicate(), dt_shard(0), dt_shard(1), dt_shard(2),
                                 dt_partial(DT_REDUCE_OP_SUM)};
         int nl = pt_lists(nds[i], 5, opts, lists);
@@ -201,7 +201,7 @@ static void test_three_dims(void **state)
 static void test_strided(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(pt_rt), shapes[4][3], nds[4];
+    int w = dt_runtime_size(mr_rt), shapes[4][3], nds[4];
     int nm = pt_meshes(w, shapes, nds);
     int64_t tshapes[2][2] = {{7, 5}, {3, 1}};
     static dt_placement lists[512][3];
@@ -209,7 +209,7 @@ static void test_strided(void **state)
         dt_mesh *m = NULL;
         char mname[32];
         dt__mesh_shape_str(nds[i], shapes[i], mname, sizeof(mname));
-        PT_OK(dt_mesh_create(pt_rt, nds[i], shapes[i], NULL, &m));
+        PT_OK(dt_mesh_create(mr_rt, nds[i], shapes[i], NULL, &m));
         dt_placement opts[6] = {dt_strided_shard(0), dt_strided_shard(1),
                                 dt_shard(0),         dt_replicate(),
                                 dt_shard(1),         dt_partial(DT_REDUCE_OP_SUM)};
@@ -246,7 +246,7 @@ static void test_strided(void **state)
 static void test_split_factor(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(pt_rt), shapes[4][3], nds[4];
+    int w = dt_runtime_size(mr_rt), shapes[4][3], nds[4];
     int nm = pt_meshes(w, shapes, nds);
     int64_t ts[2] = {2 * w, 3 * w}; /* every mesh dim size divides w: even pieces */
     static dt_placement lists[512][3], ok[512][3];
@@ -254,7 +254,7 @@ static void test_split_factor(void **state)
         dt_mesh *m = NULL;
         char mname[32];
         dt__mesh_shape_str(nds[i], shapes[i], mname, sizeof(mname));
-        PT_OK(dt_mesh_create(pt_rt, nds[i], shapes[i], NULL, &m));
+        PT_OK(dt_mesh_create(mr_rt, nds[i], shapes[i], NULL, &m));
         dt_placement opts[6] = {dt_strided_shard_split(0, 2),
                                 dt_strided_shard_split(1, 3),
                                 dt_replicate(),
@@ -268,14 +268,14 @@ static void test_split_factor(void **state)
                 memcpy(ok[nok++], lists[l], sizeof(ok[0]));
             dt_spec_release(sp);
         }
-        if (dt_runtime_rank(pt_rt) == 0)
+        if (dt_runtime_rank(mr_rt) == 0)
             printf("mesh %s: %d split-factor lists of %d, %d pairs\n", mname, nok, nl, nok * nok);
         check_all_pairs(m, mname, 2, ts, 3, ok, nok);
         dt_tensor *x = pt_tensor(2, ts, DT_DTYPE_F32, 5);
         for (int l = 0; l < nok; l++) { /* a scatter from one rank gives the same shards */
             dt_tensor *a = NULL, *b = NULL;
             PT_OK(dt_distribute(x, m, nds[i], ok[l], &a));
-            PT_OK(dt_distribute_from(dt_runtime_rank(pt_rt) == w - 1 ? x : NULL, w - 1, m, nds[i],
+            PT_OK(dt_distribute_from(dt_runtime_rank(mr_rt) == w - 1 ? x : NULL, w - 1, m, nds[i],
                                      ok[l], &b));
             char what[96], tl[64];
             dt_placements_format(nds[i], ok[l], ",", tl, sizeof(tl));
@@ -333,9 +333,9 @@ static void autocast_product(dt_mesh *m, dt_tensor *a, dt_tensor *b, bool on, dt
 static void test_autocast_wire(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(pt_rt);
+    int w = dt_runtime_size(mr_rt);
     dt_mesh *m = NULL;
-    PT_OK(dt_mesh_create(pt_rt, 1, &w, NULL, &m));
+    PT_OK(dt_mesh_create(mr_rt, 1, &w, NULL, &m));
     int64_t as[2] = {6, 8}, bs[2] = {8, 5};
     dt_tensor *ai = pt_tensor(2, as, DT_DTYPE_F32, 30), *bi = pt_tensor(2, bs, DT_DTYPE_F32, 31);
     dt_tensor *a = NULL, *b = NULL, *y32 = NULL, *y16 = NULL;
@@ -376,9 +376,9 @@ static void test_autocast_wire(void **state)
 static void test_dtypes(void **state)
 {
     (void)state;
-    int w = dt_runtime_size(pt_rt);
+    int w = dt_runtime_size(mr_rt);
     dt_mesh *m = NULL;
-    PT_OK(dt_mesh_create(pt_rt, 1, &w, NULL, &m));
+    PT_OK(dt_mesh_create(mr_rt, 1, &w, NULL, &m));
     dt_dtype dts[4] = {DT_DTYPE_I64, DT_DTYPE_BF16, DT_DTYPE_F64, DT_DTYPE_U8};
     int64_t shape[2] = {9, 4};
     const char *pairs[][2] = {
@@ -414,5 +414,5 @@ int main(void)
         cmocka_unit_test(test_three_dims),   cmocka_unit_test(test_strided),
         cmocka_unit_test(test_split_factor), cmocka_unit_test(test_autocast_wire),
     };
-    return cmocka_run_group_tests(tests, pt_setup, pt_teardown);
+    return cmocka_run_group_tests(tests, mr_setup, mr_teardown);
 }
