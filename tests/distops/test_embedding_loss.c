@@ -15,6 +15,22 @@ static dt_status op_embedding(dt_tensor *const *xs, bool dist, void *ctx, dt_ten
     return dt_embedding(xs[0], dist && c->ids_dist != NULL ? c->ids_dist : c->ids, out);
 }
 
+/* A [10, 6] table placed @p pl looked up with @p ctx's ids: output @p out_pl. */
+static void run_embedding(dt_mesh *m, emb_ctx *ctx, const char *name, dt_placement pl,
+                          dt_placement out_pl, uint64_t seed)
+{
+    do_case c = {.name = name,
+                 .n = 1,
+                 .ndim = {2},
+                 .shape = {{10, 6}},
+                 .pl = {{pl}},
+                 .op = op_embedding,
+                 .ctx = ctx,
+                 .n_out_pl = 1,
+                 .out_pl = {out_pl}};
+    do_run(m, &c, seed);
+}
+
 static void test_embedding(void **state)
 {
     (void)state;
@@ -22,51 +38,15 @@ static void test_embedding(void **state)
     int64_t is[2] = {3, 5};
     emb_ctx ctx = {.ids = do_ids(2, is, 10, 11)};
     /* vocabulary-parallel: 10 rows over 3 and 4 ranks is uneven */
-    do_case c = {.name = "vocab-parallel embedding",
-                 .n = 1,
-                 .ndim = {2},
-                 .shape = {{10, 6}},
-                 .pl = {{S(0)}},
-                 .op = op_embedding,
-                 .ctx = &ctx,
-                 .n_out_pl = 1,
-                 .out_pl = {P}};
-    do_run(m, &c, 10000);
+    run_embedding(m, &ctx, "vocab-parallel embedding", S(0), P, 10000);
     /* dim-sharded table */
-    do_case c2 = {.name = "dim-sharded embedding",
-                  .n = 1,
-                  .ndim = {2},
-                  .shape = {{10, 6}},
-                  .pl = {{S(1)}},
-                  .op = op_embedding,
-                  .ctx = &ctx,
-                  .n_out_pl = 1,
-                  .out_pl = {S(2)}};
-    do_run(m, &c2, 10001);
+    run_embedding(m, &ctx, "dim-sharded embedding", S(1), S(2), 10001);
     /* replicated table, ids sharded on the batch: rows pass through */
     dt_placement s0 = dt_shard(0);
     DO_OK(dt_distribute(ctx.ids, m, 1, &s0, &ctx.ids_dist));
-    do_case c3 = {.name = "batch-sharded ids",
-                  .n = 1,
-                  .ndim = {2},
-                  .shape = {{10, 6}},
-                  .pl = {{R}},
-                  .op = op_embedding,
-                  .ctx = &ctx,
-                  .n_out_pl = 1,
-                  .out_pl = {S(0)}};
-    do_run(m, &c3, 10002);
+    run_embedding(m, &ctx, "batch-sharded ids", R, S(0), 10002);
     /* vocabulary-parallel with sharded ids: ids gathered */
-    do_case c4 = {.name = "vocab-parallel, sharded ids",
-                  .n = 1,
-                  .ndim = {2},
-                  .shape = {{10, 6}},
-                  .pl = {{S(0)}},
-                  .op = op_embedding,
-                  .ctx = &ctx,
-                  .n_out_pl = 1,
-                  .out_pl = {P}};
-    do_run(m, &c4, 10003);
+    run_embedding(m, &ctx, "vocab-parallel, sharded ids", S(0), P, 10003);
     dt_tensor_release(ctx.ids_dist);
     /* an id outside the whole vocabulary is an error on every rank, not a zero row */
     int64_t wsz[2] = {10, 6};
