@@ -59,6 +59,15 @@ dt_mesh *mr_world_mesh(const char *dim)
     return m;
 }
 
+dt_mesh *mr_dp_tp_mesh(int dp, int tp)
+{
+    int shape[2] = {dp, tp};
+    const char *names[2] = {"dp", "tp"};
+    dt_mesh *m = NULL;
+    MR_OK(dt_mesh_create(mr_rt, 2, shape, names, &m));
+    return m;
+}
+
 dt_tensor *mr_param_at(dt_module *root, const char *fqn)
 {
     char mod[256];

@@ -62,6 +62,8 @@ void mr_gpt_create(const dt_gpt_config *cfg, uint64_t seed, dt_module **out);
 
 /* A 1-d mesh over the whole world whose dim is named @p dim. */
 dt_mesh *mr_world_mesh(const char *dim);
+/* A 2-d mesh @p dp x @p tp (dims named "dp" and "tp") over the world. */
+dt_mesh *mr_dp_tp_mesh(int dp, int tp);
 
 /* The parameter of @p root at @p fqn ("layers.0.attention.wq.weight"), borrowed. */
 dt_tensor *mr_param_at(dt_module *root, const char *fqn);

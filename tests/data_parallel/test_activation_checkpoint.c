@@ -38,15 +38,6 @@ static int teardown(void **state)
     return mr_teardown(state);
 }
 
-static dt_mesh *mesh_of(int dp, int tp)
-{
-    int shape[2] = {dp, tp};
-    const char *names[2] = {"dp", "tp"};
-    dt_mesh *m = NULL;
-    DP_OK(dt_mesh_create(mr_rt, 2, shape, names, &m));
-    return m;
-}
-
 /* tp (the default plan, sequence parallel or not), then dp at @p stage (-1: none) */
 static void parallelize(dt_module *m, dt_mesh *mesh, bool sp, int stage)
 {
@@ -122,7 +113,7 @@ static dt_status same_param(const char *fqn, dt_module *owner, const char *name,
 static void run_case(const char *what, int dp, int tp, bool sp, int stage,
                      const char *const *patterns)
 {
-    dt_mesh *mesh = dp * tp > 1 ? mesh_of(dp, tp) : NULL;
+    dt_mesh *mesh = dp * tp > 1 ? mr_dp_tp_mesh(dp, tp) : NULL;
     double lp[STEPS], lc[STEPS];
     int64_t peak_plain = 0, peak_ck = 0;
     dt_module *plain = train(mesh, sp, stage, NULL, lp, &peak_plain);
@@ -213,7 +204,7 @@ static void test_zero3_unit_inside(void **state)
     (void)state;
     if (world() != 2)
         skip();
-    dt_mesh *mesh = mesh_of(2, 1);
+    dt_mesh *mesh = mr_dp_tp_mesh(2, 1);
     dt_module *m = NULL;
     mr_gpt_create(&cfg, 1234, &m);
     parallelize(m, mesh, false, DT_DP_ZERO3);

@@ -34,15 +34,6 @@ static int teardown(void **state)
     return mr_teardown(state);
 }
 
-static dt_mesh *mesh_of(int dp, int tp)
-{
-    int shape[2] = {dp, tp};
-    const char *names[2] = {"dp", "tp"};
-    dt_mesh *m = NULL;
-    DP_OK(dt_mesh_create(mr_rt, 2, shape, names, &m));
-    return m;
-}
-
 /* The GPT, eager or deferred, moved to the test's device. */
 static dt_module *gpt(bool deferred)
 {
@@ -135,7 +126,7 @@ static void run_case(int dp, int tp, int stage)
     char what[64];
     snprintf(what, sizeof(what), "dp=%d tp=%d %s", dp, tp,
              stage >= 0 ? dt_dp_stage_name(stage) : "-");
-    dt_mesh *mesh = mesh_of(dp, tp);
+    dt_mesh *mesh = mr_dp_tp_mesh(dp, tp);
     dt_module *eager = gpt(false), *lazy = gpt(true);
     assert_int_equal(dt_module_num_deferred(eager), 0);
     assert_int_equal(dt_module_num_deferred(lazy), dt_module_param_count(lazy));
@@ -205,7 +196,7 @@ static dt_module *layers(bool deferred)
 static void test_default_init(void **state)
 {
     (void)state;
-    dt_mesh *mesh = mesh_of(dt_runtime_size(mr_rt), 1);
+    dt_mesh *mesh = mr_dp_tp_mesh(dt_runtime_size(mr_rt), 1);
     dt_module *eager = layers(false), *lazy = layers(true);
     dt_tensor *w = dt_module_param(dt_module_child(lazy, "1"), "weight");
     assert_true(dt_param_is_deferred(w));
@@ -227,7 +218,7 @@ static void test_default_init(void **state)
 static int64_t build_peak(bool deferred, const dt_gpt_config *c, int64_t *full)
 {
     dt_memory_stats before, after;
-    dt_mesh *mesh = mesh_of(2, 2);
+    dt_mesh *mesh = mr_dp_tp_mesh(2, 2);
     DP_OK(dt_memory_stats_get(dt_device_cpu(), &before));
     dt_memory_reset_peak(dt_device_cpu());
     dt_module *m = NULL;

@@ -40,11 +40,7 @@ static int teardown(void **state)
 static dt_mesh *dp_tp_mesh(void)
 {
     int w = dt_runtime_size(mr_rt);
-    int shape[2] = {w == 4 ? 2 : w, w == 4 ? 2 : 1};
-    const char *names[2] = {"dp", "tp"};
-    dt_mesh *m = NULL;
-    DP_OK(dt_mesh_create(mr_rt, 2, shape, names, &m));
-    return m;
+    return mr_dp_tp_mesh(w == 4 ? 2 : w, w == 4 ? 2 : 1);
 }
 
 static dt_module *reference(mr_optim which, int64_t batch, double clip, double *loss)

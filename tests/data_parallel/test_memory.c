@@ -33,15 +33,6 @@ static int64_t pgo(const dt_memory_stats *s)
            s->current[DT_MEM_OPTIMIZER];
 }
 
-static dt_mesh *mesh22(void)
-{
-    int shape[2] = {2, 2};
-    const char *names[2] = {"dp", "tp"};
-    dt_mesh *m = NULL;
-    DP_OK(dt_mesh_create(mr_rt, 2, shape, names, &m));
-    return m;
-}
-
 /* Train with @p stage (-1: single rank) and return the stats after the last step. */
 static dt_memory_stats train(int stage, bool prefetch, int64_t *base_pgo)
 {
@@ -50,7 +41,7 @@ static dt_memory_stats train(int stage, bool prefetch, int64_t *base_pgo)
     DP_OK(dt_memory_stats_get(dt_device_cpu(), &before));
     *base_pgo = pgo(&before);
     dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_PREFETCH, .prefetch = prefetch};
-    dp_run run = {.mesh = stage >= 0 ? mesh22() : NULL, .stage = stage, .fsdp = &fp};
+    dp_run run = {.mesh = stage >= 0 ? mr_dp_tp_mesh(2, 2) : NULL, .stage = stage, .fsdp = &fp};
     dt_module *m = NULL;
     DP_OK(dt_gpt_create(&cfg, 1234, &m));
     dp_parallelize(m, &run);
@@ -64,7 +55,7 @@ static dt_memory_stats train(int stage, bool prefetch, int64_t *base_pgo)
 /* Bytes of layers.0's parameters on one rank under tp=2 alone (a gathered block). */
 static int64_t block_bytes(void)
 {
-    dp_run run = {.mesh = mesh22(), .stage = -1};
+    dp_run run = {.mesh = mr_dp_tp_mesh(2, 2), .stage = -1};
     dt_module *m = NULL, *blk = NULL;
     DP_OK(dt_gpt_create(&cfg, 1234, &m));
     dp_parallelize(m, &run);

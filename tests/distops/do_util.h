@@ -34,11 +34,7 @@ static inline dt_mesh *do_mesh_2x2(void)
 {
     if (do_world() != 4)
         skip();
-    dt_mesh *m = NULL;
-    int shape[2] = {2, 2};
-    const char *names[2] = {"dp", "tp"};
-    DO_OK(dt_mesh_create(mr_rt, 2, shape, names, &m));
-    return m;
+    return mr_dp_tp_mesh(2, 2);
 }
 
 /* t[i] = v for a contiguous integer tensor on any device (through a host copy). */
