@@ -46,13 +46,16 @@ static dt_status ucx_check(ucs_status_t us, const char *what)
 static const struct {
     const char *name, *value;
 } ucx_defaults[] = {
-    /* Eager up to 1 MiB instead of rendezvous from ~19 KiB. Over TCP a
+    /* Eager below 256 KiB instead of rendezvous from ~19 KiB. Over TCP a
      * rendezvous adds two one-way trips (RTS, RTR) before the data, each
      * needing the peer scheduled to answer: a 2 x 2-rank 256 KiB hierarchical
-     * all-reduce made 48 syscalls and slept 1.8 times per call and rank with
-     * it, 32 and 0.8 eager (bench/comm/README.md "Two hosts"). Larger
-     * messages keep the rendezvous: an unexpected one is never buffered whole. */
-    {"RNDV_THRESH", "1M"},
+     * all-reduce (128 KiB messages) made 48 syscalls and slept 1.8 times per
+     * call and rank with it, 32 and 0.8 eager (bench/comm/README.md "Two
+     * hosts"). From 512 KiB on the eager path cost more CPU (UCX's 64 KiB
+     * fragments, copied once more out of its receive buffers; 1 MiB
+     * all-reduce: 2.5 against 1.75 ms per rank), where the rendezvous'
+     * put lands in the user's buffer. */
+    {"RNDV_THRESH", "256K"},
 };
 
 static void apply_ucx_defaults(ucp_config_t *cfg)
