@@ -125,6 +125,10 @@ static const dt_config_entry config_table[] = {
     BOOL("DT_CMA", "1",
          "copy between ranks of one host with cross-memory attach (process_vm_readv/writev) "
          "where a collective can: 0 = never"),
+    EXTERN("UCX_RNDV_THRESH",
+           "UCX's rendezvous threshold (read by UCX); when unset and DT_SHM is on (UCX then "
+           "carries only other hosts' messages, over TCP) dtensor sets 256K: eager sends "
+           "below it skip the rendezvous' two extra trips"),
     BOOL("DT_SHM", "1",
          "carry messages of up to 4080 bytes between ranks of one host through shared-memory "
          "rings instead of UCX: 0 = never"),

@@ -37,6 +37,45 @@ static dt_status ucx_check(ucs_status_t us, const char *what)
     return DT_ERR(DT_ERR_BACKEND, "ucx: %s failed: %s", what, ucs_status_string(us));
 }
 
+/*
+ * UCX settings dtensor chooses for the traffic UCX carries, each applied
+ * only where the environment leaves UCX_<name> unset (the user's own value
+ * wins; ucp_config_read has read it). With the shared-memory rings on, UCX
+ * carries only messages between hosts, i.e. TCP (docs/ARCHITECTURE.md).
+ */
+static const struct {
+    const char *name, *value;
+} ucx_defaults[] = {
+    /* Eager below 256 KiB instead of rendezvous from ~19 KiB. Over TCP a
+     * rendezvous adds two one-way trips (RTS, RTR) before the data, each
+     * needing the peer scheduled to answer: a 2 x 2-rank 256 KiB hierarchical
+     * all-reduce (128 KiB messages) made 48 syscalls and slept 1.8 times per
+     * call and rank with it, 32 and 0.8 eager (bench/comm/README.md "Two
+     * hosts"). From 512 KiB on the eager path cost more CPU (UCX's 64 KiB
+     * fragments, copied once more out of its receive buffers; 1 MiB
+     * all-reduce: 2.5 against 1.75 ms per rank), where the rendezvous'
+     * put lands in the user's buffer. */
+    {"RNDV_THRESH", "256K"},
+};
+
+static void apply_ucx_defaults(ucp_config_t *cfg)
+{
+    if (dt__config_int("DT_SHM") == 0)
+        return; /* UCX carries same-host traffic too: leave its protocols alone */
+    for (size_t i = 0; i < sizeof(ucx_defaults) / sizeof(ucx_defaults[0]); i++) {
+        char env[64];
+        snprintf(env, sizeof(env), "UCX_%s", ucx_defaults[i].name);
+        if (getenv(env) != NULL)
+            continue;
+        ucs_status_t us = ucp_config_modify(cfg, ucx_defaults[i].name, ucx_defaults[i].value);
+        if (us != UCS_OK)
+            DT_LOG_WARN("comm", "ucx: setting %s=%s failed: %s", env, ucx_defaults[i].value,
+                        ucs_status_string(us));
+        else
+            DT_LOG_DEBUG("comm", "ucx: %s=%s (dtensor's default)", env, ucx_defaults[i].value);
+    }
+}
+
 static dt_status shared_open(int rank, int size, dt_ucx_shared **out)
 {
     dt_status st = DT_OK;
@@ -54,6 +93,7 @@ static dt_status shared_open(int rank, int size, dt_ucx_shared **out)
     }
     ucp_config_t *cfg = NULL;
     DT_CHECK_GOTO(ucx_check(ucp_config_read(NULL, NULL, &cfg), "ucp_config_read"), st, err_free);
+    apply_ucx_defaults(cfg);
     ucp_params_t prm = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
         .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
