@@ -221,8 +221,9 @@ dt_tensor *dt__cpu_widen_in(dt__cpu_widen *w, const dt_tensor *t, bool is_out);
 /* Round the outputs back (when @p st and w->st are DT_OK) and free the copies. */
 dt_status dt__cpu_widen_end(dt__cpu_widen *w, dt_status st);
 
-/* bf16_widen.c: the table's entries, taking bf16 operands through f32 copies
- * (f32 operands go straight to the kernels above). */
+/* bf16_widen.c: the table's entries, taking half operands through f32 copies
+ * where the kernels above do not read them natively (f32 operands, and bf16
+ * ones those kernels read, go straight to them). */
 dt_status dt__cpu_binary_any(dt_binary_op op, const dt_tensor *a, const dt_tensor *b,
                              dt_tensor *out);
 dt_status dt__cpu_unary_any(dt_unary_op op, const dt_tensor *x, float alpha, dt_tensor *out);
