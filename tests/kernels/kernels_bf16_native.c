@@ -138,53 +138,63 @@ static double gelu(double x)
     return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
 }
 
+/* Strided bf16 op a broadcast row (bf16, or f32 for sub and div), into bf16. */
+static void check_binary(int64_t rows, int64_t cols)
+{
+    int64_t n = rows * cols, s[2] = {rows, cols}, sb[1] = {cols};
+    for (int op = DT_BINARY_ADD; op <= DT_BINARY_DIV; op++) {
+        kcase c = {.kind = K_BINARY, .op = op};
+        c.in[0] = make(rows, cols, -2, 2, BF16, true);
+        c.in[1] = make(1, cols, 0.5, 2, op % 2 ? F32 : BF16, false);
+        dt_tensor *row = NULL;
+        assert_int_equal(dt_tensor_view(c.in[1], 1, sb, &row), DT_OK);
+        dt_tensor_release(c.in[1]);
+        c.in[1] = row;
+        c.out[0] = ku_empty(2, s, BF16);
+        same_both_ways("binary", &c);
+        double *va = ku_values(c.in[0]), *vb = ku_values(c.in[1]), *want = calloc(n, 8);
+        for (int64_t e = 0; e < n; e++) {
+            double x = va[e], y = vb[e % cols];
+            want[e] = op == 0 ? x + y : op == 1 ? x - y : op == 2 ? x * y : x / y;
+        }
+        ku_expect_close("binary", c.out[0], want, 0, RTOL);
+        free(va), free(vb), free(want);
+        release_case(&c);
+    }
+}
+
+/* GELU and exp of strided bf16 into bf16 and f32; GELU backward. */
+static void check_unary(int64_t rows, int64_t cols)
+{
+    int64_t n = rows * cols, s[2] = {rows, cols};
+    for (int u = 0; u < 3; u++) {
+        kcase c = {.kind = u == 2 ? K_UNARY_BWD : K_UNARY,
+                   .op = u == 1 ? DT_UNARY_EXP : DT_UNARY_GELU_TANH};
+        c.in[0] = make(rows, cols, -3, 3, BF16, true);
+        c.in[1] = u == 2 ? make(rows, cols, -1, 1, BF16, true) : NULL;
+        c.out[0] = ku_empty(2, s, u == 1 ? F32 : BF16);
+        same_both_ways("unary", &c);
+        double *vx = ku_values(c.in[0]), *vg = u == 2 ? ku_values(c.in[1]) : NULL;
+        double *want = calloc(n, 8);
+        for (int64_t e = 0; e < n; e++) {
+            double x = vx[e], h = 1e-6;
+            want[e] = u == 0   ? gelu(x)
+                      : u == 1 ? exp(x)
+                               : vg[e] * (gelu(x + h) - gelu(x - h)) / (2 * h);
+        }
+        ku_expect_close("unary", c.out[0], want, u == 1 ? 1e-6 : 1e-3, RTOL);
+        free(vx), free(vg), free(want);
+        release_case(&c);
+    }
+}
+
 static void test_elementwise(void **state)
 {
     (void)state;
     int64_t sizes[3][2] = {{R, C}, {3, 7}, {1, 1}};
     for (int z = 0; z < 3; z++) {
-        int64_t rows = sizes[z][0], cols = sizes[z][1], n = rows * cols, s[2] = {rows, cols};
-        int64_t sb[1] = {cols};
-        for (int op = DT_BINARY_ADD; op <= DT_BINARY_DIV; op++) {
-            /* strided bf16 op broadcast row (bf16, or f32 for the odd ops), into bf16 */
-            kcase c = {.kind = K_BINARY, .op = op};
-            c.in[0] = make(rows, cols, -2, 2, BF16, true);
-            c.in[1] = make(1, cols, 0.5, 2, op % 2 ? F32 : BF16, false);
-            dt_tensor *row = NULL;
-            assert_int_equal(dt_tensor_view(c.in[1], 1, sb, &row), DT_OK);
-            dt_tensor_release(c.in[1]);
-            c.in[1] = row;
-            c.out[0] = ku_empty(2, s, BF16);
-            same_both_ways("binary", &c);
-            double *va = ku_values(c.in[0]), *vb = ku_values(c.in[1]), *want = calloc(n, 8);
-            for (int64_t e = 0; e < n; e++) {
-                double x = va[e], y = vb[e % cols];
-                want[e] = op == 0 ? x + y : op == 1 ? x - y : op == 2 ? x * y : x / y;
-            }
-            ku_expect_close("binary", c.out[0], want, 0, RTOL);
-            free(va), free(vb), free(want);
-            release_case(&c);
-        }
-        /* GELU and exp of strided bf16 into bf16 and f32; GELU backward */
-        for (int u = 0; u < 3; u++) {
-            kcase c = {.kind = u == 2 ? K_UNARY_BWD : K_UNARY,
-                       .op = u == 1 ? DT_UNARY_EXP : DT_UNARY_GELU_TANH};
-            c.in[0] = make(rows, cols, -3, 3, BF16, true);
-            c.in[1] = u == 2 ? make(rows, cols, -1, 1, BF16, true) : NULL;
-            c.out[0] = ku_empty(2, s, u == 1 ? F32 : BF16);
-            same_both_ways("unary", &c);
-            double *vx = ku_values(c.in[0]), *vg = u == 2 ? ku_values(c.in[1]) : NULL;
-            double *want = calloc(n, 8);
-            for (int64_t e = 0; e < n; e++) {
-                double x = vx[e], h = 1e-6;
-                want[e] = u == 0   ? gelu(x)
-                          : u == 1 ? exp(x)
-                                   : vg[e] * (gelu(x + h) - gelu(x - h)) / (2 * h);
-            }
-            ku_expect_close("unary", c.out[0], want, u == 1 ? 1e-6 : 1e-3, RTOL);
-            free(vx), free(vg), free(want);
-            release_case(&c);
-        }
+        check_binary(sizes[z][0], sizes[z][1]);
+        check_unary(sizes[z][0], sizes[z][1]);
     }
 }
 
@@ -278,7 +288,7 @@ static void test_layer_norm(void **state)
     release_case(&b);
 }
 
-static void test_cross_entropy_reduce(void **state)
+static void test_cross_entropy(void **state)
 {
     (void)state;
     int64_t r[1] = {R}, s[2] = {R, C}, tv[R] = {0, C - 1, 5, -100, 500, 2, 1000};
@@ -304,6 +314,13 @@ static void test_cross_entropy_reduce(void **state)
     same_both_ways("cross_entropy backward", &b);
     b.in[0] = b.in[1] = NULL, b.targets = NULL; /* owned by f */
     release_case(&b);
+    free(vl);
+    release_case(&f);
+}
+
+static void test_reduce(void **state)
+{
+    (void)state;
     for (int kind = DT_REDUCE_KIND_SUM; kind <= DT_REDUCE_KIND_MAX; kind++)
         for (int dim = 0; dim < 2; dim++) { /* strided bf16 into bf16 (max: and argmax) */
             int64_t o[1] = {dim ? R : C};
@@ -325,17 +342,14 @@ static void test_cross_entropy_reduce(void **state)
             free(vx), free(w);
             release_case(&c);
         }
-    free(vl);
-    release_case(&f);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_elementwise),
-        cmocka_unit_test(test_softmax),
-        cmocka_unit_test(test_layer_norm),
-        cmocka_unit_test(test_cross_entropy_reduce),
+        cmocka_unit_test(test_elementwise), cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_layer_norm),  cmocka_unit_test(test_cross_entropy),
+        cmocka_unit_test(test_reduce),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
