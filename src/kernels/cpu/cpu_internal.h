@@ -203,8 +203,10 @@ dt_status dt__cpu_ew_run(dt_tensor *out, int nin, const dt_tensor *const *in,
 const float *dt__cpu_row_in(const void *data, dt_dtype dtype, int64_t off, int64_t n, float *buf);
 float *dt__cpu_row_out(dt_tensor *t, int64_t off, float *buf);
 void dt__cpu_row_done(dt_tensor *t, int64_t off, const float *buf, int64_t n);
-/* malloc'ed f32 scratch of n floats (free()), DT_ERR_NO_MEMORY naming fn. */
-dt_status dt__cpu_scratch(const char *fn, int64_t n, float **out);
+/* @p k rows of @p n floats of scratch in rows[0..k) when @p need (a bf16
+ * operand), else NULLs (f32 calls allocate nothing); free(rows[0]).
+ * DT_ERR_NO_MEMORY naming fn. */
+dt_status dt__cpu_scratch(const char *fn, bool need, int64_t n, int k, float **rows);
 
 /* bf16_widen.c: the f32 stand-ins of one call's bf16/f16 tensors. */
 enum { DT__CPU_WIDEN_MAX = 8 };

@@ -70,6 +70,7 @@ static dt_status ce_forward(const dt_tensor *logits, const dt_tensor *targets, i
     dt_tensor *tl = NULL;
     const void *ld = NULL;
     float *buf = NULL; /* a bf16 row of logits */
+    bool half = logits->dtype != DT_DTYPE_F32;
     if (dt_tensor_numel(loss) != rows || dt_tensor_numel(lse) != rows) {
         s = DT_ERR(DT_ERR_INVALID_ARG, "%s: loss/lse have %lld/%lld elements, expected %lld", fn,
                    (long long)dt_tensor_numel(loss), (long long)dt_tensor_numel(lse),
@@ -78,7 +79,7 @@ static dt_status ce_forward(const dt_tensor *logits, const dt_tensor *targets, i
     }
     for (int64_t i = 0; i < rows; i++)
         DT_CHECK_GOTO(ce_check_target(fn, i, tv[i], classes, ignore_index), s, out_free_targets);
-    DT_CHECK_GOTO(dt__cpu_scratch(fn, classes, &buf), s, out_free_targets);
+    DT_CHECK_GOTO(dt__cpu_scratch(fn, half, classes, 1, &buf), s, out_free_targets);
     DT_CHECK_GOTO(dt__cpu_contig(logits, &tl, &ld), s, out_free_targets);
     for (int64_t i = 0; i < rows; i++) {
         const float *x = dt__cpu_row_in(ld, logits->dtype, i * classes, classes, buf);
@@ -128,7 +129,8 @@ static dt_status ce_backward(const dt_tensor *logits, const dt_tensor *targets,
     dt_status s = DT_OK;
     dt_tensor *tl = NULL, *te = NULL, *tg = NULL;
     const void *ld = NULL, *ed = NULL, *gd = NULL;
-    float *buf = NULL; /* bf16 rows of logits and glogits */
+    float *buf[2] = {NULL}; /* bf16 rows of logits and glogits */
+    bool half = logits->dtype != DT_DTYPE_F32 || glogits->dtype != DT_DTYPE_F32;
     if (dt_tensor_numel(lse) != rows || dt_tensor_numel(gloss) != rows) {
         s = DT_ERR(DT_ERR_INVALID_ARG, "%s: lse/gloss have %lld/%lld elements, expected %lld", fn,
                    (long long)dt_tensor_numel(lse), (long long)dt_tensor_numel(gloss),
@@ -137,21 +139,21 @@ static dt_status ce_backward(const dt_tensor *logits, const dt_tensor *targets,
     }
     for (int64_t i = 0; i < rows; i++)
         DT_CHECK_GOTO(ce_check_target(fn, i, tv[i], classes, ignore_index), s, out_release);
-    DT_CHECK_GOTO(dt__cpu_scratch(fn, 2 * classes, &buf), s, out_release);
+    DT_CHECK_GOTO(dt__cpu_scratch(fn, half, classes, 2, buf), s, out_release);
     DT_CHECK_GOTO(dt__cpu_contig(logits, &tl, &ld), s, out_release);
     DT_CHECK_GOTO(dt__cpu_contig(lse, &te, &ed), s, out_release);
     DT_CHECK_GOTO(dt__cpu_contig(gloss, &tg, &gd), s, out_release);
     for (int64_t i = 0; i < rows; i++) {
-        float *gx = dt__cpu_row_out(glogits, i * classes, buf + classes);
+        float *gx = dt__cpu_row_out(glogits, i * classes, buf[1]);
         if (tv[i] == ignore_index)
             memset(gx, 0, (size_t)classes * sizeof(float));
         else
-            ce_bwd_row(dt__cpu_row_in(ld, logits->dtype, i * classes, classes, buf), classes,
+            ce_bwd_row(dt__cpu_row_in(ld, logits->dtype, i * classes, classes, buf[0]), classes,
                        ((const float *)ed)[i], ((const float *)gd)[i], tv[i], gx);
         dt__cpu_row_done(glogits, i * classes, gx, classes);
     }
 out_release:
-    free(buf);
+    free(buf[0]);
     dt_tensor_release(tg);
     dt_tensor_release(te);
     dt_tensor_release(tl);

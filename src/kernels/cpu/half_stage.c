@@ -131,11 +131,13 @@ void dt__cpu_row_done(dt_tensor *t, int64_t off, const float *buf, int64_t n)
         dt__cpu_bf16_store(bf16_at(t, off), buf, n);
 }
 
-dt_status dt__cpu_scratch(const char *fn, int64_t n, float **out)
+dt_status dt__cpu_scratch(const char *fn, bool need, int64_t n, int k, float **rows)
 {
-    *out = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    if (*out == NULL)
+    float *buf = need ? malloc((size_t)(n * k > 0 ? n * k : 1) * sizeof(float)) : NULL;
+    if (need && buf == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "%s: no memory for %lld floats of scratch", fn,
-                      (long long)n);
+                      (long long)(n * k));
+    for (int j = 0; j < k; j++)
+        rows[j] = need ? buf + j * n : NULL;
     return DT_OK;
 }

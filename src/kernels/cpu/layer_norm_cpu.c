@@ -92,17 +92,19 @@ static dt_status ln_forward(const dt_tensor *x, const dt_tensor *w, const dt_ten
     dt_tensor *tw = NULL, *tb = NULL, *tx = NULL;
     const float *pw = NULL, *pb = NULL;
     const void *xd = NULL;
-    float *buf = NULL; /* a bf16 row of x, then one of y */
+    float *buf[2] = {NULL}; /* a bf16 row of x, one of y */
     dt_status s = DT_OK;
     DT_CHECK(ln_param(fn, "w", w, n, &tw, &pw));
     DT_CHECK_GOTO(ln_param(fn, "b", b, n, &tb, &pb), s, out_release);
     if (numel == 0)
         goto out_release;
-    DT_CHECK_GOTO(dt__cpu_scratch(fn, 2 * n, &buf), s, out_release);
+    DT_CHECK_GOTO(
+        dt__cpu_scratch(fn, x->dtype != DT_DTYPE_F32 || y->dtype != DT_DTYPE_F32, n, 2, buf), s,
+        out_release);
     DT_CHECK_GOTO(dt__cpu_contig(x, &tx, &xd), s, out_release);
     for (int64_t r = 0; r < rows; r++) {
-        float m = 0.0f, rs = 0.0f, *yr = dt__cpu_row_out(y, r * n, buf + n);
-        ln_row(dt__cpu_row_in(xd, x->dtype, r * n, n, buf), n, pw, pb, eps, yr, &m, &rs);
+        float m = 0.0f, rs = 0.0f, *yr = dt__cpu_row_out(y, r * n, buf[1]);
+        ln_row(dt__cpu_row_in(xd, x->dtype, r * n, n, buf[0]), n, pw, pb, eps, yr, &m, &rs);
         dt__cpu_row_done(y, r * n, yr, n);
         if (pm != NULL)
             pm[r] = m;
@@ -110,7 +112,7 @@ static dt_status ln_forward(const dt_tensor *x, const dt_tensor *w, const dt_ten
             pr[r] = rs;
     }
 out_release:
-    free(buf);
+    free(buf[0]);
     dt_tensor_release(tx);
     dt_tensor_release(tb);
     dt_tensor_release(tw);
@@ -201,25 +203,26 @@ static dt_status ln_backward(const dt_tensor *x, const dt_tensor *w, const dt_te
     dt_tensor *tw = NULL, *tx = NULL, *tg = NULL, *tm = NULL, *tr = NULL;
     const float *pw = NULL;
     const void *xd = NULL, *gd = NULL, *md = NULL, *rd = NULL;
-    float *buf = NULL; /* bf16 rows of x, gy and gx */
+    float *buf[3] = {NULL}; /* bf16 rows of x, gy and gx */
     dt_status s = DT_OK;
     DT_CHECK(ln_param(fn, "w", w, n, &tw, &pw));
     if (numel == 0)
         goto out_release;
-    DT_CHECK_GOTO(dt__cpu_scratch(fn, 3 * n, &buf), s, out_release);
+    bool half = x->dtype != DT_DTYPE_F32 || gy->dtype != DT_DTYPE_F32 || gx->dtype != DT_DTYPE_F32;
+    DT_CHECK_GOTO(dt__cpu_scratch(fn, half, n, 3, buf), s, out_release);
     DT_CHECK_GOTO(dt__cpu_contig(x, &tx, &xd), s, out_release);
     DT_CHECK_GOTO(dt__cpu_contig(gy, &tg, &gd), s, out_release);
     DT_CHECK_GOTO(dt__cpu_contig(mean, &tm, &md), s, out_release);
     DT_CHECK_GOTO(dt__cpu_contig(rstd, &tr, &rd), s, out_release);
     for (int64_t r = 0; r < rows; r++) {
-        float *o = dt__cpu_row_out(gx, r * n, buf + 2 * n);
-        ln_bwd_row(dt__cpu_row_in(xd, x->dtype, r * n, n, buf),
-                   dt__cpu_row_in(gd, gy->dtype, r * n, n, buf + n), pw, n, ((const float *)md)[r],
+        float *o = dt__cpu_row_out(gx, r * n, buf[2]);
+        ln_bwd_row(dt__cpu_row_in(xd, x->dtype, r * n, n, buf[0]),
+                   dt__cpu_row_in(gd, gy->dtype, r * n, n, buf[1]), pw, n, ((const float *)md)[r],
                    ((const float *)rd)[r], o, pgw, pgb);
         dt__cpu_row_done(gx, r * n, o, n);
     }
 out_release:
-    free(buf);
+    free(buf[0]);
     dt_tensor_release(tr);
     dt_tensor_release(tm);
     dt_tensor_release(tg);

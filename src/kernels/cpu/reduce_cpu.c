@@ -80,8 +80,7 @@ static dt_status reduce_run(const char *fn, dt_reduce_kind kind, const dt_tensor
 {
     int64_t blocks = x->dtype == DT_DTYPE_F32 ? 1 : outer, per = outer / blocks;
     float *buf = NULL;
-    if (x->dtype != DT_DTYPE_F32)
-        DT_CHECK(dt__cpu_scratch(fn, n * inner, &buf));
+    DT_CHECK(dt__cpu_scratch(fn, x->dtype != DT_DTYPE_F32, n * inner, 1, &buf));
     for (int64_t r = 0; r < blocks; r++) {
         const float *xr = dt__cpu_row_in(xd, x->dtype, r * n * inner, per * n * inner, buf);
         int64_t *ar = am != NULL ? am + r * inner : NULL;

@@ -121,8 +121,8 @@ dt_status dt__cpu_softmax(const dt_tensor *x, float scale, bool causal, bool log
     int64_t tq = causal ? x->shape[x->ndim - 2] : 1;
     dt_tensor *tmp = NULL;
     const void *xd = NULL;
-    float *buf = NULL; /* a bf16 row of x, then one of y */
-    DT_CHECK(dt__cpu_scratch(fn, 2 * n, &buf));
+    float *buf[2]; /* a bf16 row of x, one of y */
+    DT_CHECK(dt__cpu_scratch(fn, x->dtype != DT_DTYPE_F32 || y->dtype != DT_DTYPE_F32, n, 2, buf));
     dt_status s = dt__cpu_contig(x, &tmp, &xd);
     for (int64_t r = 0; s == DT_OK && r < rows; r++) {
         int64_t valid = n;
@@ -130,12 +130,12 @@ dt_status dt__cpu_softmax(const dt_tensor *x, float scale, bool causal, bool log
             int64_t v = r % tq + (n - tq) + 1; /* keys j <= i + (Tk - Tq) */
             valid = v < 0 ? 0 : (v > n ? n : v);
         }
-        float *yr = dt__cpu_row_out(y, r * n, buf + n);
-        softmax_row(dt__cpu_row_in(xd, x->dtype, r * n, n, buf), n, valid, scale, log, yr);
+        float *yr = dt__cpu_row_out(y, r * n, buf[1]);
+        softmax_row(dt__cpu_row_in(xd, x->dtype, r * n, n, buf[0]), n, valid, scale, log, yr);
         dt__cpu_row_done(y, r * n, yr, n);
     }
     dt_tensor_release(tmp);
-    free(buf);
+    free(buf[0]);
     return s;
 }
 
@@ -186,20 +186,21 @@ dt_status dt__cpu_softmax_backward(const dt_tensor *y, const dt_tensor *gy, floa
         return DT_OK;
     dt_tensor *ty = NULL, *tg = NULL;
     const void *yd = NULL, *gd = NULL;
-    float *buf = NULL; /* bf16 rows of y, gy and gx */
+    float *buf[3]; /* bf16 rows of y, gy and gx */
     dt_status s = DT_OK;
-    DT_CHECK(dt__cpu_scratch(fn, 3 * n, &buf));
+    bool half = y->dtype != DT_DTYPE_F32 || gy->dtype != DT_DTYPE_F32 || gx->dtype != DT_DTYPE_F32;
+    DT_CHECK(dt__cpu_scratch(fn, half, n, 3, buf));
     DT_CHECK_GOTO(dt__cpu_contig(y, &ty, &yd), s, out_release);
     DT_CHECK_GOTO(dt__cpu_contig(gy, &tg, &gd), s, out_release);
     for (int64_t r = 0; r < numel / n; r++) {
-        float *o = dt__cpu_row_out(gx, r * n, buf + 2 * n);
-        softmax_bwd_row(dt__cpu_row_in(yd, y->dtype, r * n, n, buf),
-                        dt__cpu_row_in(gd, gy->dtype, r * n, n, buf + n), n, scale, log, o);
+        float *o = dt__cpu_row_out(gx, r * n, buf[2]);
+        softmax_bwd_row(dt__cpu_row_in(yd, y->dtype, r * n, n, buf[0]),
+                        dt__cpu_row_in(gd, gy->dtype, r * n, n, buf[1]), n, scale, log, o);
         dt__cpu_row_done(gx, r * n, o, n);
     }
 out_release:
     dt_tensor_release(tg);
     dt_tensor_release(ty);
-    free(buf);
+    free(buf[0]);
     return s;
 }
