@@ -4,7 +4,8 @@
  *      direct cblas_sgemm call into the same library, M=N=K 512/1024/2048,
  *      1 and 2 threads (goal: within 3%);
  *   2. LayerNorm / softmax / gelu throughput in GB/s vs memcpy of the same
- *      bytes (goal: >= 50% of memcpy);
+ *      bytes (goal: >= 50% of memcpy); 2b. the same and gelu backward and add
+ *      on bf16 operands, read natively vs through f32 copies;
  *   3. OpenBLAS with dtensor's auto-selected kernel vs as loaded by default
  *      (DT_BLAS_AUTOSELECT=0) vs each candidate kernel forced
  *      (OPENBLAS_CORETYPE), each in a child process, 1 and 2 threads
@@ -13,7 +14,7 @@
  * is shared; single-threaded runs are timed in thread CPU time (time spent
  * descheduled by other load does not count), 2-thread GEMM in wall time.
  * Read the ratios, not the absolute numbers.
- * Usage: kernel_bench [--quick]   (--gemm-child is internal)
+ * Usage: kernel_bench [--quick] [--bf16 (section 2b only)]   (--gemm-child is internal)
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -25,6 +26,7 @@
 
 #include "dtensor.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/cpu_internal.h"
 #include "kernels/kernel_ops.h"
 
 static const int64_t sizes[3] = {512, 1024, 2048};
@@ -103,8 +105,8 @@ static double time_direct(const dt__blas *blas, const gemm_case *g)
 {
     double t = now_s();
     blas->sgemm(DT_CBLAS_ROW_MAJOR, DT_CBLAS_NO_TRANS, DT_CBLAS_NO_TRANS, g->n, g->n, g->n, 1.0f,
-                dt_tensor_data(g->a), g->n, dt_tensor_data(g->b), g->n, 0.0f,
-                dt_tensor_data(g->c), g->n);
+                dt_tensor_data(g->a), g->n, dt_tensor_data(g->b), g->n, 0.0f, dt_tensor_data(g->c),
+                g->n);
     return now_s() - t;
 }
 
@@ -119,8 +121,7 @@ static double dt_gf[2][3], direct_gf[2][3];
 static void bench_gemm_vs_direct(const dt__blas *blas)
 {
     printf("\n## 1. matmul: dtensor kernel table vs direct cblas_sgemm (same library)\n");
-    printf("%-6s %-8s %14s %14s %8s\n", "N", "threads", "dtensor GF/s", "cblas GF/s",
-           "ratio");
+    printf("%-6s %-8s %14s %14s %8s\n", "N", "threads", "dtensor GF/s", "cblas GF/s", "ratio");
     for (int th = 1; th <= 2; th++) {
         dt__kernels_set_num_threads(th);
         use_clock_for(th);
@@ -135,8 +136,8 @@ static void bench_gemm_vs_direct(const dt__blas *blas)
             }
             dt_gf[th - 1][i] = gflops(sizes[i], bd);
             direct_gf[th - 1][i] = gflops(sizes[i], bc);
-            printf("%-6lld %-8d %14.1f %14.1f %8.3f\n", (long long)sizes[i], th,
-                   dt_gf[th - 1][i], direct_gf[th - 1][i], bc / bd);
+            printf("%-6lld %-8d %14.1f %14.1f %8.3f\n", (long long)sizes[i], th, dt_gf[th - 1][i],
+                   direct_gf[th - 1][i], bc / bd);
             gemm_case_free(&g);
         }
     }
@@ -267,15 +268,31 @@ static void bench_kernel_selection(void)
 
 /* ---------------------------------------------------------------- bandwidth */
 
-typedef enum { EW_LAYER_NORM, EW_SOFTMAX, EW_GELU } ew_kind;
+typedef enum { EW_LAYER_NORM, EW_SOFTMAX, EW_GELU, EW_GELU_BWD, EW_ADD, EW_COUNT } ew_kind;
+static const char *ew_names[EW_COUNT] = {"layer_norm", "softmax", "gelu_tanh", "gelu_bwd", "add"};
 
+/* w, b: LayerNorm's weight and bias; the second operand of gelu_bwd and add: b */
 static void run_ew(ew_kind k, dt_tensor *x, dt_tensor *y, dt_tensor *w, dt_tensor *b)
 {
     const dt_kernel_ops *ops = dt__kernels_for(dt_device_cpu());
     switch (k) {
-    case EW_LAYER_NORM: die_on(ops->layer_norm(x, w, b, 1e-5f, y, NULL, NULL)); break;
-    case EW_SOFTMAX: die_on(ops->softmax(x, 1.0f, false, false, y)); break;
-    case EW_GELU: die_on(ops->unary(DT_UNARY_GELU_TANH, x, 0.0f, y)); break;
+    case EW_LAYER_NORM:
+        die_on(ops->layer_norm(x, w, b, 1e-5f, y, NULL, NULL));
+        break;
+    case EW_SOFTMAX:
+        die_on(ops->softmax(x, 1.0f, false, false, y));
+        break;
+    case EW_GELU:
+        die_on(ops->unary(DT_UNARY_GELU_TANH, x, 0.0f, y));
+        break;
+    case EW_GELU_BWD:
+        die_on(ops->unary_backward(DT_UNARY_GELU_TANH, x, b, y));
+        break;
+    case EW_ADD:
+        die_on(ops->binary(DT_BINARY_ADD, x, b, y));
+        break;
+    case EW_COUNT:
+        break;
     }
 }
 
@@ -286,7 +303,6 @@ static void bench_bandwidth(void)
     dt_tensor *x = rand_tensor(2, s), *y = rand_tensor(2, s);
     dt_tensor *w = rand_tensor(1, ps), *b = rand_tensor(1, ps);
     size_t bytes = (size_t)(rows * cols) * sizeof(float);
-    const char *names[3] = {"layer_norm", "softmax", "gelu_tanh"};
     use_clock_for(1);
     printf("\n## 2. row/element-wise kernels vs memcpy of the same bytes ([%lld, %lld] f32, "
            "GB/s = (read + written) / time)\n",
@@ -305,7 +321,7 @@ static void bench_bandwidth(void)
             bk = tk < bk ? tk : bk;
             bm = tm < bm ? tm : bm;
         }
-        printf("%-12s %12.2f %12.2f %8.3f\n", names[k], 2.0 * (double)bytes / bk / 1e9,
+        printf("%-12s %12.2f %12.2f %8.3f\n", ew_names[k], 2.0 * (double)bytes / bk / 1e9,
                2.0 * (double)bytes / bm / 1e9, bm / bk);
     }
     dt_tensor_release(x);
@@ -314,17 +330,65 @@ static void bench_bandwidth(void)
     dt_tensor_release(b);
 }
 
+static dt_tensor *bf16_tensor(int ndim, const int64_t *shape)
+{
+    dt_tensor *f = rand_tensor(ndim, shape), *h = NULL;
+    die_on(dt_tensor_empty(ndim, shape, DT_DTYPE_BF16, dt_device_cpu(), &h));
+    die_on(dt__kernels_for(dt_device_cpu())->copy(h, f));
+    dt_tensor_release(f);
+    return h;
+}
+
+/* bf16 operands read natively vs through f32 copies of whole tensors
+ * (bf16_widen.c, dt__cpu_half_native off), interleaved, best of R. */
+static void bench_bf16(void)
+{
+    const int64_t rows = quick ? 1024 : 4096, cols = 1024; /* 8 MiB per bf16 tensor */
+    int64_t s[2] = {rows, cols}, ps[1] = {cols};
+    dt_tensor *x = bf16_tensor(2, s), *y = bf16_tensor(2, s), *g = bf16_tensor(2, s);
+    dt_tensor *w = bf16_tensor(1, ps), *b = bf16_tensor(1, ps);
+    use_clock_for(1);
+    printf("\n## 2b. bf16 operands ([%lld, %lld] bf16): native vs through f32 copies\n",
+           (long long)rows, (long long)cols);
+    printf("%-12s %12s %12s %8s\n", "kernel", "native ms", "f32-copy ms", "speedup");
+    for (int k = 0; k < EW_COUNT; k++) {
+        bool rowwise = k == EW_LAYER_NORM || k == EW_SOFTMAX;
+        double best[2] = {1e30, 1e30};
+        for (int r = 0; r < (quick ? 3 : 8) + 1; r++)
+            for (int native = 0; native < 2; native++) {
+                dt__cpu_half_native = native;
+                double t = now_s();
+                run_ew(k, x, y, w, rowwise ? b : g);
+                t = now_s() - t;
+                if (r > 0 && t < best[native]) /* round 0 warms up */
+                    best[native] = t;
+            }
+        printf("%-12s %12.2f %12.2f %8.2fx\n", ew_names[k], 1e3 * best[1], 1e3 * best[0],
+               best[0] / best[1]);
+    }
+    dt__cpu_half_native = true;
+    dt_tensor *objs[] = {x, y, g, w, b};
+    for (int i = 0; i < 5; i++)
+        dt_tensor_release(objs[i]);
+}
+
 int main(int argc, char **argv)
 {
-    bool child = false;
+    bool child = false, bf16_only = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             quick = 1;
+        else if (strcmp(argv[i], "--bf16") == 0)
+            bf16_only = true;
         else if (strcmp(argv[i], "--gemm-child") == 0)
             child = true;
     }
     if (child)
         return gemm_child();
+    if (bf16_only) {
+        bench_bf16();
+        return 0;
+    }
     const dt__blas *blas = NULL;
     die_on(dt__blas_get(&blas));
     dt_runtime_info info;
@@ -333,6 +397,7 @@ int main(int argc, char **argv)
            info.blas_version, info.blas_kernel, blas->how, info.cpu_features);
     bench_gemm_vs_direct(blas);
     bench_bandwidth();
+    bench_bf16();
     bench_kernel_selection();
     return 0;
 }

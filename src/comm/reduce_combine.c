@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/bf16.h"
 #include "core/clones.h"
 
 /* dst[i] = EXPR(a = x[i], b = y[i]). dt__reduce passes x = dst: the same
@@ -77,35 +78,13 @@ static inline float combine_f32(float a, float b, dt_reduce_op op)
     }
 }
 
-/* bf16 <-> f32 inline (the same rounding as dt_f32_to_bf16): the reduction
- * loop is 10x faster than through the out-of-line converters. */
-static inline float bf16_f32(uint16_t x)
-{
-    uint32_t u = (uint32_t)x << 16;
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-
-static inline uint16_t f32_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    if ((u & 0x7fffffffu) > 0x7f800000u) { /* NaN stays NaN */
-        uint16_t r = (uint16_t)(u >> 16);
-        return (r & 0x7f) ? r : (uint16_t)(r | 0x40);
-    }
-    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
-    return (uint16_t)(u >> 16);
-}
-
 static inline __attribute__((always_inline)) void
 reduce_half(uint16_t *d, const uint16_t *x, const uint16_t *s, size_t n, bool bf16, dt_reduce_op op)
 {
 #define DT_BF16_LOOP(EXPR)                                                                         \
     for (size_t i = 0; i < n; i++) {                                                               \
-        float a = bf16_f32(x[i]), b = bf16_f32(s[i]);                                              \
-        d[i] = f32_bf16(EXPR);                                                                     \
+        float a = dt__bf16_to_f32(x[i]), b = dt__bf16_to_f32(s[i]);                                \
+        d[i] = dt__bf16_from_f32(EXPR);                                                            \
     }
     if (bf16) { /* one loop per op so each one vectorises */
         switch (op) {

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/bf16.h"
 #include "core/error.h"
 #include "core/tensor_impl.h"
 
@@ -93,20 +94,12 @@ static float bits_f32(uint32_t u)
 
 uint16_t dt_f32_to_bf16(float x)
 {
-    uint32_t u = f32_bits(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-        /* NaN: keep the sign and the payload's top bits; never let it become inf */
-        uint16_t r = (uint16_t)(u >> 16);
-        return (r & 0x7f) ? r : (uint16_t)(r | 0x40);
-    }
-    /* round to nearest even; a carry into the exponent gives inf on overflow */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+    return dt__bf16_from_f32(x);
 }
 
 float dt_bf16_to_f32(uint16_t x)
 {
-    return bits_f32((uint32_t)x << 16);
+    return dt__bf16_to_f32(x);
 }
 
 uint16_t dt_f32_to_f16(float x)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/bf16.h"
 #include "core/clones.h"
 #include "core/copy.h"
 #include "core/error.h"
@@ -82,18 +83,6 @@ typedef struct copy_ctx {
     size_t des, ses;
 } copy_ctx;
 
-/* dt_f32_to_bf16, inline and branch-free so the loops below vectorise (the
- * call per element was a fifth of a bf16-autocast training step). */
-static inline uint16_t f32_to_bf16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* round to nearest even */
-    uint32_t t = u >> 16;                                /* NaN: truncated, kept a NaN */
-    uint32_t q = (t & 0x7fu) != 0 ? t : t | 0x40u;
-    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
-}
-
 /* Unit-stride rows of the common conversions, written so gcc vectorises them
  * (per ISA: f32 -> bf16 is most of bf16 autocast's own cost). */
 DT_CPU_CLONES static bool copy_row_contig(const copy_ctx *c, char *d, const char *s, int64_t n)
@@ -101,17 +90,15 @@ DT_CPU_CLONES static bool copy_row_contig(const copy_ctx *c, char *d, const char
     if (c->dt == DT_DTYPE_F32 && c->st == DT_DTYPE_BF16) {
         float *restrict o = (float *)d;
         const uint16_t *restrict x = (const uint16_t *)s;
-        for (int64_t i = 0; i < n; i++) {
-            uint32_t u = (uint32_t)x[i] << 16;
-            memcpy(&o[i], &u, 4);
-        }
+        for (int64_t i = 0; i < n; i++)
+            o[i] = dt__bf16_to_f32(x[i]);
         return true;
     }
     if (c->dt == DT_DTYPE_BF16 && c->st == DT_DTYPE_F32) {
         uint16_t *restrict o = (uint16_t *)d;
         const float *restrict x = (const float *)s;
         for (int64_t i = 0; i < n; i++)
-            o[i] = f32_to_bf16(x[i]);
+            o[i] = dt__bf16_from_f32(x[i]);
         return true;
     }
     if (c->dt == DT_DTYPE_F32 && c->st == DT_DTYPE_F16) {
@@ -178,10 +165,10 @@ static void copy_row(void *vctx, char *d, int64_t sd, const char *s, int64_t ss,
     int64_t bd = sd * (int64_t)c->des, bs = ss * (int64_t)c->ses;
     if (c->dt == DT_DTYPE_F32 && c->st == DT_DTYPE_BF16) {
         for (int64_t i = 0; i < n; i++)
-            *(float *)(d + i * bd) = dt_bf16_to_f32(*(const uint16_t *)(s + i * bs));
+            *(float *)(d + i * bd) = dt__bf16_to_f32(*(const uint16_t *)(s + i * bs));
     } else if (c->dt == DT_DTYPE_BF16 && c->st == DT_DTYPE_F32) {
         for (int64_t i = 0; i < n; i++)
-            *(uint16_t *)(d + i * bd) = f32_to_bf16(*(const float *)(s + i * bs));
+            *(uint16_t *)(d + i * bd) = dt__bf16_from_f32(*(const float *)(s + i * bs));
     } else if (c->dt == DT_DTYPE_F32 && c->st == DT_DTYPE_F16) {
         for (int64_t i = 0; i < n; i++)
             *(float *)(d + i * bd) = dt_f16_to_f32(*(const uint16_t *)(s + i * bs));

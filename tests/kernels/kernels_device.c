@@ -204,6 +204,45 @@ static void test_softmax_layer_norm(void **state)
     release_all(ts, 20);
 }
 
+/* @p f (released) as a bf16 host tensor. */
+static dt_tensor *as_bf16(dt_tensor *f)
+{
+    dt_tensor *h = host_empty(dt_tensor_ndim(f), dt_tensor_shape(f), DT_DTYPE_BF16);
+    K_OK(ku_cpu()->copy(h, f));
+    dt_tensor_release(f);
+    return h;
+}
+
+/* bf16 operands, which the CPU table reads natively in blocks of 512 and rows
+ * (half_stage.c): odd sizes, a broadcast row, bf16 outputs. */
+static void test_bf16_operands(void **state)
+{
+    (void)state;
+    if (kd->supports != NULL && !kd->supports(DT_KOP_BINARY, DT_DTYPE_BF16))
+        skip(); /* CUDA: f32 only but for GEMM */
+    int64_t s[2] = {5, 1003}, r[2] = {1, 1003}, w[1] = {1003}, rows[1] = {5};
+    dt_tensor *a = as_bf16(ku_rand(2, s, -2, 2)), *b = as_bf16(ku_rand(2, r, 0.5, 2));
+    dt_tensor *wt = as_bf16(ku_rand(1, w, 0.5, 1.5)), *o = host_empty(2, s, DT_DTYPE_BF16);
+    dt_tensor *mean = host_empty(1, rows, DT_DTYPE_F32), *rstd = host_empty(1, rows, DT_DTYPE_F32);
+    dt_tensor *da = on_dev(a), *db = on_dev(b), *dwt = on_dev(wt), *dout = dev_empty(o);
+    dt_tensor *dmean = dev_empty(mean), *drstd = dev_empty(rstd);
+    K_OK(ku_cpu()->binary(DT_BINARY_MUL, a, b, o));
+    K_OK(kd->binary(DT_BINARY_MUL, da, db, dout));
+    expect_same("bf16 binary (broadcast row)", o, dout);
+    K_OK(ku_cpu()->unary(DT_UNARY_GELU_TANH, a, 0.0f, o));
+    K_OK(kd->unary(DT_UNARY_GELU_TANH, da, 0.0f, dout));
+    expect_same("bf16 gelu", o, dout);
+    K_OK(ku_cpu()->softmax(a, 0.5f, true, false, o));
+    K_OK(kd->softmax(da, 0.5f, true, false, dout));
+    expect_same("bf16 softmax (causal)", o, dout);
+    K_OK(ku_cpu()->layer_norm(a, wt, NULL, 1e-5f, o, mean, rstd));
+    K_OK(kd->layer_norm(da, dwt, NULL, 1e-5f, dout, dmean, drstd));
+    expect_same("bf16 layer_norm", o, dout);
+    expect_same("bf16 layer_norm rstd", rstd, drstd);
+    dt_tensor *ts[] = {a, b, wt, o, mean, rstd, da, db, dwt, dout, dmean, drstd};
+    release_all(ts, 12);
+}
+
 static dt_tensor *ids_tensor(int64_t n, const int64_t *v)
 {
     dt_tensor *t = NULL;
@@ -320,6 +359,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_gemm_bf16),          cmocka_unit_test(test_binary_unary),
         cmocka_unit_test(test_softmax_layer_norm), cmocka_unit_test(test_embedding_cross_entropy),
         cmocka_unit_test(test_reduce_masked_fill), cmocka_unit_test(test_optimizers),
+        cmocka_unit_test(test_bf16_operands),
     };
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

@@ -3,8 +3,9 @@
  * is read through an f32 copy, the f32 kernel computes (accumulating in f32,
  * as PyTorch's CPU kernels do for bf16), and each such output is rounded once
  * from its f32 result. Kernels without a half operand go straight to the f32
- * code (no cost). Correct for every entry, not the fastest: a native bf16
- * loop would save the copies.
+ * code (no cost), and so do bf16 operands of the kernels that read bf16
+ * natively (half_stage.c: the same results without the copies); what stays
+ * here is f16, and bf16 for embedding, masked fill and sum of squares.
  */
 #include "kernels/cpu/cpu_internal.h"
 
@@ -50,21 +51,39 @@ dt_status dt__cpu_widen_end(dt__cpu_widen *w, dt_status st)
     return st;
 }
 
-static bool any_bf16(const dt_tensor *const *ts, int n)
+static bool any_half(const dt_tensor *const *ts, int n)
 {
     for (int i = 0; i < n; i++)
         if (ts[i] != NULL && is_half(ts[i]->dtype))
             return true;
     return false;
 }
-#define ANY_BF16(...)                                                                              \
-    any_bf16((const dt_tensor *const[]){__VA_ARGS__},                                              \
+#define ANY_HALF(...)                                                                              \
+    any_half((const dt_tensor *const[]){__VA_ARGS__},                                              \
              (int)(sizeof((const dt_tensor *const[]){__VA_ARGS__}) / sizeof(dt_tensor *)))
+
+/* Whether a kernel that reads bf16 natively (half_stage.c) still needs the
+ * f32 copies: for an f16 operand, a strided bf16 @p out (the native loops
+ * write outputs in place, contiguous; NULL: none such), or native reading
+ * switched off. */
+static bool needs_widen(const dt_tensor *out, const dt_tensor *const *ts, int n)
+{
+    if (!dt__cpu_half_native ||
+        (out != NULL && is_half(out->dtype) && !dt_tensor_is_contiguous(out)))
+        return any_half(ts, n);
+    for (int i = 0; i < n; i++)
+        if (ts[i] != NULL && ts[i]->dtype == DT_DTYPE_F16)
+            return true;
+    return false;
+}
+#define NEEDS_WIDEN(out, ...)                                                                      \
+    needs_widen(out, (const dt_tensor *const[]){__VA_ARGS__},                                      \
+                (int)(sizeof((const dt_tensor *const[]){__VA_ARGS__}) / sizeof(dt_tensor *)))
 
 dt_status dt__cpu_binary_any(dt_binary_op op, const dt_tensor *a, const dt_tensor *b,
                              dt_tensor *out)
 {
-    if (!ANY_BF16(a, b, out))
+    if (!NEEDS_WIDEN(out, a, b, out))
         return dt__cpu_binary(op, a, b, out);
     dt__cpu_widen w = {0};
     dt_tensor *fa = dt__cpu_widen_in(&w, a, false), *fb = dt__cpu_widen_in(&w, b, false),
@@ -74,7 +93,7 @@ dt_status dt__cpu_binary_any(dt_binary_op op, const dt_tensor *a, const dt_tenso
 
 dt_status dt__cpu_unary_any(dt_unary_op op, const dt_tensor *x, float alpha, dt_tensor *out)
 {
-    if (!ANY_BF16(x, out))
+    if (!NEEDS_WIDEN(out, x, out))
         return dt__cpu_unary(op, x, alpha, out);
     dt__cpu_widen w = {0};
     dt_tensor *fx = dt__cpu_widen_in(&w, x, false), *fo = dt__cpu_widen_in(&w, out, true);
@@ -84,7 +103,7 @@ dt_status dt__cpu_unary_any(dt_unary_op op, const dt_tensor *x, float alpha, dt_
 dt_status dt__cpu_unary_backward_any(dt_unary_op op, const dt_tensor *x, const dt_tensor *gy,
                                      dt_tensor *gx)
 {
-    if (!ANY_BF16(x, gy, gx))
+    if (!NEEDS_WIDEN(gx, x, gy, gx))
         return dt__cpu_unary_backward(op, x, gy, gx);
     dt__cpu_widen w = {0};
     dt_tensor *fx = dt__cpu_widen_in(&w, x, false), *fg = dt__cpu_widen_in(&w, gy, false),
@@ -94,7 +113,7 @@ dt_status dt__cpu_unary_backward_any(dt_unary_op op, const dt_tensor *x, const d
 
 dt_status dt__cpu_softmax_any(const dt_tensor *x, float scale, bool causal, bool log, dt_tensor *y)
 {
-    if (!ANY_BF16(x, y))
+    if (!NEEDS_WIDEN(y, x, y))
         return dt__cpu_softmax(x, scale, causal, log, y);
     dt__cpu_widen w = {0};
     dt_tensor *fx = dt__cpu_widen_in(&w, x, false), *fy = dt__cpu_widen_in(&w, y, true);
@@ -105,7 +124,7 @@ dt_status dt__cpu_softmax_any(const dt_tensor *x, float scale, bool causal, bool
 dt_status dt__cpu_softmax_backward_any(const dt_tensor *y, const dt_tensor *gy, float scale,
                                        bool log, dt_tensor *gx)
 {
-    if (!ANY_BF16(y, gy, gx))
+    if (!NEEDS_WIDEN(gx, y, gy, gx))
         return dt__cpu_softmax_backward(y, gy, scale, log, gx);
     dt__cpu_widen w = {0};
     dt_tensor *fy = dt__cpu_widen_in(&w, y, false), *fg = dt__cpu_widen_in(&w, gy, false),
@@ -117,7 +136,7 @@ dt_status dt__cpu_softmax_backward_any(const dt_tensor *y, const dt_tensor *gy, 
 dt_status dt__cpu_layer_norm_any(const dt_tensor *x, const dt_tensor *wt, const dt_tensor *b,
                                  float eps, dt_tensor *y, dt_tensor *mean, dt_tensor *rstd)
 {
-    if (!ANY_BF16(x, wt, b, y))
+    if (!NEEDS_WIDEN(y, x, wt, b, y))
         return dt__cpu_layer_norm(x, wt, b, eps, y, mean, rstd);
     dt__cpu_widen w = {0};
     dt_tensor *fx = dt__cpu_widen_in(&w, x, false), *fw = dt__cpu_widen_in(&w, wt, false),
@@ -132,7 +151,7 @@ dt_status dt__cpu_layer_norm_backward_any(const dt_tensor *x, const dt_tensor *w
                                           const dt_tensor *gy, dt_tensor *gx, dt_tensor *gw,
                                           dt_tensor *gb)
 {
-    if (!ANY_BF16(x, wt, gy, gx, gw, gb))
+    if (!NEEDS_WIDEN(gx, x, wt, gy, gx, gw, gb))
         return dt__cpu_layer_norm_backward(x, wt, mean, rstd, gy, gx, gw, gb);
     dt__cpu_widen w = {0};
     dt_tensor *fx = dt__cpu_widen_in(&w, x, false), *fw = dt__cpu_widen_in(&w, wt, false);
@@ -146,7 +165,7 @@ dt_status dt__cpu_layer_norm_backward_any(const dt_tensor *x, const dt_tensor *w
 dt_status dt__cpu_embedding_any(const dt_tensor *weight, const dt_tensor *ids, int64_t vocab_start,
                                 dt_tensor *out)
 {
-    if (!ANY_BF16(weight, out))
+    if (!ANY_HALF(weight, out))
         return dt__cpu_embedding(weight, ids, vocab_start, out);
     dt__cpu_widen w = {0};
     dt_tensor *fw = dt__cpu_widen_in(&w, weight, false), *fo = dt__cpu_widen_in(&w, out, true);
@@ -157,7 +176,7 @@ dt_status dt__cpu_embedding_any(const dt_tensor *weight, const dt_tensor *ids, i
 dt_status dt__cpu_embedding_backward_any(const dt_tensor *ids, const dt_tensor *gy,
                                          int64_t vocab_start, dt_tensor *gweight)
 {
-    if (!ANY_BF16(gy, gweight))
+    if (!ANY_HALF(gy, gweight))
         return dt__cpu_embedding_backward(ids, gy, vocab_start, gweight);
     dt__cpu_widen w = {0};
     dt_tensor *fg = dt__cpu_widen_in(&w, gy, false), *fw = dt__cpu_widen_in(&w, gweight, true);
@@ -168,7 +187,7 @@ dt_status dt__cpu_embedding_backward_any(const dt_tensor *ids, const dt_tensor *
 dt_status dt__cpu_cross_entropy_any(const dt_tensor *logits, const dt_tensor *targets,
                                     int64_t ignore_index, dt_tensor *loss, dt_tensor *lse)
 {
-    if (!ANY_BF16(logits, loss, lse))
+    if (!NEEDS_WIDEN(NULL, logits, loss, lse))
         return dt__cpu_cross_entropy(logits, targets, ignore_index, loss, lse);
     dt__cpu_widen w = {0};
     dt_tensor *fl = dt__cpu_widen_in(&w, logits, false), *fo = dt__cpu_widen_in(&w, loss, true);
@@ -181,7 +200,7 @@ dt_status dt__cpu_cross_entropy_backward_any(const dt_tensor *logits, const dt_t
                                              int64_t ignore_index, const dt_tensor *lse,
                                              const dt_tensor *gloss, dt_tensor *glogits)
 {
-    if (!ANY_BF16(logits, lse, gloss, glogits))
+    if (!NEEDS_WIDEN(glogits, logits, lse, gloss, glogits))
         return dt__cpu_cross_entropy_backward(logits, targets, ignore_index, lse, gloss, glogits);
     dt__cpu_widen w = {0};
     dt_tensor *fl = dt__cpu_widen_in(&w, logits, false), *fs = dt__cpu_widen_in(&w, lse, false);
@@ -194,7 +213,7 @@ dt_status dt__cpu_cross_entropy_backward_any(const dt_tensor *logits, const dt_t
 dt_status dt__cpu_reduce_any(dt_reduce_kind kind, const dt_tensor *x, int dim, dt_tensor *out,
                              dt_tensor *argmax)
 {
-    if (!ANY_BF16(x, out))
+    if (!NEEDS_WIDEN(NULL, x, out))
         return dt__cpu_reduce(kind, x, dim, out, argmax);
     dt__cpu_widen w = {0};
     dt_tensor *fx = dt__cpu_widen_in(&w, x, false), *fo = dt__cpu_widen_in(&w, out, true);
@@ -204,7 +223,7 @@ dt_status dt__cpu_reduce_any(dt_reduce_kind kind, const dt_tensor *x, int dim, d
 dt_status dt__cpu_masked_fill_any(const dt_tensor *x, const dt_tensor *mask, float value,
                                   dt_tensor *out)
 {
-    if (!ANY_BF16(x, out))
+    if (!ANY_HALF(x, out))
         return dt__cpu_masked_fill(x, mask, value, out);
     dt__cpu_widen w = {0};
     dt_tensor *fx = dt__cpu_widen_in(&w, x, false), *fo = dt__cpu_widen_in(&w, out, true);
@@ -213,7 +232,7 @@ dt_status dt__cpu_masked_fill_any(const dt_tensor *x, const dt_tensor *mask, flo
 
 dt_status dt__cpu_sum_squares_any(const dt_tensor *x, double *out)
 {
-    if (!ANY_BF16(x))
+    if (!ANY_HALF(x))
         return dt__cpu_sum_squares(x, out);
     dt__cpu_widen w = {0};
     dt_tensor *fx = dt__cpu_widen_in(&w, x, false);

@@ -178,6 +178,36 @@ dt_status dt__cpu_adamw_step(dt_tensor *p, const dt_tensor *g, dt_tensor *m, dt_
                              float beta1, float beta2, float eps, float weight_decay, int64_t step);
 dt_status dt__cpu_sum_squares(const dt_tensor *x, double *out);
 
+/*
+ * half_stage.c: bf16 operands read natively (converted in L1-sized blocks or
+ * rows around the kernels' f32 loops; f16 goes through bf16_widen.c). Off
+ * (false) sends bf16 to bf16_widen.c too: the tests compare the two.
+ */
+extern bool dt__cpu_half_native;
+/* dt__cpu_check / dt__cpu_check_out (@p out) for f32 or bf16. */
+dt_status dt__cpu_check_fp(const char *fn, const char *what, const dt_tensor *t, bool out);
+/* dst[i] = src[i * s] widened, i < n; src[i] rounded once into dst. */
+void dt__cpu_bf16_load(float *dst, const uint16_t *src, int64_t n, int64_t s);
+void dt__cpu_bf16_store(uint16_t *dst, const float *src, int64_t n);
+/* One inner run of an element-wise f32 loop: n elements of in[k] (stride
+ * st[k]: 0, 1 or any) into o[0..n) (unit stride). */
+typedef void (*dt__cpu_ew_fn)(const void *ctx, int64_t n, const float *const *in, const int64_t *st,
+                              float *o);
+/* out = fn(in...) over out's shape (contiguous out; in[k] viewed with
+ * in_strides[k], up to DT_NDITER_MAX_OPS - 1 inputs), each operand f32 or bf16. */
+dt_status dt__cpu_ew_run(dt_tensor *out, int nin, const dt_tensor *const *in,
+                         const int64_t *const *in_strides, dt__cpu_ew_fn fn, const void *ctx);
+/* Row kernels: elements [off, off + n) of contiguous @p data as f32 (the data
+ * itself, or widened into buf); where an f32 row bound for t at off goes (t's
+ * data or buf), and buf rounded into t once it is written (bf16 t). */
+const float *dt__cpu_row_in(const void *data, dt_dtype dtype, int64_t off, int64_t n, float *buf);
+float *dt__cpu_row_out(dt_tensor *t, int64_t off, float *buf);
+void dt__cpu_row_done(dt_tensor *t, int64_t off, const float *buf, int64_t n);
+/* @p k rows of @p n floats of scratch in rows[0..k) when @p need (a bf16
+ * operand), else NULLs (f32 calls allocate nothing); free(rows[0]).
+ * DT_ERR_NO_MEMORY naming fn. */
+dt_status dt__cpu_scratch(const char *fn, bool need, int64_t n, int k, float **rows);
+
 /* bf16_widen.c: the f32 stand-ins of one call's bf16/f16 tensors. */
 enum { DT__CPU_WIDEN_MAX = 8 };
 typedef struct dt__cpu_widen {
@@ -193,8 +223,9 @@ dt_tensor *dt__cpu_widen_in(dt__cpu_widen *w, const dt_tensor *t, bool is_out);
 /* Round the outputs back (when @p st and w->st are DT_OK) and free the copies. */
 dt_status dt__cpu_widen_end(dt__cpu_widen *w, dt_status st);
 
-/* bf16_widen.c: the table's entries, taking bf16 operands through f32 copies
- * (f32 operands go straight to the kernels above). */
+/* bf16_widen.c: the table's entries, taking half operands through f32 copies
+ * where the kernels above do not read them natively (f32 operands, and bf16
+ * ones those kernels read, go straight to them). */
 dt_status dt__cpu_binary_any(dt_binary_op op, const dt_tensor *a, const dt_tensor *b,
                              dt_tensor *out);
 dt_status dt__cpu_unary_any(dt_unary_op op, const dt_tensor *x, float alpha, dt_tensor *out);

@@ -8,7 +8,7 @@ static bool cpu_supports(dt_kernel_op op, dt_dtype dtype)
     if (op == DT_KOP_OPTIM) /* master weights and optimizer state stay f32 */
         return dtype == DT_DTYPE_F32;
     /* bf16 and f16 compute in f32: GEMM accumulates (bf16 on oneDNN's kernel),
-     * the others read f32 copies (bf16_widen.c) */
+     * the others read bf16 natively (half_stage.c) or f32 copies (bf16_widen.c) */
     return op < DT_KOP_COUNT &&
            (dtype == DT_DTYPE_F32 || dtype == DT_DTYPE_BF16 || dtype == DT_DTYPE_F16);
 }

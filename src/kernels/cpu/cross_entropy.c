@@ -37,7 +37,7 @@ static float row_lse(const float *restrict x, int64_t n)
 static dt_status ce_shapes(const char *fn, const dt_tensor *logits, const dt_tensor *targets,
                            int64_t *rows, int64_t *classes, int64_t **tv)
 {
-    DT_CHECK(dt__cpu_check(fn, "logits", logits, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_fp(fn, "logits", logits, false));
     if (logits->ndim != 2)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: logits have %d dims, expected [N, C]", fn,
                       logits->ndim);
@@ -58,8 +58,8 @@ static dt_status ce_check_target(const char *fn, int64_t i, int64_t t, int64_t c
     return DT_OK;
 }
 
-dt_status dt__cpu_cross_entropy(const dt_tensor *logits, const dt_tensor *targets,
-                                int64_t ignore_index, dt_tensor *loss, dt_tensor *lse)
+static dt_status ce_forward(const dt_tensor *logits, const dt_tensor *targets, int64_t ignore_index,
+                            dt_tensor *loss, dt_tensor *lse)
 {
     const char *fn = "dt_kernel_cross_entropy";
     int64_t rows = 0, classes = 0, *tv = NULL;
@@ -69,6 +69,8 @@ dt_status dt__cpu_cross_entropy(const dt_tensor *logits, const dt_tensor *target
     dt_status s = DT_OK;
     dt_tensor *tl = NULL;
     const void *ld = NULL;
+    float *buf = NULL; /* a bf16 row of logits */
+    bool half = logits->dtype != DT_DTYPE_F32;
     if (dt_tensor_numel(loss) != rows || dt_tensor_numel(lse) != rows) {
         s = DT_ERR(DT_ERR_INVALID_ARG, "%s: loss/lse have %lld/%lld elements, expected %lld", fn,
                    (long long)dt_tensor_numel(loss), (long long)dt_tensor_numel(lse),
@@ -77,17 +79,28 @@ dt_status dt__cpu_cross_entropy(const dt_tensor *logits, const dt_tensor *target
     }
     for (int64_t i = 0; i < rows; i++)
         DT_CHECK_GOTO(ce_check_target(fn, i, tv[i], classes, ignore_index), s, out_free_targets);
+    DT_CHECK_GOTO(dt__cpu_scratch(fn, half, classes, 1, &buf), s, out_free_targets);
     DT_CHECK_GOTO(dt__cpu_contig(logits, &tl, &ld), s, out_free_targets);
     for (int64_t i = 0; i < rows; i++) {
-        const float *x = (const float *)ld + i * classes;
+        const float *x = dt__cpu_row_in(ld, logits->dtype, i * classes, classes, buf);
         float l = classes > 0 ? row_lse(x, classes) : -INFINITY;
         dt__f32(lse)[i] = l;
         dt__f32(loss)[i] = tv[i] == ignore_index ? 0.0f : l - x[tv[i]];
     }
     dt_tensor_release(tl);
 out_free_targets:
+    free(buf);
     free(tv);
     return s;
+}
+
+dt_status dt__cpu_cross_entropy(const dt_tensor *logits, const dt_tensor *targets,
+                                int64_t ignore_index, dt_tensor *loss, dt_tensor *lse)
+{
+    dt__cpu_widen w = {0}; /* bf16 loss and lse: [N] vectors, through f32 copies */
+    dt_tensor *fo = dt__cpu_widen_in(&w, loss, true), *fs = dt__cpu_widen_in(&w, lse, true);
+    return dt__cpu_widen_end(&w, w.st == DT_OK ? ce_forward(logits, targets, ignore_index, fo, fs)
+                                               : w.st);
 }
 
 DT_CPU_CLONES
@@ -102,13 +115,13 @@ static void ce_bwd_row(const float *restrict x, int64_t n, float lse, float g, i
         gx[target] -= g;
 }
 
-dt_status dt__cpu_cross_entropy_backward(const dt_tensor *logits, const dt_tensor *targets,
-                                         int64_t ignore_index, const dt_tensor *lse,
-                                         const dt_tensor *gloss, dt_tensor *glogits)
+static dt_status ce_backward(const dt_tensor *logits, const dt_tensor *targets,
+                             int64_t ignore_index, const dt_tensor *lse, const dt_tensor *gloss,
+                             dt_tensor *glogits)
 {
     const char *fn = "dt_kernel_cross_entropy_backward";
     int64_t rows = 0, classes = 0, *tv = NULL;
-    DT_CHECK(dt__cpu_check_out(fn, "glogits", glogits, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_fp(fn, "glogits", glogits, true));
     DT_CHECK(dt__cpu_check(fn, "lse", lse, DT_DTYPE_F32));
     DT_CHECK(dt__cpu_check(fn, "gloss", gloss, DT_DTYPE_F32));
     DT_CHECK(dt__cpu_check_same_shape(fn, "logits", logits, glogits));
@@ -116,6 +129,8 @@ dt_status dt__cpu_cross_entropy_backward(const dt_tensor *logits, const dt_tenso
     dt_status s = DT_OK;
     dt_tensor *tl = NULL, *te = NULL, *tg = NULL;
     const void *ld = NULL, *ed = NULL, *gd = NULL;
+    float *buf[2] = {NULL}; /* bf16 rows of logits and glogits */
+    bool half = logits->dtype != DT_DTYPE_F32 || glogits->dtype != DT_DTYPE_F32;
     if (dt_tensor_numel(lse) != rows || dt_tensor_numel(gloss) != rows) {
         s = DT_ERR(DT_ERR_INVALID_ARG, "%s: lse/gloss have %lld/%lld elements, expected %lld", fn,
                    (long long)dt_tensor_numel(lse), (long long)dt_tensor_numel(gloss),
@@ -124,22 +139,35 @@ dt_status dt__cpu_cross_entropy_backward(const dt_tensor *logits, const dt_tenso
     }
     for (int64_t i = 0; i < rows; i++)
         DT_CHECK_GOTO(ce_check_target(fn, i, tv[i], classes, ignore_index), s, out_release);
+    DT_CHECK_GOTO(dt__cpu_scratch(fn, half, classes, 2, buf), s, out_release);
     DT_CHECK_GOTO(dt__cpu_contig(logits, &tl, &ld), s, out_release);
     DT_CHECK_GOTO(dt__cpu_contig(lse, &te, &ed), s, out_release);
     DT_CHECK_GOTO(dt__cpu_contig(gloss, &tg, &gd), s, out_release);
     for (int64_t i = 0; i < rows; i++) {
-        float *gx = dt__f32(glogits) + i * classes;
-        if (tv[i] == ignore_index) {
+        float *gx = dt__cpu_row_out(glogits, i * classes, buf[1]);
+        if (tv[i] == ignore_index)
             memset(gx, 0, (size_t)classes * sizeof(float));
-            continue;
-        }
-        ce_bwd_row((const float *)ld + i * classes, classes, ((const float *)ed)[i],
-                   ((const float *)gd)[i], tv[i], gx);
+        else
+            ce_bwd_row(dt__cpu_row_in(ld, logits->dtype, i * classes, classes, buf[0]), classes,
+                       ((const float *)ed)[i], ((const float *)gd)[i], tv[i], gx);
+        dt__cpu_row_done(glogits, i * classes, gx, classes);
     }
 out_release:
+    free(buf[0]);
     dt_tensor_release(tg);
     dt_tensor_release(te);
     dt_tensor_release(tl);
     free(tv);
     return s;
+}
+
+dt_status dt__cpu_cross_entropy_backward(const dt_tensor *logits, const dt_tensor *targets,
+                                         int64_t ignore_index, const dt_tensor *lse,
+                                         const dt_tensor *gloss, dt_tensor *glogits)
+{
+    dt__cpu_widen w = {0}; /* bf16 lse and gloss: [N] vectors, through f32 copies */
+    const dt_tensor *fs = dt__cpu_widen_in(&w, lse, false),
+                    *fg = dt__cpu_widen_in(&w, gloss, false);
+    return dt__cpu_widen_end(
+        &w, w.st == DT_OK ? ce_backward(logits, targets, ignore_index, fs, fg, glogits) : w.st);
 }

@@ -142,26 +142,24 @@ static void bin_dispatch(dt_binary_op op, int64_t n, const float *a, int64_t sa,
 #undef BIN_CASE
 }
 
+static void bin_block(const void *ctx, int64_t n, const float *const *in, const int64_t *st,
+                      float *o)
+{
+    bin_dispatch(*(const dt_binary_op *)ctx, n, in[0], st[0], in[1], st[1], o);
+}
+
 dt_status dt__cpu_binary(dt_binary_op op, const dt_tensor *a, const dt_tensor *b, dt_tensor *out)
 {
     const char *fn = "dt_kernel_binary";
     if ((unsigned)op > DT_BINARY_DIV)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: unknown op %d", fn, (int)op);
-    DT_CHECK(dt__cpu_check_out(fn, "out", out, DT_DTYPE_F32));
-    DT_CHECK(dt__cpu_check(fn, "a", a, DT_DTYPE_F32));
-    DT_CHECK(dt__cpu_check(fn, "b", b, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_fp(fn, "out", out, true));
+    DT_CHECK(dt__cpu_check_fp(fn, "a", a, false));
+    DT_CHECK(dt__cpu_check_fp(fn, "b", b, false));
     int64_t sa[DT_MAX_DIMS], sb[DT_MAX_DIMS];
     DT_CHECK(dt__cpu_broadcast_strides(fn, "a", a, out->ndim, out->shape, sa));
     DT_CHECK(dt__cpu_broadcast_strides(fn, "b", b, out->ndim, out->shape, sb));
-    const int64_t *st[3] = {out->strides, sa, sb};
-    dt__nditer it;
-    if (!dt__nditer_init(&it, out->ndim, out->shape, 3, st))
-        return DT_OK;
-    float *o = dt__f32(out);
-    const float *pa = dt__f32(a), *pb = dt__f32(b);
-    do {
-        bin_dispatch(op, it.inner_n, pa + it.off[1], it.inner_stride[1], pb + it.off[2],
-                     it.inner_stride[2], o + it.off[0]);
-    } while (dt__nditer_next(&it));
-    return DT_OK;
+    const dt_tensor *in[2] = {a, b};
+    const int64_t *st[2] = {sa, sb};
+    return dt__cpu_ew_run(out, 2, in, st, bin_block, &op);
 }

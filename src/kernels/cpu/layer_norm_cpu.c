@@ -8,6 +8,8 @@
 /* No FP-trap semantics: lets gcc if-convert the branch-free selects in the
  * loops below so they vectorise (must precede the includes: inline helpers). */
 #pragma GCC optimize("no-trapping-math")
+#include <stdlib.h>
+
 #include "kernels/cpu/cpu_internal.h"
 
 DT_CPU_CLONES
@@ -73,12 +75,12 @@ static dt_status ln_stat(const char *fn, const char *what, const dt_tensor *t, i
     return DT_OK;
 }
 
-dt_status dt__cpu_layer_norm(const dt_tensor *x, const dt_tensor *w, const dt_tensor *b, float eps,
-                             dt_tensor *y, dt_tensor *mean, dt_tensor *rstd)
+static dt_status ln_forward(const dt_tensor *x, const dt_tensor *w, const dt_tensor *b, float eps,
+                            dt_tensor *y, dt_tensor *mean, dt_tensor *rstd)
 {
     const char *fn = "dt_kernel_layer_norm";
-    DT_CHECK(dt__cpu_check_out(fn, "y", y, DT_DTYPE_F32));
-    DT_CHECK(dt__cpu_check(fn, "x", x, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_fp(fn, "y", y, true));
+    DT_CHECK(dt__cpu_check_fp(fn, "x", x, false));
     DT_CHECK(dt__cpu_check_same_shape(fn, "x", x, y));
     if (x->ndim < 1)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: x has no dims", fn);
@@ -90,25 +92,40 @@ dt_status dt__cpu_layer_norm(const dt_tensor *x, const dt_tensor *w, const dt_te
     dt_tensor *tw = NULL, *tb = NULL, *tx = NULL;
     const float *pw = NULL, *pb = NULL;
     const void *xd = NULL;
+    float *buf[2] = {NULL}; /* a bf16 row of x, one of y */
     dt_status s = DT_OK;
     DT_CHECK(ln_param(fn, "w", w, n, &tw, &pw));
     DT_CHECK_GOTO(ln_param(fn, "b", b, n, &tb, &pb), s, out_release);
     if (numel == 0)
         goto out_release;
+    DT_CHECK_GOTO(
+        dt__cpu_scratch(fn, x->dtype != DT_DTYPE_F32 || y->dtype != DT_DTYPE_F32, n, 2, buf), s,
+        out_release);
     DT_CHECK_GOTO(dt__cpu_contig(x, &tx, &xd), s, out_release);
     for (int64_t r = 0; r < rows; r++) {
-        float m = 0.0f, rs = 0.0f;
-        ln_row((const float *)xd + r * n, n, pw, pb, eps, dt__f32(y) + r * n, &m, &rs);
+        float m = 0.0f, rs = 0.0f, *yr = dt__cpu_row_out(y, r * n, buf[1]);
+        ln_row(dt__cpu_row_in(xd, x->dtype, r * n, n, buf[0]), n, pw, pb, eps, yr, &m, &rs);
+        dt__cpu_row_done(y, r * n, yr, n);
         if (pm != NULL)
             pm[r] = m;
         if (pr != NULL)
             pr[r] = rs;
     }
 out_release:
+    free(buf[0]);
     dt_tensor_release(tx);
     dt_tensor_release(tb);
     dt_tensor_release(tw);
     return s;
+}
+
+dt_status dt__cpu_layer_norm(const dt_tensor *x, const dt_tensor *w, const dt_tensor *b, float eps,
+                             dt_tensor *y, dt_tensor *mean, dt_tensor *rstd)
+{
+    dt__cpu_widen pw = {0}; /* bf16 w and b: [n] vectors, through f32 copies */
+    const dt_tensor *fw = dt__cpu_widen_in(&pw, w, false), *fb = dt__cpu_widen_in(&pw, b, false);
+    return dt__cpu_widen_end(&pw,
+                             pw.st == DT_OK ? ln_forward(x, fw, fb, eps, y, mean, rstd) : pw.st);
 }
 
 /* has_w is a constant at both call sites, so `w[j]` loads are unconditional. */
@@ -160,14 +177,14 @@ static void ln_bwd_row(const float *x, const float *gy, const float *w, int64_t 
         ln_bwd_impl(x, gy, w, false, n, mean, rstd, gx, gw, gb);
 }
 
-dt_status dt__cpu_layer_norm_backward(const dt_tensor *x, const dt_tensor *w, const dt_tensor *mean,
-                                      const dt_tensor *rstd, const dt_tensor *gy, dt_tensor *gx,
-                                      dt_tensor *gw, dt_tensor *gb)
+static dt_status ln_backward(const dt_tensor *x, const dt_tensor *w, const dt_tensor *mean,
+                             const dt_tensor *rstd, const dt_tensor *gy, dt_tensor *gx,
+                             dt_tensor *gw, dt_tensor *gb)
 {
     const char *fn = "dt_kernel_layer_norm_backward";
-    DT_CHECK(dt__cpu_check_out(fn, "gx", gx, DT_DTYPE_F32));
-    DT_CHECK(dt__cpu_check(fn, "x", x, DT_DTYPE_F32));
-    DT_CHECK(dt__cpu_check(fn, "gy", gy, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_fp(fn, "gx", gx, true));
+    DT_CHECK(dt__cpu_check_fp(fn, "x", x, false));
+    DT_CHECK(dt__cpu_check_fp(fn, "gy", gy, false));
     DT_CHECK(dt__cpu_check_same_shape(fn, "x", x, gx));
     DT_CHECK(dt__cpu_check_same_shape(fn, "gy", gy, gx));
     if (x->ndim < 1 || mean == NULL || rstd == NULL)
@@ -186,22 +203,43 @@ dt_status dt__cpu_layer_norm_backward(const dt_tensor *x, const dt_tensor *w, co
     dt_tensor *tw = NULL, *tx = NULL, *tg = NULL, *tm = NULL, *tr = NULL;
     const float *pw = NULL;
     const void *xd = NULL, *gd = NULL, *md = NULL, *rd = NULL;
+    float *buf[3] = {NULL}; /* bf16 rows of x, gy and gx */
     dt_status s = DT_OK;
     DT_CHECK(ln_param(fn, "w", w, n, &tw, &pw));
     if (numel == 0)
         goto out_release;
+    bool half = x->dtype != DT_DTYPE_F32 || gy->dtype != DT_DTYPE_F32 || gx->dtype != DT_DTYPE_F32;
+    DT_CHECK_GOTO(dt__cpu_scratch(fn, half, n, 3, buf), s, out_release);
     DT_CHECK_GOTO(dt__cpu_contig(x, &tx, &xd), s, out_release);
     DT_CHECK_GOTO(dt__cpu_contig(gy, &tg, &gd), s, out_release);
     DT_CHECK_GOTO(dt__cpu_contig(mean, &tm, &md), s, out_release);
     DT_CHECK_GOTO(dt__cpu_contig(rstd, &tr, &rd), s, out_release);
-    for (int64_t r = 0; r < rows; r++)
-        ln_bwd_row((const float *)xd + r * n, (const float *)gd + r * n, pw, n,
-                   ((const float *)md)[r], ((const float *)rd)[r], dt__f32(gx) + r * n, pgw, pgb);
+    for (int64_t r = 0; r < rows; r++) {
+        float *o = dt__cpu_row_out(gx, r * n, buf[2]);
+        ln_bwd_row(dt__cpu_row_in(xd, x->dtype, r * n, n, buf[0]),
+                   dt__cpu_row_in(gd, gy->dtype, r * n, n, buf[1]), pw, n, ((const float *)md)[r],
+                   ((const float *)rd)[r], o, pgw, pgb);
+        dt__cpu_row_done(gx, r * n, o, n);
+    }
 out_release:
+    free(buf[0]);
     dt_tensor_release(tr);
     dt_tensor_release(tm);
     dt_tensor_release(tg);
     dt_tensor_release(tx);
     dt_tensor_release(tw);
     return s;
+}
+
+dt_status dt__cpu_layer_norm_backward(const dt_tensor *x, const dt_tensor *w, const dt_tensor *mean,
+                                      const dt_tensor *rstd, const dt_tensor *gy, dt_tensor *gx,
+                                      dt_tensor *gw, dt_tensor *gb)
+{
+    /* bf16 w, gw, gb: [n] vectors through f32 copies, so gw and gb accumulate
+     * over every row in f32 and are rounded once */
+    dt__cpu_widen pw = {0};
+    const dt_tensor *fw = dt__cpu_widen_in(&pw, w, false);
+    dt_tensor *fgw = dt__cpu_widen_in(&pw, gw, true), *fgb = dt__cpu_widen_in(&pw, gb, true);
+    return dt__cpu_widen_end(&pw, pw.st == DT_OK ? ln_backward(x, fw, mean, rstd, gy, gx, fgw, fgb)
+                                                 : pw.st);
 }

@@ -8,6 +8,8 @@
 /* No FP-trap semantics: lets gcc if-convert the branch-free selects in the
  * loops below so they vectorise (must precede the includes: inline helpers). */
 #pragma GCC optimize("no-trapping-math")
+#include <stdlib.h>
+
 #include "kernels/cpu/cpu_internal.h"
 
 static void reduce_rows(dt_reduce_kind kind, const float *x, int64_t outer, int64_t n, float *o,
@@ -71,12 +73,32 @@ static void reduce_cols(dt_reduce_kind kind, const float *x, int64_t outer, int6
     }
 }
 
-dt_status dt__cpu_reduce(dt_reduce_kind kind, const dt_tensor *x, int dim, dt_tensor *out,
-                         dt_tensor *argmax)
+/* x [outer, n, inner] into o (and am): bf16 x widened one [n, inner] block
+ * at a time into a scratch row, f32 x in one call */
+static dt_status reduce_run(const char *fn, dt_reduce_kind kind, const dt_tensor *x, const void *xd,
+                            int64_t outer, int64_t n, int64_t inner, float *o, int64_t *am)
+{
+    int64_t blocks = x->dtype == DT_DTYPE_F32 ? 1 : outer, per = outer / blocks;
+    float *buf = NULL;
+    DT_CHECK(dt__cpu_scratch(fn, x->dtype != DT_DTYPE_F32, n * inner, 1, &buf));
+    for (int64_t r = 0; r < blocks; r++) {
+        const float *xr = dt__cpu_row_in(xd, x->dtype, r * n * inner, per * n * inner, buf);
+        int64_t *ar = am != NULL ? am + r * inner : NULL;
+        if (inner == 1)
+            reduce_rows(kind, xr, per, n, o + r * inner, ar);
+        else
+            reduce_cols(kind, xr, per, n, inner, o + r * inner, ar);
+    }
+    free(buf);
+    return DT_OK;
+}
+
+static dt_status reduce_f32_out(dt_reduce_kind kind, const dt_tensor *x, int dim, dt_tensor *out,
+                                dt_tensor *argmax)
 {
     const char *fn = "dt_kernel_reduce";
     DT_CHECK(dt__cpu_check_out(fn, "out", out, DT_DTYPE_F32));
-    DT_CHECK(dt__cpu_check(fn, "x", x, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_fp(fn, "x", x, false));
     DT_CHECK(dt__kernel_reduce_args(fn, kind, x, dim, &dim));
     int64_t n = x->ndim > 0 ? x->shape[dim] : 1;
     int64_t outer = x->ndim > 0 ? dt__shape_numel(dim, x->shape) : 1;
@@ -106,10 +128,15 @@ dt_status dt__cpu_reduce(dt_reduce_kind kind, const dt_tensor *x, int dim, dt_te
     dt_tensor *tx = NULL;
     const void *xd = NULL;
     DT_CHECK(dt__cpu_contig(x, &tx, &xd));
-    if (inner == 1)
-        reduce_rows(kind, xd, outer, n, o, am);
-    else
-        reduce_cols(kind, xd, outer, n, inner, o, am);
+    dt_status s = reduce_run(fn, kind, x, xd, outer, n, inner, o, am);
     dt_tensor_release(tx);
-    return DT_OK;
+    return s;
+}
+
+dt_status dt__cpu_reduce(dt_reduce_kind kind, const dt_tensor *x, int dim, dt_tensor *out,
+                         dt_tensor *argmax)
+{
+    dt__cpu_widen w = {0}; /* a bf16 out, through an f32 copy */
+    dt_tensor *fo = dt__cpu_widen_in(&w, out, true);
+    return dt__cpu_widen_end(&w, w.st == DT_OK ? reduce_f32_out(kind, x, dim, fo, argmax) : w.st);
 }

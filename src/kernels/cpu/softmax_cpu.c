@@ -7,6 +7,8 @@
 /* No FP-trap semantics: lets gcc if-convert the branch-free selects in the
  * loops below so they vectorise (must precede the includes: inline helpers). */
 #pragma GCC optimize("no-trapping-math")
+#include <stdlib.h>
+
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/vmath.h"
 
@@ -105,8 +107,8 @@ static void softmax_row(const float *x, int64_t n, int64_t valid, float scale, b
 dt_status dt__cpu_softmax(const dt_tensor *x, float scale, bool causal, bool log, dt_tensor *y)
 {
     const char *fn = "dt_kernel_softmax";
-    DT_CHECK(dt__cpu_check_out(fn, "y", y, DT_DTYPE_F32));
-    DT_CHECK(dt__cpu_check(fn, "x", x, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_fp(fn, "y", y, true));
+    DT_CHECK(dt__cpu_check_fp(fn, "x", x, false));
     DT_CHECK(dt__cpu_check_same_shape(fn, "x", x, y));
     if (x->ndim < 1 || (causal && x->ndim < 2))
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: x has %d dims, needs %d", fn, x->ndim,
@@ -119,19 +121,22 @@ dt_status dt__cpu_softmax(const dt_tensor *x, float scale, bool causal, bool log
     int64_t tq = causal ? x->shape[x->ndim - 2] : 1;
     dt_tensor *tmp = NULL;
     const void *xd = NULL;
-    DT_CHECK(dt__cpu_contig(x, &tmp, &xd));
-    const float *px = xd;
-    float *py = dt__f32(y);
-    for (int64_t r = 0; r < rows; r++) {
+    float *buf[2]; /* a bf16 row of x, one of y */
+    DT_CHECK(dt__cpu_scratch(fn, x->dtype != DT_DTYPE_F32 || y->dtype != DT_DTYPE_F32, n, 2, buf));
+    dt_status s = dt__cpu_contig(x, &tmp, &xd);
+    for (int64_t r = 0; s == DT_OK && r < rows; r++) {
         int64_t valid = n;
         if (causal) {
             int64_t v = r % tq + (n - tq) + 1; /* keys j <= i + (Tk - Tq) */
             valid = v < 0 ? 0 : (v > n ? n : v);
         }
-        softmax_row(px + r * n, n, valid, scale, log, py + r * n);
+        float *yr = dt__cpu_row_out(y, r * n, buf[1]);
+        softmax_row(dt__cpu_row_in(xd, x->dtype, r * n, n, buf[0]), n, valid, scale, log, yr);
+        dt__cpu_row_done(y, r * n, yr, n);
     }
     dt_tensor_release(tmp);
-    return DT_OK;
+    free(buf[0]);
+    return s;
 }
 
 DT_CPU_CLONES
@@ -169,9 +174,9 @@ dt_status dt__cpu_softmax_backward(const dt_tensor *y, const dt_tensor *gy, floa
                                    dt_tensor *gx)
 {
     const char *fn = "dt_kernel_softmax_backward";
-    DT_CHECK(dt__cpu_check_out(fn, "gx", gx, DT_DTYPE_F32));
-    DT_CHECK(dt__cpu_check(fn, "y", y, DT_DTYPE_F32));
-    DT_CHECK(dt__cpu_check(fn, "gy", gy, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_fp(fn, "gx", gx, true));
+    DT_CHECK(dt__cpu_check_fp(fn, "y", y, false));
+    DT_CHECK(dt__cpu_check_fp(fn, "gy", gy, false));
     DT_CHECK(dt__cpu_check_same_shape(fn, "y", y, gx));
     DT_CHECK(dt__cpu_check_same_shape(fn, "gy", gy, gx));
     if (gx->ndim < 1)
@@ -181,14 +186,21 @@ dt_status dt__cpu_softmax_backward(const dt_tensor *y, const dt_tensor *gy, floa
         return DT_OK;
     dt_tensor *ty = NULL, *tg = NULL;
     const void *yd = NULL, *gd = NULL;
+    float *buf[3]; /* bf16 rows of y, gy and gx */
     dt_status s = DT_OK;
-    DT_CHECK(dt__cpu_contig(y, &ty, &yd));
-    DT_CHECK_GOTO(dt__cpu_contig(gy, &tg, &gd), s, out_release_y);
-    for (int64_t r = 0; r < numel / n; r++)
-        softmax_bwd_row((const float *)yd + r * n, (const float *)gd + r * n, n, scale, log,
-                        dt__f32(gx) + r * n);
+    bool half = y->dtype != DT_DTYPE_F32 || gy->dtype != DT_DTYPE_F32 || gx->dtype != DT_DTYPE_F32;
+    DT_CHECK(dt__cpu_scratch(fn, half, n, 3, buf));
+    DT_CHECK_GOTO(dt__cpu_contig(y, &ty, &yd), s, out_release);
+    DT_CHECK_GOTO(dt__cpu_contig(gy, &tg, &gd), s, out_release);
+    for (int64_t r = 0; r < numel / n; r++) {
+        float *o = dt__cpu_row_out(gx, r * n, buf[2]);
+        softmax_bwd_row(dt__cpu_row_in(yd, y->dtype, r * n, n, buf[0]),
+                        dt__cpu_row_in(gd, gy->dtype, r * n, n, buf[1]), n, scale, log, o);
+        dt__cpu_row_done(gx, r * n, o, n);
+    }
+out_release:
     dt_tensor_release(tg);
-out_release_y:
     dt_tensor_release(ty);
+    free(buf[0]);
     return s;
 }

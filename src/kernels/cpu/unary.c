@@ -107,24 +107,30 @@ static void un_dispatch(dt_unary_op op, int64_t n, const float *x, int64_t sx, f
 #undef UN_CASE
 }
 
+typedef struct un_ctx {
+    dt_unary_op op;
+    float alpha;
+} un_ctx;
+
+static void un_block(const void *ctx, int64_t n, const float *const *in, const int64_t *st,
+                     float *o)
+{
+    const un_ctx *c = ctx;
+    un_dispatch(c->op, n, in[0], st[0], c->alpha, o);
+}
+
 dt_status dt__cpu_unary(dt_unary_op op, const dt_tensor *x, float alpha, dt_tensor *out)
 {
     const char *fn = "dt_kernel_unary";
     if ((unsigned)op > DT_UNARY_ROUND_BF16)
         return DT_ERR(DT_ERR_INVALID_ARG, "%s: unknown op %d", fn, (int)op);
-    DT_CHECK(dt__cpu_check_out(fn, "out", out, DT_DTYPE_F32));
-    DT_CHECK(dt__cpu_check(fn, "x", x, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_fp(fn, "out", out, true));
+    DT_CHECK(dt__cpu_check_fp(fn, "x", x, false));
     DT_CHECK(dt__cpu_check_same_shape(fn, "x", x, out));
-    const int64_t *st[2] = {out->strides, x->strides};
-    dt__nditer it;
-    if (!dt__nditer_init(&it, out->ndim, out->shape, 2, st))
-        return DT_OK;
-    float *o = dt__f32(out);
-    const float *px = dt__f32(x);
-    do {
-        un_dispatch(op, it.inner_n, px + it.off[1], it.inner_stride[1], alpha, o + it.off[0]);
-    } while (dt__nditer_next(&it));
-    return DT_OK;
+    const dt_tensor *in[1] = {x};
+    const int64_t *st[1] = {x->strides};
+    un_ctx c = {op, alpha};
+    return dt__cpu_ew_run(out, 1, in, st, un_block, &c);
 }
 
 DT_CPU_CLONES
@@ -157,6 +163,15 @@ static void relu_bwd_run(int64_t n, const float *restrict x, int64_t sx, const f
     }
 }
 
+static void un_bwd_block(const void *ctx, int64_t n, const float *const *in, const int64_t *st,
+                         float *o)
+{
+    if (*(const dt_unary_op *)ctx == DT_UNARY_GELU_TANH)
+        gelu_bwd_run(n, in[0], st[0], in[1], st[1], o);
+    else
+        relu_bwd_run(n, in[0], st[0], in[1], st[1], o);
+}
+
 dt_status dt__cpu_unary_backward(dt_unary_op op, const dt_tensor *x, const dt_tensor *gy,
                                  dt_tensor *gx)
 {
@@ -164,24 +179,12 @@ dt_status dt__cpu_unary_backward(dt_unary_op op, const dt_tensor *x, const dt_te
     if (op != DT_UNARY_GELU_TANH && op != DT_UNARY_RELU)
         return DT_ERR(DT_ERR_UNSUPPORTED, "%s: op %d has no fused backward (compose it)", fn,
                       (int)op);
-    DT_CHECK(dt__cpu_check_out(fn, "gx", gx, DT_DTYPE_F32));
-    DT_CHECK(dt__cpu_check(fn, "x", x, DT_DTYPE_F32));
-    DT_CHECK(dt__cpu_check(fn, "gy", gy, DT_DTYPE_F32));
+    DT_CHECK(dt__cpu_check_fp(fn, "gx", gx, true));
+    DT_CHECK(dt__cpu_check_fp(fn, "x", x, false));
+    DT_CHECK(dt__cpu_check_fp(fn, "gy", gy, false));
     DT_CHECK(dt__cpu_check_same_shape(fn, "x", x, gx));
     DT_CHECK(dt__cpu_check_same_shape(fn, "gy", gy, gx));
-    const int64_t *st[3] = {gx->strides, x->strides, gy->strides};
-    dt__nditer it;
-    if (!dt__nditer_init(&it, gx->ndim, gx->shape, 3, st))
-        return DT_OK;
-    float *o = dt__f32(gx);
-    const float *px = dt__f32(x), *pg = dt__f32(gy);
-    do {
-        if (op == DT_UNARY_GELU_TANH)
-            gelu_bwd_run(it.inner_n, px + it.off[1], it.inner_stride[1], pg + it.off[2],
-                         it.inner_stride[2], o + it.off[0]);
-        else
-            relu_bwd_run(it.inner_n, px + it.off[1], it.inner_stride[1], pg + it.off[2],
-                         it.inner_stride[2], o + it.off[0]);
-    } while (dt__nditer_next(&it));
-    return DT_OK;
+    const dt_tensor *in[2] = {x, gy};
+    const int64_t *st[2] = {x->strides, gy->strides};
+    return dt__cpu_ew_run(gx, 2, in, st, un_bwd_block, &op);
 }
