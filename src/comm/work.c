@@ -330,12 +330,12 @@ dt_status dt__work_native(dt_comm *comm, const char *what, dt_status (*test)(dt_
     return DT_OK;
 }
 
-/* Progress @p w until @p until (dt__clock_now() time): its result, or
+/* Progress @p w until @p until (dt__clock_coarse() time): its result, or
  * DT_IN_PROGRESS when it is still running then. */
 static dt_status progress_until(dt_work *w, double until)
 {
     for (;;) {
-        double left = until - dt__clock_now();
+        double left = until - dt__clock_coarse();
         if (left <= 0)
             return DT_IN_PROGRESS;
         dt_status st = w->comm->ops->progress(w->comm, left);
@@ -373,7 +373,7 @@ static dt_status timeout_error(dt_work *w, const dt__op *op, double timeout_s)
                   op->peer, c->rank, c->size, why);
 }
 
-/* Wait for @p w until @p deadline (dt__clock_now() time); @p timeout_s for
+/* Wait for @p w until @p deadline (dt__clock_coarse() time); @p timeout_s for
  * the message. */
 static dt_status finish_by(dt_work *w, double deadline, double timeout_s)
 {
@@ -393,7 +393,7 @@ dt_status dt__work_finish(dt_work *w, double timeout_s)
         return st;
     if (timeout_s < 0)
         timeout_s = w->timeout_s;
-    return finish_by(w, dt__clock_now() + timeout_s, timeout_s);
+    return finish_by(w, dt__clock_coarse() + timeout_s, timeout_s);
 }
 
 dt_status dt_work_wait_all(dt_work *const *works, size_t n, double timeout_s)
@@ -410,7 +410,7 @@ dt_status dt_work_wait_all(dt_work *const *works, size_t n, double timeout_s)
         if (st == DT_IN_PROGRESS) { /* one deadline for the whole batch, from the first wait */
             double t = timeout_s < 0 ? w->timeout_s : timeout_s;
             if (deadline < 0)
-                deadline = dt__clock_now() + t;
+                deadline = dt__clock_coarse() + t;
             st = finish_by(w, deadline, t);
         }
         if (first == DT_OK && st != DT_OK)

@@ -32,8 +32,9 @@
  * Sleeping: a waiting rank stores `sleeping`, looks at its rings once more and
  * only then sleeps in poll() on UCX's event fd and its wake socket (an
  * abstract unix datagram socket); a sender that stored a message reads the
- * flag after a full fence and sends one byte. One of the two always sees the
- * other (store, fence, load on both sides), so no message is slept through.
+ * flag afterwards and sends one byte. One of the two always sees the other
+ * (store, barrier, load on both sides; the barriers: ucx_shm_sleep.c), so no
+ * message is slept through.
  */
 #define _GNU_SOURCE
 #include "comm/ucx/ucx_shm_impl.h"
@@ -178,6 +179,7 @@ dt_status dt__ucx_shm_setup(dt_ucx_shared *sh, dt_store *store, const dt_ucx_inf
         local_index[q] = sh->peers[q].local ? shm->nlocal++ : -1;
     shm->seg_bytes = sizeof(shm_ctl) + (size_t)shm->nlocal * sizeof(shm_ring);
     uint8_t mine = dt__config_int("DT_SHM") != 0 && shm->nlocal > 1 && create_mine(shm, &infos[me]);
+    shm->membarrier = mine && dt__shm_membarrier_register();
     /* everyone's segment exists before anyone maps it: swap that through the store */
     dt_status st = dt_store_allgather(store, "dt/ucx/shm", me, n, &mine, 1, made);
     shm->ready = st == DT_OK && (mine || shm->nlocal <= 1);
@@ -199,8 +201,8 @@ dt_status dt__ucx_shm_agree(dt_comm *world)
     /* ready with host peers means every one of them is mapped; ranks without
      * host peers abstain */
     int32_t any = shm != NULL && shm->nlocal > 1 ? 1 : 0;
-    int32_t v[2] = {any ? (int32_t)shm->ready : 1, any};
-    DT_CHECK(dt_comm_allreduce(world, v, v, 2, DT_DTYPE_I32, DT_REDUCE_OP_MIN, NULL));
+    int32_t v[3] = {any ? (int32_t)shm->ready : 1, any, any ? (int32_t)shm->membarrier : 1};
+    DT_CHECK(dt_comm_allreduce(world, v, v, 3, DT_DTYPE_I32, DT_REDUCE_OP_MIN, NULL));
     if (shm == NULL)
         return DT_OK;
     /* every rank has mapped its peers' segments by now: drop the names */
@@ -208,6 +210,9 @@ dt_status dt__ucx_shm_agree(dt_comm *world)
         shm_unlink(shm->name);
     shm->linked = false;
     shm->on = v[0] == 1 && any;
+    shm->asym =
+        shm->on &&
+        v[2] == 1; /* every rank registered: any sleeper's membarrier reaches every sender */
     if (!shm->on && any)
         DT_LOG_INFO("comm",
                     "ucx: same-host messages go through UCX (DT_SHM=%lld, "
@@ -261,14 +266,6 @@ int dt__ucx_shm_wake_fd(const dt_ucx_shared *sh)
 }
 
 /* ------------------------------------------------------------ rings */
-
-void dt__shm_wake_if_asleep(const dt_ucx_shm *shm, const shm_peer *p)
-{
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&p->ctl->sleeping, memory_order_relaxed) != 0)
-        (void)sendto(shm->wake_fd, "", 1, MSG_DONTWAIT, (const struct sockaddr *)&p->wake,
-                     p->wake_len);
-}
 
 dt_ucx_req *dt__shm_unlink_at(dt_ucx_req **rp, dt_ucx_req ***end)
 {
@@ -555,30 +552,4 @@ void dt__ucx_shm_cancel(dt_ucx_shared *sh, dt_ucx_req *r)
         !dt__shm_unlink_req(&p->pending, &p->pending_end, r))
         dt__shm_bulk_cancel(p, r);
     dt__ucx_req_put(r);
-}
-
-/* ------------------------------------------------------------ sleeping */
-
-bool dt__ucx_shm_sleep_begin(dt_ucx_shared *sh)
-{
-    dt_ucx_shm *shm = sh->shm;
-    if (shm == NULL || !shm->on)
-        return true;
-    atomic_store_explicit(&shm->ctl->sleeping, 1, memory_order_seq_cst);
-    atomic_thread_fence(memory_order_seq_cst);
-    if (dt__ucx_shm_progress(sh) == 0)
-        return true;
-    atomic_store_explicit(&shm->ctl->sleeping, 0, memory_order_relaxed);
-    return false;
-}
-
-void dt__ucx_shm_sleep_end(dt_ucx_shared *sh, bool woken)
-{
-    dt_ucx_shm *shm = sh->shm;
-    if (shm == NULL || !shm->on)
-        return;
-    atomic_store_explicit(&shm->ctl->sleeping, 0, memory_order_relaxed);
-    char buf[64];
-    while (woken && recv(shm->wake_fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
-        ;
 }

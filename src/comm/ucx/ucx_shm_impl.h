@@ -108,6 +108,8 @@ struct dt_ucx_shm {
     char name[64];
     bool linked; /* my segment's name still exists */
     int wake_fd;
+    bool membarrier; /* this process is registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED */
+    bool asym;       /* agreed world-wide: sleepers membarrier, senders skip the fence */
     int *ring_peers; /* world ranks of the same-host peers */
     int nring_peers;
     shm_peer *peer; /* world_size entries */
@@ -118,8 +120,11 @@ struct dt_ucx_shm {
  * false when the ring is full. */
 bool dt__shm_ring_put(shm_peer *p, const void *buf, size_t len, uint16_t kind, uint32_t tag,
                       uint16_t comm);
+/* ucx_shm_sleep.c */
 /* Wake @p p if it sleeps (after my store to its ring, window or my tail). */
 void dt__shm_wake_if_asleep(const dt_ucx_shm *shm, const shm_peer *p);
+/* Register this process for the sleepers' membarrier; false if it cannot. */
+bool dt__shm_membarrier_register(void);
 /* Append @p r to a list whose last link is *@p end. */
 void dt__shm_append(dt_ucx_req ***end, dt_ucx_req *r);
 /* Unlink the request at *@p rp from a list whose last link is *@p end. */
