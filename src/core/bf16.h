@@ -33,4 +33,9 @@ static inline float dt__bf16_to_f32(uint16_t x)
     return f;
 }
 
+/* dst[i] = src[i * s] widened, i < n (bf16.c, vectorised per ISA). */
+void dt__bf16_load(float *dst, const uint16_t *src, int64_t n, int64_t s);
+/* dst[i] = src[i] rounded to bf16 as dt__bf16_from_f32, i < n. */
+void dt__bf16_store(uint16_t *dst, const float *src, int64_t n);
+
 #endif

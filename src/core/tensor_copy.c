@@ -88,17 +88,11 @@ typedef struct copy_ctx {
 DT_CPU_CLONES static bool copy_row_contig(const copy_ctx *c, char *d, const char *s, int64_t n)
 {
     if (c->dt == DT_DTYPE_F32 && c->st == DT_DTYPE_BF16) {
-        float *restrict o = (float *)d;
-        const uint16_t *restrict x = (const uint16_t *)s;
-        for (int64_t i = 0; i < n; i++)
-            o[i] = dt__bf16_to_f32(x[i]);
+        dt__bf16_load((float *)d, (const uint16_t *)s, n, 1);
         return true;
     }
     if (c->dt == DT_DTYPE_BF16 && c->st == DT_DTYPE_F32) {
-        uint16_t *restrict o = (uint16_t *)d;
-        const float *restrict x = (const float *)s;
-        for (int64_t i = 0; i < n; i++)
-            o[i] = dt__bf16_from_f32(x[i]);
+        dt__bf16_store((uint16_t *)d, (const float *)s, n);
         return true;
     }
     if (c->dt == DT_DTYPE_F32 && c->st == DT_DTYPE_F16) {

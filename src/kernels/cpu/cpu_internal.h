@@ -186,9 +186,6 @@ dt_status dt__cpu_sum_squares(const dt_tensor *x, double *out);
 extern bool dt__cpu_half_native;
 /* dt__cpu_check / dt__cpu_check_out (@p out) for f32 or bf16. */
 dt_status dt__cpu_check_fp(const char *fn, const char *what, const dt_tensor *t, bool out);
-/* dst[i] = src[i * s] widened, i < n; src[i] rounded once into dst. */
-void dt__cpu_bf16_load(float *dst, const uint16_t *src, int64_t n, int64_t s);
-void dt__cpu_bf16_store(uint16_t *dst, const float *src, int64_t n);
 /* One inner run of an element-wise f32 loop: n elements of in[k] (stride
  * st[k]: 0, 1 or any) into o[0..n) (unit stride). */
 typedef void (*dt__cpu_ew_fn)(const void *ctx, int64_t n, const float *const *in, const int64_t *st,

@@ -27,37 +27,6 @@ dt_status dt__cpu_check_fp(const char *fn, const char *what, const dt_tensor *t,
     return DT_OK;
 }
 
-/* The multi-versioned loops are static and reached through plain functions
- * (gcc exports the ifunc resolver of an extern one whatever its visibility). */
-DT_CPU_CLONES
-static void bf16_load(float *restrict dst, const uint16_t *restrict src, int64_t n, int64_t s)
-{
-    if (s == 1) {
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = dt__bf16_to_f32(src[i]);
-    } else {
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = dt__bf16_to_f32(src[i * s]);
-    }
-}
-
-DT_CPU_CLONES
-static void bf16_store(uint16_t *restrict dst, const float *restrict src, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = dt__bf16_from_f32(src[i]);
-}
-
-void dt__cpu_bf16_load(float *dst, const uint16_t *src, int64_t n, int64_t s)
-{
-    bf16_load(dst, src, n, s);
-}
-
-void dt__cpu_bf16_store(uint16_t *dst, const float *src, int64_t n)
-{
-    bf16_store(dst, src, n);
-}
-
 static uint16_t *bf16_at(const dt_tensor *t, int64_t off)
 {
     return (uint16_t *)t->storage->data + t->offset + off;
@@ -73,7 +42,7 @@ static const float *ew_in(const dt_tensor *t, int64_t off, int64_t n, int64_t *s
 {
     if (t->dtype == DT_DTYPE_F32)
         return dt__f32(t) + off;
-    dt__cpu_bf16_load(buf, bf16_at(t, off), *s == 0 ? 1 : n, *s);
+    dt__bf16_load(buf, bf16_at(t, off), *s == 0 ? 1 : n, *s);
     *s = *s != 0;
     return buf;
 }
@@ -106,7 +75,7 @@ dt_status dt__cpu_ew_run(dt_tensor *out, int nin, const dt_tensor *const *in,
             float *o = f32_out ? dt__f32(out) + it.off[0] + c : buf[nin];
             fn(ctx, n, p, s, o);
             if (!f32_out)
-                dt__cpu_bf16_store(bf16_at(out, it.off[0] + c), o, n);
+                dt__bf16_store(bf16_at(out, it.off[0] + c), o, n);
         }
     } while (dt__nditer_next(&it));
     return DT_OK;
@@ -116,7 +85,7 @@ const float *dt__cpu_row_in(const void *data, dt_dtype dtype, int64_t off, int64
 {
     if (dtype == DT_DTYPE_F32)
         return (const float *)data + off;
-    dt__cpu_bf16_load(buf, (const uint16_t *)data + off, n, 1);
+    dt__bf16_load(buf, (const uint16_t *)data + off, n, 1);
     return buf;
 }
 
@@ -128,7 +97,7 @@ float *dt__cpu_row_out(dt_tensor *t, int64_t off, float *buf)
 void dt__cpu_row_done(dt_tensor *t, int64_t off, const float *buf, int64_t n)
 {
     if (t->dtype == DT_DTYPE_BF16)
-        dt__cpu_bf16_store(bf16_at(t, off), buf, n);
+        dt__bf16_store(bf16_at(t, off), buf, n);
 }
 
 dt_status dt__cpu_scratch(const char *fn, bool need, int64_t n, int k, float **rows)
