@@ -5,28 +5,12 @@
  * gradient clipping sees the global norm; gradients accumulate over two
  * backward passes and zero_grad drops them; forwards without grad (and with
  * grad but no backward) leave training intact; explicit units without
- * prefetch and the cpu_offload flag train like the single-rank run.
+ * prefetch and the cpu_offload flag train like the single-rank run. The
+ * reduce/param/output dtypes: test_api_mixed_precision.c.
  */
 #include <unistd.h>
 
-#include "dp_util.h"
-
-#define BATCH 4
-#define SEQ   16
-
-static dt_token_data *data;
-static dt_gpt_config cfg;
-
-static int setup(void **state)
-{
-    return mr_setup_gpt(state, SEQ, &data, &cfg);
-}
-
-static int teardown(void **state)
-{
-    dt_token_data_close(data);
-    return mr_teardown(state);
-}
+#include "dp_api_common.h"
 
 /* rank 0's pid, the same on every rank: unique file names per run */
 static long getpid_of_rank0(void)
@@ -36,22 +20,6 @@ static long getpid_of_rank0(void)
         fail_msg("broadcast: %s", dt_last_error());
     return pid;
 }
-
-/* This rank's share of a global batch of @p b rows (dp rank r takes [r*B/R, (r+1)*B/R)):
- * the grad_scale that makes the dp sum the gradient of the global mean. */
-static double share(dt_mesh *mesh, int64_t b)
-{
-    int64_t R = dt_mesh_size(mesh), r = dt_mesh_rank(mesh);
-    return (double)((r + 1) * b / R - r * b / R) / (double)b;
-}
-
-#define FAILS(call, status, needle)                                                                \
-    do {                                                                                           \
-        dt_status s_ = (call);                                                                     \
-        if (s_ != (status) || strstr(dt_last_error(), (needle)) == NULL)                           \
-            fail_msg("%s -> %s '%s' (want %s naming '%s')", #call, dt_status_str(s_),              \
-                     dt_last_error(), dt_status_str(status), (needle));                            \
-    } while (0)
 
 static void test_errors(void **state)
 {
@@ -176,38 +144,6 @@ static void test_save_load_full(void **state)
     dt_mesh_release(mesh);
 }
 
-/* forward + backward (+ optional clip) on this rank's rows; returns the clip norm */
-static double fwd_bwd(dt_module *m, dt_mesh *mesh, int64_t step, double clip)
-{
-    int R = mesh != NULL ? dt_mesh_size(mesh) : 1, r = mesh != NULL ? dt_mesh_rank(mesh) : 0;
-    dt_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
-    DP_OK(dt_token_data_batch(data, step, BATCH, SEQ, r * BATCH / R, (r + 1) * BATCH / R, &x, &y));
-    DP_OK(dt_module_call(m, x, &logits));
-    DP_OK(dt_nn_cross_entropy(logits, y, &loss));
-    DP_OK(dt_backward(loss, NULL));
-    double norm = 0.0;
-    if (clip > 0.0)
-        DP_OK(dt_clip_grad_norm(m, clip, &norm));
-    dt_tensor_release(logits);
-    dt_tensor_release(loss);
-    dt_tensor_release(x);
-    dt_tensor_release(y);
-    return norm;
-}
-
-static double grad_diff(dt_module *m, dt_module *ref, const char *fqn)
-{
-    dt_tensor *full = mr_full_grad(mr_param_at(m, fqn));
-    dt_tensor *rg = dt_tensor_grad(mr_param_at(ref, fqn));
-    assert_non_null(rg);
-    const float *a = dt_tensor_data(full), *b = dt_tensor_data(rg);
-    double d = 0.0, n = 0.0;
-    for (int64_t i = 0; i < dt_tensor_numel(rg); i++)
-        d += (a[i] - b[i]) * (double)(a[i] - b[i]), n += (double)b[i] * b[i];
-    dt_tensor_release(full);
-    return sqrt(d / n);
-}
-
 static void check_accumulate_clip(dt_dp_stage stage)
 {
     dt_mesh *mesh = mr_world_mesh("dp");
@@ -248,62 +184,6 @@ static void check_accumulate_clip(dt_dp_stage stage)
     dt_mesh_release(mesh);
 }
 
-/* Parameters whose gradients the reduce_dtype and no_sync checks compare. */
-static const char *const fqns[] = {"layers.1.feed_forward.w2.weight", "tok_embeddings.weight",
-                                   "output.weight"};
-
-/* The GPT made data parallel (@p stage, gradients reduced in @p reduce) and
- * the same GPT on this rank alone. */
-static void dp_and_reference(dt_mesh *mesh, dt_dp_stage stage, dt_dtype reduce, dt_module **m,
-                             dt_module **ref)
-{
-    DP_OK(dt_gpt_create(&cfg, 1234, m));
-    DP_OK(dt_gpt_create(&cfg, 1234, ref));
-    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_GRAD_SCALE |
-                                       DT_FSDP_PARAM_FIELD_REDUCE_DTYPE,
-                         .stage = stage,
-                         .grad_scale = share(mesh, BATCH),
-                         .reduce_dtype = reduce};
-    DP_OK(dt_fully_shard(*m, mesh, "dp", &fp));
-}
-
-/* Every element of @p t (f32) is a bf16 value: its low 16 bits are zero. */
-static void expect_bf16_values(const char *fqn, const dt_tensor *t)
-{
-    const uint32_t *u = dt_tensor_data(t);
-    for (int64_t i = 0; i < dt_tensor_numel(t); i++)
-        if ((u[i] & 0xffffu) != 0)
-            fail_msg("%s: gradient element %lld (0x%08x) was not reduced in bf16", fqn,
-                     (long long)i, u[i]);
-}
-
-/* reduce_dtype bf16: the gradients are the f32 ones to bf16 precision, and bf16 values. */
-static void check_reduce_bf16(dt_dp_stage stage)
-{
-    dt_mesh *mesh = mr_world_mesh("dp");
-    dt_module *m = NULL, *ref = NULL;
-    dp_and_reference(mesh, stage, DT_DTYPE_BF16, &m, &ref);
-    fwd_bwd(ref, NULL, 0, 0.0);
-    fwd_bwd(m, mesh, 0, 0.0);
-    for (size_t i = 0; i < sizeof(fqns) / sizeof(fqns[0]); i++) {
-        double d = grad_diff(m, ref, fqns[i]);
-        print_message("%s, reduce bf16: %s relative gradient difference %.3g\n",
-                      dt_dp_stage_name(stage), fqns[i], d);
-        assert_true(d < 1e-2);
-        expect_bf16_values(fqns[i], dt_tensor_grad(mr_param_at(m, fqns[i])));
-    }
-    dt_module_destroy(m);
-    dt_module_destroy(ref);
-    dt_mesh_release(mesh);
-}
-
-static void test_reduce_bf16(void **state)
-{
-    (void)state;
-    for (int st = DT_DP_DDP; st <= DT_DP_ZERO3; st++)
-        check_reduce_bf16((dt_dp_stage)st);
-}
-
 /* Two micro-batches, the first without sync: the gradients of one synced pass
  * over both (as the single-rank run accumulating both), none in between. */
 static void check_no_sync(dt_dp_stage stage)
@@ -336,130 +216,6 @@ static void test_no_sync(void **state)
     (void)state;
     for (int st = DT_DP_DDP; st <= DT_DP_ZERO3; st++)
         check_no_sync((dt_dp_stage)st);
-}
-
-/* @p m's parameters rounded to bf16 in place (f32 values of bf16 numbers). */
-static dt_status round_param(const char *fqn, dt_module *o, const char *n, dt_tensor *t, void *u)
-{
-    (void)fqn, (void)o, (void)n, (void)u;
-    dt_tensor *h = NULL;
-    dt_status st = dt_tensor_to_dtype(t, DT_DTYPE_BF16, &h);
-    if (st == DT_OK)
-        st = dt_tensor_copy_(t, h);
-    dt_tensor_release(h);
-    return st;
-}
-
-/* This rank's rows' loss of @p m (no backward). */
-static double rows_loss(dt_module *m, dt_mesh *mesh)
-{
-    int R = dt_mesh_size(mesh), r = dt_mesh_rank(mesh);
-    dt_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
-    DP_OK(dt_token_data_batch(data, 0, BATCH, SEQ, r * BATCH / R, (r + 1) * BATCH / R, &x, &y));
-    DP_OK(dt_module_call(m, x, &logits));
-    DP_OK(dt_nn_cross_entropy(logits, y, &loss));
-    double v = 0.0;
-    DP_OK(dt_item(loss, &v));
-    dt_tensor *objs[] = {x, y, logits, loss};
-    for (size_t i = 0; i < 4; i++)
-        dt_tensor_release(objs[i]);
-    return v;
-}
-
-/* param_dtype bf16: ZeRO computes on the bf16 values of its f32 master weights,
- * exactly what a model whose weights were rounded to bf16 computes. */
-static void check_param_bf16(dt_dp_stage stage)
-{
-    dt_mesh *mesh = mr_world_mesh("dp");
-    dt_module *m = NULL, *ref = NULL, *plain = NULL;
-    DP_OK(dt_gpt_create(&cfg, 1234, &m));
-    DP_OK(dt_gpt_create(&cfg, 1234, &ref));
-    DP_OK(dt_gpt_create(&cfg, 1234, &plain));
-    DP_OK(dt_module_foreach_param(ref, round_param, NULL));
-    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_PARAM_DTYPE,
-                         .stage = stage,
-                         .param_dtype = DT_DTYPE_BF16};
-    DP_OK(dt_fully_shard(m, mesh, "dp", &fp));
-    bool prev = dt_grad_set_enabled(false);
-    double got = rows_loss(m, mesh), want = rows_loss(ref, mesh), f32 = rows_loss(plain, mesh);
-    dt_grad_set_enabled(prev);
-    print_message("%s, param_dtype bf16: loss %.9g, bf16-rounded model %.9g, f32 %.9g\n",
-                  dt_dp_stage_name(stage), got, want, f32);
-    assert_true(fabs(got - want) <= 1e-6 * fabs(want));
-    assert_true(fabs(got - f32) > 1e-6 * fabs(f32)); /* the rounding shows */
-    dt_module_destroy(m), dt_module_destroy(ref), dt_module_destroy(plain);
-    dt_mesh_release(mesh);
-}
-
-static void test_param_bf16(void **state)
-{
-    (void)state;
-    for (int st = DT_DP_ZERO1; st <= DT_DP_ZERO3; st++)
-        check_param_bf16((dt_dp_stage)st);
-}
-
-/* This rank's rows' logits of @p m (no backward). */
-static dt_tensor *rows_logits(dt_module *m, dt_mesh *mesh)
-{
-    int R = dt_mesh_size(mesh), r = dt_mesh_rank(mesh);
-    dt_tensor *x = NULL, *y = NULL, *logits = NULL;
-    bool prev = dt_grad_set_enabled(false);
-    DP_OK(dt_token_data_batch(data, 0, BATCH, SEQ, r * BATCH / R, (r + 1) * BATCH / R, &x, &y));
-    DP_OK(dt_module_call(m, x, &logits));
-    dt_grad_set_enabled(prev);
-    dt_tensor_release(x);
-    dt_tensor_release(y);
-    return logits;
-}
-
-/* output_dtype bf16: the model's output is the f32 model's rounded to bf16
- * (and bf16 values), and training still follows the f32 gradients. */
-static void check_output_bf16(dt_dp_stage stage)
-{
-    dt_mesh *mesh = mr_world_mesh("dp");
-    dt_module *m = NULL, *ref = NULL;
-    DP_OK(dt_gpt_create(&cfg, 1234, &m));
-    DP_OK(dt_gpt_create(&cfg, 1234, &ref));
-    dt_fsdp_params fp = {.field_mask = DT_FSDP_PARAM_FIELD_STAGE | DT_FSDP_PARAM_FIELD_GRAD_SCALE |
-                                       DT_FSDP_PARAM_FIELD_OUTPUT_DTYPE,
-                         .stage = stage,
-                         .grad_scale = share(mesh, BATCH),
-                         .output_dtype = DT_DTYPE_BF16};
-    DP_OK(dt_fully_shard(m, mesh, "dp", &fp));
-    dt_tensor *got = rows_logits(m, mesh), *want = rows_logits(ref, mesh);
-    assert_int_equal(dt_tensor_numel(got), dt_tensor_numel(want));
-    const float *g = dt_tensor_data(got), *w = dt_tensor_data(want);
-    int64_t rounded = 0;
-    for (int64_t i = 0; i < dt_tensor_numel(want); i++) {
-        float r = dt_bf16_to_f32(dt_f32_to_bf16(w[i]));
-        rounded += r != w[i];
-        if (!(fabsf(g[i] - r) <= 0x1p-7f * fabsf(r))) /* the same bf16, or its neighbour */
-            fail_msg("%s, output bf16: logit %lld is %.9g, the f32 model's rounded %.9g",
-                     dt_dp_stage_name(stage), (long long)i, (double)g[i], (double)r);
-    }
-    assert_true(rounded > 0); /* the rounding shows */
-    const uint32_t *u = dt_tensor_data(got);
-    for (int64_t i = 0; i < dt_tensor_numel(got); i++)
-        if ((u[i] & 0xffffu) != 0)
-            fail_msg("logit %lld (0x%08x) is not a bf16 value", (long long)i, u[i]);
-    fwd_bwd(m, mesh, 0, 0.0);
-    fwd_bwd(ref, NULL, 0, 0.0);
-    for (size_t i = 0; i < sizeof(fqns) / sizeof(fqns[0]); i++) {
-        double d = grad_diff(m, ref, fqns[i]);
-        print_message("%s, output bf16: %s relative gradient difference %.3g\n",
-                      dt_dp_stage_name(stage), fqns[i], d);
-        assert_true(d < 1e-2);
-    }
-    dt_tensor_release(got), dt_tensor_release(want);
-    dt_module_destroy(m), dt_module_destroy(ref);
-    dt_mesh_release(mesh);
-}
-
-static void test_output_bf16(void **state)
-{
-    (void)state;
-    for (int st = DT_DP_DDP; st <= DT_DP_ZERO3; st++)
-        check_output_bf16((dt_dp_stage)st);
 }
 
 static void test_accumulate_clip_ddp(void **state)
@@ -712,10 +468,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_shards_full_tensor),
         cmocka_unit_test(test_save_load_full),
-        cmocka_unit_test(test_reduce_bf16),
         cmocka_unit_test(test_no_sync),
-        cmocka_unit_test(test_param_bf16),
-        cmocka_unit_test(test_output_bf16),
         cmocka_unit_test(test_accumulate_clip_ddp),
         cmocka_unit_test(test_accumulate_clip_zero1),
         cmocka_unit_test(test_accumulate_clip_zero2),
