@@ -4,16 +4,18 @@
 # interleaved ROUNDS times (a shared host's load then hits all alike), each
 # row's best and median time per call, and the ratios against Open MPI.
 #
-#   bench/comm/latency.sh [-n RANKS] [-k ROUNDS] [-i ITERS] [-B] BUILD [BASE_BUILD]
+#   bench/comm/latency.sh [-n RANKS] [-k ROUNDS] [-i ITERS] [-s BYTES] [-B] BUILD [BASE_BUILD]
 #   (SUMMARY_ONLY=1 with the same OUT, -n and -k: the table again from the saved runs)
 #
 # -B pins dtensor rank i to CPU i mod nproc (taskset), as mpirun binds its
 # ranks to cores when they do not outnumber them; dtrun binds only when they do.
+# -s sets the size (default 8 B: the all-gather's output, the reduce-scatter's
+# and all-to-all's input; -s 32 on 4 ranks gives those 8 B blocks).
 set -u
-N=2 R=5 IT=20000 BIND=""
-while getopts n:k:i:B o; do
+N=2 R=5 IT=20000 BIND="" SZ=8
+while getopts n:k:i:s:B o; do
   case $o in
-    n) N=$OPTARG ;; k) R=$OPTARG ;; i) IT=$OPTARG ;; B) BIND=1 ;;
+    n) N=$OPTARG ;; k) R=$OPTARG ;; i) IT=$OPTARG ;; s) SZ=$OPTARG ;; B) BIND=1 ;;
     *) exit 2 ;;
   esac
 done
@@ -27,9 +29,9 @@ mkdir -p "$OUT"
 dt() { # build, output file
   if [ -n "$BIND" ]; then
     "$1/tools/dtrun/dtrun" -n "$N" sh -c 'exec taskset -c $((LOCAL_RANK % $(nproc))) "$@"' bind \
-      "$1/bench/comm/comm_bench" -b 8 -e 8 -n "$IT" -c $C > "$2"
+      "$1/bench/comm/comm_bench" -b "$SZ" -e "$SZ" -n "$IT" -c $C > "$2"
   else
-    "$1/tools/dtrun/dtrun" -n "$N" "$1/bench/comm/comm_bench" -b 8 -e 8 -n "$IT" -c $C > "$2"
+    "$1/tools/dtrun/dtrun" -n "$N" "$1/bench/comm/comm_bench" -b "$SZ" -e "$SZ" -n "$IT" -c $C > "$2"
   fi
 }
 k=1
@@ -39,14 +41,14 @@ while [ "$k" -le "$R" ]; do
   uptime >> "$OUT/load.txt"
   [ -n "$BASE" ] && dt "$BASE" "$OUT/base_$k.txt"
   dt "$NEW" "$OUT/new_$k.txt"
-  mpirun --oversubscribe -n "$N" "$NEW/bench/comm/comm_bench_mpi" -b 8 -e 8 -n "$IT" -c $C \
+  mpirun --oversubscribe -n "$N" "$NEW/bench/comm/comm_bench_mpi" -b "$SZ" -e "$SZ" -n "$IT" -c $C \
     > "$OUT/mpi_$k.txt" 2>/dev/null
   k=$((k + 1))
 done
 [ -n "${SUMMARY_ONLY:-}" ] || uptime >> "$OUT/load.txt"
-python3 - "$OUT" "$N" "$R" "$BIND" <<'PY'
+python3 - "$OUT" "$N" "$R" "$BIND" "$SZ" <<'PY'
 import glob, statistics, sys
-out, n, r, bind = sys.argv[1:5]
+out, n, r, bind, sz = sys.argv[1:6]
 
 def load(prefix):
     rows = {}
@@ -62,8 +64,8 @@ cell = lambda v: "%6.2f (%6.2f)" % (min(v), statistics.median(v)) if v else "%15
 # below one float per rank an all-gather or reduce-scatter moves nothing (0.00 us): no ratio
 ratio = lambda a, b: "%5.2f (%4.2f)" % (min(a) / min(b), statistics.median(a) / statistics.median(b)) \
     if a and b and min(b) > 0 and statistics.median(b) > 0 else "%12s" % "-"
-print("# %s ranks%s, 8 B, us per call: best (median) of %s interleaved runs" %
-      (n, ", dtensor ranks pinned" if bind else "", r))
+print("# %s ranks%s, %s B, us per call: best (median) of %s interleaved runs" %
+      (n, ", dtensor ranks pinned" if bind else "", sz, r))
 print("%-15s %15s %15s %15s %12s %12s" % ("collective", "before", "after", "Open MPI",
                                             "before/mpi", "after/mpi"))
 for c in sorted(new):

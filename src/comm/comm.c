@@ -10,6 +10,7 @@
 #include "comm/comm_choose.h"
 #include "comm/comm_dispatch.h"
 #include "comm/comm_staged.h"
+#include "comm/comm_tiny.h"
 #include "comm/algo/hier_topo.h"
 
 #include <stdlib.h>
@@ -193,6 +194,8 @@ dt_status dt_comm_allreduce(dt_comm *comm, const void *send, void *recv, size_t 
     DT__COMM_BEGIN(fn, dtype, op, -1, count, 0);
     if (comm->size > 1 && comm->ops->allreduce != NULL)
         return comm->ops->allreduce(comm, send, recv, count, dtype, op, work);
+    if (dt__comm_tiny(comm, count * dt_dtype_size(dtype), work))
+        return dt__tiny_allreduce(comm, send, recv, count, dtype, op);
 
     dt__sched s;
     dt__comm_sched_for(&s, comm, dtype, op);
@@ -310,6 +313,8 @@ dt_status dt_comm_allgather(dt_comm *comm, const void *send, void *recv, size_t 
     if (STAGED(send, recv))
         return dt__staged_allgather(comm, send, recv, count, dtype, work);
     DT__COMM_BEGIN(fn, dtype, -1, -1, count, 0);
+    if (dt__comm_tiny(comm, count * dt_dtype_size(dtype), work))
+        return dt__tiny_allgather(comm, send, recv, count, dtype);
     size_t *counts = NULL, *displs = NULL;
     DT_CHECK(equal_counts(fn, comm->size, count, &counts, &displs));
     dt_status st = allgatherv_impl(fn, comm, send, recv, counts, displs, dtype, work);
@@ -399,6 +404,8 @@ dt_status dt_comm_reduce_scatter(dt_comm *comm, const void *send, void *recv, si
     if (STAGED(send, recv))
         return dt__staged_reduce_scatter(comm, send, recv, count, dtype, op, work);
     DT__COMM_BEGIN(fn, dtype, op, -1, count, 0);
+    if (dt__comm_tiny(comm, count * dt_dtype_size(dtype), work))
+        return dt__tiny_reduce_scatter(comm, send, recv, count, dtype, op);
     size_t *counts = NULL, *displs = NULL;
     DT_CHECK(equal_counts(fn, comm->size, count, &counts, &displs));
     dt_status st = reduce_scatterv_impl(fn, comm, send, recv, counts, dtype, op, work);
@@ -474,6 +481,8 @@ dt_status dt_comm_alltoall(dt_comm *comm, const void *send, void *recv, size_t c
     if (STAGED(send, recv))
         return dt__staged_alltoall(comm, send, recv, count, dtype, work);
     DT__COMM_BEGIN(fn, dtype, -1, -1, count, 0);
+    if (dt__comm_tiny(comm, count * dt_dtype_size(dtype), work))
+        return dt__tiny_alltoall(comm, send, recv, count, dtype);
     if (count == 0 && comm->ops->alltoallv == NULL) { /* nothing moves anywhere (as in MPI) */
         dt__sched s;
         dt__comm_sched_for(&s, comm, dtype, DT_REDUCE_OP_SUM);
@@ -535,6 +544,8 @@ dt_status dt_comm_broadcast(dt_comm *comm, void *buf, size_t count, dt_dtype dty
     if (STAGED(buf, buf))
         return dt__staged_broadcast(comm, buf, count, dtype, root, work);
     DT__COMM_BEGIN(fn, dtype, -1, root, count, 0);
+    if (dt__comm_tiny(comm, count * dt_dtype_size(dtype), work))
+        return dt__tiny_broadcast(comm, buf, count, dtype, root);
     if (comm->size > 1 && comm->ops->broadcast != NULL)
         return comm->ops->broadcast(comm, buf, count, dtype, root, work);
     dt__sched s;

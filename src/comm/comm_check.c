@@ -83,16 +83,21 @@ dt_status dt__comm_check_mismatch(int from, uint32_t mine, uint32_t theirs)
 
 dt_status dt__check_explain(const dt_work *w, dt_status st)
 {
+    return dt__check_explain_call(w->what, &w->desc, st);
+}
+
+dt_status dt__check_explain_call(const char *what, const dt__coll_desc *d, dt_status st)
+{
     int from = mismatch_from;
     mismatch_from = -1;
     if (from < 0 || st != DT_ERR_INVALID_ARG)
         return st;
     char call[256];
-    desc_str(&w->desc, NULL, call, sizeof(call));
+    desc_str(d, NULL, call, sizeof(call));
     return DT_ERR(st,
                   "%s: the ranks called different collectives: world rank %d's call differs "
                   "from this rank's %s (DT_DEBUG=detail prints both)",
-                  w->what, from, call);
+                  what, from, call);
 }
 
 /* ------------------------------------------------------------ DT_DEBUG=detail */

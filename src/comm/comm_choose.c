@@ -4,6 +4,7 @@
  * against the simulator for large jobs.
  */
 #include "comm/comm_choose.h"
+#include "comm/comm_tiny.h"
 
 /* Messages up to this many bytes use latency-optimal algorithms. */
 #define DT_SMALL_ALLREDUCE_BYTES (64 * 1024)
@@ -29,6 +30,15 @@
 #define DT_PEER_COPY_PAIR_BYTES (2 * 1024 * 1024)
 /* Broadcasts of at least this many bytes use same-host copies. */
 #define DT_PEER_COPY_BROADCAST_BYTES (64 * 1024)
+
+/* The tiny path (comm_tiny.c) sends what the one-round algorithms chosen
+ * here send: its sizes must stay inside their ranges. */
+_Static_assert(DT_TINY_MAX_RANKS == DT_DIRECT_MAX_RANKS, "tiny path: the direct rank range");
+_Static_assert(DT_TINY_BYTES *DT_TINY_MAX_RANKS <= DT_DIRECT_ALLREDUCE_BYTES &&
+                   DT_TINY_BYTES * DT_TINY_MAX_RANKS <= DT_DIRECT_ALLGATHER_BYTES &&
+                   DT_TINY_BYTES * DT_TINY_MAX_RANKS <= DT_DIRECT_REDUCE_SCATTER_BYTES &&
+                   DT_TINY_BYTES <= DT_DIRECT_BROADCAST_BYTES && DT_TINY_BYTES < DT_PEER_COPY_BYTES,
+               "tiny path: the direct algorithms' sizes");
 
 static bool few_ranks(int ranks)
 {

@@ -277,6 +277,14 @@ static inline bool dt__comm_has_alltoallw(const dt_comm *comm)
     return comm->ops->alltoallv == NULL || comm->ops->peer_copy != NULL;
 }
 
+/* The tag of the next collective on @p comm: its sequence number and the
+ * call's check bits (the work engine and the tiny path take them alike). */
+static inline uint32_t dt__comm_next_tag(dt_comm *comm)
+{
+    return DT__TAG_COLL | ((comm->coll_seq++ & DT__TAG_SEQ_MASK) << DT__TAG_CHECK_BITS) |
+           comm->check;
+}
+
 /* ------------------------------------------------------------ failures (comm_abort.c) */
 
 dt__comm_family *dt__comm_family_new(uint32_t id);
@@ -314,6 +322,8 @@ dt_status dt__comm_check_mismatch(int from, uint32_t mine, uint32_t theirs);
 /* Failure @p st of @p w: when it was a check mismatch, the message names
  * this rank's call; returns @p st. */
 dt_status dt__check_explain(const dt_work *w, dt_status st);
+/* The same for call @p d named @p what (the tiny path has no work). */
+dt_status dt__check_explain_call(const char *what, const dt__coll_desc *d, dt_status st);
 
 /* ------------------------------------------------------------ backends */
 

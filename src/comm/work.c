@@ -307,8 +307,7 @@ dt_status dt__work_start(dt_comm *comm, const char *what, dt__sched *s, dt_work 
     if (w->sched.p2p) {
         w->tag = DT__TAG_P2P | (w->sched.p2p_tag & DT__TAG_VALUE_MASK);
     } else { /* the call's check rides in every message (comm_check.h) */
-        w->tag = DT__TAG_COLL | ((comm->coll_seq++ & DT__TAG_SEQ_MASK) << DT__TAG_CHECK_BITS) |
-                 comm->check;
+        w->tag = dt__comm_next_tag(comm);
         w->desc = comm->desc;
     }
     advance(w); /* post the first round now: non-blocking means already moving */
@@ -355,11 +354,19 @@ static dt_status progress_until(dt_work *w, double until)
  */
 static dt_status timeout_error(dt_work *w, const dt__op *op, double timeout_s)
 {
-    dt_comm *c = w->comm;
     if (op == NULL)
-        return DT_ERR(DT_ERR_TIMEOUT, "%s: timed out after %.3g s (comm rank %d of %d)", w->what,
+        return dt__comm_timeout_error(w->comm, w->what, -1, false, 0, timeout_s);
+    return dt__comm_timeout_error(w->comm, w->what, op->peer, op->kind == DT__OP_RECV, op->n,
+                                  timeout_s);
+}
+
+dt_status dt__comm_timeout_error(dt_comm *c, const char *what, int rank, bool recv, size_t n,
+                                 double timeout_s)
+{
+    if (rank < 0)
+        return DT_ERR(DT_ERR_TIMEOUT, "%s: timed out after %.3g s (comm rank %d of %d)", what,
                       timeout_s, c->rank, c->size);
-    int peer = dt__comm_world_rank(c, op->peer), pid = 0;
+    int peer = dt__comm_world_rank(c, rank), pid = 0;
     int stopped = c->ops->stopped_peer != NULL ? c->ops->stopped_peer(c, peer, &pid) : -1;
     char why[96] = "";
     if (stopped == peer)
@@ -369,8 +376,7 @@ static dt_status timeout_error(dt_work *w, const dt__op *op, double timeout_s)
     return DT_ERR(DT_ERR_TIMEOUT,
                   "%s: timed out after %.3g s waiting for world rank %d (%s of %zu bytes; its "
                   "rank %d, this rank %d of a %d-rank comm)%s",
-                  w->what, timeout_s, peer, op->kind == DT__OP_RECV ? "recv" : "send", op->n,
-                  op->peer, c->rank, c->size, why);
+                  what, timeout_s, peer, recv ? "recv" : "send", n, rank, c->rank, c->size, why);
 }
 
 /* Wait for @p w until @p deadline (dt__clock_coarse() time); @p timeout_s for

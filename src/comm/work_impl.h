@@ -39,5 +39,10 @@ dt_status dt__work_native(dt_comm *comm, const char *what, dt_status (*test)(dt_
 void dt__work_drop_spare(dt_comm *comm);
 /* Run @p s to completion (or finish the work) : the blocking path. */
 dt_status dt__work_finish(dt_work *w, double timeout_s);
+/* The timeout of collective @p what on @p c after @p timeout_s, waiting to
+ * @p recv (else send) @p n bytes from comm rank @p rank (-1: unknown): names
+ * the world rank, and a peer seen stopped as the cause. */
+dt_status dt__comm_timeout_error(dt_comm *c, const char *what, int rank, bool recv, size_t n,
+                                 double timeout_s);
 
 #endif

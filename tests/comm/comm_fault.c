@@ -3,7 +3,9 @@
  * other rank must get DT_ERR_PEER_LOST or DT_ERR_TIMEOUT within 10 s (with
  * DT_TIMEOUT_S=5) and still be able to destroy its runtime. Collectives of
  * 1 Mi elements travel through the same-host shared-memory windows (the
- * victim dies mid-stream); "-small" ones (16 elements) through the rings.
+ * victim dies mid-stream); "-small" ones (16 elements) through the rings;
+ * "-tiny" ones (2 elements, blocking: the tiny path of comm_tiny.c) with
+ * the victim gone before its third call.
  *
  * The test starts its ranks itself (fork + exec of this program with the
  * launcher's variables) instead of going through dtrun, which would tear the
@@ -38,12 +40,24 @@ static int rank_main(int victim, const char *coll)
     }
     dt_comm *w = dt_runtime_world(rt);
     const int me = dt_comm_rank(w);
-    const size_t n = strstr(coll, "small") ? 16 : 1 << 20;
+    const bool tiny = strstr(coll, "tiny") != NULL;
+    const size_t n = tiny ? 2 : strstr(coll, "small") ? 16 : 1 << 20;
     float *buf = calloc(n, sizeof(float)),
           *out = calloc(n * (size_t)dt_comm_size(w), sizeof(float));
     dt_status st = DT_OK;
     double t_fail = 0;
     for (int it = 0; it < 1000 && st == DT_OK; it++) {
+        if (tiny) { /* blocking: the victim is gone before the call */
+            if (it == 2 && me == victim)
+                raise(strstr(coll, "stop") ? SIGSTOP : SIGKILL);
+            double t0 = now_s();
+            if (strstr(coll, "allgather"))
+                st = dt_comm_allgather(w, buf, out, n, DT_DTYPE_F32, NULL);
+            else
+                st = dt_comm_allreduce(w, buf, buf, n, DT_DTYPE_F32, DT_REDUCE_OP_SUM, NULL);
+            t_fail = now_s() - t0;
+            continue;
+        }
         dt_work *work = NULL;
         if (strcmp(coll, "allgather") == 0)
             st = dt_comm_allgather(w, buf, out, n, DT_DTYPE_F32, &work);
@@ -208,6 +222,24 @@ static void test_stopped_rank_small_times_out_2(void **state)
     run_job(2, 0, "allreduce-small-stop");
 }
 
+static void test_kill_middle_tiny_allgather_3(void **state)
+{
+    (void)state;
+    run_job(3, 1, "allgather-tiny");
+}
+
+static void test_kill_rank0_tiny_allreduce_4(void **state)
+{
+    (void)state;
+    run_job(4, 0, "allreduce-tiny");
+}
+
+static void test_stopped_rank_tiny_times_out_2(void **state)
+{
+    (void)state;
+    run_job(2, 1, "allreduce-tiny-stop");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "rank") == 0)
@@ -220,6 +252,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stopped_rank_times_out_3),
         cmocka_unit_test(test_kill_middle_small_allreduce_3),
         cmocka_unit_test(test_stopped_rank_small_times_out_2),
+        cmocka_unit_test(test_kill_middle_tiny_allgather_3),
+        cmocka_unit_test(test_kill_rank0_tiny_allreduce_4),
+        cmocka_unit_test(test_stopped_rank_tiny_times_out_2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,8 +9,12 @@
 #include "comm/comm_impl.h"
 
 #include "comm/algo/algo_util.h"
+#include "comm/comm_tiny.h"
 
 #define DT_ALLTOALL_ONE_ROUND_BYTES (16 * 1024)
+/* the tiny path (comm_tiny.c) sends this one round's messages */
+_Static_assert(DT_TINY_BYTES *(DT_TINY_MAX_RANKS - 1) <= DT_ALLTOALL_ONE_ROUND_BYTES,
+               "tiny all-to-all: one round");
 
 dt_status dt__algo_alltoallv_pairwise(dt_comm *c, const void *send, const size_t *scounts,
                                       const size_t *sdispls, void *recv, const size_t *rcounts,

@@ -499,11 +499,38 @@ static shm_msg *take_unexpected(shm_peer *p, const dt_ucx_req *r)
     return NULL;
 }
 
+/*
+ * A receive of @p bytes with @p tag on comm @p comm that finds exactly its
+ * message at the head of @p p's ring, where no receive posted before it nor
+ * an unexpected message could claim it: copied out and consumed without a
+ * request (what deliver() would do, less the bookkeeping). Anything else
+ * (another message first, a different length or check bits: the errors)
+ * takes the general path.
+ */
+static bool take_head(const dt_ucx_shm *shm, shm_peer *p, uint16_t comm, void *buf, size_t bytes,
+                      uint32_t tag)
+{
+    const shm_slot *s = &p->in->slot[p->next % SHM_SLOTS];
+    if (p->posted != NULL || p->unexp != NULL || bytes > DT_UCX_SHM_MAX_BYTES ||
+        atomic_load_explicit(&s->seq, memory_order_acquire) != p->next + 1 || s->comm != comm ||
+        s->tag != tag || s->len != bytes)
+        return false;
+    ring_get(p->in, p->next, buf, bytes);
+    p->next += slots_for(bytes);
+    atomic_store_explicit(&p->in->tail, p->next, memory_order_release);
+    dt__shm_wake_if_asleep(shm, p); /* it may wait for these slots */
+    return true;
+}
+
 dt_status dt__ucx_shm_irecv(dt_comm *c, void *buf, size_t bytes, int wp, uint32_t tag, void **req)
 {
     dt_ucx_shared *sh = ((dt_ucx_comm *)c->impl)->shared;
     dt_ucx_shm *shm = sh->shm;
     shm_peer *p = &shm->peer[wp];
+    if (take_head(shm, p, (uint16_t)((dt_ucx_comm *)c->impl)->id, buf, bytes, tag)) {
+        *req = NULL;
+        return DT_OK;
+    }
     dt_ucx_req *r = shm_req(sh, c, buf, bytes, wp, tag);
     if (r == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a receive request");
