@@ -129,7 +129,7 @@ void dt__block2d_gather_ride(void *dst, const dt__block2d *src, uint64_t offset,
             *ride_done = to > *ride_done ? to : *ride_done;
             stepped = at + n;
         }
-        dt__copy_bytes(d, dt__run_ptr(&s), n);
+        dt__copy_row(d, dt__run_ptr(&s), n);
         dt__run_skip(&s, n);
         d += n;
         at += n;
