@@ -10,8 +10,12 @@
  * next to a 64x64 matmul on the local kernel.
  *
  *   dtrun -n 4 build/bench/redistribute/bench_redistribute [--mib 64] [--iters 5]
- *                                                          [--only S(0)->S(1)]
+ *                                                          [--only S(0)->S(1)] [--best]
+ *
+ * --best reports the fastest iteration instead of the median: on a shared,
+ * loaded machine the best of many is what the code costs.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,18 +45,19 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The slowest rank's time of each iteration; the median over iterations. */
-static double median_max(dt_comm *w, double *t, int iters)
+/* The slowest rank's time of each iteration; the median (or the best) over iterations. */
+static double median_max(dt_comm *w, double *t, int iters, bool best)
 {
     CHECK(dt_comm_allreduce(w, t, t, (size_t)iters, DT_DTYPE_F64, DT_REDUCE_OP_MAX, NULL));
     qsort(t, (size_t)iters, sizeof(double), cmp_double);
-    return t[iters / 2];
+    return t[best ? 0 : iters / 2];
 }
 
 typedef struct bench {
     dt_runtime *rt;
     dt_mesh *mesh;
     int n, rank, iters;
+    bool best;          /* the fastest iteration, not the median */
     const char *only;   /* "FROM->TO": just that transition, no overhead table */
     int64_t rows, cols; /* global [rows, cols] f32 */
 } bench;
@@ -132,8 +137,8 @@ static void run_pair(bench *b, int kind, const char *from, const char *to, doubl
         tb[it] = time_bare(b, kind, in, out);
         tr[it] = time_redist(b, d, pt);
     }
-    *t_bare = median_max(dt_runtime_world(b->rt), tb, b->iters);
-    *t_redist = median_max(dt_runtime_world(b->rt), tr, b->iters);
+    *t_bare = median_max(dt_runtime_world(b->rt), tb, b->iters, b->best);
+    *t_redist = median_max(dt_runtime_world(b->rt), tr, b->iters, b->best);
     dt_tensor_release(d);
     dt_tensor_release(in_t);
     dt_tensor_release(out_t);
@@ -163,8 +168,9 @@ static void bench_collectives(bench *b)
     };
     double bytes = (double)(b->rows * b->cols) * 4.0;
     if (b->rank == 0)
-        printf("%d ranks, tensor [%lld, %lld] f32 = %.0f MiB, median of %d (slowest rank)\n", b->n,
-               (long long)b->rows, (long long)b->cols, bytes / 1048576.0, b->iters);
+        printf("%d ranks, tensor [%lld, %lld] f32 = %.0f MiB, %s of %d (slowest rank)\n", b->n,
+               (long long)b->rows, (long long)b->cols, bytes / 1048576.0,
+               b->best ? "best" : "median", b->iters);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         double tb, tr;
         char name[32];
@@ -251,13 +257,17 @@ int main(int argc, char **argv)
     memset(&b, 0, sizeof(b));
     double mib = 64;
     b.iters = 5;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--mib") == 0)
-            mib = atof(argv[i + 1]);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--best") == 0)
+            b.best = true;
+        else if (i + 1 == argc)
+            break;
+        else if (strcmp(argv[i], "--mib") == 0)
+            mib = atof(argv[++i]);
         else if (strcmp(argv[i], "--iters") == 0)
-            b.iters = atoi(argv[i + 1]);
+            b.iters = atoi(argv[++i]);
         else if (strcmp(argv[i], "--only") == 0)
-            b.only = argv[i + 1];
+            b.only = argv[++i];
     }
     CHECK(dt_init(NULL, &b.rt));
     b.n = dt_runtime_size(b.rt);

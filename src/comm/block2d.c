@@ -56,15 +56,15 @@ void dt__block2d_part(const dt__block2d *b, uint32_t part, uint32_t nparts, uint
     *len = (u1 - u0) * unit;
 }
 
-void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src, uint64_t offset,
-                      uint64_t bytes)
+/* dt__block2d_copy without the fence after streaming stores. */
+static void copy_runs(const dt__block2d *dst, const dt__block2d *src, uint64_t offset,
+                      uint64_t bytes, bool stream)
 {
     dt__run_cursor d = dt__run_cursor_at(dst, offset), s = dt__run_cursor_at(src, offset);
     if (d.rows == 1 && s.rows == 1) { /* one run: glibc picks its own stores */
         dt__copy_bytes(dt__run_ptr(&d), dt__run_ptr(&s), bytes);
         return;
     }
-    bool stream = block_bytes(src) >= DT_BLOCK2D_STREAM_BYTES;
     while (bytes > 0) { /* copy the overlap of the current runs */
         uint64_t n = dt__run_left(&s) < dt__run_left(&d) ? dt__run_left(&s) : dt__run_left(&d);
         n = n < bytes ? n : bytes;
@@ -76,6 +76,13 @@ void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src, uint64_t o
         dt__run_skip(&s, n);
         bytes -= n;
     }
+}
+
+void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src, uint64_t offset,
+                      uint64_t bytes)
+{
+    bool stream = block_bytes(src) >= DT_BLOCK2D_STREAM_BYTES;
+    copy_runs(dst, src, offset, bytes, stream);
     if (stream)
         dt__copy_stream_fence();
 }
@@ -91,6 +98,44 @@ void dt__block2d_gather(void *dst, const dt__block2d *src, uint64_t offset, uint
         d += n;
         bytes -= n;
     }
+}
+
+/* Gathered bytes between two steps of a ride: short runs go in batches. */
+#define DT_RIDE_STEP_BYTES 1024u
+
+/* floor(a * b / c) without overflow, b <= c. */
+static uint64_t share(uint64_t a, uint64_t b, uint64_t c)
+{
+    __extension__ typedef unsigned __int128 u128;
+    return (uint64_t)((u128)a * b / c);
+}
+
+void dt__block2d_gather_ride(void *dst, const dt__block2d *src, uint64_t offset, uint64_t bytes,
+                             const dt__block2d ride[2], uint64_t *ride_done)
+{
+    const uint64_t total = block_bytes(src), ride_total = block_bytes(&ride[1]);
+    const bool stream = ride_total >= DT_BLOCK2D_STREAM_BYTES;
+    dt__run_cursor s = dt__run_cursor_at(src, offset);
+    uint64_t at = offset, end = offset + bytes, stepped = offset;
+    char *d = dst;
+    while (at < end) {
+        uint64_t n = dt__run_left(&s) < end - at ? dt__run_left(&s) : end - at;
+        /* the ride's share up to this run's end first: the rest of the row
+         * comes in with it */
+        if (at + n - stepped >= DT_RIDE_STEP_BYTES || at + n == end) {
+            uint64_t to = share(ride_total, at + n, total);
+            if (to > *ride_done)
+                copy_runs(&ride[0], &ride[1], *ride_done, to - *ride_done, stream);
+            *ride_done = to > *ride_done ? to : *ride_done;
+            stepped = at + n;
+        }
+        dt__copy_row(d, dt__run_ptr(&s), n);
+        dt__run_skip(&s, n);
+        d += n;
+        at += n;
+    }
+    if (stream)
+        dt__copy_stream_fence();
 }
 
 /*

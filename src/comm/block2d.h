@@ -28,6 +28,13 @@ void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src, uint64_t o
  * (contiguous), with ordinary stores: a shared-memory window stays cached for
  * the rank that copies it out. */
 void dt__block2d_gather(void *dst, const dt__block2d *src, uint64_t offset, uint64_t bytes);
+/* dt__block2d_gather, and the copy of block ride[1] to ride[0] in step with
+ * it: after each stretch of @p src's rows, ride's bytes are copied up to the
+ * same share of its stream (*ride_done bytes so far). Two column stripes of
+ * the same rows (S(0) -> S(1)'s own and sent blocks) are then read row by
+ * row, each row once from memory, as one sequential stream. */
+void dt__block2d_gather_ride(void *dst, const dt__block2d *src, uint64_t offset, uint64_t bytes,
+                             const dt__block2d ride[2], uint64_t *ride_done);
 /* The byte range of part @p part of @p nparts of @p b: whole rows, so the
  * parts of blocks that share rows (column stripes) cover the same rows. */
 void dt__block2d_part(const dt__block2d *b, uint32_t part, uint32_t nparts, uint64_t *off,

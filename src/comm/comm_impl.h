@@ -150,9 +150,14 @@ struct dt_comm_ops {
      * (optional) isend of the rows of 2-D block @p src (its byte stream), the
      * sender gathering them as the message leaves: no packed copy. Only for
      * blocks of more than DT__SEND2D_MIN_BYTES to a peer reached through
-     * shared memory (p2p_shm); the descriptor outlives the request.
+     * shared memory (p2p_shm); the descriptor outlives the request. @p ride:
+     * NULL, or a local copy {dst, src} the sender makes alongside, in step
+     * with the bytes sent (the own stripe of S(0) -> S(1) shares its rows
+     * with the sent one: each row is read from memory once); it is done when
+     * the request is.
      */
-    dt_status (*isend2d)(dt_comm *comm, const dt__block2d *src, int peer, uint32_t tag, void **req);
+    dt_status (*isend2d)(dt_comm *comm, const dt__block2d *src, const dt__block2d *ride, int peer,
+                         uint32_t tag, void **req);
     /*
      * (optional) irecv, then buf = op(received, fold) element-wise: the values
      * of dt__reduce(buf, fold) after the receive, but folded as the message

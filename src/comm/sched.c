@@ -122,11 +122,12 @@ void dt__sched_send(dt__sched *s, const void *src, size_t bytes, int peer)
     add(s, (dt__op){.kind = DT__OP_SEND, .peer = peer, .src = src, .n = bytes});
 }
 
-void dt__sched_send2d(dt__sched *s, const dt__block2d *src, int peer)
+void dt__sched_send2d(dt__sched *s, const dt__block2d *src, const dt__block2d *ride, int peer)
 {
     add(s, (dt__op){.kind = DT__OP_SEND2D,
                     .peer = peer,
                     .src = src,
+                    .dst = (void *)(uintptr_t)ride,
                     .n = (size_t)(src->rows * src->row_bytes)});
 }
 

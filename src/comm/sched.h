@@ -88,7 +88,7 @@ void dt__sched_send(dt__sched *s, const void *src, size_t bytes, int peer);
 void dt__sched_recv(dt__sched *s, void *dst, size_t bytes, int peer);
 /* Send the rows of 2-D block @p src as one message (the backend's isend2d;
  * the descriptor lives as long as the schedule). */
-void dt__sched_send2d(dt__sched *s, const dt__block2d *src, int peer);
+void dt__sched_send2d(dt__sched *s, const dt__block2d *src, const dt__block2d *ride, int peer);
 /* Receive into @p dst and fold @p src into it: dst = op(received, src), the
  * same values as a receive then dt__sched_reduce(dst, src). A backend with
  * irecv_reduce folds the message as it lands (out of its own buffers);

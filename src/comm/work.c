@@ -69,7 +69,7 @@ static dt_status post_round(dt_work *w, size_t r)
     for (size_t i = rd->first; i < rd->first + rd->count; i++) {
         dt__op *op = &w->sched.ops[i];
         if (op->kind == DT__OP_SEND2D)
-            DT_CHECK(c->ops->isend2d(c, op->src, op->peer, w->tag, &w->reqs[i]));
+            DT_CHECK(c->ops->isend2d(c, op->src, op->dst, op->peer, w->tag, &w->reqs[i]));
         if (op->kind == DT__OP_SEND)
             DT_CHECK(c->ops->isend(c, op->src, op->n, op->peer, w->tag, &w->reqs[i]));
     }

@@ -43,11 +43,21 @@ void dt__copy_bytes(void *dst, const void *src, size_t n)
     else if (n > 0)
         memcpy(dst, src, n);
 }
+
+void dt__copy_row(void *dst, const void *src, size_t n)
+{
+    copy_vector(dst, src, n);
+}
 #else
 void dt__copy_bytes(void *dst, const void *src, size_t n)
 {
     if (n > 0)
         memcpy(dst, src, n);
+}
+
+void dt__copy_row(void *dst, const void *src, size_t n)
+{
+    dt__copy_bytes(dst, src, n);
 }
 #endif
 

@@ -17,6 +17,11 @@
 /* memcpy(dst, src, n) for non-overlapping buffers, at full speed whatever
  * their relative alignment. */
 void dt__copy_bytes(void *dst, const void *src, size_t n);
+/* dt__copy_bytes for one row of a strided copy interleaved with others:
+ * vector moves, never `rep movsb`, whose start-up cost 2 KiB rows gathered
+ * next to a streamed copy of the same rows 1.5x here (64 MiB S(0) -> S(1)
+ * rows, one rank's copies: 3.5-4.1 ms against 2.3). */
+void dt__copy_row(void *dst, const void *src, size_t n);
 /* Whether [dst, dst + n) and [src, src + n) share no byte. */
 static inline bool dt__bytes_disjoint(const void *dst, const void *src, size_t n)
 {

@@ -234,6 +234,8 @@ struct dt_ucx_req {
     size_t moved;             /* bytes streamed so far */
     size_t total;             /* receive: the message's length (the sender's) */
     const dt__block2d *src2d; /* isend2d: the message is this block's rows (buf NULL) */
+    const dt__block2d *ride;  /* isend2d: {dst, src} copied alongside, ride_done bytes so far */
+    uint64_t ride_done;
     /* irecv_reduce: buf = op(received, fold), done for the first `folded` bytes */
     const void *fold;
     size_t folded;
@@ -255,7 +257,8 @@ uint64_t dt__ucx_tag(uint32_t comm_id, uint32_t tag, int src_world_rank);
 dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uint32_t tag,
                         void **req);
 dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag, void **req);
-dt_status dt__ucx_isend2d(dt_comm *c, const dt__block2d *src, int peer, uint32_t tag, void **req);
+dt_status dt__ucx_isend2d(dt_comm *c, const dt__block2d *src, const dt__block2d *ride, int peer,
+                          uint32_t tag, void **req);
 dt_status dt__ucx_irecv_reduce(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t tag,
                                const void *fold, dt_dtype dtype, dt_reduce_op op, void **req);
 /* An irecv_reduce's fold of the bytes received up to @p upto (none for a plain receive). */

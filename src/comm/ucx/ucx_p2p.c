@@ -193,7 +193,8 @@ dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uin
 
 /* Streamed through the pair's shared-memory window, each piece gathered from
  * the rows as it enters (ucx_shm_bulk.c). */
-dt_status dt__ucx_isend2d(dt_comm *c, const dt__block2d *src, int peer, uint32_t tag, void **req)
+dt_status dt__ucx_isend2d(dt_comm *c, const dt__block2d *src, const dt__block2d *ride, int peer,
+                          uint32_t tag, void **req)
 {
     dt_ucx_comm *uc = c->impl;
     int wp = uc->members[peer];
@@ -205,6 +206,7 @@ dt_status dt__ucx_isend2d(dt_comm *c, const dt__block2d *src, int peer, uint32_t
                       bytes, wp, DT_UCX_SHM_MAX_BYTES);
     DT_CHECK(dt__ucx_isend(c, NULL, bytes, peer, tag, req));
     ((dt_ucx_req *)*req)->src2d = src; /* a bulk send: nothing moved before the CTS */
+    ((dt_ucx_req *)*req)->ride = ride;
     return DT_OK;
 }
 

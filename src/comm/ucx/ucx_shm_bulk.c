@@ -98,7 +98,9 @@ static int stream_out(shm_peer *p)
             }
             size_t len = chunk_len(r->expect, r->moved);
             void *chunk = w->chunk[p->written % SHM_BULK_CHUNKS];
-            if (r->src2d != NULL) /* gathered from the rows: no packed copy */
+            if (r->ride != NULL) /* gathered from the rows, with a local copy in step */
+                dt__block2d_gather_ride(chunk, r->src2d, r->moved, len, r->ride, &r->ride_done);
+            else if (r->src2d != NULL) /* gathered from the rows: no packed copy */
                 dt__block2d_gather(chunk, r->src2d, r->moved, len);
             else
                 dt__copy_bytes(chunk, (const char *)r->buf + r->moved, len);

@@ -1,0 +1,101 @@
+/*
+ * 2-D block copies of one process (comm/block2d.h): dt__block2d_gather_ride,
+ * the gather of a strided send block into window pieces with another block
+ * copied in step (S(0) -> S(1)'s own stripe). The ride may differ from the
+ * sent block in rows, row length and size (uneven shards), pieces come in
+ * any length, and the gaps between rows must stay untouched; one ride is big
+ * enough for streaming stores.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "comm/block2d.h"
+
+static dt__block2d block_of(unsigned char *base, uint64_t rows, uint64_t row_bytes, uint64_t pitch)
+{
+    return (dt__block2d){(uint64_t)(uintptr_t)base, rows, row_bytes, pitch};
+}
+
+/* Byte @p i of block @p b's stream. */
+static unsigned char *at(const dt__block2d *b, uint64_t i)
+{
+    return (unsigned char *)(uintptr_t)(b->addr + (i / b->row_bytes) * b->pitch + i % b->row_bytes);
+}
+
+/* Gather all of @p src in pieces of @p piece bytes, riding ride_src -> ride_dst. */
+static void check_case(uint64_t rows, uint64_t row_bytes, uint64_t pitch, uint64_t rrows,
+                       uint64_t rrow_bytes, uint64_t rpitch, uint64_t piece)
+{
+    uint64_t n = rows * row_bytes, rn = rrows * rrow_bytes;
+    unsigned char *sbuf = malloc(rows * pitch), *out = malloc(n);
+    unsigned char *rsrc = malloc(rrows * rpitch), *rdst = malloc(rrows * rpitch + 1);
+    assert_non_null(sbuf);
+    assert_non_null(out);
+    assert_non_null(rsrc);
+    assert_non_null(rdst);
+    for (uint64_t i = 0; i < rows * pitch; i++)
+        sbuf[i] = (unsigned char)(i * 7 + 1);
+    for (uint64_t i = 0; i < rrows * rpitch; i++)
+        rsrc[i] = (unsigned char)(i * 13 + 5);
+    memset(rdst, 0xEE, rrows * rpitch + 1);
+    dt__block2d src = block_of(sbuf, rows, row_bytes, pitch);
+    dt__block2d ride[2] = {block_of(rdst, rrows, rrow_bytes, rpitch),
+                           block_of(rsrc, rrows, rrow_bytes, rpitch)};
+    uint64_t done = 0;
+    for (uint64_t off = 0; off < n; off += piece) {
+        uint64_t len = n - off < piece ? n - off : piece;
+        dt__block2d_gather_ride(out + off, &src, off, len, ride, &done);
+        assert_true(done <= rn);
+    }
+    assert_int_equal(done, rn);
+    for (uint64_t i = 0; i < n; i++)
+        assert_int_equal(out[i], *at(&src, i));
+    for (uint64_t i = 0; i < rn; i++)
+        assert_int_equal(*at(&ride[0], i), *at(&ride[1], i));
+    for (uint64_t r = 0; r < rrows; r++) /* the gaps between the ride's rows */
+        for (uint64_t c = rrow_bytes; c < rpitch; c++)
+            assert_int_equal(rdst[r * rpitch + c], 0xEE);
+    assert_int_equal(rdst[rrows * rpitch], 0xEE);
+    free(sbuf);
+    free(out);
+    free(rsrc);
+    free(rdst);
+}
+
+static void test_same_rows(void **state)
+{
+    (void)state;
+    check_case(64, 2048, 4096, 64, 2048, 4096, 128 * 1024); /* S(0) -> S(1), 2 ranks */
+    check_case(64, 2048, 4096, 64, 2048, 2048, 5000);       /* contiguous ride, odd pieces */
+    check_case(300, 1376, 4128, 300, 1368, 4128, 65536);    /* uneven columns (3 ranks) */
+}
+
+static void test_other_shapes(void **state)
+{
+    (void)state;
+    check_case(100, 12, 40, 7, 33, 50, 96);  /* short runs, ride of other rows */
+    check_case(5, 1000, 1000, 3, 10, 20, 7); /* contiguous send, tiny pieces */
+    check_case(9, 3, 8, 1, 1, 1, 4);         /* a one-byte ride */
+}
+
+static void test_streaming_ride(void **state)
+{
+    (void)state; /* a ride of 4 MiB and more takes streaming stores */
+    check_case(2048, 2048, 4096, 2048, 2048, 4096, 128 * 1024);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_same_rows),
+        cmocka_unit_test(test_other_shapes),
+        cmocka_unit_test(test_streaming_ride),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
