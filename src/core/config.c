@@ -132,6 +132,12 @@ static const dt_config_entry config_table[] = {
     BOOL("DT_SHM", "1",
          "carry messages of up to 4080 bytes between ranks of one host through shared-memory "
          "rings instead of UCX: 0 = never"),
+    BOOL("DT_TCP_DIRECT", "1",
+         "send messages of 64 KiB and more to ranks on other hosts over dtensor's own TCP "
+         "sockets (one per pair, from and into the user's buffers) instead of UCX: 0 = never"),
+    BOOL("DT_TEST_TCP_LOCAL", "0",
+         "test only: the direct TCP path (DT_TCP_DIRECT) also connects ranks of one host, over "
+         "loopback, and carries their large messages where the rings do not (DT_SHM=0)"),
     BOOL("DT_SHM_MEMBARRIER", "0",
          "1 = a rank about to sleep on the shared-memory rings orders its announcement with "
          "membarrier(2), so senders need no fence after each message; 0 = both sides fence "
