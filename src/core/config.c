@@ -132,9 +132,13 @@ static const dt_config_entry config_table[] = {
     BOOL("DT_SHM", "1",
          "carry messages of up to 4080 bytes between ranks of one host through shared-memory "
          "rings instead of UCX: 0 = never"),
-    BOOL("DT_TCP_DIRECT", "1",
-         "send messages of 64 KiB and more to ranks on other hosts over dtensor's own TCP "
-         "sockets (one per pair, from and into the user's buffers) instead of UCX: 0 = never"),
+    BOOL(
+        "DT_TCP_DIRECT", "1",
+        "send large messages (DT_TCP_DIRECT_MIN_KB) to ranks on other hosts over dtensor's own TCP "
+        "sockets (one per pair, from and into the user's buffers) instead of UCX: 0 = never"),
+    INT("DT_TCP_DIRECT_MIN_KB", "64", 0, 1048576,
+        "messages from this size (KiB) on take the direct TCP path (DT_TCP_DIRECT); smaller "
+        "ones go through UCX. The same on every rank, or the path is off"),
     BOOL("DT_TEST_TCP_LOCAL", "0",
          "test only: the direct TCP path (DT_TCP_DIRECT) also connects ranks of one host, over "
          "loopback, and carries their large messages where the rings do not (DT_SHM=0)"),

@@ -178,7 +178,8 @@ dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uin
                       peer_why(&sh->peers[wp]));
     if (dt__ucx_shm_carries(sh, wp))
         return dt__ucx_shm_isend(c, buf, bytes, wp, tag, req);
-    if (dt__ucx_tcp_carries(sh, wp, bytes))
+    /* abort notices stay on UCX, where their wildcard receive waits */
+    if (uc->id != DT_UCX_NOTICE_ID && dt__ucx_tcp_carries(sh, wp, bytes))
         return dt__ucx_tcp_isend(c, buf, bytes, wp, tag, req);
     dt_ucx_req *r = dt__ucx_req_new(sh);
     if (r == NULL)

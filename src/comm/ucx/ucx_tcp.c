@@ -28,7 +28,7 @@ static dt_tcp_peer *peer_of(const dt_ucx_shared *sh, int wp)
 bool dt__ucx_tcp_carries(const dt_ucx_shared *sh, int wp, size_t bytes)
 {
     const dt_ucx_tcp *t = sh->tcp;
-    return t != NULL && t->on && bytes >= DT_UCX_TCP_MIN_BYTES && t->slot[wp] >= 0;
+    return t != NULL && t->on && bytes >= t->min_bytes && t->slot[wp] >= 0;
 }
 
 static void finish(dt_ucx_tcp *t, dt_ucx_req *r, ucs_status_t st)
@@ -168,6 +168,8 @@ static int write_some(dt_ucx_shared *sh, dt_tcp_peer *p)
             if (p->sq == NULL)
                 p->sq_end = &p->sq;
             r->next_q = NULL;
+            sh->tcp->sent_msgs++;
+            sh->tcp->sent_bytes += r->expect;
             finish(sh->tcp, r, UCS_OK);
         }
         head_hdr(p);

@@ -7,7 +7,7 @@
  * the user's buffer and read straight into the posted receive's (an early
  * message lands in a malloc'd buffer until its receive comes). Matching is by
  * (comm, tag) in posting order, FIFO per pair, as UCX's tags. A closed or
- * reset socket marks the peer lost. Messages under DT_UCX_TCP_MIN_BYTES stay
+ * reset socket marks the peer lost. Messages under DT_TCP_DIRECT_MIN_KB stay
  * on UCX: both sides choose by the message's size, so a pair agrees.
  * DT_TCP_DIRECT=0 turns it off; the world agrees on it.
  */
@@ -17,8 +17,6 @@
 #include <poll.h>
 
 #include "comm/ucx/ucx_impl.h"
-
-#define DT_UCX_TCP_MIN_BYTES (64u * 1024u)
 
 struct dt_store;
 
@@ -61,6 +59,7 @@ typedef struct dt_tcp_peer {
 typedef struct dt_ucx_tcp {
     bool ready;         /* this rank connected to all its peers on other hosts */
     bool on;            /* agreed world-wide */
+    size_t min_bytes;   /* messages from this size on go direct (agreed) */
     int n;              /* peers on other hosts */
     dt_tcp_peer *peers; /* them */
     int *slot;          /* world rank -> index in peers, -1 for this host */
@@ -70,6 +69,7 @@ typedef struct dt_ucx_tcp {
     bool kick;          /* a socket was ready after a sleep */
     struct pollfd *pfd; /* 2 + n: the sleep's poll set */
     char *sink;         /* where bytes nobody wants are read to */
+    unsigned long long sent_msgs, sent_bytes; /* for the log at teardown */
 } dt_ucx_tcp;
 
 /* Bootstrap, collective over the store (connect_all, after the peers are

@@ -288,20 +288,24 @@ dt_status dt__ucx_tcp_agree(dt_comm *world)
     dt_ucx_tcp *t = sh->tcp;
     if (t == NULL)
         return DT_OK;
-    int32_t v = t->ready ? 1 : 0;
-    DT_CHECK(dt_comm_allreduce(world, &v, &v, 1, DT_DTYPE_I32, DT_REDUCE_OP_MIN, NULL));
-    t->on = v == 1;
+    /* and on the size from which messages go direct: both sides choose by it */
+    int32_t kb = (int32_t)dt__config_int("DT_TCP_DIRECT_MIN_KB");
+    int32_t v[3] = {t->ready ? 1 : 0, kb, -kb};
+    DT_CHECK(dt_comm_allreduce(world, v, v, 3, DT_DTYPE_I32, DT_REDUCE_OP_MIN, NULL));
+    t->min_bytes = (size_t)kb * 1024;
+    t->on = v[0] == 1 && v[1] == -v[2];
     if (t->on) {
-        DT_LOG_DEBUG("comm",
-                     "ucx: messages of %u bytes and more to %d ranks on other hosts go "
-                     "through direct sockets",
-                     DT_UCX_TCP_MIN_BYTES, t->n);
+        DT_LOG_INFO("comm",
+                    "ucx: messages of %zu bytes and more to %d ranks on other hosts go "
+                    "through direct sockets",
+                    t->min_bytes, t->n);
         return DT_OK;
     }
     DT_LOG_INFO("comm",
                 "ucx: other hosts' messages go through UCX (DT_TCP_DIRECT=%lld, direct "
-                "sockets connected on this rank: %s)",
-                (long long)dt__config_int("DT_TCP_DIRECT"), t->ready ? "yes" : "no");
+                "sockets connected on this rank: %s, DT_TCP_DIRECT_MIN_KB %d..%d on the ranks)",
+                (long long)dt__config_int("DT_TCP_DIRECT"), t->ready ? "yes" : "no", (int)v[1],
+                (int)-v[2]);
     for (int k = 0; k < t->n; k++) {
         if (t->peers[k].fd >= 0)
             close(t->peers[k].fd);
@@ -315,6 +319,9 @@ void dt__ucx_tcp_close(dt_ucx_shared *sh)
     dt_ucx_tcp *t = sh->tcp;
     if (t == NULL)
         return;
+    if (t->on)
+        DT_LOG_INFO("comm", "ucx: direct sockets carried %llu messages (%llu bytes) out",
+                    t->sent_msgs, t->sent_bytes);
     for (int k = 0; k < t->n; k++) {
         dt_tcp_peer *p = &t->peers[k];
         if (p->fd >= 0)
