@@ -466,6 +466,18 @@ struct pollfd *dt__ucx_tcp_pollset(dt_ucx_shared *sh, struct pollfd *two, int *n
     return t->pfd;
 }
 
+/*
+ * A direct message under way takes tens of microseconds or more, and the
+ * kernel wakes a poll() on its socket as its bytes come; polling it meanwhile
+ * is a recv system call each time, CPU taken from the peer ranks' TCP work
+ * on a shared core.
+ */
+bool dt__ucx_tcp_busy(const dt_ucx_shared *sh)
+{
+    const dt_ucx_tcp *t = sh->tcp;
+    return t != NULL && t->on && (t->active > 0 || t->partial > 0);
+}
+
 void dt__ucx_tcp_polled(dt_ucx_shared *sh, int rc)
 {
     if (sh->tcp != NULL && rc > 0)

@@ -91,6 +91,8 @@ int dt__ucx_tcp_progress(dt_ucx_shared *sh);
 /* The poll set for a sleep: the sockets from index 2 on, slots 0 and 1 left
  * for the caller; @p two when there are no sockets. */
 struct pollfd *dt__ucx_tcp_pollset(dt_ucx_shared *sh, struct pollfd *two, int *n);
+/* Whether a wait should sleep on the sockets at once, not spin first. */
+bool dt__ucx_tcp_busy(const dt_ucx_shared *sh);
 /* After the poll: look at the sockets on the next progress. */
 void dt__ucx_tcp_polled(dt_ucx_shared *sh, int rc);
 
