@@ -27,8 +27,9 @@
 #include "core/log.h"
 #include "dtensor/store.h"
 
-#define TCP_MAGIC 0x44544350u /* "DTCP" */
-#define HELLO_S   5.0         /* longest wait for one connection's greeting */
+#define TCP_MAGIC   0x44544350u /* "DTCP" */
+#define HELLO_S     5.0         /* longest wait for one connection's greeting */
+#define SETUP_MAX_S 60.0        /* longest wait for all connections */
 
 /* What each rank publishes. */
 typedef struct card {
@@ -274,8 +275,11 @@ dt_status dt__ucx_tcp_setup(dt_ucx_shared *sh, dt_store *store, double timeout_s
         me.ok = 0;
     dt_status st = dt_store_allgather(store, "dt/ucx/tcp", sh->world_rank, sh->world_size, &me,
                                       sizeof(me), cards);
+    /* connections come right after the swap: a peer not here within a
+     * minute failed (the path is then off, agreed below) */
+    double wait_s = timeout_s < SETUP_MAX_S ? timeout_s : SETUP_MAX_S;
     if (st == DT_OK && me.ok)
-        sh->tcp->ready = connect_peers(sh, lfd, cards, dt__clock_now() + timeout_s);
+        sh->tcp->ready = connect_peers(sh, lfd, cards, dt__clock_now() + wait_s);
     if (lfd >= 0)
         close(lfd);
     free(cards);
