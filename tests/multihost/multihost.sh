@@ -159,7 +159,7 @@ steps=8
 tx0=$(bytes tx) rx0=$(bytes rx)
 # every message between the hosts but abort notices on the direct sockets
 # (this model's are mostly under the 64 KiB default)
-export DT_TCP_DIRECT_MIN_KB=0
+export DT_TCP_DIRECT=1 DT_TCP_DIRECT_MIN_KB=0
 export DT_LOG=info DT_LOG_SUBSYS=comm
 job same $args --steps $steps --save "$work/two.safetensors"
 settle
@@ -197,7 +197,7 @@ done
 export DT_TCP_DIRECT=0
 job ucx $args --steps $steps --save "$work/ucx.safetensors"
 settle
-unset DT_TCP_DIRECT
+export DT_TCP_DIRECT=1
 [ "$(field ucx.0 1)" = 0 ] && [ "$(field ucx.1 1)" = 0 ] ||
   fail "two-host training with DT_TCP_DIRECT=0 failed: $(cat "$work/ucx.0" "$work/ucx.1")"
 grep '^\[0\] step' "$work/ucx.0" | sed 's/^\[0\] //; s/  (.*//' > "$work/ucx.steps"
