@@ -1,5 +1,6 @@
 #!/bin/sh
 # multihost_bench.sh [BUILD_DIR] [-r RATE] [-b MINBYTES] [-e MAXBYTES] [-n ITERS] [-k REPEAT] [-M]
+#                    [-U] [-c COLLECTIVES]
 #
 # Flat vs hierarchical collectives (and Open MPI) on 2 "hosts" x 2 ranks:
 # two network namespaces joined by a veth pair, each with its own hostname,
@@ -15,12 +16,15 @@
 # time per call (us, the slowest rank's mean) and the speed-ups. With -k N
 # the three run N times, interleaved, and each row keeps its best time (on a
 # shared, loaded machine that compares the algorithms, not the neighbours).
-# -M leaves Open MPI out.
+# -M leaves Open MPI out. -U also runs flat and hierarchical with
+# DT_TCP_DIRECT=0 (UCX carries everything between the hosts), interleaved,
+# and adds their columns and hier(UCX)/hier(direct). -c: comm_bench's list
+# (default allreduce,reduce_scatter,allgather).
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$HERE/../../build
 case "${1:-}" in -*|"") ;; *) BUILD=$1; shift ;; esac
-RATE=10gbit MINB=64K MAXB=16M ITERS=20 REPEAT=1 NOMPI=
+RATE=10gbit MINB=64K MAXB=16M ITERS=20 REPEAT=1 NOMPI= UCXTOO= COLLS=allreduce,reduce_scatter,allgather
 while [ $# -gt 0 ]; do
   case "$1" in
     -r) RATE=$2; shift 2 ;;
@@ -29,6 +33,8 @@ while [ $# -gt 0 ]; do
     -n) ITERS=$2; shift 2 ;;
     -k) REPEAT=$2; shift 2 ;;
     -M) NOMPI=1; shift ;;
+    -U) UCXTOO=1; shift ;;
+    -c) COLLS=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -88,12 +94,12 @@ inhost() {
     'hostname "$0" && mount -t tmpfs dtshm /dev/shm && mount --bind "$1" /etc/hosts &&
      shift && exec "$@"' "h$i_n" "$work/hosts" "$@"
 }
-ARGS="-b $MINB -e $MAXB -f 4 -n $ITERS -c allreduce,reduce_scatter,allgather"
+ARGS="-b $MINB -e $MAXB -f 4 -n $ITERS -c $COLLS"
 export DT_DEVICE=cpu DT_JOB_TOKEN=bench-$id
-# dt NAME ALGO: comm_bench on both hosts; rank 0's table in NAME
+# dt NAME ALGO [DIRECT]: comm_bench on both hosts; rank 0's table in NAME
 dt() {
   for n in 0 1; do
-    DT_ALGO=$2 inhost "$n" "$dtrun" --nnodes 2 --node-rank "$n" --master 198.18.0.1:29511 \
+    DT_TCP_DIRECT=${3:-1} DT_ALGO=$2 inhost "$n" "$dtrun" --nnodes 2 --node-rank "$n" --master 198.18.0.1:29511 \
       -n 2 "$bench" $ARGS > "$work/$1.h$n" 2>&1 &
   done
   wait
@@ -137,6 +143,10 @@ while [ "$k" -le "$REPEAT" ]; do
   echo "== run $k/$REPEAT: dtensor flat, hierarchical, Open MPI" >&2
   dt flat allreduce:ring,reduce_scatter:ring,allgather:ring
   dt hier allreduce:hier,reduce_scatter:hier,allgather:hier
+  if [ -n "$UCXTOO" ]; then
+    dt flatu allreduce:ring,reduce_scatter:ring,allgather:ring 0
+    dt hieru allreduce:hier,reduce_scatter:hier,allgather:hier 0
+  fi
   [ -n "$mpi_ok" ] && mpi
   k=$((k + 1))
 done
@@ -157,16 +167,22 @@ def load(name):
                 rows[key] = min(rows.get(key, 1e30), float(f[4]))
     return rows
 flat, hier, mpi = load("flat"), load("hier"), load("mpi")
+flatu, hieru = load("flatu"), load("hieru")
 print(f"# 2 hosts x 2 ranks, link: {model}; time per call (us)")
 if note:
     print(f"# {note}")
+ucx = f" {'flat UCX':>10} {'hier UCX':>10} {'UCX/direct':>10}" if hieru else ""
 print(f"{'collective':>15} {'bytes':>10} {'flat':>10} {'hier':>10} {'OpenMPI':>10} "
-      f"{'flat/hier':>10} {'mpi/hier':>9}")
+      f"{'flat/hier':>10} {'mpi/hier':>9}{ucx}")
 for key in sorted(hier, key=lambda k: (k[0], k[1])):
     f, h, m = flat.get(key), hier[key], mpi.get(key)
     fs = f"{f:10.1f}" if f else f"{'-':>10}"
     ms = f"{m:10.1f}" if m else f"{'-':>10}"
     r1 = f"{f / h:10.2f}" if f else f"{'-':>10}"
     r2 = f"{m / h:9.2f}" if m else f"{'-':>9}"
-    print(f"{key[0]:>15} {key[1]:>10} {fs} {h:10.1f} {ms} {r1} {r2}")
+    u = ""
+    if hieru:
+        fu, hu = flatu.get(key), hieru.get(key)
+        u = (f" {fu:10.1f}" if fu else f" {'-':>10}") + (f" {hu:10.1f} {hu / h:10.2f}" if hu else "")
+    print(f"{key[0]:>15} {key[1]:>10} {fs} {h:10.1f} {ms} {r1} {r2}{u}")
 PY

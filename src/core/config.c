@@ -132,6 +132,18 @@ static const dt_config_entry config_table[] = {
     BOOL("DT_SHM", "1",
          "carry messages of up to 4080 bytes between ranks of one host through shared-memory "
          "rings instead of UCX: 0 = never"),
+    BOOL(
+        "DT_TCP_DIRECT", "0",
+        "1 = send large messages (DT_TCP_DIRECT_MIN_KB) to ranks on other hosts over dtensor's own "
+        "TCP sockets (one per pair, from and into the user's buffers) instead of UCX. Opt-in: a "
+        "call whose message sizes differ between two ranks across DT_TCP_DIRECT_MIN_KB "
+        "(mismatched arguments) waits for DT_TIMEOUT_S instead of failing at once"),
+    INT("DT_TCP_DIRECT_MIN_KB", "64", 0, 1048576,
+        "messages from this size (KiB) on take the direct TCP path (DT_TCP_DIRECT); smaller "
+        "ones go through UCX. The same on every rank, or the path is off"),
+    BOOL("DT_TEST_TCP_LOCAL", "0",
+         "test only: the direct TCP path (DT_TCP_DIRECT) also connects ranks of one host, over "
+         "loopback, and carries their large messages where the rings do not (DT_SHM=0)"),
     BOOL("DT_SHM_MEMBARRIER", "0",
          "1 = a rank about to sleep on the shared-memory rings orders its announcement with "
          "membarrier(2), so senders need no fence after each message; 0 = both sides fence "

@@ -9,11 +9,14 @@
 # dp=2 x tp=2 (rank = 2 x host + local: tp inside a host, dp across the link).
 # Checks:
 #   1. GPT training equals the one-host run bit for bit (losses and saved
-#      weights), and its gradients crossed the veth link (byte counters);
+#      weights), and its gradients crossed the veth link (byte counters),
+#      through dtensor's direct sockets (ucx_tcp.c; the log says how many
+#      messages) and, with DT_TCP_DIRECT=0, through UCX alone, bit for bit;
 #   2. a rank killed on one host ends every rank on both hosts within 10 s,
 #      its host's dtrun naming it and the other host's ranks reporting it lost;
 #   3. a host whose link is cut (ip link set down) is reported as lost on both
-#      hosts within 3 x DT_TIMEOUT_S (5 s here), not hung;
+#      hosts within 3 x DT_TIMEOUT_S (5 s here), not hung (2 and 3 with the
+#      direct sockets on, which the log shows);
 #   4. the store refuses a rank with another job's token and one without any;
 #   5. two hosts that share a hostname (machines or containers named alike)
 #      are still two hosts: the job runs, over the link.
@@ -154,8 +157,13 @@ steps=8
 
 # 1. the same training as on one host, over the link
 tx0=$(bytes tx) rx0=$(bytes rx)
+# every message between the hosts but abort notices on the direct sockets
+# (this model's are mostly under the 64 KiB default)
+export DT_TCP_DIRECT=1 DT_TCP_DIRECT_MIN_KB=0
+export DT_LOG=info DT_LOG_SUBSYS=comm
 job same $args --steps $steps --save "$work/two.safetensors"
 settle
+unset DT_LOG DT_LOG_SUBSYS
 [ "$(field same.0 1)" = 0 ] && [ "$(field same.1 1)" = 0 ] ||
   fail "two-host training failed: $(cat "$work/same.0" "$work/same.1")"
 tx=$(($(bytes tx) - tx0)) rx=$(($(bytes rx) - rx0))
@@ -179,8 +187,33 @@ want=$((steps * params * 2))
 [ "$tx" -ge "$want" ] && [ "$rx" -ge "$want" ] ||
   fail "only $tx bytes out and $rx in crossed host 1's link (want >= $want each): same-host shortcuts between hosts?"
 echo "ok: the gradients crossed the link ($tx bytes out, $rx in; >= $want each)"
+# direct sockets: every rank sent messages through them (ucx_tcp.c's count)
+for n in 0 1; do
+  for r in $((2 * n)) $((2 * n + 1)); do
+    grep -Eq "^\[$r\] .*direct sockets carried [1-9][0-9]* messages" "$work/same.$n" ||
+      fail "rank $r sent nothing through the direct sockets: $(grep -v ' step ' "$work/same.$n" | tail -n 5)"
+  done
+done
+export DT_TCP_DIRECT=0
+job ucx $args --steps $steps --save "$work/ucx.safetensors"
+settle
+export DT_TCP_DIRECT=1
+[ "$(field ucx.0 1)" = 0 ] && [ "$(field ucx.1 1)" = 0 ] ||
+  fail "two-host training with DT_TCP_DIRECT=0 failed: $(cat "$work/ucx.0" "$work/ucx.1")"
+grep '^\[0\] step' "$work/ucx.0" | sed 's/^\[0\] //; s/  (.*//' > "$work/ucx.steps"
+cmp -s "$work/one.steps" "$work/ucx.steps" && cmp -s "$work/one.safetensors" "$work/ucx.safetensors" ||
+  fail "DT_TCP_DIRECT=0 trains other losses or weights than the direct sockets"
+echo "ok: the direct sockets carried every rank's large messages; UCX alone trains the same bits"
 
+# with_direct NAME: both hosts' ranks used the direct sockets (their log)
+with_direct() {
+  for n in 0 1; do
+    [ "$(grep -c 'go through direct sockets' "$work/$1.$n")" = 2 ] ||
+      fail "$1: host $n's ranks did not use the direct sockets: $(head -n 5 "$work/$1.$n")"
+  done
+}
 # 2. a rank killed on host 1
+export DT_LOG=info DT_LOG_SUBSYS=comm DT_TCP_DIRECT_MIN_KB=0
 job kill $args --steps 1000000
 wait_for kill.0 '^\[0\] step  *5 '
 victim=$(train_pid 3)
@@ -188,6 +221,7 @@ victim=$(train_pid 3)
 t=$(now)
 kill -9 "$victim"
 settle
+with_direct kill
 for n in 0 1; do
   [ "$(field kill.$n 1)" != 0 ] || fail "host $n exited 0 after a rank was killed"
   s=$(after "$t" "$(field kill.$n 2)")
@@ -209,6 +243,8 @@ wait_for cut.0 '^\[0\] step  *5 '
 t=$(now)
 ip -n "$ns1" link set "$v1" down
 settle
+unset DT_LOG DT_LOG_SUBSYS DT_TCP_DIRECT_MIN_KB
+with_direct cut
 ip -n "$ns1" link set "$v1" up
 for n in 0 1; do
   [ "$(field cut.$n 1)" != 0 ] || fail "host $n exited 0 after its link was cut"

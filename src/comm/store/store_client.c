@@ -83,6 +83,15 @@ static dt_status reply_error(dt_store *s, uint8_t status, const uint8_t *p, size
     }
 }
 
+dt_status dt__store_local_addr(const dt_store *s, struct sockaddr_storage *out, socklen_t *len)
+{
+    *len = sizeof(*out);
+    if (s->fd < 0 || getsockname(s->fd, (struct sockaddr *)out, len) != 0)
+        return DT_ERR(DT_ERR_SYSTEM, "store: no local address of the connection to %s:%d", s->host,
+                      s->port);
+    return DT_OK;
+}
+
 static dt_status authenticate(dt_store *s, const char *token)
 {
     uint8_t op = DT_STORE_OP_AUTH, status, *p = NULL;

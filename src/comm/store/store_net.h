@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "dtensor/core.h"
 
@@ -19,5 +20,11 @@ dt_status dt__store_send_frame(int fd, const void *a, size_t alen, const void *b
  * DT_ERR_TIMEOUT; a body over DT_STORE_FRAME_MAX = DT_ERR_FORMAT. */
 dt_status dt__store_recv_frame(int fd, double deadline, const char *what, uint8_t **body,
                                size_t *len);
+
+/* This client's end of its store connection (getsockname): the address
+ * other hosts reach this one by (the direct TCP path publishes it). */
+struct dt_store;
+dt_status dt__store_local_addr(const struct dt_store *s, struct sockaddr_storage *out,
+                               socklen_t *len);
 
 #endif

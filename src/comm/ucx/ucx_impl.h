@@ -190,11 +190,12 @@ struct dt_ucx_shared {
     int n_grave, grave_cap;
     struct dt_ucx_req *free_reqs; /* recycled request records (no malloc per message) */
     int nfree_reqs;
-    double last_liveness; /* when local peers' processes were last checked */
-    bool cma;             /* cross-memory attach reaches every local peer (agreed) */
-    void *cma_bounce;     /* staging for short strided runs (DT_UCX_CMA_BOUNCE bytes) */
-    dt_ucx_shm *shm;      /* same-host rings (NULL: none) */
-    dt_ucx_fam *fams;     /* comm families by id (ucx_abort.c) */
+    double last_liveness;   /* when local peers' processes were last checked */
+    bool cma;               /* cross-memory attach reaches every local peer (agreed) */
+    void *cma_bounce;       /* staging for short strided runs (DT_UCX_CMA_BOUNCE bytes) */
+    dt_ucx_shm *shm;        /* same-host rings (NULL: none) */
+    struct dt_ucx_tcp *tcp; /* direct sockets to other hosts (NULL: none; ucx_tcp.h) */
+    dt_ucx_fam *fams;       /* comm families by id (ucx_abort.c) */
     int nfams, cap_fams;
     void *notice_req;    /* the posted notice receive (NULL: none) */
     bool notice_arrived; /* it completed: dt__ucx_notice_take */
@@ -228,6 +229,7 @@ struct dt_ucx_req {
     uint32_t got_tag; /* receive: the matched message's (its check bits) */
     void *buf;        /* receive: where it lands; send: what is sent */
     struct dt_ucx_req *next_q;
+    bool tcp; /* on a direct socket (ucx_tcp.c) */
     /* a bulk message (ucx_shm_bulk.c): streamed through the pair's window */
     bool bulk;
     uint64_t bulk_id;         /* the sender's id, echoed by the receiver's CTS */

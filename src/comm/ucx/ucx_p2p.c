@@ -7,6 +7,7 @@
  */
 #include "comm/ucx/ucx_impl.h"
 #include "comm/sched.h"
+#include "comm/ucx/ucx_tcp.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -177,6 +178,9 @@ dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uin
                       peer_why(&sh->peers[wp]));
     if (dt__ucx_shm_carries(sh, wp))
         return dt__ucx_shm_isend(c, buf, bytes, wp, tag, req);
+    /* abort notices stay on UCX, where their wildcard receive waits */
+    if (uc->id != DT_UCX_NOTICE_ID && dt__ucx_tcp_carries(sh, wp, bytes))
+        return dt__ucx_tcp_isend(c, buf, bytes, wp, tag, req);
     dt_ucx_req *r = dt__ucx_req_new(sh);
     if (r == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a send request");
@@ -217,6 +221,8 @@ dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t 
     int wp = uc->members[peer];
     if (dt__ucx_shm_carries(sh, wp))
         return dt__ucx_shm_irecv(c, buf, bytes, wp, tag, req);
+    if (dt__ucx_tcp_carries(sh, wp, bytes))
+        return dt__ucx_tcp_irecv(c, buf, bytes, wp, tag, req);
     dt_ucx_req *r = dt__ucx_req_new(sh);
     if (r == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a receive request");
@@ -298,6 +304,10 @@ void dt__ucx_req_cancel(dt_comm *c, void *req)
         dt__ucx_shm_cancel(uc->shared, r);
         return;
     }
+    if (r->tcp) {
+        dt__ucx_tcp_cancel(uc->shared, r);
+        return;
+    }
     if (r->done) {
         dt__ucx_req_put(r);
         return;
@@ -356,7 +366,8 @@ static void adapt_spin(dt_ucx_shared *sh, double waited, bool arrived)
 /* One look at both transports: how many events. */
 static int poll_once(dt_ucx_shared *sh)
 {
-    int n = dt__ucx_shm_progress(sh) + (int)ucp_worker_progress(sh->worker);
+    int n =
+        dt__ucx_shm_progress(sh) + dt__ucx_tcp_progress(sh) + (int)ucp_worker_progress(sh->worker);
     if (sh->notice_arrived)
         dt__ucx_notice_take(sh);
     return n;
@@ -385,11 +396,12 @@ dt_status dt__ucx_progress(dt_comm *c, double wait_s)
         return DT_OK;
     /* Poll, then poll yielding the core, then sleep (policy: ucx_impl.h). */
     dt__ucx_update_spin(sh, t0);
-    for (double t = 0; t < sh->spin_s; t = dt__clock_now() - t0)
+    bool sock = dt__ucx_tcp_busy(sh);
+    for (double t = 0; !sock && t < sh->spin_s; t = dt__clock_now() - t0)
         if (poll_burst(sh, DT_UCX_POLLS_PER_CLOCK) != 0)
             return DT_OK;
     double t1 = dt__clock_now();
-    for (double t = 0; t < sh->yield_s; t = dt__clock_now() - t1) {
+    for (double t = 0; !sock && t < sh->yield_s; t = dt__clock_now() - t1) {
         /* caught while yielding: no budget change. Growing it here was measured
          * (2 ranks on 2 loaded cores) to make 8 B all-reduce 0.6 -> 120 us: when
          * the peer shares our core, plain polling only delays it. */
@@ -409,11 +421,16 @@ dt_status dt__ucx_progress(dt_comm *c, double wait_s)
     double left = wait_s - (dt__clock_now() - t0);
     if (left > DT_UCX_MAX_SLEEP_S)
         left = DT_UCX_MAX_SLEEP_S;
-    struct pollfd pfd[2] = {{.fd = sh->efd, .events = POLLIN},
-                            {.fd = dt__ucx_shm_wake_fd(sh), .events = POLLIN}};
+    /* UCX's event fd, the rings' wake-up socket, the direct sockets */
+    struct pollfd two[2];
+    int npfd;
+    struct pollfd *pfd = dt__ucx_tcp_pollset(sh, two, &npfd);
+    pfd[0] = (struct pollfd){.fd = sh->efd, .events = POLLIN};
+    pfd[1] = (struct pollfd){.fd = dt__ucx_shm_wake_fd(sh), .events = POLLIN};
     int ms = left > 0 ? (int)(left * 1000.0) + 1 : 0;
-    int rc = poll(pfd, 2, ms); /* a negative fd (no rings) is skipped */
+    int rc = poll(pfd, (nfds_t)npfd, ms); /* a negative fd (no rings) is skipped */
     dt__ucx_shm_sleep_end(sh, rc > 0 && (pfd[1].revents & POLLIN) != 0);
+    dt__ucx_tcp_polled(sh, rc);
     if (rc < 0 && errno != EINTR)
         return DT_ERR(DT_ERR_SYSTEM, "ucx: poll on the worker event fd failed: %s",
                       strerror(errno));

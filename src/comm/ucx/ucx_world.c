@@ -7,6 +7,7 @@
 #include <sched.h>
 
 #include "comm/ucx/ucx_impl.h"
+#include "comm/ucx/ucx_tcp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,13 +184,14 @@ static void shared_release(dt_ucx_shared *sh)
     free(sh->grave_block);
     free(sh->cma_bounce);
     dt__ucx_shm_close(sh);
+    dt__ucx_tcp_close(sh);
     dt__ucx_req_pool_clear(sh);
     free(sh->peers);
     free(sh);
 }
 
 /* Swap worker addresses through the store and create one endpoint per rank. */
-static dt_status connect_all(dt_ucx_shared *sh, dt_store *store)
+static dt_status connect_all(dt_ucx_shared *sh, dt_store *store, double timeout_s)
 {
     dt_status st = DT_OK;
     ucp_address_t *addr = NULL;
@@ -249,6 +251,8 @@ static dt_status connect_all(dt_ucx_shared *sh, dt_store *store)
     dt__ucx_host_ids(sh->peers, infos, n);
     dt__ucx_cma_probe(sh, infos);
     st = dt__ucx_shm_setup(sh, store, infos);
+    if (st == DT_OK)
+        st = dt__ucx_tcp_setup(sh, store, timeout_s);
 out_free_infos:
     free(infos);
 out_free:
@@ -337,7 +341,7 @@ dt_status dt__comm_ucx_create_world(struct dt_store *store, int rank, int size, 
     }
     for (int i = 0; i < size; i++)
         members[i] = i;
-    DT_CHECK_GOTO(connect_all(sh, store), st, err_free_members);
+    DT_CHECK_GOTO(connect_all(sh, store, timeout_s), st, err_free_members);
     DT_CHECK_GOTO(dt__ucx_notice_post(sh), st, err_free_members);
     pick_spin(sh);
     dt_comm *c = NULL;
@@ -350,6 +354,8 @@ dt_status dt__comm_ucx_create_world(struct dt_store *store, int rank, int size, 
         st = dt__ucx_cma_agree(c);
     if (st == DT_OK)
         st = dt__ucx_shm_agree(c);
+    if (st == DT_OK)
+        st = dt__ucx_tcp_agree(c);
     if (st != DT_OK) {
         dt_comm_destroy(c);
         return st;
