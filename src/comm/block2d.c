@@ -124,9 +124,10 @@ void dt__block2d_gather_ride(void *dst, const dt__block2d *src, uint64_t offset,
          * comes in with it */
         if (at + n - stepped >= DT_RIDE_STEP_BYTES || at + n == end) {
             uint64_t to = share(ride_total, at + n, total);
-            if (to > *ride_done)
+            if (to > *ride_done) {
                 copy_runs(&ride[0], &ride[1], *ride_done, to - *ride_done, stream);
-            *ride_done = to > *ride_done ? to : *ride_done;
+                *ride_done = to;
+            }
             stepped = at + n;
         }
         dt__copy_row(d, dt__run_ptr(&s), n);

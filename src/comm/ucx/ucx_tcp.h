@@ -8,8 +8,9 @@
  * message lands in a malloc'd buffer until its receive comes). Matching is by
  * (comm, tag) in posting order, FIFO per pair, as UCX's tags. A closed or
  * reset socket marks the peer lost. Messages under DT_TCP_DIRECT_MIN_KB stay
- * on UCX: both sides choose by the message's size, so a pair agrees.
- * DT_TCP_DIRECT=0 turns it off; the world agrees on it.
+ * on UCX: both sides choose by the message's size, so a pair agrees when the
+ * sizes do (a mismatched call across the threshold waits for the timeout
+ * instead: why the path is opt-in, DT_TCP_DIRECT=1; the world agrees on it).
  */
 #ifndef DT_COMM_UCX_TCP_H
 #define DT_COMM_UCX_TCP_H
