@@ -10,10 +10,13 @@
  * next to a 64x64 matmul on the local kernel.
  *
  *   dtrun -n 4 build/bench/redistribute/bench_redistribute [--mib 64] [--iters 5]
- *                                                          [--only S(0)->S(1)] [--best]
+ *                                                          [--only S(0)->S(1)] [--best] [--cpu]
  *
  * --best reports the fastest iteration instead of the median: on a shared,
- * loaded machine the best of many is what the code costs.
+ * loaded machine the best of many is what the code costs. --cpu adds each
+ * rank's mean process CPU time per call of both: on a loaded machine it
+ * shows what the copies cost and whether one rank works more than another
+ * (the slowest sets the pace), where wall times mostly show the load.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -32,11 +35,16 @@
         }                                                                                          \
     } while (0)
 
-static double now(void)
+static double clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double now(void)
+{
+    return clock_s(CLOCK_MONOTONIC);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -58,6 +66,8 @@ typedef struct bench {
     dt_mesh *mesh;
     int n, rank, iters;
     bool best;          /* the fastest iteration, not the median */
+    bool cpu;           /* print each rank's mean CPU time per call */
+    double cpu_s;       /* CPU seconds of the timed calls, summed by the caller */
     const char *only;   /* "FROM->TO": just that transition, no overhead table */
     int64_t rows, cols; /* global [rows, cols] f32 */
 } bench;
@@ -70,7 +80,7 @@ static double time_bare(bench *b, int kind, float *in, float *out)
     dt_comm *c = dt_mesh_dim_comm(b->mesh, 0);
     size_t total = (size_t)(b->rows * b->cols), part = total / (size_t)b->n;
     CHECK(dt_comm_barrier(dt_runtime_world(b->rt), NULL));
-    double t0 = now();
+    double t0 = now(), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     switch (kind) {
     case K_GATHER:
         CHECK(dt_comm_allgather(c, in, out, part, DT_DTYPE_F32, NULL));
@@ -85,6 +95,7 @@ static double time_bare(bench *b, int kind, float *in, float *out)
         CHECK(dt_comm_alltoall(c, in, out, part / (size_t)b->n, DT_DTYPE_F32, NULL));
         break;
     }
+    b->cpu_s = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
     return now() - t0;
 }
 
@@ -93,9 +104,10 @@ static double time_redist(bench *b, dt_tensor *d, dt_placement pt)
 {
     dt_tensor *y = NULL;
     CHECK(dt_comm_barrier(dt_runtime_world(b->rt), NULL));
-    double t0 = now();
+    double t0 = now(), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     CHECK(dt_redistribute(d, 1, &pt, &y));
     double t = now() - t0;
+    b->cpu_s = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
     dt_tensor_release(y);
     return t;
 }
@@ -133,10 +145,17 @@ static void run_pair(bench *b, int kind, const char *from, const char *to, doubl
     dt_tensor_release(x);
     time_bare(b, kind, in, out); /* warm-up: pages, connections, plan cache */
     time_redist(b, d, pt);
+    double cpu_bare = 0, cpu_redist = 0;
     for (int it = 0; it < b->iters; it++) {
         tb[it] = time_bare(b, kind, in, out);
+        cpu_bare += b->cpu_s;
         tr[it] = time_redist(b, d, pt);
+        cpu_redist += b->cpu_s;
     }
+    if (b->cpu)
+        printf("    rank %d: mean CPU per call %s->%s %.2f ms, bare %.2f ms\n", b->rank, from, to,
+               cpu_redist / b->iters * 1e3, cpu_bare / b->iters * 1e3);
+    fflush(stdout);
     *t_bare = median_max(dt_runtime_world(b->rt), tb, b->iters, b->best);
     *t_redist = median_max(dt_runtime_world(b->rt), tr, b->iters, b->best);
     dt_tensor_release(d);
@@ -171,6 +190,7 @@ static void bench_collectives(bench *b)
         printf("%d ranks, tensor [%lld, %lld] f32 = %.0f MiB, %s of %d (slowest rank)\n", b->n,
                (long long)b->rows, (long long)b->cols, bytes / 1048576.0,
                b->best ? "best" : "median", b->iters);
+    fflush(stdout); /* before the ranks' --cpu lines */
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         double tb, tr;
         char name[32];
@@ -260,6 +280,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--best") == 0)
             b.best = true;
+        else if (strcmp(argv[i], "--cpu") == 0)
+            b.cpu = true;
         else if (i + 1 == argc)
             break;
         else if (strcmp(argv[i], "--mib") == 0)

@@ -110,27 +110,39 @@ static uint64_t share(uint64_t a, uint64_t b, uint64_t c)
     return (uint64_t)((u128)a * b / c);
 }
 
+/* The ride's bytes up to its share of @p at of the gathered stream's @p total. */
+static void ride_to(const dt__block2d ride[2], uint64_t *ride_done, uint64_t at, uint64_t total,
+                    bool stream)
+{
+    uint64_t to = share(block_bytes(&ride[1]), at, total);
+    if (to > *ride_done) {
+        copy_runs(&ride[0], &ride[1], *ride_done, to - *ride_done, stream);
+        *ride_done = to;
+    }
+}
+
 void dt__block2d_gather_ride(void *dst, const dt__block2d *src, uint64_t offset, uint64_t bytes,
                              const dt__block2d ride[2], uint64_t *ride_done)
 {
-    const uint64_t total = block_bytes(src), ride_total = block_bytes(&ride[1]);
-    const bool stream = ride_total >= DT_BLOCK2D_STREAM_BYTES;
+    const uint64_t total = block_bytes(src);
+    const bool stream = block_bytes(&ride[1]) >= DT_BLOCK2D_STREAM_BYTES;
+    /* Each row in address order: the stripe that lies first in it is copied
+     * first. Backwards (the higher stripe, then the lower of the same row),
+     * the hardware prefetcher loses the stream: one rank's copies of 2-KiB
+     * halves of 4-KiB rows took 6-10 ms against 2.1-2.8 in order. */
+    const bool ride_first = ride[1].addr <= src->addr;
     dt__run_cursor s = dt__run_cursor_at(src, offset);
     uint64_t at = offset, end = offset + bytes, stepped = offset;
     char *d = dst;
     while (at < end) {
         uint64_t n = dt__run_left(&s) < end - at ? dt__run_left(&s) : end - at;
-        /* the ride's share up to this run's end first: the rest of the row
-         * comes in with it */
-        if (at + n - stepped >= DT_RIDE_STEP_BYTES || at + n == end) {
-            uint64_t to = share(ride_total, at + n, total);
-            if (to > *ride_done) {
-                copy_runs(&ride[0], &ride[1], *ride_done, to - *ride_done, stream);
-                *ride_done = to;
-            }
-            stepped = at + n;
-        }
+        bool step = at + n - stepped >= DT_RIDE_STEP_BYTES || at + n == end;
+        if (step && ride_first) /* the ride's share up to this run's end */
+            ride_to(ride, ride_done, at + n, total, stream);
         dt__copy_row(d, dt__run_ptr(&s), n);
+        if (step && !ride_first)
+            ride_to(ride, ride_done, at + n, total, stream);
+        stepped = step ? at + n : stepped;
         dt__run_skip(&s, n);
         d += n;
         at += n;

@@ -4,7 +4,8 @@
  * copied in step (S(0) -> S(1)'s own stripe). The ride may differ from the
  * sent block in rows, row length and size (uneven shards), pieces come in
  * any length, and the gaps between rows must stay untouched; one ride is big
- * enough for streaming stores.
+ * enough for streaming stores. Stripes of one buffer put the ride before or
+ * after the sent stripe (the order in which each row is copied).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,25 +29,18 @@ static unsigned char *at(const dt__block2d *b, uint64_t i)
     return (unsigned char *)(uintptr_t)(b->addr + (i / b->row_bytes) * b->pitch + i % b->row_bytes);
 }
 
-/* Gather all of @p src in pieces of @p piece bytes, riding ride_src -> ride_dst. */
-static void check_case(uint64_t rows, uint64_t row_bytes, uint64_t pitch, uint64_t rrows,
-                       uint64_t rrow_bytes, uint64_t rpitch, uint64_t piece)
+/* Gather all of @p src in pieces of @p piece bytes, riding ride[1] -> a
+ * fresh ride[0] of the same shape; checks every byte of both. */
+static void check_blocks(dt__block2d src, dt__block2d rsrc, uint64_t piece)
 {
-    uint64_t n = rows * row_bytes, rn = rrows * rrow_bytes;
-    unsigned char *sbuf = malloc(rows * pitch), *out = malloc(n);
-    unsigned char *rsrc = malloc(rrows * rpitch), *rdst = malloc(rrows * rpitch + 1);
-    assert_non_null(sbuf);
+    uint64_t n = src.rows * src.row_bytes;
+    uint64_t rrows = rsrc.rows, rrow_bytes = rsrc.row_bytes, rpitch = rsrc.pitch;
+    uint64_t rn = rrows * rrow_bytes;
+    unsigned char *out = malloc(n), *rdst = malloc(rrows * rpitch + 1);
     assert_non_null(out);
-    assert_non_null(rsrc);
     assert_non_null(rdst);
-    for (uint64_t i = 0; i < rows * pitch; i++)
-        sbuf[i] = (unsigned char)(i * 7 + 1);
-    for (uint64_t i = 0; i < rrows * rpitch; i++)
-        rsrc[i] = (unsigned char)(i * 13 + 5);
     memset(rdst, 0xEE, rrows * rpitch + 1);
-    dt__block2d src = block_of(sbuf, rows, row_bytes, pitch);
-    dt__block2d ride[2] = {block_of(rdst, rrows, rrow_bytes, rpitch),
-                           block_of(rsrc, rrows, rrow_bytes, rpitch)};
+    dt__block2d ride[2] = {block_of(rdst, rrows, rrow_bytes, rpitch), rsrc};
     uint64_t done = 0;
     for (uint64_t off = 0; off < n; off += piece) {
         uint64_t len = n - off < piece ? n - off : piece;
@@ -62,10 +56,43 @@ static void check_case(uint64_t rows, uint64_t row_bytes, uint64_t pitch, uint64
         for (uint64_t c = rrow_bytes; c < rpitch; c++)
             assert_int_equal(rdst[r * rpitch + c], 0xEE);
     assert_int_equal(rdst[rrows * rpitch], 0xEE);
-    free(sbuf);
     free(out);
-    free(rsrc);
     free(rdst);
+}
+
+static void fill(unsigned char *b, uint64_t n, unsigned mul)
+{
+    for (uint64_t i = 0; i < n; i++)
+        b[i] = (unsigned char)(i * mul + 1);
+}
+
+/* The sent block and the ride in buffers of their own. */
+static void check_case(uint64_t rows, uint64_t row_bytes, uint64_t pitch, uint64_t rrows,
+                       uint64_t rrow_bytes, uint64_t rpitch, uint64_t piece)
+{
+    unsigned char *sbuf = malloc(rows * pitch), *rsrc = malloc(rrows * rpitch);
+    assert_non_null(sbuf);
+    assert_non_null(rsrc);
+    fill(sbuf, rows * pitch, 7);
+    fill(rsrc, rrows * rpitch, 13);
+    check_blocks(block_of(sbuf, rows, row_bytes, pitch), block_of(rsrc, rrows, rrow_bytes, rpitch),
+                 piece);
+    free(sbuf);
+    free(rsrc);
+}
+
+/* Column stripes of one [rows, pitch] buffer, as S(0) -> S(1) sends: the
+ * sent one at byte @p scol of each row (@p sbytes wide), the ride at @p rcol
+ * (@p rbytes wide), the ride before or after the sent stripe. */
+static void check_stripes(uint64_t rows, uint64_t pitch, uint64_t scol, uint64_t sbytes,
+                          uint64_t rcol, uint64_t rbytes, uint64_t piece)
+{
+    unsigned char *buf = malloc(rows * pitch);
+    assert_non_null(buf);
+    fill(buf, rows * pitch, 7);
+    check_blocks(block_of(buf + scol, rows, sbytes, pitch),
+                 block_of(buf + rcol, rows, rbytes, pitch), piece);
+    free(buf);
 }
 
 static void test_same_rows(void **state)
@@ -84,6 +111,17 @@ static void test_other_shapes(void **state)
     check_case(9, 3, 8, 1, 1, 1, 4);         /* a one-byte ride */
 }
 
+static void test_stripes_either_order(void **state)
+{
+    (void)state; /* the ride is copied first or last in each row, by address */
+    check_stripes(64, 4096, 2048, 2048, 0, 2048, 128 * 1024); /* rank 1 of 2 */
+    check_stripes(64, 4096, 0, 2048, 2048, 2048, 128 * 1024); /* rank 0 of 2 */
+    check_stripes(96, 4096, 0, 1024, 3072, 1024, 5000);       /* rank 3 of 4, odd pieces */
+    check_stripes(50, 4128, 2752, 1376, 1376, 1376, 777);     /* rank 1 of 3 */
+    check_stripes(33, 4130, 1377, 1376, 2753, 1377, 1000);    /* uneven, ride after */
+    check_stripes(33, 4130, 2754, 1376, 0, 1377, 3);          /* uneven, ride before */
+}
+
 static void test_streaming_ride(void **state)
 {
     (void)state; /* a ride of 4 MiB and more takes streaming stores */
@@ -95,6 +133,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_rows),
         cmocka_unit_test(test_other_shapes),
+        cmocka_unit_test(test_stripes_either_order),
         cmocka_unit_test(test_streaming_ride),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
