@@ -22,6 +22,9 @@
 #      are still two hosts: the job runs, over the link.
 #   6. dp=4 (2 ranks a host) runs its collectives two-level (hierarchical):
 #      the losses of one host with the same folds, fewer bytes over the link.
+#   7. with the defaults (the direct sockets on), calls whose sizes differ
+#      across DT_TCP_DIRECT_MIN_KB fail on both hosts within seconds, not
+#      after DT_TIMEOUT_S (tests/comm/comm_tcp_mismatch.c, one rank a host).
 # Skips (77) where namespaces cannot be made (not root, no iproute2 or
 # unshare, a container without CAP_SYS_ADMIN or veth). Every step runs under
 # `timeout`; the namespaces go on every exit.
@@ -108,7 +111,8 @@ host() {
   shift 2
   timeout -k 5 30 ip netns exec "dtmh${h_n}_$id" $uns \
     sh -c 'hostname "$0" && mount -t tmpfs dtshm /dev/shm && exec "$@"' "$h_name" \
-    "$dtrun" --nnodes 2 --node-rank "$h_n" --master 198.18.0.1:29500 -n 2 --tag-output "$@"
+    "$dtrun" --nnodes 2 --node-rank "$h_n" --master 198.18.0.1:29500 -n "${h_np:-2}" \
+    --tag-output "$@"
 }
 # job NAME ARGS...: train_gpt ARGS on both hosts in the background; NAME.N
 # gets host N's output and then "rc=<status> t=<seconds>"
@@ -343,3 +347,28 @@ cmp -s "$work/hone.steps" "$work/hier.steps" ||
 [ "$txh" -lt "$txf" ] ||
   fail "two-level collectives sent $txh bytes over the link, the flat ones $txf: not used?"
 echo "ok: dp=4 over two hosts runs two-level: one-host losses bit for bit, $txh bytes out against $txf flat"
+
+# 7. mismatched sizes across the direct path's threshold, with the defaults:
+# the markers (src/comm/ucx/ucx_tcp_mark.c) fail them at once on both hosts
+mism=$build/tests/comm/comm_tcp_mismatch
+if [ -x "$mism" ]; then
+  unset DT_TCP_DIRECT DT_TCP_DIRECT_MIN_KB
+  export DT_TIMEOUT_S=120 DT_LOG=info DT_LOG_SUBSYS=comm
+  for n in 0 1; do
+    (
+      rc=0
+      h_np=1 host "$n" "dt-host$n" "$mism" > "$work/mism.$n" 2>&1 || rc=$?
+      echo "rc=$rc t=$(now)" >> "$work/mism.$n"
+    ) &
+    pids="$pids $!"
+  done
+  settle
+  unset DT_LOG DT_LOG_SUBSYS
+  for n in 0 1; do
+    [ "$(field mism.$n 1)" = 0 ] ||
+      fail "mismatched sizes over two hosts: host $n: $(grep -v '^\[.\] \[dtensor' "$work/mism.$n" | tail -n 8)"
+    [ "$(grep -c 'go through direct sockets' "$work/mism.$n")" = 1 ] ||
+      fail "mism: host $n's rank did not use the direct sockets by default: $(head -n 5 "$work/mism.$n")"
+  done
+  echo "ok: mismatched sizes across the direct path's threshold fail at once on both hosts (default on)"
+fi

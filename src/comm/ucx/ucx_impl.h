@@ -229,7 +229,8 @@ struct dt_ucx_req {
     uint32_t got_tag; /* receive: the matched message's (its check bits) */
     void *buf;        /* receive: where it lands; send: what is sent */
     struct dt_ucx_req *next_q;
-    bool tcp; /* on a direct socket (ucx_tcp.c) */
+    bool tcp;                /* on a direct socket (ucx_tcp.c) */
+    struct dt_ucx_req *mark; /* a direct receive: its marker's UCX receive, until checked */
     /* a bulk message (ucx_shm_bulk.c): streamed through the pair's window */
     bool bulk;
     uint64_t bulk_id;         /* the sender's id, echoed by the receiver's CTS */

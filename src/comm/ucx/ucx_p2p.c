@@ -121,6 +121,9 @@ dt_status dt__ucx_req_status(dt_comm *c, const dt_ucx_req *r)
     if (r->status == UCS_OK) {
         if (r->is_recv && r->got_tag != r->tag) /* only check bits can differ */
             return dt__comm_check_mismatch(r->world_peer, r->tag, r->got_tag);
+        if (r->is_recv && r->got != r->expect && r->got == 0 && !r->tcp &&
+            dt__ucx_tcp_reaches(uc->shared, r->world_peer))
+            return dt__ucx_tcp_marker_met(c, r); /* a direct message's, not a message */
         if (r->is_recv && r->got != r->expect)
             return DT_ERR(DT_ERR_INVALID_ARG,
                           "ucx: receive from world rank %d got %zu bytes, "
@@ -179,8 +182,16 @@ dt_status dt__ucx_isend(dt_comm *c, const void *buf, size_t bytes, int peer, uin
     if (dt__ucx_shm_carries(sh, wp))
         return dt__ucx_shm_isend(c, buf, bytes, wp, tag, req);
     /* abort notices stay on UCX, where their wildcard receive waits */
-    if (uc->id != DT_UCX_NOTICE_ID && dt__ucx_tcp_carries(sh, wp, bytes))
+    if (uc->id != DT_UCX_NOTICE_ID && dt__ucx_tcp_carries(sh, wp, bytes, tag))
         return dt__ucx_tcp_isend(c, buf, bytes, wp, tag, req);
+    return dt__ucx_isend_ucx(c, buf, bytes, wp, tag, req);
+}
+
+dt_status dt__ucx_isend_ucx(dt_comm *c, const void *buf, size_t bytes, int wp, uint32_t tag,
+                            void **req)
+{
+    dt_ucx_comm *uc = c->impl;
+    dt_ucx_shared *sh = uc->shared;
     dt_ucx_req *r = dt__ucx_req_new(sh);
     if (r == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a send request");
@@ -221,14 +232,31 @@ dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t 
     int wp = uc->members[peer];
     if (dt__ucx_shm_carries(sh, wp))
         return dt__ucx_shm_irecv(c, buf, bytes, wp, tag, req);
-    if (dt__ucx_tcp_carries(sh, wp, bytes))
+    if (dt__ucx_tcp_carries(sh, wp, bytes, tag))
         return dt__ucx_tcp_irecv(c, buf, bytes, wp, tag, req);
-    dt_ucx_req *r = dt__ucx_req_new(sh);
+    dt_ucx_req *r = dt__ucx_recv_post(sh, uc->id, buf, bytes, wp, tag);
     if (r == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a receive request");
+    *req = NULL;
+    if (!r->done) {
+        *req = r;
+        return DT_OK;
+    }
+    dt_status st = dt__ucx_req_status(c, r);
+    dt__ucx_req_put(r);
+    return st;
+}
+
+dt_ucx_req *dt__ucx_recv_post(dt_ucx_shared *sh, uint32_t comm_id, void *buf, size_t bytes, int wp,
+                              uint32_t tag)
+{
+    dt_ucx_req *r = dt__ucx_req_new(sh);
+    if (r == NULL)
+        return NULL;
     r->world_peer = wp;
     r->is_recv = true;
     r->expect = bytes;
+    r->comm = (uint16_t)comm_id;
     r->tag = r->got_tag = tag;
     /* a collective's check bits take no part in matching (comm_impl.h) */
     uint64_t mask =
@@ -241,8 +269,17 @@ dt_status dt__ucx_irecv(dt_comm *c, void *buf, size_t bytes, int peer, uint32_t 
         .user_data = r,
     };
     ucs_status_ptr_t sp =
-        ucp_tag_recv_nbx(sh->worker, buf, bytes, dt__ucx_tag(uc->id, tag, wp), mask, &prm);
-    return post_result(c, r, sp, req);
+        ucp_tag_recv_nbx(sh->worker, buf, bytes, dt__ucx_tag(comm_id, tag, wp), mask, &prm);
+    if (UCS_PTR_IS_ERR(sp)) {
+        r->done = true;
+        r->status = UCS_PTR_STATUS(sp);
+    } else if (sp == NULL) { /* not with NO_IMM_CMPL; as a completed receive */
+        r->done = true;
+        r->got = bytes;
+    } else if (!r->done) { /* the callback may have run inside the call */
+        r->ucp_req = sp;
+    }
+    return r;
 }
 
 /* The schedule's reduce, run here: pieces of a bulk message as they land
@@ -276,7 +313,12 @@ dt_status dt__ucx_req_test(dt_comm *c, void *req)
 {
     dt_ucx_req *r = req;
     dt_ucx_comm *uc = c->impl;
-    if (!r->done) {
+    if (r->mark != NULL) { /* a direct receive: its message and its marker (ucx_tcp.c) */
+        dt_status ms = dt__ucx_tcp_marked(c, r);
+        if (ms != DT_OK && ms != DT_IN_PROGRESS)
+            return ms; /* a mismatch: r is released */
+    }
+    if (!r->done || r->mark != NULL) {
         dt_ucx_peer *peer = &uc->shared->peers[r->world_peer];
         if (!peer->dead)
             return DT_IN_PROGRESS;
@@ -305,7 +347,7 @@ void dt__ucx_req_cancel(dt_comm *c, void *req)
         return;
     }
     if (r->tcp) {
-        dt__ucx_tcp_cancel(uc->shared, r);
+        dt__ucx_tcp_cancel(c, r);
         return;
     }
     if (r->done) {

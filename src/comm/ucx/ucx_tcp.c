@@ -20,15 +20,18 @@
 #define HDR        sizeof(dt_tcp_hdr)
 #define SINK_BYTES (64u * 1024u)
 
-static dt_tcp_peer *peer_of(const dt_ucx_shared *sh, int wp)
-{
-    return &sh->tcp->peers[sh->tcp->slot[wp]];
-}
+#define peer_of dt__tcp_peer_of
 
-bool dt__ucx_tcp_carries(const dt_ucx_shared *sh, int wp, size_t bytes)
+bool dt__ucx_tcp_reaches(const dt_ucx_shared *sh, int wp)
 {
     const dt_ucx_tcp *t = sh->tcp;
-    return t != NULL && t->on && bytes >= t->min_bytes && t->slot[wp] >= 0;
+    return t != NULL && t->on && t->slot[wp] >= 0;
+}
+
+bool dt__ucx_tcp_carries(const dt_ucx_shared *sh, int wp, size_t bytes, uint32_t tag)
+{
+    return dt__ucx_tcp_reaches(sh, wp) &&
+           (bytes >= sh->tcp->min_bytes || (bytes == 0 && (tag & DT__TAG_P2P) != 0));
 }
 
 static void finish(dt_ucx_tcp *t, dt_ucx_req *r, ucs_status_t st)
@@ -323,6 +326,7 @@ dt_status dt__ucx_tcp_isend(dt_comm *c, const void *buf, size_t bytes, int wp, u
     dt_tcp_peer *p = peer_of(sh, wp);
     if (p->fd < 0)
         return lost(p, "send to");
+    DT_CHECK(dt__ucx_tcp_mark_send(c, wp, tag));
     dt_ucx_req *r = dt__ucx_req_new(sh);
     if (r == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a send request");
@@ -349,30 +353,32 @@ dt_status dt__ucx_tcp_isend(dt_comm *c, const void *buf, size_t bytes, int wp, u
 
 /* An early message @p e taken by @p r: copied out, or, while still coming,
  * the rest read straight into r's buffer. */
-static dt_status take_early(dt_comm *c, dt_tcp_peer *p, dt_tcp_early *e, dt_ucx_req *r, void **req)
+static void take_early(dt_ucx_shared *sh, dt_tcp_peer *p, dt_tcp_early *e, dt_ucx_req *r)
 {
-    dt_ucx_shared *sh = ((dt_ucx_comm *)c->impl)->shared;
     size_t keep = r->expect < e->h.len ? r->expect : e->h.len;
+    size_t have = e == p->ecur && e->have < keep ? e->have : keep;
     r->got = e->h.len;
     r->got_tag = e->h.tag;
+    if (have > 0)
+        memcpy(r->buf, e->data, have);
     if (e == p->ecur) {
-        memcpy(r->buf, e->data, e->have < keep ? e->have : keep);
         p->ecur = NULL;
         p->rcur = r;
         sh->tcp->active++;
-        *req = r;
     } else {
-        memcpy(r->buf, e->data, keep);
         r->done = true;
         r->status = e->h.len > r->expect ? UCS_ERR_MESSAGE_TRUNCATED : UCS_OK;
     }
     free(e->data);
     free(e);
-    if (*req == r)
-        return DT_OK;
-    dt_status st = dt__ucx_req_status(c, r);
-    dt__ucx_req_put(r);
-    return st;
+}
+
+/* Posted: its message is taken, read or coming, and its marker posted. */
+static dt_status posted(dt_comm *c, dt_ucx_req *r, void **req)
+{
+    dt_status st = dt__ucx_req_test(c, r); /* releases r unless in progress */
+    *req = st == DT_IN_PROGRESS ? r : NULL;
+    return st == DT_IN_PROGRESS ? DT_OK : st;
 }
 
 dt_status dt__ucx_tcp_irecv(dt_comm *c, void *buf, size_t bytes, int wp, uint32_t tag, void **req)
@@ -380,6 +386,9 @@ dt_status dt__ucx_tcp_irecv(dt_comm *c, void *buf, size_t bytes, int wp, uint32_
     dt_ucx_comm *uc = c->impl;
     dt_ucx_shared *sh = uc->shared;
     dt_tcp_peer *p = peer_of(sh, wp);
+    *req = NULL;
+    if (p->fd < 0 && p->eq == NULL)
+        return lost(p, "receive from");
     dt_ucx_req *r = dt__ucx_req_new(sh);
     if (r == NULL)
         return DT_ERR(DT_ERR_NO_MEMORY, "ucx: no memory for a receive request");
@@ -390,7 +399,12 @@ dt_status dt__ucx_tcp_irecv(dt_comm *c, void *buf, size_t bytes, int wp, uint32_
     r->expect = bytes;
     r->comm = (uint16_t)uc->id;
     r->tag = r->got_tag = tag;
-    *req = NULL;
+    /* the marker's place among UCX's receives of this tag is now */
+    dt_status st = dt__ucx_tcp_mark_post(c, r);
+    if (st != DT_OK) {
+        dt__ucx_req_put(r);
+        return st;
+    }
     for (dt_tcp_early **ep = &p->eq; *ep != NULL; ep = &(*ep)->next) {
         dt_tcp_early *e = *ep;
         if (e->h.comm != r->comm || (e->h.tag ^ tag) & dt__tag_match_mask(tag))
@@ -398,17 +412,18 @@ dt_status dt__ucx_tcp_irecv(dt_comm *c, void *buf, size_t bytes, int wp, uint32_
         *ep = e->next;
         if (p->eq_end == &e->next)
             p->eq_end = ep;
-        return take_early(c, p, e, r, req);
+        take_early(sh, p, e, r);
+        return posted(c, r, req);
     }
-    if (p->fd < 0) {
+    if (p->fd < 0) { /* queued nowhere yet: only the marker to take back */
+        dt__ucx_req_cancel(c, r->mark);
         dt__ucx_req_put(r);
         return lost(p, "receive from");
     }
     *p->rq_end = r;
     p->rq_end = &r->next_q;
     sh->tcp->active++;
-    *req = r;
-    return DT_OK;
+    return posted(c, r, req);
 }
 
 /* A cancelled send whose first bytes are on the wire: the rest is copied and
@@ -423,14 +438,19 @@ static void orphan_head(dt_ucx_shared *sh, dt_tcp_peer *p, dt_ucx_req *r)
     }
     size_t h = p->sent < HDR ? HDR - p->sent : 0;
     memcpy(o, (char *)&p->shdr + (HDR - h), h);
-    memcpy(o + h, (char *)r->buf + (r->expect - (left - h)), left - h);
+    if (left > h) /* a 0-byte message has no buffer */
+        memcpy(o + h, (char *)r->buf + (r->expect - (left - h)), left - h);
     p->orphan = o;
     p->orphan_len = left;
     p->sent = 0;
 }
 
-void dt__ucx_tcp_cancel(dt_ucx_shared *sh, dt_ucx_req *r)
+void dt__ucx_tcp_cancel(dt_comm *c, dt_ucx_req *r)
 {
+    dt_ucx_shared *sh = ((dt_ucx_comm *)c->impl)->shared;
+    if (r->mark != NULL) /* UCX's: it frees it once UCX lets go */
+        dt__ucx_req_cancel(c, r->mark);
+    r->mark = NULL;
     if (!r->done) {
         dt_tcp_peer *p = peer_of(sh, r->world_peer);
         if (r->is_recv) {

@@ -8,9 +8,15 @@
  * message lands in a malloc'd buffer until its receive comes). Matching is by
  * (comm, tag) in posting order, FIFO per pair, as UCX's tags. A closed or
  * reset socket marks the peer lost. Messages under DT_TCP_DIRECT_MIN_KB stay
- * on UCX: both sides choose by the message's size, so a pair agrees when the
- * sizes do (a mismatched call across the threshold waits for the timeout
- * instead: why the path is opt-in, DT_TCP_DIRECT=1; the world agrees on it).
+ * on UCX (and 0-byte point-to-point ones go direct, see below). Both sides
+ * choose by their own size, so a mismatched call whose sizes straddle the
+ * threshold would leave the message on a path its receiver does not watch;
+ * markers make it fail at once instead (ucx_tcp_mark.c): each direct message
+ * also sends an empty UCX message with its tag, each direct receive posts a
+ * 0-byte UCX receive for it, and UCX matches them in order with the pair's
+ * other messages of that tag, so a straddling pair meets a marker where it
+ * expected bytes or bytes where it expected a marker. On by default
+ * (DT_TCP_DIRECT=0: UCX only; the world agrees on it).
  */
 #ifndef DT_COMM_UCX_TCP_H
 #define DT_COMM_UCX_TCP_H
@@ -73,6 +79,11 @@ typedef struct dt_ucx_tcp {
     unsigned long long sent_msgs, sent_bytes; /* for the log at teardown */
 } dt_ucx_tcp;
 
+static inline dt_tcp_peer *dt__tcp_peer_of(const dt_ucx_shared *sh, int wp)
+{
+    return &sh->tcp->peers[sh->tcp->slot[wp]];
+}
+
 /* Bootstrap, collective over the store (connect_all, after the peers are
  * known): listen, swap addresses, connect. A failure only leaves the path
  * off on this rank (logged); dt__ucx_tcp_agree then turns it off everywhere. */
@@ -80,13 +91,39 @@ dt_status dt__ucx_tcp_setup(dt_ucx_shared *sh, struct dt_store *store, double ti
 /* Collective over the world: use the direct path only if every rank has it. */
 dt_status dt__ucx_tcp_agree(dt_comm *world);
 void dt__ucx_tcp_close(dt_ucx_shared *sh);
-/* Whether a message of @p bytes to or from world rank @p wp goes direct. */
-bool dt__ucx_tcp_carries(const dt_ucx_shared *sh, int wp, size_t bytes);
+/* Whether world rank @p wp has a direct socket (the path is on). */
+bool dt__ucx_tcp_reaches(const dt_ucx_shared *sh, int wp);
+/* Whether a message of @p bytes with logical @p tag to or from world rank
+ * @p wp goes direct: from DT_TCP_DIRECT_MIN_KB on, and 0-byte point-to-point
+ * ones, which a marker would otherwise pass for (ucx_tcp_mark.c). */
+bool dt__ucx_tcp_carries(const dt_ucx_shared *sh, int wp, size_t bytes, uint32_t tag);
 dt_status dt__ucx_tcp_isend(dt_comm *c, const void *buf, size_t bytes, int wp, uint32_t tag,
                             void **req);
 dt_status dt__ucx_tcp_irecv(dt_comm *c, void *buf, size_t bytes, int wp, uint32_t tag, void **req);
-/* Take @p r out of the path; the stream stays in step (see ucx_tcp.c). */
-void dt__ucx_tcp_cancel(dt_ucx_shared *sh, dt_ucx_req *r);
+/* Take @p r out of the path and release it; the stream stays in step (see
+ * ucx_tcp.c), its marker receive is cancelled. */
+void dt__ucx_tcp_cancel(dt_comm *c, dt_ucx_req *r);
+
+/* Markers (ucx_tcp_mark.c). The send's: an empty UCX message with @p tag. */
+dt_status dt__ucx_tcp_mark_send(dt_comm *c, int wp, uint32_t tag);
+/* The receive's: r->mark, a 0-byte UCX receive with r's tag. */
+dt_status dt__ucx_tcp_mark_post(dt_comm *c, dt_ucx_req *r);
+/* Direct receive @p r with r->mark: DT_IN_PROGRESS while the marker has not
+ * come, DT_OK once it came (r->mark cleared; r may still be coming), or the
+ * mismatch (r released). */
+dt_status dt__ucx_tcp_marked(dt_comm *c, dt_ucx_req *r);
+/* UCX receive @p r from a direct peer got 0 bytes where it expected more:
+ * the error, naming the direct message a marker stood for when it is here
+ * (taken out of the stream). */
+dt_status dt__ucx_tcp_marker_met(dt_comm *c, const dt_ucx_req *r);
+
+/* UCX's own tagged send and receive (ucx_p2p.c), never the rings or the
+ * sockets: for the markers. The receive is returned done or not (NULL: no
+ * memory); world rank @p wp. */
+dt_status dt__ucx_isend_ucx(dt_comm *c, const void *buf, size_t bytes, int wp, uint32_t tag,
+                            void **req);
+dt_ucx_req *dt__ucx_recv_post(dt_ucx_shared *sh, uint32_t comm_id, void *buf, size_t bytes, int wp,
+                              uint32_t tag);
 /* Write queued sends and read arrived bytes: how many requests completed. */
 int dt__ucx_tcp_progress(dt_ucx_shared *sh);
 /* The poll set for a sleep: the sockets from index 2 on, slots 0 and 1 left
