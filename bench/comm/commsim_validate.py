@@ -176,6 +176,8 @@ def main(argv):
         sets = fit(sim, rows, sets, names)
         print("fitted: " + " ".join("--set " + s for s in sets))
     res = errors(sim, rows, sets)
+    if not res:
+        sys.exit("no measured rows to compare (empty or unfinished input?)")
     print("| ranks | per host | collective | bytes | algorithm | measured us | predicted us | error |")
     print("|---:|---:|---|---:|---|---:|---:|---:|")
     for (ranks, per_host, coll, nbytes, _), algo, meas, t, e, _ in res:
@@ -187,6 +189,14 @@ def main(argv):
           f"({worst[0][0]} ranks, {worst[0][2]}, {worst[0][3]} B, {worst[1]}); mean |error| "
           f"{sum(abs(r[4]) for r in res) / len(res) * 100:.0f}%, range "
           f"{min(r[4] for r in res) * 100:+.0f}% .. {max(r[4] for r in res) * 100:+.0f}%")
+
+    groups = sorted({r[1] for r in res})
+    if len(groups) > 1:  # per algorithm run
+        for g in groups:
+            sub = [r[4] for r in res if r[1] == g]
+            print(f"  {g}: {len(sub)} rows, {sum(1 for e in sub if abs(e) <= 0.25)} within 25%, "
+                  f"mean |error| {sum(abs(e) for e in sub) / len(sub) * 100:.0f}%, range "
+                  f"{min(sub) * 100:+.0f}% .. {max(sub) * 100:+.0f}%")
 
     if resolution:
         within = sum(1 for r in res if abs(r[5]) <= 0.25)

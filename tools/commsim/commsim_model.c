@@ -3,7 +3,8 @@
  * microseconds, bandwidths in GB/s (1e9 bytes/s), sizes in bytes (K/M/G:
  * binary). "local" is this 2-core machine, calibrated from bench/comm runs
  * (docs/COMMSIM.md); "cluster" is a plain CPU cluster: 8 ranks per host,
- * 100 Gbit/s NICs, 32 hosts per non-blocking switch.
+ * 100 Gbit/s NICs, 32 hosts per non-blocking switch; "veth" is the network
+ * namespace "hosts" of bench/comm/multihost_bench.sh on this machine.
  */
 #include "commsim.h"
 
@@ -92,8 +93,8 @@ bool cs_model_preset(const char *name, cs_model *m)
         m->per_host = 2;
         m->cores = 1;             /* 2 vCPUs for 2 hosts */
         m->lat_net = 10e-6;       /* small exchange, 1 rank per host */
-        m->bw_net = 0.63e9;       /* tbf 10gbit, 1-4 MiB exchanges */
-        m->bw_tcp = 0.95e9;       /* unshaped, 1-4 MiB exchanges: the CPU's limit */
+        m->bw_net = 0.546e9;      /* tbf 10gbit, a 4 MiB exchange (1gbit: 0.086) */
+        m->bw_tcp = 2.67e9;       /* unshaped: a 512 KiB exchange (in cache) */
         m->o_switch_net = 120e-6; /* both ranks on one core: small exchange +120 us */
         m->eager_net = 1 << 30;   /* direct sockets and UCX's TCP: no handshake */
         return true;
