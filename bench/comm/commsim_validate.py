@@ -2,15 +2,22 @@
 """commsim's predictions against measured comm_bench runs (docs/COMMSIM.md).
 
   commsim_validate.py COMMSIM [--ref results_2core.txt] [RUN.txt ...]
-                      [--set key=value ...] [--fit key,key,...] [--min-bytes N]
+                      [--hosts MULTIHOST.txt ...] [--per-host K] [--algo flat|hier|NAME]
+                      [--model PRESET] [--set key=value ...] [--fit key,key,...]
+                      [--min-bytes N]
 
 RUN.txt: comm_bench output (nccl-tests rows); repeated runs of one
 configuration keep their best (smallest) time. --ref reads the dtensor column
-of bench/comm/results_2core.txt. Every row is predicted for the algorithm the
-dispatcher picks, all ranks on one host (--per-host = ranks). --fit adjusts
-the named model parameters (coordinate descent on a log scale) to minimise
-the mean squared log error and prints the --set flags found. Prints a
-markdown table and the largest error.
+of bench/comm/results_2core.txt. These rows are predicted for the algorithm
+the dispatcher picks, all ranks on one host unless --per-host K says K ranks
+per host. --hosts reads the table bench/comm/multihost_bench.sh prints
+("# H hosts x K ranks" header; per-host K from it): its flat column is
+predicted with commsim --algo ring, its hier column with --algo hier (the
+algorithms the script forces with DT_ALGO). --algo forces one algorithm on
+every row (flat = ring); --model picks commsim's preset (default local).
+--fit adjusts the named model parameters (coordinate descent on a log scale)
+to minimise the mean squared log error and prints the --set flags found.
+Prints a markdown table and the largest error.
 """
 import math
 import re
@@ -22,6 +29,10 @@ import sys
 COLLS = ("allreduce", "allgather", "reduce_scatter")
 
 
+# a row: (ranks, ranks per host or None for one host, collective, bytes, forced algorithm or None)
+OPTS = {"per_host": None, "algo": None, "model": None}
+
+
 def read_runs(path, best):
     ranks = None
     for line in open(path):
@@ -31,8 +42,26 @@ def read_runs(path, best):
             continue
         f = line.split()
         if ranks and len(f) == 8 and f[7] in COLLS:
-            key = (ranks, f[7], int(f[0]))
+            key = (ranks, OPTS["per_host"], f[7], int(f[0]), OPTS["algo"])
             best[key] = min(best.get(key, 1e30), float(f[4]) * 1e-6)
+
+
+def read_hosts(path, best):
+    """multihost_bench.sh's table: flat (ring) and hier columns per row."""
+    ranks = per_host = None
+    for line in open(path):
+        m = re.match(r"# (\d+) hosts x (\d+) ranks", line)
+        if m:
+            per_host = int(m.group(2))
+            ranks = int(m.group(1)) * per_host
+            continue
+        f = line.split()
+        if ranks and len(f) >= 4 and f[0] in COLLS and f[1].isdigit():
+            for col, algo in ((2, "ring"), (3, "hier")):
+                if OPTS["algo"] not in (None, algo) or f[col] == "-":
+                    continue
+                key = (ranks, per_host, f[0], int(f[1]), algo)
+                best[key] = min(best.get(key, 1e30), float(f[col]) * 1e-6)
 
 
 # Times in results_2core.txt have one decimal (us): a row's true time lies
@@ -50,21 +79,25 @@ def read_ref(path, best):
             continue
         m = re.match(r"(\w+)\s+(\d+)\s+\S+\s+\(\s*([\d.]+)\)", line)
         if ranks and m and m.group(1) in COLLS:
-            key = (ranks, m.group(1), int(m.group(2)))
+            key = (ranks, OPTS["per_host"], m.group(1), int(m.group(2)), OPTS["algo"])
             best[key] = min(best.get(key, 1e30), float(m.group(3)) * 1e-6)
             resolution[key] = REF_RESOLUTION
 
 
 def predict(sim, key, sets):
-    ranks, coll, nbytes = key
-    cmd = [sim, "--csv", "--ranks", str(ranks), "--per-host", str(ranks), "--collective", coll,
-           "--bytes", str(nbytes)]
+    ranks, per_host, coll, nbytes, algo = key
+    cmd = [sim, "--csv", "--ranks", str(ranks), "--per-host", str(per_host or ranks),
+           "--collective", coll, "--bytes", str(nbytes)]
+    if OPTS["model"]:
+        cmd += ["--model", OPTS["model"]]
+    if algo:
+        cmd += ["--algo", algo]
     for s in sets:
         cmd += ["--set", s]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     for row in out.splitlines():
         f = row.split(",")
-        if f[-1] == "*":
+        if f[-1] == "*" or (algo and f[4] == algo):
             return f[4], float(f[5])
     return None, None
 
@@ -114,11 +147,20 @@ def main(argv):
     i = 2
     while i < len(argv):
         a = argv[i]
-        if a in ("--ref", "--set", "--fit", "--min-bytes"):
+        if a in ("--ref", "--hosts", "--set", "--fit", "--min-bytes", "--per-host", "--algo",
+                 "--model"):
             v = argv[i + 1]
             i += 2
             if a == "--ref":
                 read_ref(v, rows)
+            elif a == "--hosts":
+                read_hosts(v, rows)
+            elif a == "--per-host":
+                OPTS["per_host"] = int(v)
+            elif a == "--algo":
+                OPTS["algo"] = "ring" if v == "flat" else v
+            elif a == "--model":
+                OPTS["model"] = v
             elif a == "--set":
                 sets.append(v)
             elif a == "--fit":
@@ -129,21 +171,32 @@ def main(argv):
             read_runs(a, rows)
             i += 1
     # a block of no float moves nothing (comm_bench times an empty call)
-    rows = {k: v for k, v in rows.items() if k[2] // 4 >= k[0] and k[2] >= min_bytes}
+    rows = {k: v for k, v in rows.items() if k[3] // 4 >= k[0] and k[3] >= min_bytes}
     if names:
         sets = fit(sim, rows, sets, names)
         print("fitted: " + " ".join("--set " + s for s in sets))
     res = errors(sim, rows, sets)
-    print("| ranks | collective | bytes | algorithm | measured us | predicted us | error |")
-    print("|---:|---|---:|---|---:|---:|---:|")
-    for (ranks, coll, nbytes), algo, meas, t, e, _ in res:
-        print(f"| {ranks} | {coll} | {nbytes} | {algo} | {meas * 1e6:.1f} | {t * 1e6:.1f} | "
-              f"{e * 100:+.0f}% |")
+    if not res:
+        sys.exit("no measured rows to compare (empty or unfinished input?)")
+    print("| ranks | per host | collective | bytes | algorithm | measured us | predicted us | error |")
+    print("|---:|---:|---|---:|---|---:|---:|---:|")
+    for (ranks, per_host, coll, nbytes, _), algo, meas, t, e, _ in res:
+        print(f"| {ranks} | {per_host or ranks} | {coll} | {nbytes} | {algo} | {meas * 1e6:.1f} | "
+              f"{t * 1e6:.1f} | {e * 100:+.0f}% |")
     worst = max(res, key=lambda r: abs(r[4]))
     within = sum(1 for r in res if abs(r[4]) <= 0.25)
     print(f"\n{len(res)} configurations, {within} within 25%, largest error {worst[4] * 100:+.0f}% "
-          f"({worst[0][0]} ranks, {worst[0][1]}, {worst[0][2]} B); mean |error| "
-          f"{sum(abs(r[4]) for r in res) / len(res) * 100:.0f}%")
+          f"({worst[0][0]} ranks, {worst[0][2]}, {worst[0][3]} B, {worst[1]}); mean |error| "
+          f"{sum(abs(r[4]) for r in res) / len(res) * 100:.0f}%, range "
+          f"{min(r[4] for r in res) * 100:+.0f}% .. {max(r[4] for r in res) * 100:+.0f}%")
+
+    groups = sorted({r[1] for r in res})
+    if len(groups) > 1:  # per algorithm run
+        for g in groups:
+            sub = [r[4] for r in res if r[1] == g]
+            print(f"  {g}: {len(sub)} rows, {sum(1 for e in sub if abs(e) <= 0.25)} within 25%, "
+                  f"mean |error| {sum(abs(e) for e in sub) / len(sub) * 100:.0f}%, range "
+                  f"{min(sub) * 100:+.0f}% .. {max(sub) * 100:+.0f}%")
 
     if resolution:
         within = sum(1 for r in res if abs(r[5]) <= 0.25)

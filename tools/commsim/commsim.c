@@ -3,7 +3,7 @@
  * collective, and the dispatcher's choice, on a job of any size.
  *
  *   commsim --ranks N [--per-host K] [--collective allreduce] [--bytes 1G]
- *           [--model local|cluster] [--set key=value]... [--algo A] [--csv]
+ *           [--model local|cluster|veth] [--set key=value]... [--algo A] [--csv]
  *
  * --bytes counts as bench/comm/comm_bench does (float32, the largest
  * buffer); the model's keys are listed by --help and docs/COMMSIM.md.
@@ -26,7 +26,7 @@ static int usage(FILE *f)
 {
     fprintf(f, "usage: commsim --ranks N [--per-host K] [--hosts-per-switch H]\n"
                "               [--collective allreduce|allgather|reduce_scatter|broadcast]\n"
-               "               [--bytes SIZE (K/M/G)] [--model local|cluster]\n"
+               "               [--bytes SIZE (K/M/G)] [--model local|cluster|veth]\n"
                "               [--set key=value]... [--algo NAME] [--csv]\n"
                "model keys (times in us, bandwidths in GB/s): ");
     cs_model m;

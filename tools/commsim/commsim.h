@@ -24,6 +24,12 @@ typedef struct cs_model {
     double eager_bytes;           /* up to this size a send completes when posted; larger
                                      ones pay a handshake (two more latencies) */
     double bw_eager;              /* same host, eager messages: bytes/s (small ring slots) */
+    double eager_net;             /* other host: up to this size a message flows once its send
+                                     is posted, without the handshake (0: eager_bytes) */
+    double bw_tcp;                /* other host: bytes/s one rank's CPU moves through kernel TCP,
+                                     stretched as CPU costs are (0: the NIC is the only limit) */
+    double o_switch_net;          /* more ranks than cores: the wake-up after a round with
+                                     transfers to other hosts (0: o_switch) */
     /* buffers of more than cache_bytes per host (2 per rank): bandwidths on
      * the host divided by (bytes / cache_bytes)^mem_exp, at most mem_max */
     double cache_bytes, mem_exp, mem_max;

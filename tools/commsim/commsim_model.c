@@ -3,7 +3,8 @@
  * microseconds, bandwidths in GB/s (1e9 bytes/s), sizes in bytes (K/M/G:
  * binary). "local" is this 2-core machine, calibrated from bench/comm runs
  * (docs/COMMSIM.md); "cluster" is a plain CPU cluster: 8 ranks per host,
- * 100 Gbit/s NICs, 32 hosts per non-blocking switch.
+ * 100 Gbit/s NICs, 32 hosts per non-blocking switch; "veth" is the network
+ * namespace "hosts" of bench/comm/multihost_bench.sh on this machine.
  */
 #include "commsim.h"
 
@@ -12,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { K_TIME, K_BW, K_BYTES, K_INT, K_NUM };
+enum { K_TIME, K_BW, K_BYTES, K_INT, K_NUM, K_BW0 /* a bandwidth, 0: none */ };
 
 static const struct {
     const char *name;
@@ -35,6 +36,9 @@ static const struct {
     {"mem_exp", offsetof(cs_model, mem_exp), K_NUM},
     {"mem_max", offsetof(cs_model, mem_max), K_NUM},
     {"bw_eager", offsetof(cs_model, bw_eager), K_BW},
+    {"eager_net", offsetof(cs_model, eager_net), K_BYTES},
+    {"bw_tcp", offsetof(cs_model, bw_tcp), K_BW0},
+    {"o_switch_net", offsetof(cs_model, o_switch_net), K_TIME},
     {"per_host", offsetof(cs_model, per_host), K_INT},
     {"hosts_per_switch", offsetof(cs_model, hosts_per_switch), K_INT},
     {"cores", offsetof(cs_model, cores), K_INT},
@@ -80,6 +84,21 @@ bool cs_model_preset(const char *name, cs_model *m)
         m->mem_exp = 0; /* a big host's memory outruns its NIC */
         return true;
     }
+    if (strcmp(name, "veth") == 0) {
+        /* bench/comm/multihost_bench.sh's namespace "hosts" on this machine: 2
+         * ranks per host, the 2 cores shared by both hosts, a veth pair shaped
+         * by tbf 10gbit, kernel TCP (DT_TCP_DIRECT=1). Each value is measured
+         * by tools/commsim/veth_link.sh (2 hosts x 1 rank), docs/COMMSIM.md. */
+        *m = local_model;
+        m->per_host = 2;
+        m->cores = 1;             /* 2 vCPUs for 2 hosts */
+        m->lat_net = 10e-6;       /* small exchange, 1 rank per host */
+        m->bw_net = 0.546e9;      /* tbf 10gbit, a 4 MiB exchange (1gbit: 0.086) */
+        m->bw_tcp = 2.67e9;       /* unshaped: a 512 KiB exchange (in cache) */
+        m->o_switch_net = 120e-6; /* both ranks on one core: small exchange +120 us */
+        m->eager_net = 1 << 30;   /* direct sockets and UCX's TCP: no handshake */
+        return true;
+    }
     return false;
 }
 
@@ -116,7 +135,9 @@ bool cs_model_set(cs_model *m, const char *kv, char *err, size_t cap)
         if (keys[i].kind == K_INT)
             *(int *)f = (int)v;
         else
-            *(double *)f = v * (keys[i].kind == K_TIME ? 1e-6 : keys[i].kind == K_BW ? 1e9 : 1);
+            *(double *)f = v * (keys[i].kind == K_TIME                          ? 1e-6
+                                : keys[i].kind == K_BW || keys[i].kind == K_BW0 ? 1e9
+                                                                                : 1);
         return true;
     }
     snprintf(err, cap, "unknown model parameter '%.*s'", (int)len, kv);
@@ -131,9 +152,9 @@ void cs_model_print(const cs_model *m)
             printf("%s%s=%d", i ? " " : "", keys[i].name, *(const int *)f);
         else
             printf("%s%s=%g", i ? " " : "", keys[i].name,
-                   *(const double *)f / (keys[i].kind == K_TIME ? 1e-6
-                                         : keys[i].kind == K_BW ? 1e9
-                                                                : 1));
+                   *(const double *)f / (keys[i].kind == K_TIME                          ? 1e-6
+                                         : keys[i].kind == K_BW || keys[i].kind == K_BW0 ? 1e9
+                                                                                         : 1));
     }
     printf("\n");
 }

@@ -48,13 +48,21 @@ static double maxd(double a, double b)
     return a > b ? a : b;
 }
 
+/* Whether a message of @p bytes from @p src to @p dst flows without a handshake. */
+static bool eager_path(const cs_model *m, int src, int dst, double bytes)
+{
+    if (src / m->per_host == dst / m->per_host)
+        return bytes <= m->eager_bytes;
+    return bytes <= (m->eager_net > 0 ? m->eager_net : m->eager_bytes);
+}
+
 /* Reserve the path src -> dst for @p bytes from @p start: when the last byte arrives. */
 static double transfer(sim *s, int src, int dst, double bytes, double start)
 {
     const cs_model *m = s->m;
     int hs = src / m->per_host, hd = dst / m->per_host;
     /* larger than eager: a handshake (request, clear to send) first */
-    const bool rndv = bytes > m->eager_bytes;
+    const bool rndv = !eager_path(m, src, dst, bytes);
     const double hops = rndv ? 3 : 1;
     if (hs == hd) { /* shared memory: copies by both ranks' CPUs */
         double dur = bytes / (rndv ? m->bw_shm : m->bw_eager) * s->stretch * s->mem;
@@ -69,6 +77,8 @@ static double transfer(sim *s, int src, int dst, double bytes, double start)
     bool cross = ws != wd;
     double rate = cross && m->bw_uplink < m->bw_net ? m->bw_uplink : m->bw_net;
     double dur = bytes / rate;
+    if (m->bw_tcp > 0) /* kernel TCP: the CPUs copy, and may be slower than the link */
+        dur = maxd(dur, bytes / m->bw_tcp * s->stretch * s->mem);
     double t0 = maxd(
         start, maxd(maxd(s->port_out[src], s->port_in[dst]), maxd(s->nic_out[hs], s->nic_in[hd])));
     if (cross)
@@ -102,7 +112,9 @@ static void post_op(sim *s, int r, const cs_op *op, int par, double t)
     if (got <= 0)
         return;
     const cs_half *snd = is_send ? &h : &o, *rcv = is_send ? &o : &h;
-    double start = snd->done ? snd->t : maxd(snd->t, rcv->t);
+    /* an eager message flows once sent; a larger one once both sides posted */
+    bool flows = snd->done || eager_path(s->m, snd->rank, rcv->rank, (double)op->bytes);
+    double start = flows ? snd->t : maxd(snd->t, rcv->t);
     double end = transfer(s, snd->rank, rcv->rank, (double)op->bytes, start);
     if (!snd->done)
         push(s, end, snd->rank, snd->par);
@@ -125,16 +137,19 @@ static double post_round(sim *s, int r, uint32_t i, double now)
     return now;
 }
 
-/* CPU time of round @p i's local ops, and whether it has transfers. */
-static double local_cost(const sim *s, const cs_shape *sh, uint32_t i, bool *xfers)
+/* CPU time of rank @p r's round @p i's local ops, and whether it has
+ * transfers (1), some to other hosts (2). */
+static double local_cost(const sim *s, int r, const cs_shape *sh, uint32_t i, int *xfers)
 {
     const cs_round *rd = &sh->rounds[i];
+    const int per_host = s->m->per_host;
     double t = 0;
-    *xfers = false;
+    *xfers = 0;
     for (uint32_t k = rd->first; k < rd->first + rd->count; k++) {
         const cs_op *op = &sh->ops[k];
         if (op->kind != CS_LOCAL)
-            *xfers = true;
+            *xfers =
+                *xfers == 2 || (r + op->peer) % s->job->ranks / per_host != r / per_host ? 2 : 1;
         else
             t += (double)op->bytes / (op->copy ? s->m->bw_copy : s->m->bw_reduce);
     }
@@ -154,10 +169,12 @@ static void advance(sim *s, int r, double now)
         st->waiting = true;
         return;
     }
-    bool xfers;
-    double local = local_cost(s, sh, st->cur, &xfers);
+    int xfers;
+    double local = local_cost(s, r, sh, st->cur, &xfers);
+    const cs_model *m = s->m;
+    double sw = xfers == 2 && m->o_switch_net > 0 ? m->o_switch_net : m->o_switch;
     if (xfers) /* woken up: by a context switch when ranks share cores */
-        now += s->m->o_round * s->stretch + (s->stretch > 1 ? s->m->o_switch : 0);
+        now += m->o_round * s->stretch + (s->stretch > 1 ? sw : 0);
     uint32_t next = st->cur + 1;
     /* the local ops hold the CPU, so an early round's shared-memory copies
      * (done by this CPU) follow them; a NIC's transfers overlap them */
