@@ -38,8 +38,9 @@
  * with peer_copy. DT_ALGO forces a choice, e.g.
  * DT_ALGO=allreduce:ring,broadcast:binomial, with the names allreduce: ring |
  * recursive_doubling | direct | hier; allgather: ring | direct | peer_copy |
- * hier; reduce_scatter: ring | direct | hier (hier falls back to the ring on
- * one host or hosts of different sizes); alltoall: pairwise | peer_copy; alltoallw:
+ * hier; reduce_scatter: ring | direct | hier | fold (hier falls back to the ring on
+ * one host or hosts of different sizes; fold: each rank sums the p pieces of
+ * its block at once, in pieces); alltoall: pairwise | peer_copy; alltoallw:
  * pack | peer_copy; broadcast: direct | binomial | pipeline | peer_copy. A comm reads
  * DT_ALGO at its first collective; dt_comm_set_algo() sets it per comm.
  * DT_RING_SEGMENT_KB sets the ring's pipeline segment, DT_HIER_SEGMENT_KB the

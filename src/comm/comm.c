@@ -369,7 +369,7 @@ static dt_status reduce_scatterv_impl(const char *fn, dt_comm *comm, const void 
     char name[32];
     const char *algo = dt__comm_forced_algo(comm, "reduce_scatter", name, sizeof(name));
     if (algo != NULL && strcmp(algo, "ring") != 0 && strcmp(algo, "direct") != 0 &&
-        strcmp(algo, "hier") != 0) {
+        strcmp(algo, "hier") != 0 && strcmp(algo, "fold") != 0) {
         dt__sched_free(&s);
         return dt__comm_unknown_algo("reduce_scatter", algo);
     }
@@ -384,6 +384,8 @@ static dt_status reduce_scatterv_impl(const char *fn, dt_comm *comm, const void 
         st = dt__algo_reduce_scatterv_direct(comm, send, recv, counts, &s);
     else if (algo != NULL && strcmp(algo, "hier") == 0)
         st = dt__algo_reduce_scatterv_hier(comm, send, recv, counts, &s);
+    else if (algo != NULL && strcmp(algo, "fold") == 0)
+        st = dt__algo_reduce_scatterv_fold(comm, send, recv, counts, &s);
     else
         st = dt__algo_reduce_scatterv_ring(comm, send, recv, counts, &s);
     if (st != DT_OK) {
