@@ -24,7 +24,8 @@
  * in total, broadcast (root to all) up to 32 KiB. Otherwise: all-reduce by
  * recursive doubling up to 64 KiB, or 256 bytes per rank on more than 256
  * ranks (docs/COMMSIM.md), or fewer elements than ranks, and a
- * pipelined ring above; all-gather and reduce-scatter a ring; all-to-all a
+ * pipelined ring above; all-gather and reduce-scatter a ring (reduce-scatters
+ * of 16 MiB or more on 3-4 ranks all on shared memory: fold); all-to-all a
  * pairwise exchange; broadcast a binomial tree up to 256 KiB, a pipelined
  * chain above; barrier a dissemination pattern. On a comm spanning hosts
  * with the same number (> 1) of ranks on each, all-reduces over 64 KiB and

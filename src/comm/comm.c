@@ -376,9 +376,13 @@ static dt_status reduce_scatterv_impl(const char *fn, dt_comm *comm, const void 
     size_t total = 0;
     for (int i = 0; i < comm->size; i++)
         total += counts[i];
-    if (algo == NULL)
-        algo = hier_for_ring(comm,
-                             dt__choose_reduce_scatter(comm->size, total * dt_dtype_size(dtype)));
+    if (algo == NULL) {
+        size_t bytes = total * dt_dtype_size(dtype);
+        dt__comm_shape sh = shape_of(comm);
+        algo = hier_for_ring(comm, dt__choose_reduce_scatter(comm->size, bytes));
+        if (strcmp(algo, "ring") == 0 && dt__choose_reduce_scatter_fold(&sh, bytes))
+            algo = "fold";
+    }
     dt_status st;
     if (algo != NULL && strcmp(algo, "direct") == 0)
         st = dt__algo_reduce_scatterv_direct(comm, send, recv, counts, &s);
