@@ -24,7 +24,8 @@
  * in total, broadcast (root to all) up to 32 KiB. Otherwise: all-reduce by
  * recursive doubling up to 64 KiB, or 256 bytes per rank on more than 256
  * ranks (docs/COMMSIM.md), or fewer elements than ranks, and a
- * pipelined ring above; all-gather and reduce-scatter a ring; all-to-all a
+ * pipelined ring above; all-gather and reduce-scatter a ring (reduce-scatters
+ * of 16 MiB or more on 3-4 ranks all on shared memory: fold); all-to-all a
  * pairwise exchange; broadcast a binomial tree up to 256 KiB, a pipelined
  * chain above; barrier a dissemination pattern. On a comm spanning hosts
  * with the same number (> 1) of ranks on each, all-reduces over 64 KiB and
@@ -38,8 +39,9 @@
  * with peer_copy. DT_ALGO forces a choice, e.g.
  * DT_ALGO=allreduce:ring,broadcast:binomial, with the names allreduce: ring |
  * recursive_doubling | direct | hier; allgather: ring | direct | peer_copy |
- * hier; reduce_scatter: ring | direct | hier (hier falls back to the ring on
- * one host or hosts of different sizes); alltoall: pairwise | peer_copy; alltoallw:
+ * hier; reduce_scatter: ring | direct | hier | fold (hier falls back to the ring on
+ * one host or hosts of different sizes; fold: each rank sums the p pieces of
+ * its block at once, in pieces); alltoall: pairwise | peer_copy; alltoallw:
  * pack | peer_copy; broadcast: direct | binomial | pipeline | peer_copy. A comm reads
  * DT_ALGO at its first collective; dt_comm_set_algo() sets it per comm.
  * DT_RING_SEGMENT_KB sets the ring's pipeline segment, DT_HIER_SEGMENT_KB the

@@ -369,21 +369,27 @@ static dt_status reduce_scatterv_impl(const char *fn, dt_comm *comm, const void 
     char name[32];
     const char *algo = dt__comm_forced_algo(comm, "reduce_scatter", name, sizeof(name));
     if (algo != NULL && strcmp(algo, "ring") != 0 && strcmp(algo, "direct") != 0 &&
-        strcmp(algo, "hier") != 0) {
+        strcmp(algo, "hier") != 0 && strcmp(algo, "fold") != 0) {
         dt__sched_free(&s);
         return dt__comm_unknown_algo("reduce_scatter", algo);
     }
     size_t total = 0;
     for (int i = 0; i < comm->size; i++)
         total += counts[i];
-    if (algo == NULL)
-        algo = hier_for_ring(comm,
-                             dt__choose_reduce_scatter(comm->size, total * dt_dtype_size(dtype)));
+    if (algo == NULL) {
+        size_t bytes = total * dt_dtype_size(dtype);
+        dt__comm_shape sh = shape_of(comm);
+        algo = hier_for_ring(comm, dt__choose_reduce_scatter(comm->size, bytes));
+        if (strcmp(algo, "ring") == 0 && dt__choose_reduce_scatter_fold(&sh, bytes))
+            algo = "fold";
+    }
     dt_status st;
     if (algo != NULL && strcmp(algo, "direct") == 0)
         st = dt__algo_reduce_scatterv_direct(comm, send, recv, counts, &s);
     else if (algo != NULL && strcmp(algo, "hier") == 0)
         st = dt__algo_reduce_scatterv_hier(comm, send, recv, counts, &s);
+    else if (algo != NULL && strcmp(algo, "fold") == 0)
+        st = dt__algo_reduce_scatterv_fold(comm, send, recv, counts, &s);
     else
         st = dt__algo_reduce_scatterv_ring(comm, send, recv, counts, &s);
     if (st != DT_OK) {

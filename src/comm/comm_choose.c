@@ -20,7 +20,13 @@
 #define DT_DIRECT_ALLGATHER_BYTES (16 * 1024)
 /* Reduce-scatters of at most this many input bytes, same rank range, too. */
 #define DT_DIRECT_REDUCE_SCATTER_BYTES (16 * 1024)
-#define DT_SMALL_BROADCAST_BYTES       (256 * 1024)
+/* Reduce-scatters of at least this many input bytes on 3 to this many ranks,
+ * all through shared memory, fold each block in one pass: rs/ar 0.3-0.5
+ * against the ring's 0.5-0.65 from 16 MiB; at 1-4 MiB on 4 ranks the p-1
+ * messages per round cost more than the passes they save (bench/comm/README.md). */
+#define DT_FOLD_REDUCE_SCATTER_BYTES (16 * 1024 * 1024)
+#define DT_FOLD_MAX_RANKS            4
+#define DT_SMALL_BROADCAST_BYTES     (256 * 1024)
 /* Broadcasts up to this size on at most DT_DIRECT_MAX_RANKS go root-to-all. */
 #define DT_DIRECT_BROADCAST_BYTES (32 * 1024)
 /* All-to-alls and all-gathers whose blocks all have at least this many
@@ -79,6 +85,12 @@ const char *dt__choose_reduce_scatter(int ranks, size_t total_bytes)
     if (few_ranks(ranks) && total_bytes <= DT_DIRECT_REDUCE_SCATTER_BYTES)
         return "direct";
     return "ring";
+}
+
+bool dt__choose_reduce_scatter_fold(const dt__comm_shape *sh, size_t total_bytes)
+{
+    return sh->p2p_shm && sh->ranks > 2 && sh->ranks <= DT_FOLD_MAX_RANKS &&
+           total_bytes >= DT_FOLD_REDUCE_SCATTER_BYTES;
 }
 
 const char *dt__choose_broadcast(const dt__comm_shape *sh, size_t bytes)

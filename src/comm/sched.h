@@ -148,6 +148,9 @@ dt_status dt__algo_reduce_scatterv_direct(dt_comm *c, const void *send, void *re
                                           const size_t *counts, dt__sched *s);
 dt_status dt__algo_reduce_scatterv_ring(dt_comm *c, const void *send, void *recv,
                                         const size_t *counts, dt__sched *s);
+/* Direct, in pieces: each rank folds the p contributions to its block at once. */
+dt_status dt__algo_reduce_scatterv_fold(dt_comm *c, const void *send, void *recv,
+                                        const size_t *counts, dt__sched *s);
 dt_status dt__algo_alltoallv_pairwise(dt_comm *c, const void *send, const size_t *scounts,
                                       const size_t *sdispls, void *recv, const size_t *rcounts,
                                       const size_t *rdispls, dt__sched *s);
