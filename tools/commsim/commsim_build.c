@@ -32,14 +32,17 @@ const char *const cs_collectives[] = {"allreduce", "allgather", "reduce_scatter"
                                       NULL};
 static const char *const allreduce_algos[] = {"ring", "recursive_doubling", "direct", "hier", NULL};
 static const char *const gather_algos[] = {"ring", "direct", "hier", NULL};
+static const char *const reduce_scatter_algos[] = {"ring", "direct", "fold", "hier", NULL};
 static const char *const broadcast_algos[] = {"pipeline", "binomial", "direct", NULL};
 
 const char *const *cs_algorithms(const char *coll)
 {
     if (strcmp(coll, "allreduce") == 0)
         return allreduce_algos;
-    if (strcmp(coll, "allgather") == 0 || strcmp(coll, "reduce_scatter") == 0)
+    if (strcmp(coll, "allgather") == 0)
         return gather_algos;
+    if (strcmp(coll, "reduce_scatter") == 0)
+        return reduce_scatter_algos;
     if (strcmp(coll, "broadcast") == 0)
         return broadcast_algos;
     return NULL;
@@ -65,7 +68,14 @@ const char *cs_dispatch(const char *coll, int ranks, int per_host, uint64_t byte
         algo = dt__choose_reduce_scatter(ranks, block * (size_t)ranks);
     else
         return dt__choose_broadcast(&sh, b);
-    return strcmp(algo, "ring") == 0 && cs_hier_applies(ranks, per_host) ? "hier" : algo;
+    if (strcmp(algo, "ring") != 0)
+        return algo;
+    if (cs_hier_applies(ranks, per_host))
+        return "hier";
+    /* as comm.c: the one-pass fold replaces the ring on a few shared-memory ranks */
+    bool fold = strcmp(coll, "reduce_scatter") == 0 &&
+                dt__choose_reduce_scatter_fold(&sh, block * (size_t)ranks);
+    return fold ? "fold" : algo;
 }
 
 /* The stand-in comm's hosts: ranks 0..per_host-1 on host 0, and so on
@@ -96,7 +106,9 @@ static dt_status build_one(const char *coll, const char *algo, dt_comm *c, size_
                       : dt__algo_allgatherv_ring(c, FAKE_SEND, FAKE_RECV, counts, displs, s);
     if (strcmp(coll, "reduce_scatter") == 0)
         return direct ? dt__algo_reduce_scatterv_direct(c, FAKE_SEND, FAKE_RECV, counts, s)
-                      : dt__algo_reduce_scatterv_ring(c, FAKE_SEND, FAKE_RECV, counts, s);
+               : strcmp(algo, "fold") == 0
+                   ? dt__algo_reduce_scatterv_fold(c, FAKE_SEND, FAKE_RECV, counts, s)
+                   : dt__algo_reduce_scatterv_ring(c, FAKE_SEND, FAKE_RECV, counts, s);
     return strcmp(algo, "pipeline") == 0 ? dt__algo_broadcast_pipeline(c, FAKE_SEND, n, 0, s)
            : direct                      ? dt__algo_broadcast_direct(c, FAKE_SEND, n, 0, s)
                                          : dt__algo_broadcast_binomial(c, FAKE_SEND, n, 0, s);
