@@ -151,6 +151,49 @@ void dt__block2d_gather_ride(void *dst, const dt__block2d *src, uint64_t offset,
         dt__copy_stream_fence();
 }
 
+bool dt__block2d_same_rows(const dt__block2d *a, const dt__block2d *b)
+{
+    uint64_t gap = a->addr < b->addr ? b->addr - a->addr : a->addr - b->addr;
+    return a->rows == b->rows && a->row_bytes == b->row_bytes && a->pitch == b->pitch &&
+           dt__block2d_runs(a) > 1 && gap < a->pitch;
+}
+
+void dt__block2d_gather_rows(const dt__gather_part *part, int n, uint64_t offset, uint64_t bytes,
+                             const dt__block2d ride[2], uint64_t *ride_done)
+{
+    /* the stripes in address order, the ride as the one with dst NULL */
+    dt__gather_part ord[DT__GATHER_ROWS_MAX + 1];
+    int m = 0;
+    for (int i = 0; i <= n && i <= DT__GATHER_ROWS_MAX; i++) {
+        dt__gather_part g = i < n ? part[i] : (dt__gather_part){NULL, ride ? &ride[1] : NULL};
+        if (g.src == NULL)
+            continue;
+        int j = m++;
+        for (; j > 0 && ord[j - 1].src->addr > g.src->addr; j--)
+            ord[j] = ord[j - 1];
+        ord[j] = g;
+    }
+    const bool stream = ride != NULL && block_bytes(&ride[1]) >= DT_BLOCK2D_STREAM_BYTES;
+    dt__run_cursor s = dt__run_cursor_at(ord[0].src, offset);
+    for (uint64_t at = offset, end = offset + bytes; at < end;) {
+        uint64_t len = dt__run_left(&s) < end - at ? dt__run_left(&s) : end - at;
+        uint64_t in_row = s.row * s.pitch + s.off; /* the same in every stripe */
+        for (int i = 0; i < m; i++) {
+            const char *from = (const char *)(uintptr_t)(ord[i].src->addr + in_row);
+            if (ord[i].dst != NULL)
+                dt__copy_row((char *)ord[i].dst + (at - offset), from, len);
+            else
+                copy_runs(&ride[0], &ride[1], at, len, stream);
+        }
+        dt__run_skip(&s, len);
+        at += len;
+    }
+    if (ride != NULL)
+        *ride_done = offset + bytes;
+    if (stream)
+        dt__copy_stream_fence();
+}
+
 /*
  * A pair (sender, receiver) sees the same two descriptors, so both evaluate
  * the same rule: the side made of fewer runs is the one addressed remotely

@@ -35,6 +35,27 @@ void dt__block2d_gather(void *dst, const dt__block2d *src, uint64_t offset, uint
  * row, each row once from memory, as one sequential stream. */
 void dt__block2d_gather_ride(void *dst, const dt__block2d *src, uint64_t offset, uint64_t bytes,
                              const dt__block2d ride[2], uint64_t *ride_done);
+/* One stripe of dt__block2d_gather_rows: block @p src's bytes go to @p dst. */
+typedef struct dt__gather_part {
+    void *dst;
+    const dt__block2d *src;
+} dt__gather_part;
+/* Whether blocks @p a and @p b are column stripes of the same rows (same
+ * shape, starting less than a row apart): their byte streams then cover the
+ * same rows at the same offsets, and dt__block2d_gather_rows reads them in
+ * one pass. */
+bool dt__block2d_same_rows(const dt__block2d *a, const dt__block2d *b);
+/* At most this many parts in one dt__block2d_gather_rows. */
+#define DT__GATHER_ROWS_MAX 16
+/* dt__block2d_gather of bytes [offset, offset + bytes) for each of @p n
+ * (1 to DT__GATHER_ROWS_MAX) parts, whose blocks are column stripes of the same rows
+ * (dt__block2d_same_rows), and, with @p ride not NULL, the copy of the same
+ * bytes of ride[1] (the same rows too) to ride[0], *ride_done (== offset)
+ * advanced: each row is read once, its stripes in address order, where a
+ * pass per stripe read 1 KiB of every 4 KiB row at ~2x the cost per byte of
+ * a contiguous read (S(0) -> S(1) on 4 ranks). */
+void dt__block2d_gather_rows(const dt__gather_part *part, int n, uint64_t offset, uint64_t bytes,
+                             const dt__block2d ride[2], uint64_t *ride_done);
 /* The byte range of part @p part of @p nparts of @p b: whole rows, so the
  * parts of blocks that share rows (column stripes) cover the same rows. */
 void dt__block2d_part(const dt__block2d *b, uint32_t part, uint32_t nparts, uint64_t *off,

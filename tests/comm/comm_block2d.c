@@ -5,7 +5,9 @@
  * sent block in rows, row length and size (uneven shards), pieces come in
  * any length, and the gaps between rows must stay untouched; one ride is big
  * enough for streaming stores. Stripes of one buffer put the ride before or
- * after the sent stripe (the order in which each row is copied).
+ * after the sent stripe (the order in which each row is copied). And
+ * dt__block2d_gather_rows: the stripes of several sends and the ride from
+ * one pass over the rows.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -128,6 +130,67 @@ static void test_streaming_ride(void **state)
     check_case(2048, 2048, 4096, 2048, 2048, 4096, 128 * 1024);
 }
 
+/* dt__block2d_gather_rows over the @p k stripes of @p w bytes of a [rows,
+ * pitch] buffer (all but stripe @p rk, which rides into a contiguous block;
+ * none rides with rk < 0), in pieces of @p piece bytes; checks every byte,
+ * and that the ride's copy leaves the bytes around it untouched. */
+static void check_rows(uint64_t rows, uint64_t pitch, int k, uint64_t w, int rk, uint64_t piece)
+{
+    uint64_t n = rows * w;
+    unsigned char *buf = malloc(rows * pitch), *out = malloc((size_t)k * n + 1);
+    assert_non_null(buf);
+    assert_non_null(out);
+    fill(buf, rows * pitch, 7);
+    memset(out, 0xEE, (size_t)k * n + 1);
+    dt__block2d blk[DT__GATHER_ROWS_MAX];
+    for (int i = 0; i < k; i++) {
+        blk[i] = block_of(buf + i * w, rows, w, pitch);
+        assert_true(dt__block2d_same_rows(&blk[0], &blk[i]));
+    }
+    dt__block2d ride[2] = {block_of(out + (size_t)(rk < 0 ? 0 : rk) * n, 1, n, n),
+                           blk[rk < 0 ? 0 : rk]};
+    uint64_t done = 0;
+    for (uint64_t off = 0; off < n; off += piece) {
+        uint64_t len = n - off < piece ? n - off : piece;
+        dt__gather_part part[DT__GATHER_ROWS_MAX];
+        int np = 0;
+        for (int i = k - 1; i >= 0; i--) /* not in address order */
+            if (i != rk)
+                part[np++] = (dt__gather_part){out + (size_t)i * n + off, &blk[i]};
+        assert_int_equal(done, rk < 0 ? 0 : off);
+        dt__block2d_gather_rows(part, np, off, len, rk < 0 ? NULL : ride, &done);
+    }
+    for (int i = 0; i < k; i++)
+        for (uint64_t j = 0; j < n; j++)
+            assert_int_equal(out[(size_t)i * n + j], *at(&blk[i], j));
+    assert_int_equal(out[(size_t)k * n], 0xEE);
+    free(buf);
+    free(out);
+}
+
+static void test_rows_in_one_pass(void **state)
+{
+    (void)state;
+    check_rows(64, 4096, 4, 1024, 0, 128 * 1024);   /* S(0) -> S(1), 4 ranks, rank 0 */
+    check_rows(64, 4096, 4, 1024, 2, 5000);         /* rank 2, odd pieces */
+    check_rows(40, 4100, 4, 1025, -1, 777);         /* no ride, a gap after the stripes */
+    check_rows(17, 24, 3, 8, 1, 3);                 /* short runs, tiny pieces */
+    check_rows(1024, 8192, 2, 4096, 1, 128 * 1024); /* a 4 MiB ride: streaming stores */
+}
+
+static void test_same_rows_rule(void **state)
+{
+    (void)state; /* stripes of the same rows: same shape, less than a row apart */
+    unsigned char b[64];
+    dt__block2d a = block_of(b, 4, 4, 16);
+    dt__block2d near = block_of(b + 12, 4, 4, 16), far = block_of(b + 16, 4, 4, 16);
+    assert_true(dt__block2d_same_rows(&a, &near));
+    assert_false(dt__block2d_same_rows(&a, &far));
+    dt__block2d wider = block_of(b + 4, 4, 8, 16), one_run = block_of(b, 4, 16, 16);
+    assert_false(dt__block2d_same_rows(&a, &wider));
+    assert_false(dt__block2d_same_rows(&one_run, &one_run));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -135,6 +198,8 @@ int main(void)
         cmocka_unit_test(test_other_shapes),
         cmocka_unit_test(test_stripes_either_order),
         cmocka_unit_test(test_streaming_ride),
+        cmocka_unit_test(test_rows_in_one_pass),
+        cmocka_unit_test(test_same_rows_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

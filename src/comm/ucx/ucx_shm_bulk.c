@@ -83,35 +83,146 @@ static void copy_out(void *dst, const void *src, size_t len, size_t total)
         dt__copy_bytes(dst, src, len);
 }
 
-/* Stream cleared sends into @p p's window while it has room; returns chunks written. */
-static int stream_out(shm_peer *p)
+/* Whether @p p's window has room for one more chunk. */
+static bool window_room(shm_peer *p)
 {
-    shm_bulk *w = &p->out->bulk;
+    if (p->written - p->read_seen < SHM_BULK_CHUNKS)
+        return true;
+    p->read_seen = atomic_load_explicit(&p->out->bulk.read, memory_order_acquire);
+    return p->written - p->read_seen < SHM_BULK_CHUNKS;
+}
+
+static void *next_chunk(const shm_peer *p)
+{
+    return p->out->bulk.chunk[p->written % SHM_BULK_CHUNKS];
+}
+
+/* All of @p p's head stream @p r is in the window: its buffer is free. */
+static void finish_send(shm_peer *p, dt_ucx_req *r)
+{
+    dt__shm_unlink_at(&p->streams, &p->streams_end);
+    r->status = UCS_OK;
+    r->done = true;
+}
+
+/* The next chunk of @p p's window holds @p len more bytes of its head
+ * stream @p r: publish it (the receiver copies it while I write the next),
+ * and complete r once all of it is in the window. */
+static void publish(shm_peer *p, dt_ucx_req *r, size_t len)
+{
+    atomic_store_explicit(&p->out->bulk.written, ++p->written, memory_order_release);
+    r->moved += len;
+    if (r->moved >= r->expect)
+        finish_send(p, r);
+}
+
+/* A gathered send whose ride (if any) is column stripes of its own rows, at its offset. */
+static bool gathers_rows(const dt_ucx_req *r)
+{
+    return r->src2d != NULL && (r->ride == NULL || (dt__block2d_same_rows(r->src2d, &r->ride[1]) &&
+                                                    r->ride_done == r->moved));
+}
+
+/* Whether @p s, another peer's head stream, gathers stripes of @p r's rows,
+ * as long as r, and can share a pass with it (one ride per pass). */
+static bool same_rows(const dt_ucx_req *r, const dt_ucx_req *s)
+{
+    return s != NULL && s != r && gathers_rows(s) && s->expect == r->expect &&
+           dt__block2d_same_rows(r->src2d, s->src2d) && (r->ride == NULL || s->ride == NULL);
+}
+
+/* Whether a stream over the same rows as @p r (same_rows) lags behind it
+ * or is level with it but waits for window room: r then waits for it rather
+ * than read its rows alone, so that the streams meet and go on in one pass
+ * (without the wait, they drifted apart at the first full window: 10% of
+ * the chunks went three at once on 4 ranks). Nothing waits for ever: the streams
+ * furthest behind wait only for a window to drain, which needs nothing but
+ * its receiver's progress, and then move on, together where they can. */
+static bool ahead(const dt_ucx_shm *shm, const dt_ucx_req *r)
+{
+    if (!gathers_rows(r))
+        return false;
+    for (int i = 0; i < shm->nring_peers; i++) {
+        const dt_ucx_req *s = shm->peer[shm->ring_peers[i]].streams;
+        if (same_rows(r, s) && s->moved <= r->moved)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * One chunk of @p r (@p p's head stream, @p len bytes) together with the
+ * next chunk of every other peer's head stream that gathers other stripes
+ * of the same rows at the same offset and has window room (S(0) -> S(1)'s
+ * sends, all posted at once): each row is read once for all of them, where
+ * a chunk per peer in turn read each row once per stripe. Returns the chunks
+ * written; 0 when r has no such company (it then goes alone).
+ */
+static int stream_rows(const dt_ucx_shm *shm, shm_peer *p, dt_ucx_req *r, size_t len)
+{
+    if (!gathers_rows(r))
+        return 0;
+    shm_peer *peer[DT__GATHER_ROWS_MAX] = {p};
+    dt_ucx_req *req[DT__GATHER_ROWS_MAX] = {r};
+    dt__gather_part part[DT__GATHER_ROWS_MAX] = {{next_chunk(p), r->src2d}};
+    const dt__block2d *ride = r->ride;
+    uint64_t *ride_done = &r->ride_done;
+    int n = 1;
+    for (int i = 0; i < shm->nring_peers && n < DT__GATHER_ROWS_MAX; i++) {
+        shm_peer *q = &shm->peer[shm->ring_peers[i]];
+        dt_ucx_req *s = q->streams;
+        if (q == p || !same_rows(r, s) || s->moved != r->moved ||
+            (s->ride != NULL && ride != NULL) || !window_room(q))
+            continue;
+        if (s->ride != NULL) { /* one ride per pass */
+            ride = s->ride;
+            ride_done = &s->ride_done;
+        }
+        peer[n] = q;
+        req[n] = s;
+        part[n++] = (dt__gather_part){next_chunk(q), s->src2d};
+    }
+    if (n == 1)
+        return 0;
+    dt__block2d_gather_rows(part, n, r->moved, len, ride, ride_done);
+    for (int i = 0; i < n; i++) {
+        publish(peer[i], req[i], len);
+        if (i > 0) /* p is woken by the caller */
+            dt__shm_wake_if_asleep(shm, peer[i]);
+    }
+    return n;
+}
+
+/* Stream cleared sends into @p p's window while it has room (with other
+ * peers' in one pass where they gather the same rows); returns chunks written. */
+static int stream_out(const dt_ucx_shm *shm, shm_peer *p)
+{
     int n = 0;
     while (p->streams != NULL) {
         dt_ucx_req *r = p->streams;
-        while (r->moved < r->expect) {
-            if (p->written - p->read_seen >= SHM_BULK_CHUNKS) {
-                p->read_seen = atomic_load_explicit(&w->read, memory_order_acquire);
-                if (p->written - p->read_seen >= SHM_BULK_CHUNKS)
-                    return n;
-            }
-            size_t len = chunk_len(r->expect, r->moved);
-            void *chunk = w->chunk[p->written % SHM_BULK_CHUNKS];
-            if (r->ride != NULL) /* gathered from the rows, with a local copy in step */
-                dt__block2d_gather_ride(chunk, r->src2d, r->moved, len, r->ride, &r->ride_done);
-            else if (r->src2d != NULL) /* gathered from the rows: no packed copy */
-                dt__block2d_gather(chunk, r->src2d, r->moved, len);
-            else
-                dt__copy_bytes(chunk, (const char *)r->buf + r->moved, len);
-            /* published chunk by chunk: the receiver copies one while I write the next */
-            atomic_store_explicit(&w->written, ++p->written, memory_order_release);
-            r->moved += len;
-            n++;
+        if (r->moved >= r->expect) { /* nothing to move */
+            finish_send(p, r);
+            continue;
         }
-        dt__shm_unlink_at(&p->streams, &p->streams_end);
-        r->status = UCS_OK; /* all of it is in the window: the buffer is free */
-        r->done = true;
+        if (!window_room(p))
+            return n;
+        size_t len = chunk_len(r->expect, r->moved);
+        int rows = stream_rows(shm, p, r, len);
+        if (rows > 0) {
+            n += rows;
+            continue;
+        }
+        if (ahead(shm, r))
+            return n;
+        void *chunk = next_chunk(p);
+        if (r->ride != NULL) /* gathered from the rows, with a local copy in step */
+            dt__block2d_gather_ride(chunk, r->src2d, r->moved, len, r->ride, &r->ride_done);
+        else if (r->src2d != NULL) /* gathered from the rows: no packed copy */
+            dt__block2d_gather(chunk, r->src2d, r->moved, len);
+        else
+            dt__copy_bytes(chunk, (const char *)r->buf + r->moved, len);
+        publish(p, r, len);
+        n++;
     }
     return n;
 }
@@ -163,7 +274,7 @@ static int stream_in(shm_peer *p)
 int dt__shm_bulk_progress(const dt_ucx_shm *shm, shm_peer *p)
 {
     int cts = p->cts_due != NULL ? flush_cts(p) : 0;
-    int out = stream_out(p), in = stream_in(p);
+    int out = stream_out(shm, p), in = stream_in(p);
     if (cts + out + in > 0)
         dt__shm_wake_if_asleep(shm, p); /* it may wait for a CTS, a chunk or room */
     return cts + out + in;
