@@ -22,7 +22,7 @@
 #      are still two hosts: the job runs, over the link.
 #   6. dp=4 (2 ranks a host) runs its collectives two-level (hierarchical):
 #      the losses of one host with the same folds, fewer bytes over the link.
-#   7. with the defaults (the direct sockets on), calls whose sizes differ
+#   7. with the direct sockets on and their default threshold, calls whose sizes differ
 #      across DT_TCP_DIRECT_MIN_KB fail on both hosts within seconds, not
 #      after DT_TIMEOUT_S (tests/comm/comm_tcp_mismatch.c, one rank a host).
 # Skips (77) where namespaces cannot be made (not root, no iproute2 or
@@ -348,11 +348,12 @@ cmp -s "$work/hone.steps" "$work/hier.steps" ||
   fail "two-level collectives sent $txh bytes over the link, the flat ones $txf: not used?"
 echo "ok: dp=4 over two hosts runs two-level: one-host losses bit for bit, $txh bytes out against $txf flat"
 
-# 7. mismatched sizes across the direct path's threshold, with the defaults:
+# 7. mismatched sizes across the direct path's threshold, with the direct sockets on and the default threshold:
 # the markers (src/comm/ucx/ucx_tcp_mark.c) fail them at once on both hosts
 mism=$build/tests/comm/comm_tcp_mismatch
 if [ -x "$mism" ]; then
-  unset DT_TCP_DIRECT DT_TCP_DIRECT_MIN_KB
+  export DT_TCP_DIRECT=1
+  unset DT_TCP_DIRECT_MIN_KB
   export DT_TIMEOUT_S=120 DT_LOG=info DT_LOG_SUBSYS=comm
   for n in 0 1; do
     (

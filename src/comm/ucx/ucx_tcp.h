@@ -15,8 +15,9 @@
  * also sends an empty UCX message with its tag, each direct receive posts a
  * 0-byte UCX receive for it, and UCX matches them in order with the pair's
  * other messages of that tag, so a straddling pair meets a marker where it
- * expected bytes or bytes where it expected a marker. On by default
- * (DT_TCP_DIRECT=0: UCX only; the world agrees on it).
+ * expected bytes or bytes where it expected a marker. Opt-in
+ * (DT_TCP_DIRECT=1; the world agrees on it): measured faster than UCX over a
+ * 1 Gbit/s link, slower at 10 Gbit/s (bench/comm/README.md).
  */
 #ifndef DT_COMM_UCX_TCP_H
 #define DT_COMM_UCX_TCP_H
