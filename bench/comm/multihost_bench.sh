@@ -44,56 +44,8 @@ mpibench=$BUILD/bench/comm/comm_bench_mpi
 [ -x "$dtrun" ] && [ -x "$bench" ] || { echo "build $BUILD first" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)" >&2; exit 77; }
 
-id=$$
-ns0=dtbh0_$id ns1=dtbh1_$id v0=dtbv0_$id v1=dtbv1_$id
-work=$(mktemp -d)
-cleanup() {
-  set +e
-  for ns in "$ns0" "$ns1"; do
-    ip netns pids "$ns" 2> /dev/null | xargs -r kill -9 2> /dev/null
-  done
-  ip netns del "$ns0" 2> /dev/null
-  ip netns del "$ns1" 2> /dev/null
-  ip link del "$v0" 2> /dev/null
-  if [ -n "${KEEP:-}" ]; then echo "outputs kept in $work" >&2; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-ip netns add "$ns0"
-ip netns add "$ns1"
-ip link add "$v0" type veth peer name "$v1"
-ip link set "$v0" netns "$ns0"
-ip link set "$v1" netns "$ns1"
-ip -n "$ns0" addr add 198.18.0.1/24 dev "$v0"
-ip -n "$ns1" addr add 198.18.0.2/24 dev "$v1"
-for n in 0 1; do
-  ip -n "dtbh${n}_$id" link set lo up
-  ip -n "dtbh${n}_$id" link set "dtbv${n}_$id" up
-done
-# the link model: tbf at RATE each way (a 64 KiB bucket: bursts of one
-# GSO packet, not of whole messages); netem's delay where it exists
-model="tbf $RATE"
-[ "$RATE" = none ] && model="veth unshaped"
-for n in 0 1; do
-  [ "$RATE" = none ] && break
-  ip netns exec "dtbh${n}_$id" tc qdisc add dev "dtbv${n}_$id" root handle 1: \
-    tbf rate "$RATE" burst 64kb latency 10ms
-  if ip netns exec "dtbh${n}_$id" tc qdisc add dev "dtbv${n}_$id" parent 1:1 handle 10: \
-    netem delay 20us 2> /dev/null; then
-    model="tbf $RATE + netem 20us"
-  fi
-done
-[ "$model" = "tbf $RATE" ] && model="$model (no sch_netem in this kernel: no added latency)"
-printf '198.18.0.1 h0\n198.18.0.2 h1\n127.0.0.1 localhost\n' > "$work/hosts"
-uns="unshare --uts --mount --ipc --pid --mount-proc --fork --kill-child --propagation private"
-# inhost N CMD...: CMD as host hN (its namespaces, hostname, /dev/shm, /etc/hosts)
-inhost() {
-  i_n=$1
-  shift
-  timeout -k 5 600 ip netns exec "dtbh${i_n}_$id" $uns sh -c \
-    'hostname "$0" && mount -t tmpfs dtshm /dev/shm && mount --bind "$1" /etc/hosts &&
-     shift && exec "$@"' "h$i_n" "$work/hosts" "$@"
-}
+. "$HERE/netns_hosts.sh"
+hosts_up dtb 198.18.0 "$RATE"
 ARGS="-b $MINB -e $MAXB -f 4 -n $ITERS -c $COLLS"
 export DT_DEVICE=cpu DT_JOB_TOKEN=bench-$id
 # dt NAME ALGO [DIRECT]: comm_bench on both hosts; rank 0's table in NAME

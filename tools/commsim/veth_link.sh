@@ -34,44 +34,8 @@ bench=$BUILD/bench/comm/comm_bench
 [ -x "$dtrun" ] && [ -x "$bench" ] || { echo "build $BUILD first" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)" >&2; exit 77; }
 
-id=$$
-ns0=dtvl0_$id ns1=dtvl1_$id v0=dtvv0_$id v1=dtvv1_$id
-work=$(mktemp -d)
-cleanup() {
-  set +e
-  for ns in "$ns0" "$ns1"; do
-    ip netns pids "$ns" 2> /dev/null | xargs -r kill -9 2> /dev/null
-  done
-  ip netns del "$ns0" 2> /dev/null
-  ip netns del "$ns1" 2> /dev/null
-  ip link del "$v0" 2> /dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-ip netns add "$ns0"
-ip netns add "$ns1"
-ip link add "$v0" type veth peer name "$v1"
-ip link set "$v0" netns "$ns0"
-ip link set "$v1" netns "$ns1"
-ip -n "$ns0" addr add 198.18.1.1/24 dev "$v0"
-ip -n "$ns1" addr add 198.18.1.2/24 dev "$v1"
-for n in 0 1; do
-  ip -n "dtvl${n}_$id" link set lo up
-  ip -n "dtvl${n}_$id" link set "dtvv${n}_$id" up
-  [ "$RATE" = none ] && continue
-  ip netns exec "dtvl${n}_$id" tc qdisc add dev "dtvv${n}_$id" root handle 1: \
-    tbf rate "$RATE" burst 64kb latency 10ms
-done
-printf '198.18.1.1 h0\n198.18.1.2 h1\n127.0.0.1 localhost\n' > "$work/hosts"
-uns="unshare --uts --mount --ipc --pid --mount-proc --fork --kill-child --propagation private"
-inhost() {
-  i_n=$1
-  shift
-  timeout -k 5 600 ip netns exec "dtvl${i_n}_$id" $uns sh -c \
-    'hostname "$0" && mount -t tmpfs dtshm /dev/shm && mount --bind "$1" /etc/hosts &&
-     shift && exec "$@"' "h$i_n" "$work/hosts" "$@"
-}
+. "$HERE/../../bench/comm/netns_hosts.sh"
+hosts_up dtv 198.18.1 "$RATE"
 export DT_DEVICE=cpu DT_JOB_TOKEN=veth-$id DT_TCP_DIRECT=1
 k=1
 while [ "$k" -le "$REPEAT" ]; do
