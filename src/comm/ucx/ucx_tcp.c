@@ -20,8 +20,6 @@
 #define HDR        sizeof(dt_tcp_hdr)
 #define SINK_BYTES (64u * 1024u)
 
-#define peer_of dt__tcp_peer_of
-
 bool dt__ucx_tcp_reaches(const dt_ucx_shared *sh, int wp)
 {
     const dt_ucx_tcp *t = sh->tcp;
@@ -323,7 +321,7 @@ dt_status dt__ucx_tcp_isend(dt_comm *c, const void *buf, size_t bytes, int wp, u
 {
     dt_ucx_comm *uc = c->impl;
     dt_ucx_shared *sh = uc->shared;
-    dt_tcp_peer *p = peer_of(sh, wp);
+    dt_tcp_peer *p = dt__tcp_peer_of(sh, wp);
     if (p->fd < 0)
         return lost(p, "send to");
     DT_CHECK(dt__ucx_tcp_mark_send(c, wp, tag));
@@ -385,7 +383,7 @@ dt_status dt__ucx_tcp_irecv(dt_comm *c, void *buf, size_t bytes, int wp, uint32_
 {
     dt_ucx_comm *uc = c->impl;
     dt_ucx_shared *sh = uc->shared;
-    dt_tcp_peer *p = peer_of(sh, wp);
+    dt_tcp_peer *p = dt__tcp_peer_of(sh, wp);
     *req = NULL;
     if (p->fd < 0 && p->eq == NULL)
         return lost(p, "receive from");
@@ -452,7 +450,7 @@ void dt__ucx_tcp_cancel(dt_comm *c, dt_ucx_req *r)
         dt__ucx_req_cancel(c, r->mark);
     r->mark = NULL;
     if (!r->done) {
-        dt_tcp_peer *p = peer_of(sh, r->world_peer);
+        dt_tcp_peer *p = dt__tcp_peer_of(sh, r->world_peer);
         if (r->is_recv) {
             if (p->rcur == r)
                 p->rcur = NULL; /* the rest of its message goes to the sink */
