@@ -379,9 +379,7 @@ static dt_status reduce_scatterv_impl(const char *fn, dt_comm *comm, const void 
     if (algo == NULL) {
         size_t bytes = total * dt_dtype_size(dtype);
         dt__comm_shape sh = shape_of(comm);
-        algo = hier_for_ring(comm, dt__choose_reduce_scatter(comm->size, bytes));
-        if (strcmp(algo, "ring") == 0 && dt__choose_reduce_scatter_fold(&sh, bytes))
-            algo = "fold";
+        algo = hier_for_ring(comm, dt__choose_reduce_scatter(&sh, bytes));
     }
     dt_status st;
     if (algo != NULL && strcmp(algo, "direct") == 0)

@@ -80,17 +80,16 @@ const char *dt__choose_allgather(const dt__comm_shape *sh, size_t total_bytes, s
     return "ring";
 }
 
-const char *dt__choose_reduce_scatter(int ranks, size_t total_bytes)
+const char *dt__choose_reduce_scatter(const dt__comm_shape *sh, size_t total_bytes)
 {
-    if (few_ranks(ranks) && total_bytes <= DT_DIRECT_REDUCE_SCATTER_BYTES)
+    if (few_ranks(sh->ranks) && total_bytes <= DT_DIRECT_REDUCE_SCATTER_BYTES)
         return "direct";
+    /* the fold reads each input once where the ring makes p-1 passes; on
+     * 2 ranks the ring is one step already */
+    if (sh->p2p_shm && sh->ranks > 2 && sh->ranks <= DT_FOLD_MAX_RANKS &&
+        total_bytes >= DT_FOLD_REDUCE_SCATTER_BYTES)
+        return "fold";
     return "ring";
-}
-
-bool dt__choose_reduce_scatter_fold(const dt__comm_shape *sh, size_t total_bytes)
-{
-    return sh->p2p_shm && sh->ranks > 2 && sh->ranks <= DT_FOLD_MAX_RANKS &&
-           total_bytes >= DT_FOLD_REDUCE_SCATTER_BYTES;
 }
 
 const char *dt__choose_broadcast(const dt__comm_shape *sh, size_t bytes)

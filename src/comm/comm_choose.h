@@ -21,11 +21,9 @@ typedef struct dt__comm_shape {
 const char *dt__choose_allreduce(int ranks, size_t bytes, size_t count);
 /* "peer_copy", "direct" or "ring"; @p least_bytes: the smallest block. */
 const char *dt__choose_allgather(const dt__comm_shape *sh, size_t total_bytes, size_t least_bytes);
-/* "direct" or "ring"; @p total_bytes: the input of one rank. */
-const char *dt__choose_reduce_scatter(int ranks, size_t total_bytes);
-/* Whether a reduce-scatter the above sends to the ring folds in one pass
- * instead ("fold"): a few ranks, all on shared memory, large inputs. */
-bool dt__choose_reduce_scatter_fold(const dt__comm_shape *sh, size_t total_bytes);
+/* "direct", "fold" (one pass: a few ranks, all on shared memory, large
+ * inputs) or "ring"; @p total_bytes: the input of one rank. */
+const char *dt__choose_reduce_scatter(const dt__comm_shape *sh, size_t total_bytes);
 /* "peer_copy", "direct", "binomial" or "pipeline". */
 const char *dt__choose_broadcast(const dt__comm_shape *sh, size_t bytes);
 /* Whether an all-to-all of blocks of at least @p block_bytes goes by same-host copies. */

@@ -65,17 +65,11 @@ const char *cs_dispatch(const char *coll, int ranks, int per_host, uint64_t byte
     else if (strcmp(coll, "allgather") == 0)
         algo = dt__choose_allgather(&sh, block * (size_t)ranks, block);
     else if (strcmp(coll, "reduce_scatter") == 0)
-        algo = dt__choose_reduce_scatter(ranks, block * (size_t)ranks);
+        algo = dt__choose_reduce_scatter(&sh, block * (size_t)ranks);
     else
         return dt__choose_broadcast(&sh, b);
-    if (strcmp(algo, "ring") != 0)
-        return algo;
-    if (cs_hier_applies(ranks, per_host))
-        return "hier";
-    /* as comm.c: the one-pass fold replaces the ring on a few shared-memory ranks */
-    bool fold = strcmp(coll, "reduce_scatter") == 0 &&
-                dt__choose_reduce_scatter_fold(&sh, block * (size_t)ranks);
-    return fold ? "fold" : algo;
+    /* as comm.c's hier_for_ring: across hosts the ring becomes two-level */
+    return strcmp(algo, "ring") == 0 && cs_hier_applies(ranks, per_host) ? "hier" : algo;
 }
 
 /* The stand-in comm's hosts: ranks 0..per_host-1 on host 0, and so on
