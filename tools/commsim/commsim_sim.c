@@ -4,11 +4,12 @@
  * them, post the next round now if it is `early`, run the round's local
  * ops, go on. A matched message crosses a path of resources (the two ranks'
  * ports; across hosts both NICs; across switches both uplinks), each busy
- * for bytes / its bandwidth from the time all are free: messages sharing a
- * NIC queue behind each other. Events (a rank resumes, a transfer ends) are
- * handled in time order, so every reservation is made in causal order.
+ * for bytes / its bandwidth: messages sharing a NIC queue behind each
+ * other, a port's take the first gap that fits (commsim_busy.h). Events (a rank resumes, a transfer
+ * ends) are handled in time order, so every reservation is made in causal order.
  */
 #include "commsim.h"
+#include "commsim_busy.h"
 #include "commsim_heap.h"
 #include "commsim_match.h"
 
@@ -30,11 +31,12 @@ typedef struct sim {
     double mem;     /* 1, or more when the buffers outgrow the cache */
     int hosts, switches;
     rstate *rs;
-    double *port_out, *port_in, *nic_out, *nic_in, *up, *down; /* free from */
+    cs_busy *port_out, *port_in;          /* a rank's sends and receives */
+    double *nic_out, *nic_in, *up, *down; /* free from */
     double *cpu; /* a rank's CPU: its local ops, and its shared-memory copies */
     cs_heap heap;
     cs_match match;
-    double end;
+    double end, now; /* the last event's time, and the current one's */
     bool nomem;
 } sim;
 
@@ -56,6 +58,17 @@ static bool eager_path(const cs_model *m, int src, int dst, double bytes)
     return bytes <= (m->eager_net > 0 ? m->eager_net : m->eager_bytes);
 }
 
+/* Reserve @p src's send port and @p dst's receive port for @p dur from the
+ * first gap at or after @p from on both: its start. */
+static double reserve(sim *s, int src, int dst, double from, double dur)
+{
+    double t0 = cs_busy_fit(&s->port_out[src], &s->port_in[dst], from, dur);
+    if (!cs_busy_add(&s->port_out[src], t0, dur, s->now) ||
+        !cs_busy_add(&s->port_in[dst], t0, dur, s->now))
+        s->nomem = true;
+    return t0;
+}
+
 /* Reserve the path src -> dst for @p bytes from @p start: when the last byte arrives. */
 static double transfer(sim *s, int src, int dst, double bytes, double start)
 {
@@ -66,9 +79,7 @@ static double transfer(sim *s, int src, int dst, double bytes, double start)
     const double hops = rndv ? 3 : 1;
     if (hs == hd) { /* shared memory: copies by both ranks' CPUs */
         double dur = bytes / (rndv ? m->bw_shm : m->bw_eager) * s->stretch * s->mem;
-        double t0 = maxd(maxd(start, maxd(s->port_out[src], s->port_in[dst])),
-                         maxd(s->cpu[src], s->cpu[dst]));
-        s->port_out[src] = s->port_in[dst] = t0 + dur;
+        double t0 = reserve(s, src, dst, maxd(start, maxd(s->cpu[src], s->cpu[dst])), dur);
         /* sharing cores, the handshake waits for the peer to be scheduled */
         double wake = rndv && s->stretch > 1 ? m->o_switch : 0;
         return t0 + hops * m->lat_shm * s->stretch + wake + dur;
@@ -79,11 +90,10 @@ static double transfer(sim *s, int src, int dst, double bytes, double start)
     double dur = bytes / rate;
     if (m->bw_tcp > 0) /* kernel TCP: the CPUs copy, and may be slower than the link */
         dur = maxd(dur, bytes / m->bw_tcp * s->stretch * s->mem);
-    double t0 = maxd(
-        start, maxd(maxd(s->port_out[src], s->port_in[dst]), maxd(s->nic_out[hs], s->nic_in[hd])));
+    double t0 = maxd(start, maxd(s->nic_out[hs], s->nic_in[hd]));
     if (cross)
         t0 = maxd(t0, maxd(s->up[ws], s->down[wd]));
-    s->port_out[src] = s->port_in[dst] = t0 + dur;
+    t0 = reserve(s, src, dst, t0, dur);
     s->nic_out[hs] = s->nic_in[hd] = t0 + bytes / m->bw_net;
     if (cross)
         s->up[ws] = s->down[wd] = t0 + bytes / m->bw_uplink;
@@ -201,12 +211,11 @@ static bool setup(sim *s, const cs_job *job, const cs_model *m)
     s->hosts = (p + m->per_host - 1) / m->per_host;
     s->switches = (s->hosts + m->hosts_per_switch - 1) / m->hosts_per_switch;
     s->rs = calloc((size_t)p, sizeof(*s->rs));
-    s->port_out =
-        calloc(3 * (size_t)p + 2 * (size_t)s->hosts + 2 * (size_t)s->switches, sizeof(double));
-    if (s->rs == NULL || s->port_out == NULL)
+    s->port_out = calloc(2 * (size_t)p, sizeof(cs_busy));
+    s->nic_out = calloc((size_t)p + 2 * (size_t)s->hosts + 2 * (size_t)s->switches, sizeof(double));
+    if (s->rs == NULL || s->port_out == NULL || s->nic_out == NULL)
         return false;
     s->port_in = s->port_out + p;
-    s->nic_out = s->port_in + p;
     s->nic_in = s->nic_out + s->hosts;
     s->up = s->nic_in + s->hosts;
     s->down = s->up + s->switches;
@@ -241,6 +250,7 @@ double cs_simulate(const cs_job *job, const cs_model *m, char *err, size_t cap)
     while (s.heap.n > 0 && !s.nomem) {
         cs_event ev = cs_heap_pop(&s.heap);
         rstate *st = &s.rs[ev.rank];
+        s.now = ev.t;
         s.end = maxd(s.end, ev.t);
         if (ev.par >= 0 && --st->pend[ev.par] > 0)
             continue;
@@ -255,7 +265,10 @@ double cs_simulate(const cs_job *job, const cs_model *m, char *err, size_t cap)
         result = s.end;
 out:
     free(s.rs);
+    for (int i = 0; s.port_out != NULL && i < 2 * job->ranks; i++)
+        cs_busy_free(&s.port_out[i]);
     free(s.port_out);
+    free(s.nic_out);
     free(s.heap.e);
     cs_match_free(&s.match);
     return result;
