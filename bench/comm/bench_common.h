@@ -18,7 +18,14 @@
 #include <string.h>
 #include <time.h>
 
-typedef enum { B_ALLREDUCE, B_ALLGATHER, B_REDUCE_SCATTER, B_ALLTOALL, B_BROADCAST, B_NCOLL } b_coll;
+typedef enum {
+    B_ALLREDUCE,
+    B_ALLGATHER,
+    B_REDUCE_SCATTER,
+    B_ALLTOALL,
+    B_BROADCAST,
+    B_NCOLL
+} b_coll;
 
 static const char *const b_coll_names[B_NCOLL] = {"allreduce", "allgather", "reduce_scatter",
                                                   "alltoall", "broadcast"};
@@ -26,9 +33,9 @@ static const char *const b_coll_names[B_NCOLL] = {"allreduce", "allgather", "red
 typedef struct b_opts {
     size_t min_bytes, max_bytes;
     int factor;
-    int iters;  /* 0 = automatic */
+    int iters; /* 0 = automatic */
     int warmup;
-    int side;   /* -x N: side-by-side mode, N interleaved batches (0: off) */
+    int side; /* -x N: side-by-side mode, N interleaved batches (0: off) */
     bool run[B_NCOLL];
 } b_opts;
 
@@ -110,17 +117,20 @@ static int b_warmup(const b_opts *o, int iters)
 static double b_busbw_factor(b_coll c, int n)
 {
     switch (c) {
-    case B_ALLREDUCE: return 2.0 * (n - 1) / n;
-    case B_BROADCAST: return 1.0;
-    default: return (double)(n - 1) / n;
+    case B_ALLREDUCE:
+        return 2.0 * (n - 1) / n;
+    case B_BROADCAST:
+        return 1.0;
+    default:
+        return (double)(n - 1) / n;
     }
 }
 
 static void b_header(const char *who, b_coll c, int nranks)
 {
     printf("# %s %s, %d ranks\n", who, b_coll_names[c], nranks);
-    printf("#%12s %12s %8s %8s %10s %9s %9s\n", "size", "count", "type", "redop", "time",
-           "algbw", "busbw");
+    printf("#%12s %12s %8s %8s %10s %9s %9s\n", "size", "count", "type", "redop", "time", "algbw",
+           "busbw");
     printf("#%12s %12s %8s %8s %10s %9s %9s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
            "(GB/s)");
 }
@@ -146,13 +156,15 @@ static size_t b_count(b_coll c, size_t bytes, int nranks)
 /* ------------------------------------------------------------ side by side (-x N) */
 
 /* What the side-by-side mode needs of a library: one collective call (0 on
- * success) and the slowest rank's value of a double. */
+ * success), the slowest rank's value of a double, and two buffers of the
+ * largest size for the memory copy the collectives are measured against. */
 typedef struct b_lib {
     const char *name;
     int nranks, rank;
     int (*run)(void *ctx, b_coll c, size_t cnt);
     double (*slowest)(void *ctx, double v);
     void *ctx;
+    void *copy_src, *copy_dst;
 } b_lib;
 
 static int b_cmp_double(const void *a, const void *b)
@@ -177,13 +189,23 @@ static const char *b_mark(double r)
 
 static const b_coll b_side_colls[3] = {B_ALLREDUCE, B_REDUCE_SCATTER, B_ALLGATHER};
 
-/* Seconds per call of the three collectives at @p bytes: the median over
- * @p o->side batches, run in turn (ar, rs, ag, ar, ...) so that a burst of
- * load on a shared host hits all three alike; a batch's time is its slowest
- * rank's mean. Non-zero on a failed call. */
-static int b_side_times(const b_opts *o, const b_lib *lib, size_t bytes, double sec[3])
+/* Entry 3 of a batch: every rank copies @p bytes in its own memory at once,
+ * the bandwidth the same ranks reach without communicating (0 on success). */
+static int b_side_run(const b_lib *lib, int k, size_t bytes, size_t cnt)
 {
-    double t[3][64];
+    if (k < 3)
+        return lib->run(lib->ctx, b_side_colls[k], cnt);
+    memcpy(lib->copy_dst, lib->copy_src, bytes);
+    return 0;
+}
+
+/* Seconds per call of the three collectives and of the memory copy at
+ * @p bytes: the median over @p o->side batches, run in turn (ar, rs, ag,
+ * copy, ar, ...) so that a burst of load on a shared host hits all four
+ * alike; a batch's time is its slowest rank's mean. Non-zero on a failed call. */
+static int b_side_times(const b_opts *o, const b_lib *lib, size_t bytes, double sec[4])
+{
+    double t[4][64];
     int nb = o->side < 64 ? o->side : 64;
     int iters = b_iters(o, bytes) / nb > 1 ? b_iters(o, bytes) / nb : 1;
     for (int k = 0; k < 3; k++) {
@@ -193,24 +215,26 @@ static int b_side_times(const b_opts *o, const b_lib *lib, size_t bytes, double 
                 return 1;
     }
     for (int b = 0; b < nb; b++) {
-        for (int k = 0; k < 3; k++) {
-            size_t cnt = b_count(b_side_colls[k], bytes, lib->nranks);
+        for (int k = 0; k < 4; k++) {
+            size_t cnt = k < 3 ? b_count(b_side_colls[k], bytes, lib->nranks) : 0;
             (void)lib->slowest(lib->ctx, 0); /* start together */
             double t0 = b_now();
             for (int i = 0; i < iters; i++)
-                if (lib->run(lib->ctx, b_side_colls[k], cnt) != 0)
+                if (b_side_run(lib, k, bytes, cnt) != 0)
                     return 1;
             t[k][b] = lib->slowest(lib->ctx, (b_now() - t0) / iters);
         }
     }
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         sec[k] = b_median(t[k], nb);
     return 0;
 }
 
 /* -x N: per size one row with all-reduce, reduce-scatter and all-gather of
  * the same buffer side by side - time and bus bandwidth - and the halves'
- * time over the all-reduce's, flagged when a half is slower than the whole. */
+ * time over the all-reduce's, flagged when a half is slower than the whole;
+ * then the memory copy's bandwidth (every rank copying a buffer of the
+ * size at once) and each bus bandwidth as a fraction of it. */
 static int b_side_by_side(const b_opts *o, const b_lib *lib)
 {
     const int p = lib->nranks;
@@ -218,21 +242,26 @@ static int b_side_by_side(const b_opts *o, const b_lib *lib)
         printf("# %s side by side, %d ranks: us per call (median of %d interleaved batches), "
                "busbw GB/s\n",
                lib->name, p, o->side);
-        printf("#%11s %10s %7s %10s %7s %10s %7s %6s %6s  %s\n", "size(B)", "ar_us", "ar_bus",
-               "rs_us", "rs_bus", "ag_us", "ag_bus", "rs/ar", "ag/ar", "flag");
+        printf("#%11s %10s %7s %10s %7s %10s %7s %6s %6s  %-15s %7s %5s %5s %5s\n", "size(B)",
+               "ar_us", "ar_bus", "rs_us", "rs_bus", "ag_us", "ag_bus", "rs/ar", "ag/ar", "flag",
+               "copy", "ar/cp", "rs/cp", "ag/cp");
     }
     for (size_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes *= (size_t)o->factor) {
-        double sec[3];
+        double sec[4];
         if (b_side_times(o, lib, bytes, sec) != 0)
             return 1;
         if (lib->rank != 0)
             continue;
         double bus[3], rs = sec[1] / sec[0], ag = sec[2] / sec[0];
+        double copy = (double)bytes / sec[3] / 1e9;
         for (int k = 0; k < 3; k++)
             bus[k] = (double)bytes / sec[k] / 1e9 * b_busbw_factor(b_side_colls[k], p);
-        printf(" %11zu %10.2f %7.3f %10.2f %7.3f %10.2f %7.3f %6.2f %6.2f  rs:%s,ag:%s side\n",
+        char flag[32];
+        snprintf(flag, sizeof(flag), "rs:%s,ag:%s", b_mark(rs), b_mark(ag));
+        printf(" %11zu %10.2f %7.3f %10.2f %7.3f %10.2f %7.3f %6.2f %6.2f  %-15s %7.2f %5.2f "
+               "%5.2f %5.2f side\n",
                bytes, sec[0] * 1e6, bus[0], sec[1] * 1e6, bus[1], sec[2] * 1e6, bus[2], rs, ag,
-               b_mark(rs), b_mark(ag));
+               flag, copy, bus[0] / copy, bus[1] / copy, bus[2] / copy);
         fflush(stdout);
     }
     return 0;

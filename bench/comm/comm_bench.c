@@ -5,7 +5,8 @@
  *                         [-x N]
  * float32, out of place; time = the slowest rank's mean per iteration.
  * -x N: all-reduce, reduce-scatter and all-gather side by side instead
- * (bench_common.h), each row the median of N interleaved batches.
+ * (bench_common.h), each row the median of N interleaved batches, with the
+ * memory-copy bandwidth of the same ranks and each bus bandwidth's fraction.
  */
 #include "dtensor.h"
 
@@ -66,7 +67,7 @@ int main(int argc, char **argv)
         a[i] = b[i] = (float)(i % 7);
     int rc = 0;
     side_ctx x = {w, a, b};
-    b_lib lib = {"dtensor/ucx", p, me, side_run, side_slowest, &x};
+    b_lib lib = {"dtensor/ucx", p, me, side_run, side_slowest, &x, a, b};
     if (o.side > 0)
         rc = b_side_by_side(&o, &lib);
     for (int c = 0; o.side == 0 && c < B_NCOLL && rc == 0; c++) {

@@ -13,13 +13,21 @@ static void run_once(b_coll c, float *a, float *b, size_t cnt)
 {
     int n = (int)cnt;
     switch (c) {
-    case B_ALLREDUCE: MPI_Allreduce(a, b, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
-    case B_ALLGATHER: MPI_Allgather(a, n, MPI_FLOAT, b, n, MPI_FLOAT, MPI_COMM_WORLD); break;
+    case B_ALLREDUCE:
+        MPI_Allreduce(a, b, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        break;
+    case B_ALLGATHER:
+        MPI_Allgather(a, n, MPI_FLOAT, b, n, MPI_FLOAT, MPI_COMM_WORLD);
+        break;
     case B_REDUCE_SCATTER:
         MPI_Reduce_scatter_block(a, b, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         break;
-    case B_ALLTOALL: MPI_Alltoall(a, n, MPI_FLOAT, b, n, MPI_FLOAT, MPI_COMM_WORLD); break;
-    default: MPI_Bcast(a, n, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    case B_ALLTOALL:
+        MPI_Alltoall(a, n, MPI_FLOAT, b, n, MPI_FLOAT, MPI_COMM_WORLD);
+        break;
+    default:
+        MPI_Bcast(a, n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        break;
     }
 }
 
@@ -54,7 +62,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < cap; i++)
         a[i] = b[i] = (float)(i % 7);
     float *ab[2] = {a, b};
-    b_lib lib = {"openmpi", p, me, side_run, side_slowest, ab};
+    b_lib lib = {"openmpi", p, me, side_run, side_slowest, ab, a, b};
     if (o.side > 0)
         b_side_by_side(&o, &lib);
     for (int c = 0; o.side == 0 && c < B_NCOLL; c++) {

@@ -11,7 +11,8 @@
 # compares the libraries rather than the neighbours' load. Same rule for all.
 # Tables go to $OUT (default /tmp/dt_comm_bench), the comparison to stdout,
 # and, from 1 MiB on, all-reduce, reduce-scatter and all-gather of the same
-# buffer side by side per rank count (comm_bench -x: the three interleaved in
+# buffer side by side per rank count (comm_bench -x: the three and a memory
+# copy of the same size by every rank interleaved in
 # BATCHES batches, median; default 5): time and bus bandwidth, the halves'
 # time over the all-reduce's (a half slower than the whole is flagged), and
 # the same ratios for Open MPI; and, with gnuplot (Debian: gnuplot-nox),
@@ -93,7 +94,8 @@ def load(prefix):
 
 
 def load_side(path):
-    """comm_bench -x rows: size -> ((us, busbw) of allreduce, reduce_scatter, allgather)."""
+    """comm_bench -x rows: size -> ((us, busbw) of allreduce, reduce_scatter, allgather,
+    (copy GB/s, 0)): the memory copy the same ranks reach in the same batches."""
     rows = {}
     try:
         lines = open(path).readlines()
@@ -101,8 +103,9 @@ def load_side(path):
         return rows
     for line in lines:
         f = line.split()
-        if len(f) == 11 and not line.startswith("#"):
-            rows[int(f[0])] = tuple((float(f[i]), float(f[i + 1])) for i in (1, 3, 5))
+        if len(f) >= 11 and f[-1] == "side" and not line.startswith("#"):
+            rows[int(f[0])] = tuple((float(f[i]), float(f[i + 1])) for i in (1, 3, 5)) + \
+                ((float(f[10]), 0.0),)
     return rows
 
 BIG = 256 * 1024
@@ -157,10 +160,11 @@ for n in ranks:
     # (comm_bench -x), so load from other tenants hits the three alike.
     side = {lib: load_side("%s/side_%s_%d.txt" % (out, lib, n)) for lib in ("dt", "mpi")}
     print("\n# all-reduce, reduce-scatter, all-gather of the same buffer, %d ranks: "
-          "us (busbw GB/s); halves' time / all-reduce time" % n)
-    print("%10s %17s %17s %17s %6s %6s %-6s %17s %11s" % (
+          "us (busbw GB/s); halves' time / all-reduce time; busbw / the memory copy's GB/s "
+          "(every rank copying a buffer of the size, same batches)" % n)
+    print("%10s %17s %17s %17s %6s %6s %-6s %17s %11s %7s %14s %14s" % (
         "size(B)", "allreduce", "reduce_scatter", "allgather", "rs/ar", "ag/ar", "flag",
-        "openmpi rs/ar ag/ar", "rs,ag x mpi"))
+        "openmpi rs/ar ag/ar", "rs,ag x mpi", "copy", "dt ar/rs/ag", "mpi ar/rs/ag"))
     flagged = 0
     for size in sorted(side["dt"]):
         d, m = side["dt"][size], side["mpi"].get(size)
@@ -170,8 +174,11 @@ for n in ranks:
         cells = ["%8.0f (%6.2f)" % t for t in d]
         mr = "%8.2f %5.2f" % (m[1][0] / m[0][0], m[2][0] / m[0][0]) if m else "-"
         xm = "%5.2f %5.2f" % (d[1][1] / m[1][1], d[2][1] / m[2][1]) if m else "-"
-        print("%10d %17s %17s %17s %6.2f %6.2f %-6s %17s %11s" % (size, cells[0], cells[1],
-                                                                   cells[2], rs, ag, flag, mr, xm))
+        cp = d[3][0]
+        fd = "/".join("%.2f" % (d[k][1] / cp) for k in range(3))
+        fm = "/".join("%.2f" % (m[k][1] / m[3][0]) for k in range(3)) if m else "-"
+        print("%10d %17s %17s %17s %6.2f %6.2f %-6s %17s %11s %7.2f %14s %14s" % (
+            size, cells[0], cells[1], cells[2], rs, ag, flag, mr, xm, cp, fd, fm))
     print("  rows where a half is slower than the whole all-reduce: %d" % flagged)
 
     # busbw against size, dtensor and Open MPI, for the plot
