@@ -1,10 +1,10 @@
-/* Gap-filling reservations of commsim's ports (commsim_busy.h). */
+/* Gap-filling reservations of commsim's ports, NICs and uplinks (commsim_busy.h). */
 #include "commsim_busy.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* At most this many intervals per port; the earliest beyond it joins the
+/* At most this many intervals per resource; the earliest beyond it joins the
  * floor (a gap is lost, nothing overlaps), so a search stays short on any
  * number of ranks. */
 #define CS_BUSY_MAX 64
@@ -18,17 +18,20 @@ static double clash(const cs_busy *a, double t, double dur)
     return t;
 }
 
-double cs_busy_fit(const cs_busy *a, const cs_busy *b, double from, double dur)
+double cs_busy_fit(const cs_claim *c, int n, double from)
 {
-    double t = from > a->floor ? from : a->floor;
-    t = t > b->floor ? t : b->floor;
-    for (;;) { /* t only grows, past finitely many intervals */
-        double u = clash(a, t, dur);
-        u = clash(b, u, dur);
-        if (u == t)
-            return t;
-        t = u;
+    double t = from;
+    for (int i = 0; i < n; i++)
+        t = t > c[i].busy->floor ? t : c[i].busy->floor;
+    for (int moved = 1; moved;) { /* t only grows, past finitely many intervals */
+        moved = 0;
+        for (int i = 0; i < n; i++) {
+            double u = clash(c[i].busy, t, c[i].dur);
+            moved |= u != t;
+            t = u;
+        }
     }
+    return t;
 }
 
 static void drop_first(cs_busy *a)

@@ -4,9 +4,10 @@
  * them, post the next round now if it is `early`, run the round's local
  * ops, go on. A matched message crosses a path of resources (the two ranks'
  * ports; across hosts both NICs; across switches both uplinks), each busy
- * for bytes / its bandwidth: messages sharing a NIC queue behind each
- * other, a port's take the first gap that fits (commsim_busy.h). Events (a rank resumes, a transfer
- * ends) are handled in time order, so every reservation is made in causal order.
+ * for bytes / its bandwidth from the first gap that fits on all of them
+ * (commsim_busy.h): messages sharing a NIC or a port queue behind each other. Events (a rank
+ * resumes, a transfer ends) are handled in time order, so every reservation is made in causal
+ * order.
  */
 #include "commsim.h"
 #include "commsim_busy.h"
@@ -31,8 +32,9 @@ typedef struct sim {
     double mem;     /* 1, or more when the buffers outgrow the cache */
     int hosts, switches;
     rstate *rs;
-    cs_busy *port_out, *port_in;          /* a rank's sends and receives */
-    double *nic_out, *nic_in, *up, *down; /* free from */
+    cs_busy *port_out, *port_in; /* a rank's sends and receives */
+    cs_busy *nic_out, *nic_in, *up, *down;
+    int nbusy;   /* the cs_busy at port_out */
     double *cpu; /* a rank's CPU: its local ops, and its shared-memory copies */
     cs_heap heap;
     cs_match match;
@@ -58,14 +60,14 @@ static bool eager_path(const cs_model *m, int src, int dst, double bytes)
     return bytes <= (m->eager_net > 0 ? m->eager_net : m->eager_bytes);
 }
 
-/* Reserve @p src's send port and @p dst's receive port for @p dur from the
- * first gap at or after @p from on both: its start. */
-static double reserve(sim *s, int src, int dst, double from, double dur)
+/* Reserve the @p n claims from the first gap at or after @p from that fits
+ * them all: its start. */
+static double reserve(sim *s, const cs_claim *c, int n, double from)
 {
-    double t0 = cs_busy_fit(&s->port_out[src], &s->port_in[dst], from, dur);
-    if (!cs_busy_add(&s->port_out[src], t0, dur, s->now) ||
-        !cs_busy_add(&s->port_in[dst], t0, dur, s->now))
-        s->nomem = true;
+    double t0 = cs_busy_fit(c, n, from);
+    for (int i = 0; i < n; i++)
+        if (!cs_busy_add(c[i].busy, t0, c[i].dur, s->now))
+            s->nomem = true;
     return t0;
 }
 
@@ -79,7 +81,8 @@ static double transfer(sim *s, int src, int dst, double bytes, double start)
     const double hops = rndv ? 3 : 1;
     if (hs == hd) { /* shared memory: copies by both ranks' CPUs */
         double dur = bytes / (rndv ? m->bw_shm : m->bw_eager) * s->stretch * s->mem;
-        double t0 = reserve(s, src, dst, maxd(start, maxd(s->cpu[src], s->cpu[dst])), dur);
+        cs_claim c[2] = {{&s->port_out[src], dur}, {&s->port_in[dst], dur}};
+        double t0 = reserve(s, c, 2, maxd(start, maxd(s->cpu[src], s->cpu[dst])));
         /* sharing cores, the handshake waits for the peer to be scheduled */
         double wake = rndv && s->stretch > 1 ? m->o_switch : 0;
         return t0 + hops * m->lat_shm * s->stretch + wake + dur;
@@ -90,13 +93,13 @@ static double transfer(sim *s, int src, int dst, double bytes, double start)
     double dur = bytes / rate;
     if (m->bw_tcp > 0) /* kernel TCP: the CPUs copy, and may be slower than the link */
         dur = maxd(dur, bytes / m->bw_tcp * s->stretch * s->mem);
-    double t0 = maxd(start, maxd(s->nic_out[hs], s->nic_in[hd]));
-    if (cross)
-        t0 = maxd(t0, maxd(s->up[ws], s->down[wd]));
-    t0 = reserve(s, src, dst, t0, dur);
-    s->nic_out[hs] = s->nic_in[hd] = t0 + bytes / m->bw_net;
-    if (cross)
-        s->up[ws] = s->down[wd] = t0 + bytes / m->bw_uplink;
+    cs_claim c[6] = {{&s->port_out[src], dur},
+                     {&s->port_in[dst], dur},
+                     {&s->nic_out[hs], bytes / m->bw_net},
+                     {&s->nic_in[hd], bytes / m->bw_net},
+                     {&s->up[ws], bytes / m->bw_uplink},
+                     {&s->down[wd], bytes / m->bw_uplink}};
+    double t0 = reserve(s, c, cross ? 6 : 4, start);
     return t0 + hops * (m->lat_net + (cross ? m->lat_switch : 0)) + dur;
 }
 
@@ -211,15 +214,16 @@ static bool setup(sim *s, const cs_job *job, const cs_model *m)
     s->hosts = (p + m->per_host - 1) / m->per_host;
     s->switches = (s->hosts + m->hosts_per_switch - 1) / m->hosts_per_switch;
     s->rs = calloc((size_t)p, sizeof(*s->rs));
-    s->port_out = calloc(2 * (size_t)p, sizeof(cs_busy));
-    s->nic_out = calloc((size_t)p + 2 * (size_t)s->hosts + 2 * (size_t)s->switches, sizeof(double));
-    if (s->rs == NULL || s->port_out == NULL || s->nic_out == NULL)
+    s->nbusy = 2 * p + 2 * s->hosts + 2 * s->switches;
+    s->port_out = calloc((size_t)s->nbusy, sizeof(cs_busy));
+    s->cpu = calloc((size_t)p, sizeof(double));
+    if (s->rs == NULL || s->port_out == NULL || s->cpu == NULL)
         return false;
     s->port_in = s->port_out + p;
+    s->nic_out = s->port_in + p;
     s->nic_in = s->nic_out + s->hosts;
     s->up = s->nic_in + s->hosts;
     s->down = s->up + s->switches;
-    s->cpu = s->down + s->switches;
     return true;
 }
 
@@ -265,10 +269,10 @@ double cs_simulate(const cs_job *job, const cs_model *m, char *err, size_t cap)
         result = s.end;
 out:
     free(s.rs);
-    for (int i = 0; s.port_out != NULL && i < 2 * job->ranks; i++)
+    for (int i = 0; s.port_out != NULL && i < s.nbusy; i++)
         cs_busy_free(&s.port_out[i]);
     free(s.port_out);
-    free(s.nic_out);
+    free(s.cpu);
     free(s.heap.e);
     cs_match_free(&s.match);
     return result;
