@@ -12,14 +12,18 @@ MODEL="--model cluster --per-host 8"
 mkdir -p "$OUT"
 # the slowest link of a multi-host ring: min(bw_shm, bw_net), in GB/s
 LINK=$("$SIM" --ranks 16 $MODEL --bytes 1M | sed -n 's/^bandwidth bound: busbw \([0-9.]*\).*/\1/p')
-echo "# ranks ring_s rd_s bound_s ring_busbw rd_busbw bound_busbw dispatcher" > "$OUT/scale.dat"
+echo "# ranks ring_s rd_s bound_s ring_busbw rd_busbw bound_busbw dispatcher hier_s" > "$OUT/scale.dat"
 for n in 8 16 32 64 128 256 512 1024 2048 4096; do
   "$SIM" --csv $MODEL --ranks $n --bytes "$SIZE" --algo ring > "$OUT/ring.csv"
   "$SIM" --csv $MODEL --ranks $n --bytes "$SIZE" --algo recursive_doubling > "$OUT/rd.csv"
   choice=$("$SIM" $MODEL --ranks $n --bytes "$SIZE" --algo ring | sed -n 's/^dispatcher: //p')
-  paste -d, "$OUT/ring.csv" "$OUT/rd.csv" | awk -F, -v n=$n -v link="$LINK" -v c="$choice" '{
+  # the two-level algorithm across hosts, up to 512 ranks (its layout is O(ranks x hosts))
+  hier=-
+  [ $n -gt 8 ] && [ $n -le 512 ] &&
+    hier=$("$SIM" --csv $MODEL --ranks $n --bytes "$SIZE" --algo hier | cut -d, -f6)
+  paste -d, "$OUT/ring.csv" "$OUT/rd.csv" | awk -F, -v n=$n -v link="$LINK" -v c="$choice" -v h="$hier" '{
     bytes = $4; bound = 2 * (n - 1) / n * bytes / (link * 1e9)
-    printf "%d %.6g %.6g %.6g %.4g %.4g %.4g %s\n", n, $6, $14, bound, $7, $15, link, c }' \
+    printf "%d %.6g %.6g %.6g %.4g %.4g %.4g %s %s\n", n, $6, $14, bound, $7, $15, link, c, h }' \
     >> "$OUT/scale.dat"
 done
 cat "$OUT/scale.dat"
@@ -49,8 +53,10 @@ set xlabel "ranks"
 set ylabel "time (s)"
 set key top left
 set grid
+set datafile missing "-"
 plot "$OUT/scale.dat" using 1:2 with linespoints title "ring (predicted)", \
      "$OUT/scale.dat" using 1:3 with linespoints title "recursive doubling (predicted)", \
+     "$OUT/scale.dat" using 1:9 with linespoints title "two-level, hier (predicted; the dispatcher's pick across hosts)", \
      "$OUT/scale.dat" using 1:4 with lines dt 2 lw 2 title "bandwidth bound 2(n-1)/n B / link"
 GP
 echo "plot: $OUT/commsim_allreduce.png"
