@@ -138,9 +138,9 @@ static void test_pack_path(void **state)
     use_algo(NULL);
 }
 
-/* The sweep on @p algo, which may be refused on this machine (then skipped,
- * @p unavailable saying why): a one-element probe first tells. */
-static void sweep_if_available(const char *algo, const char *unavailable)
+/* Force @p algo, which may be refused on this machine (then the test is
+ * skipped, @p unavailable saying why): a one-element probe first tells. */
+static void use_algo_if_available(const char *algo, const char *unavailable)
 {
     use_algo(algo);
     dt_comm *w = dt_runtime_world(ct_rt);
@@ -157,6 +157,12 @@ static void sweep_if_available(const char *algo, const char *unavailable)
     }
     CT_OK(st);
     assert_true(b == 1.0f);
+}
+
+/* The sweep on @p algo (see use_algo_if_available). */
+static void sweep_if_available(const char *algo, const char *unavailable)
+{
+    use_algo_if_available(algo, unavailable);
     sweep();
     use_algo(NULL);
 }
@@ -173,6 +179,23 @@ static void test_stream_path(void **state)
     (void)state;
     /* unavailable on one rank, or without shared memory (DT_SHM=0) */
     sweep_if_available("alltoallw:stream", "streamed rows unavailable");
+}
+
+/* Streamed rows of many chunks: each stripe passes through its pair's window
+ * several times over, so windows fill and a pass over the rows stages the
+ * stripes of full ones (ucx_shm_bulk.c); stripes of one width (4 ranks:
+ * every peer's in one pass) and of two (3 ranks), both directions, blocking
+ * and not, repeated: which windows are full differs from run to run. */
+static void test_stream_many_chunks(void **state)
+{
+    (void)state;
+    use_algo_if_available("alltoallw:stream", "streamed rows unavailable");
+    for (int rep = 0; rep < 3; rep++) {
+        run_case(4096, 1024, DT_DTYPE_F32, ROWS_TO_COLS, rep == 1);
+        run_case(4096, 1024, DT_DTYPE_F32, COLS_TO_ROWS, rep == 2);
+    }
+    run_case(4099, 1030, DT_DTYPE_F32, ROWS_TO_COLS, false);
+    use_algo(NULL);
 }
 
 /* Streamed rows: rank 0 sends rank 1 a strided block one column short of
@@ -309,13 +332,10 @@ static void test_bad_blocks(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_default_path),
-        cmocka_unit_test(test_pack_path),
-        cmocka_unit_test(test_peer_copy_path),
-        cmocka_unit_test(test_stream_path),
-        cmocka_unit_test(test_stream_size_mismatch),
-        cmocka_unit_test(test_size_mismatch),
-        cmocka_unit_test(test_broadcast_size_mismatch),
+        cmocka_unit_test(test_default_path),       cmocka_unit_test(test_pack_path),
+        cmocka_unit_test(test_peer_copy_path),     cmocka_unit_test(test_stream_path),
+        cmocka_unit_test(test_stream_many_chunks), cmocka_unit_test(test_stream_size_mismatch),
+        cmocka_unit_test(test_size_mismatch),      cmocka_unit_test(test_broadcast_size_mismatch),
         cmocka_unit_test(test_bad_blocks),
     };
     return cmocka_run_group_tests(tests, ct_setup, ct_teardown);

@@ -135,16 +135,23 @@ static bool same_rows(const dt_ucx_req *r, const dt_ucx_req *s)
  * or is level with it but waits for window room: r then waits for it rather
  * than read its rows alone, so that the streams meet and go on in one pass
  * (without the wait, they drifted apart at the first full window: 10% of
- * the chunks went three at once on 4 ranks). Nothing waits for ever: the streams
- * furthest behind wait only for a window to drain, which needs nothing but
- * its receiver's progress, and then move on, together where they can. */
+ * the chunks went three at once on 4 ranks). A send still waiting for its
+ * CTS (its receiver has not reached the call yet) counts as lagging too:
+ * with more ranks than cores, the peers off the core joined late, and r's
+ * rows went alone first, each stripe a pass of its own (2-2.5x the cost per
+ * byte of one pass for all, bench_gather). Nothing waits for ever: the streams
+ * furthest behind wait only for a CTS or a window to drain, which need
+ * nothing but their receiver's progress, and then move on, together where
+ * they can. */
 static bool ahead(const dt_ucx_shm *shm, const dt_ucx_req *r)
 {
     if (!gathers_rows(r))
         return false;
     for (int i = 0; i < shm->nring_peers; i++) {
-        const dt_ucx_req *s = shm->peer[shm->ring_peers[i]].streams;
-        if (same_rows(r, s) && s->moved <= r->moved)
+        const shm_peer *q = &shm->peer[shm->ring_peers[i]];
+        if (same_rows(r, q->streams) && q->streams->moved <= r->moved)
+            return true;
+        if (q->streams == NULL && same_rows(r, q->announced))
             return true;
     }
     return false;
