@@ -143,8 +143,9 @@ static bool overlap(const char *a, const char *b, size_t n)
 /*
  * Step 1 of chunk c: local rank j's chunk c of block l, folded in local
  * order straight into rs_dst: local rank 0's copy is received there (local
- * rank 1 folds its own in as it lands), the rest into rs slots. In place on
- * host 0 (rs_dst is my own copy) the slots take every copy, as unpipelined.
+ * rank 1 folds its own in as it lands; local rank 0 sums its own and local
+ * rank 1's in one pass), the rest into rs slots. In place on host 0 (rs_dst
+ * is my own copy) the slots take every copy, as unpipelined.
  */
 static void pipe_rs(dt__sched *s, const pipe *pp, size_t c, bool fold_now)
 {
@@ -159,9 +160,14 @@ static void pipe_rs(dt__sched *s, const pipe *pp, size_t c, bool fold_now)
             fold(s, dst, pp->rs_slot, b, L, n);
             return;
         }
-        if (l == 0)
+        int j = l == 1 ? 2 : 1; /* operand 0 (local rank 1's: and 1) is in dst */
+        if (l == 0 && L > 1) {  /* mine and local rank 1's in one pass */
+            dt__sched_reduce3(s, dst, own, pp->rs_slot + b, n);
+            j = 2;
+        } else if (l == 0) {
             dt__sched_copy(s, dst, own, b);
-        for (int j = l == 1 ? 2 : 1; j < L; j++)
+        }
+        for (; j < L; j++)
             dt__sched_reduce(s, dst, j == l ? own : pp->rs_slot + (size_t)j * b, n);
         return;
     }
