@@ -147,6 +147,17 @@ void dt__sched_reduce(dt__sched *s, void *dst, const void *src, size_t count)
         add(s, (dt__op){.kind = DT__OP_REDUCE, .peer = -1, .dst = dst, .src = src, .n = count});
 }
 
+void dt__sched_reduce3(dt__sched *s, void *dst, const void *x, const void *src, size_t count)
+{
+    if (count > 0)
+        add(s, (dt__op){.kind = DT__OP_REDUCE,
+                        .peer = -1,
+                        .dst = dst,
+                        .src = src,
+                        .aux = (void *)(uintptr_t)x,
+                        .n = count});
+}
+
 void dt__sched_copy(dt__sched *s, void *dst, const void *src, size_t bytes)
 {
     if (bytes > 0 && dst != src)

@@ -26,7 +26,7 @@ typedef enum dt__op_kind {
     DT__OP_SEND,   /* src, bytes -> peer */
     DT__OP_RECV,   /* dst, bytes <- peer; with src: then dst = op(dst, src) (recv_reduce) */
     DT__OP_SEND2D, /* the byte stream of block (dt__block2d *)src, n bytes -> peer */
-    DT__OP_REDUCE, /* dst[i] = op(dst[i], src[i]) for count elements */
+    DT__OP_REDUCE, /* dst[i] = op(dst[i], src[i]) for count elements; op(aux[i], src[i]) with aux */
     DT__OP_COPY,   /* memcpy(dst, src, bytes) */
     DT__OP_SCALE,  /* dst[i] /= divisor (the avg of a sum) for count elements */
     DT__OP_COPY2D, /* block (dt__block2d *)dst = block (dt__block2d *)src, part part/nparts */
@@ -95,6 +95,9 @@ void dt__sched_send2d(dt__sched *s, const dt__block2d *src, const dt__block2d *r
  * @p dst and @p src must not overlap. */
 void dt__sched_recv_reduce(dt__sched *s, void *dst, const void *src, size_t bytes, int peer);
 void dt__sched_reduce(dt__sched *s, void *dst, const void *src, size_t count);
+/* dst = op(x, src): the values of copying x to dst, then dt__sched_reduce(dst,
+ * src), in one pass; dst overlaps neither. */
+void dt__sched_reduce3(dt__sched *s, void *dst, const void *x, const void *src, size_t count);
 void dt__sched_copy(dt__sched *s, void *dst, const void *src, size_t bytes);
 void dt__sched_scale(dt__sched *s, void *dst, size_t count, int divisor);
 /* Scratch memory owned by the schedule (one block per schedule). */

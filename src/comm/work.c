@@ -150,7 +150,10 @@ static dt_status run_local(dt_work *w, size_t r)
                 dt__reduce(op->dst, op->src, op->n / dt_dtype_size(s->dtype), s->dtype, s->op);
             break;
         case DT__OP_REDUCE:
-            dt__reduce(op->dst, op->src, op->n, s->dtype, s->op);
+            if (op->aux != NULL)
+                dt__reduce3(op->dst, op->aux, op->src, op->n, s->dtype, s->op);
+            else
+                dt__reduce(op->dst, op->src, op->n, s->dtype, s->op);
             break;
         case DT__OP_COPY:
             copy_progressing(w->comm, op->dst, op->src, op->n);
