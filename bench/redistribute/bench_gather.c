@@ -12,6 +12,7 @@
  *
  *   bench_gather [--ranks P] [--iters N]
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,17 @@ static char *ring_piece(const setup *s, int q, size_t off)
     return s->ring[q] + (off / PIECE % RING) * PIECE;
 }
 
+/* The sent stripes' destinations for the piece at @p off: each peer's ring,
+ * or with @p staged a staging piece per peer. Returns how many (p - 1). */
+static int piece_parts(setup *s, size_t off, bool staged, dt__gather_part *part)
+{
+    int n = 0;
+    for (int q = 1; q < s->p; q++)
+        part[n++] = (dt__gather_part){
+            staged ? s->stage + (size_t)(q - 1) * PIECE : ring_piece(s, q, off), &s->col[q]};
+    return n;
+}
+
 /* S(0) -> S(1)'s pass: every sent stripe and the own one, row by row. */
 static void gather_pass(setup *s)
 {
@@ -63,9 +75,7 @@ static void gather_pass(setup *s)
     for (size_t off = 0; off < s->block; off += PIECE) {
         size_t len = s->block - off < PIECE ? s->block - off : PIECE;
         dt__gather_part part[16];
-        int n = 0;
-        for (int q = 1; q < s->p; q++)
-            part[n++] = (dt__gather_part){ring_piece(s, q, off), &s->col[q]};
+        int n = piece_parts(s, off, false, part);
         if (s->p > 2)
             dt__block2d_gather_rows(part, n, off, len, s->ride, &ride_done);
         else
@@ -93,9 +103,7 @@ static void staged_pass(setup *s)
     for (size_t off = 0; off < s->block; off += PIECE) {
         size_t len = s->block - off < PIECE ? s->block - off : PIECE;
         dt__gather_part part[16];
-        int n = 0;
-        for (int q = 1; q < s->p; q++)
-            part[n++] = (dt__gather_part){s->stage + (size_t)(q - 1) * PIECE, &s->col[q]};
+        int n = piece_parts(s, off, true, part);
         dt__block2d_gather_rows(part, n, off, len, s->ride, &ride_done);
         for (int q = 1; q < s->p; q++)
             memcpy(ring_piece(s, q, off), s->stage + (size_t)(q - 1) * PIECE, len);
