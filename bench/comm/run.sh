@@ -199,7 +199,7 @@ set output "$OUT/busbw_${n}ranks.png"
 set title "bus bandwidth, $n ranks (2 cores): dtensor solid, Open MPI dashed"
 set logscale x 2
 set xlabel "bytes"
-set format x "%.0s%cB"
+set format x "%.0b%BB"
 set ylabel "GB/s"
 set key top left
 set grid
