@@ -73,9 +73,9 @@ static void wake_addr(struct sockaddr_un *a, socklen_t *len, const dt_ucx_info *
     *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k);
 }
 
-static shm_ring *seg_ring(void *seg, int local_index)
+static shm_ring *seg_ring(const dt_ucx_shm *shm, void *seg, int local_index)
 {
-    return (shm_ring *)((char *)seg + sizeof(shm_ctl) + (size_t)local_index * sizeof(shm_ring));
+    return (shm_ring *)((char *)seg + sizeof(shm_ctl) + (size_t)local_index * shm->ring_bytes);
 }
 
 static void *seg_map(int fd, size_t bytes)
@@ -139,8 +139,8 @@ static bool attach_peer(dt_ucx_shm *shm, const dt_ucx_info *infos, int q, int my
         return false;
     shm_peer *p = &shm->peer[q];
     p->ctl = seg;
-    p->out = seg_ring(seg, my_local);
-    p->in = seg_ring(shm->ctl, q_local);
+    p->out = seg_ring(shm, seg, my_local);
+    p->in = seg_ring(shm, shm->ctl, q_local);
     wake_addr(&p->wake, &p->wake_len, &infos[q]);
     p->posted_end = &p->posted;
     p->pending_end = &p->pending;
@@ -177,7 +177,9 @@ dt_status dt__ucx_shm_setup(dt_ucx_shared *sh, dt_store *store, const dt_ucx_inf
     shm->sh = sh;
     for (int q = 0; q < n; q++)
         local_index[q] = sh->peers[q].local ? shm->nlocal++ : -1;
-    shm->seg_bytes = sizeof(shm_ctl) + (size_t)shm->nlocal * sizeof(shm_ring);
+    shm->bulk_slots = dt__shm_window_slots(shm->nlocal);
+    shm->ring_bytes = sizeof(shm_ring) + (size_t)shm->bulk_slots * SHM_BULK_CHUNK;
+    shm->seg_bytes = sizeof(shm_ctl) + (size_t)shm->nlocal * shm->ring_bytes;
     uint8_t mine = dt__config_int("DT_SHM") != 0 && shm->nlocal > 1 && create_mine(shm, &infos[me]);
     shm->membarrier = mine && dt__shm_membarrier_register();
     /* everyone's segment exists before anyone maps it: swap that through the store */

@@ -83,18 +83,36 @@ static void copy_out(void *dst, const void *src, size_t len, size_t total)
         dt__copy_bytes(dst, src, len);
 }
 
-/* Whether @p p's window has room for one more chunk. */
-static bool window_room(shm_peer *p)
+/*
+ * Two ranks on a host have 8 slots, where a send gathered from rows runs 8
+ * chunks ahead (plain sends keep 4, their best). Such a send carries its own
+ * stripe along (the ride), so each chunk costs its sender two copies and its
+ * receiver one, and every copy waits on the one peer: with 4 the two ranks
+ * stalled each other, S(0) -> S(1) ran at 87-89% of the bare all-to-all
+ * (quiet). More ranks keep 4: the windows of 3 peers each outgrow the
+ * caches (4 ranks: 90.6 -> 68.1% with 8), and 8 ranks' segments would not
+ * fit a 64 MiB /dev/shm.
+ */
+int dt__shm_window_slots(int nlocal)
 {
-    if (p->written - p->read_seen < SHM_BULK_CHUNKS)
-        return true;
-    p->read_seen = atomic_load_explicit(&p->out->bulk.read, memory_order_acquire);
-    return p->written - p->read_seen < SHM_BULK_CHUNKS;
+    return nlocal == 2 ? SHM_BULK_PAIR_SLOTS : SHM_BULK_CHUNKS;
 }
 
-static void *next_chunk(const shm_peer *p)
+/* Whether @p p's window has room for one more chunk of its head stream. */
+static bool window_room(const dt_ucx_shm *shm, shm_peer *p)
 {
-    return p->out->bulk.chunk[p->written % SHM_BULK_CHUNKS];
+    const uint64_t limit = p->streams != NULL && p->streams->src2d != NULL
+                               ? (uint64_t)shm->bulk_slots
+                               : SHM_BULK_CHUNKS;
+    if (p->written - p->read_seen < limit)
+        return true;
+    p->read_seen = atomic_load_explicit(&p->out->bulk.read, memory_order_acquire);
+    return p->written - p->read_seen < limit;
+}
+
+static void *next_chunk(const dt_ucx_shm *shm, const shm_peer *p)
+{
+    return dt__shm_chunk(shm, p->out, p->written);
 }
 
 /* All of @p p's head stream @p r is in the window: its buffer is free. */
@@ -171,7 +189,7 @@ static int stream_rows(const dt_ucx_shm *shm, shm_peer *p, dt_ucx_req *r, size_t
         return 0;
     shm_peer *peer[DT__GATHER_ROWS_MAX] = {p};
     dt_ucx_req *req[DT__GATHER_ROWS_MAX] = {r};
-    dt__gather_part part[DT__GATHER_ROWS_MAX] = {{next_chunk(p), r->src2d}};
+    dt__gather_part part[DT__GATHER_ROWS_MAX] = {{next_chunk(shm, p), r->src2d}};
     const dt__block2d *ride = r->ride;
     uint64_t *ride_done = &r->ride_done;
     int n = 1;
@@ -179,7 +197,7 @@ static int stream_rows(const dt_ucx_shm *shm, shm_peer *p, dt_ucx_req *r, size_t
         shm_peer *q = &shm->peer[shm->ring_peers[i]];
         dt_ucx_req *s = q->streams;
         if (q == p || !same_rows(r, s) || s->moved != r->moved ||
-            (s->ride != NULL && ride != NULL) || !window_room(q))
+            (s->ride != NULL && ride != NULL) || !window_room(shm, q))
             continue;
         if (s->ride != NULL) { /* one ride per pass */
             ride = s->ride;
@@ -187,7 +205,7 @@ static int stream_rows(const dt_ucx_shm *shm, shm_peer *p, dt_ucx_req *r, size_t
         }
         peer[n] = q;
         req[n] = s;
-        part[n++] = (dt__gather_part){next_chunk(q), s->src2d};
+        part[n++] = (dt__gather_part){next_chunk(shm, q), s->src2d};
     }
     if (n == 1)
         return 0;
@@ -211,7 +229,7 @@ static int stream_out(const dt_ucx_shm *shm, shm_peer *p)
             finish_send(p, r);
             continue;
         }
-        if (!window_room(p))
+        if (!window_room(shm, p))
             return n;
         size_t len = chunk_len(r->expect, r->moved);
         int rows = stream_rows(shm, p, r, len);
@@ -221,7 +239,7 @@ static int stream_out(const dt_ucx_shm *shm, shm_peer *p)
         }
         if (ahead(shm, r))
             return n;
-        void *chunk = next_chunk(p);
+        void *chunk = next_chunk(shm, p);
         if (r->ride != NULL) /* gathered from the rows, with a local copy in step */
             dt__block2d_gather_ride(chunk, r->src2d, r->moved, len, r->ride, &r->ride_done);
         else if (r->src2d != NULL) /* gathered from the rows: no packed copy */
@@ -250,7 +268,7 @@ static void land(dt_ucx_req *r, const void *chunk, size_t keep)
 }
 
 /* Copy arrived chunks into the cleared receives; returns chunks consumed. */
-static int stream_in(shm_peer *p)
+static int stream_in(const dt_ucx_shm *shm, shm_peer *p)
 {
     shm_bulk *w = &p->in->bulk;
     int n = 0;
@@ -263,7 +281,7 @@ static int stream_in(shm_peer *p)
             size_t room = r->moved < r->expect ? r->expect - r->moved : 0;
             size_t keep = room < len ? room : len;
             if (keep > 0)
-                land(r, w->chunk[p->read % SHM_BULK_CHUNKS], keep);
+                land(r, dt__shm_chunk(shm, p->in, p->read), keep);
             r->moved += len;
             atomic_store_explicit(&w->read, ++p->read, memory_order_release);
             n++;
@@ -281,7 +299,7 @@ static int stream_in(shm_peer *p)
 int dt__shm_bulk_progress(const dt_ucx_shm *shm, shm_peer *p)
 {
     int cts = p->cts_due != NULL ? flush_cts(p) : 0;
-    int out = stream_out(shm, p), in = stream_in(p);
+    int out = stream_out(shm, p), in = stream_in(shm, p);
     if (cts + out + in > 0)
         dt__shm_wake_if_asleep(shm, p); /* it may wait for a CTS, a chunk or room */
     return cts + out + in;

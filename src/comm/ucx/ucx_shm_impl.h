@@ -23,13 +23,19 @@
 #define SHM_CTS      0x4000u /* clear to send the bulk message: its id (uint64_t) */
 
 /*
- * Bulk window: SHM_BULK_CHUNKS chunks of SHM_BULK_CHUNK bytes per ordered
- * pair, in the receiver's segment. 4 x 128 KiB measured best of 2-8 chunks
- * of 16-256 KiB (2 ranks, 256 KiB - 4 MiB blocks): smaller chunks make the
- * two cores trade the same lines, fewer stall the sender.
+ * Bulk window: chunks of SHM_BULK_CHUNK bytes per ordered pair, in the
+ * receiver's segment behind the pair's ring. A plain send keeps at most
+ * SHM_BULK_CHUNKS in flight: 4 x 128 KiB measured best of 2-8 chunks of
+ * 16-256 KiB (2 ranks, 256 KiB - 4 MiB blocks): smaller chunks make the two
+ * cores trade the same lines, fewer stall the sender. A host of two ranks
+ * has SHM_BULK_PAIR_SLOTS, which a send gathered from rows (with its own
+ * stripe riding along) fills: there the window is the only slack between
+ * the two ranks, and each of their chunks costs the sender twice what it
+ * costs the receiver (see dt__shm_window_slots).
  */
-#define SHM_BULK_CHUNK  (128 * 1024)
-#define SHM_BULK_CHUNKS 4
+#define SHM_BULK_CHUNK      (128 * 1024)
+#define SHM_BULK_CHUNKS     4
+#define SHM_BULK_PAIR_SLOTS 8
 
 typedef struct shm_slot {
     _Atomic uint64_t seq; /* the message's first absolute slot index + 1 */
@@ -39,13 +45,13 @@ typedef struct shm_slot {
     char data[SHM_PAYLOAD];
 } shm_slot;
 
-/* Chunks move in order; `written` and `read` count them from the start. */
+/* Chunks move in order; `written` and `read` count them from the start. The
+ * window's slots follow the ring (dt__shm_chunk). */
 typedef struct shm_bulk {
     _Atomic uint64_t written; /* by the sender, released after the chunk's bytes */
     char pad0[64 - sizeof(uint64_t)];
     _Atomic uint64_t read; /* by the receiver, released after it copied the chunk out */
     char pad1[SHM_PAGE - 64 - sizeof(uint64_t)];
-    char chunk[SHM_BULK_CHUNKS][SHM_BULK_CHUNK];
 } shm_bulk;
 
 typedef struct shm_ring {
@@ -108,9 +114,11 @@ struct dt_ucx_shm {
     char name[64];
     bool linked; /* my segment's name still exists */
     int wake_fd;
-    bool membarrier; /* this process is registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED */
-    bool asym;       /* agreed world-wide: sleepers membarrier, senders skip the fence */
-    int *ring_peers; /* world ranks of the same-host peers */
+    bool membarrier;   /* this process is registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED */
+    bool asym;         /* agreed world-wide: sleepers membarrier, senders skip the fence */
+    int bulk_slots;    /* chunks in each pair's window: dt__shm_window_slots */
+    size_t ring_bytes; /* a ring and its window */
+    int *ring_peers;   /* world ranks of the same-host peers */
     int nring_peers;
     shm_peer *peer; /* world_size entries */
 };
@@ -136,6 +144,13 @@ bool dt__shm_unlink_req(dt_ucx_req **head, dt_ucx_req ***end, const dt_ucx_req *
 void dt__shm_finish_recv(dt_ucx_req *r, size_t len);
 
 /* ucx_shm_bulk.c */
+/* The chunks in each pair's window on a host of @p nlocal ranks. */
+int dt__shm_window_slots(int nlocal);
+/* Slot @p k (mod the window's slots) of @p ring's window. */
+static inline char *dt__shm_chunk(const dt_ucx_shm *shm, const shm_ring *ring, uint64_t k)
+{
+    return (char *)(ring + 1) + (size_t)(k % (uint64_t)shm->bulk_slots) * SHM_BULK_CHUNK;
+}
 /* Announce bulk send @p r (RTS); false when the ring is full. */
 bool dt__shm_bulk_announce(shm_peer *p, dt_ucx_req *r);
 /* Receive @p r takes the bulk message @p rts: clear it to send. */
