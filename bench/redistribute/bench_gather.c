@@ -52,6 +52,12 @@ static char *page_buf(size_t n, int fill)
     return b;
 }
 
+/* The length of the piece at @p off: PIECE but for the block's last. */
+static size_t piece_len(const setup *s, size_t off)
+{
+    return s->block - off < PIECE ? s->block - off : PIECE;
+}
+
 static char *ring_piece(const setup *s, int q, size_t off)
 {
     return s->ring[q] + (off / PIECE % RING) * PIECE;
@@ -73,7 +79,7 @@ static void gather_pass(setup *s)
 {
     uint64_t ride_done = 0;
     for (size_t off = 0; off < s->block; off += PIECE) {
-        size_t len = s->block - off < PIECE ? s->block - off : PIECE;
+        size_t len = piece_len(s, off);
         dt__gather_part part[16];
         int n = piece_parts(s, off, false, part);
         if (s->p > 2)
@@ -91,8 +97,7 @@ static void split_passes(setup *s)
     dt__block2d_copy(&s->ride[0], &own, 0, s->block);
     for (int q = 1; q < s->p; q++)
         for (size_t off = 0; off < s->block; off += PIECE)
-            dt__block2d_gather(ring_piece(s, q, off), &s->col[q], off,
-                               s->block - off < PIECE ? s->block - off : PIECE);
+            dt__block2d_gather(ring_piece(s, q, off), &s->col[q], off, piece_len(s, off));
 }
 
 /* One pass into a staging piece per stripe, each then copied to its ring
@@ -101,7 +106,7 @@ static void staged_pass(setup *s)
 {
     uint64_t ride_done = 0;
     for (size_t off = 0; off < s->block; off += PIECE) {
-        size_t len = s->block - off < PIECE ? s->block - off : PIECE;
+        size_t len = piece_len(s, off);
         dt__gather_part part[16];
         int n = piece_parts(s, off, true, part);
         dt__block2d_gather_rows(part, n, off, len, s->ride, &ride_done);
@@ -117,8 +122,7 @@ static void bare_copies(setup *s)
     dt__copy_stream_fence();
     for (int q = 1; q < s->p; q++)
         for (size_t off = 0; off < s->block; off += PIECE)
-            memcpy(ring_piece(s, q, off), s->x + (size_t)q * s->block + off,
-                   s->block - off < PIECE ? s->block - off : PIECE);
+            memcpy(ring_piece(s, q, off), s->x + (size_t)q * s->block + off, piece_len(s, off));
 }
 
 static double best_of(setup *s, int iters, void (*pass)(setup *))
