@@ -26,13 +26,13 @@
 
 #include "../common/bench_util.h"
 
-#define CHECK(call)                                                                     \
-    do {                                                                                \
-        dt_status ck_s_ = (call);                                                       \
-        if (ck_s_ != DT_OK) {                                                           \
-            fprintf(stderr, "ce_bench: %s: %s\n", dt_status_str(ck_s_), dt_last_error()); \
-            exit(1);                                                                    \
-        }                                                                               \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        dt_status ck_s_ = (call);                                                                  \
+        if (ck_s_ != DT_OK) {                                                                      \
+            fprintf(stderr, "ce_bench: %s: %s\n", dt_status_str(ck_s_), dt_last_error());          \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static long minor_faults(void)
@@ -77,12 +77,17 @@ int main(int argc, char **argv)
     int64_t classes = 1048576, hidden = 512, batch = 256, steps = 4;
     for (int i = 1; i + 1 < argc; i += 2) {
         int64_t v = atoll(argv[i + 1]);
-        if (strcmp(argv[i], "--classes") == 0) classes = v;
-        else if (strcmp(argv[i], "--hidden") == 0) hidden = v;
-        else if (strcmp(argv[i], "--batch") == 0) batch = v;
-        else if (strcmp(argv[i], "--steps") == 0) steps = v;
+        if (strcmp(argv[i], "--classes") == 0)
+            classes = v;
+        else if (strcmp(argv[i], "--hidden") == 0)
+            hidden = v;
+        else if (strcmp(argv[i], "--batch") == 0)
+            batch = v;
+        else if (strcmp(argv[i], "--steps") == 0)
+            steps = v;
         else {
-            fprintf(stderr, "usage: %s [--classes C] [--hidden H] [--batch B] [--steps S]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--classes C] [--hidden H] [--batch B] [--steps S]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -94,8 +99,8 @@ int main(int argc, char **argv)
     CHECK(dt_init(NULL, &rt));
     dt_runtime_info info;
     CHECK(dt_runtime_info_get(&info));
-    const char *alloc = getenv("DT_ALLOC") && strcmp(getenv("DT_ALLOC"), "system") == 0
-                            ? "system" : "caching";
+    const char *alloc =
+        getenv("DT_ALLOC") && strcmp(getenv("DT_ALLOC"), "system") == 0 ? "system" : "caching";
 
     dt_tensor *w = NULL, *x = NULL, *targets = NULL;
     int64_t wshape[2] = {classes, hidden}, xshape[2] = {batch, hidden};
@@ -106,18 +111,22 @@ int main(int argc, char **argv)
     CHECK(dt_tensor_fill_normal(x, 0.0, 1.0, 7, NULL, NULL));
     dt_memory_set_default_category(prev);
     int64_t *ids = malloc((size_t)batch * sizeof *ids);
-    if (!ids) return 1;
-    for (int64_t i = 0; i < batch; i++) ids[i] = (i * 2654435761LL) % classes;
+    if (!ids)
+        return 1;
+    for (int64_t i = 0; i < batch; i++)
+        ids[i] = (i * 2654435761LL) % classes;
     CHECK(dt_tensor_from_buffer(1, &batch, DT_DTYPE_I64, ids, &targets));
     free(ids);
     CHECK(dt_tensor_set_requires_grad(w, true));
     CHECK(dt_tensor_set_requires_grad(x, true));
 
-    printf("dtensor ce: classes %lld hidden %lld batch %lld, alloc %s, blas %s kernel %s, %d thread(s)\n",
+    printf("dtensor ce: classes %lld hidden %lld batch %lld, alloc %s, blas %s kernel %s, %d "
+           "thread(s)\n",
            (long long)classes, (long long)hidden, (long long)batch, alloc, info.blas_library,
            info.blas_kernel, info.num_threads);
     double *step_s = malloc(2 * (size_t)steps * sizeof *step_s), *step_cpu = step_s + steps;
-    if (!step_s) return 1;
+    if (!step_s)
+        return 1;
     double fwd = 0, bwd = 0;
     long faults_first = 0, faults_rest = 0;
     for (int64_t s = 0; s < steps; s++) {
@@ -125,8 +134,9 @@ int main(int argc, char **argv)
         step_s[s] = r.fwd_s + r.bwd_s;
         step_cpu[s] = r.cpu_s;
         printf("step %lld: %.1f ms (forward %.1f, backward %.1f), cpu %.1f ms, %ld minor faults, "
-               "loss %.6f\n", (long long)s + 1, 1e3 * step_s[s], 1e3 * r.fwd_s, 1e3 * r.bwd_s,
-               1e3 * r.cpu_s, r.faults, r.loss);
+               "loss %.6f\n",
+               (long long)s + 1, 1e3 * step_s[s], 1e3 * r.fwd_s, 1e3 * r.bwd_s, 1e3 * r.cpu_s,
+               r.faults, r.loss);
         fflush(stdout);
         if (s == 0) {
             faults_first = r.faults;
@@ -142,9 +152,10 @@ int main(int argc, char **argv)
     CHECK(dt_memory_stats_get(dt_device_cpu(), &ms));
     printf("RESULT alloc=%s kernel=%s threads=%d step_ms=%.1f cpu_ms=%.1f fwd_ms=%.1f bwd_ms=%.1f "
            "faults_first=%ld faults_per_step=%.1f peak_mib=%.0f cache_hits=%lld/%lld\n",
-           alloc, info.blas_kernel, info.num_threads, 1e3 * median, 1e3 * cpu, 1e3 * fwd / (double)n,
-           1e3 * bwd / (double)n, faults_first, (double)faults_rest / (double)n,
-           (double)ms.total_peak / 1048576.0, (long long)ms.n_cache_hits, (long long)ms.n_allocs);
+           alloc, info.blas_kernel, info.num_threads, 1e3 * median, 1e3 * cpu,
+           1e3 * fwd / (double)n, 1e3 * bwd / (double)n, faults_first,
+           (double)faults_rest / (double)n, (double)ms.total_peak / 1048576.0,
+           (long long)ms.n_cache_hits, (long long)ms.n_allocs);
     free(step_s);
     dt_tensor_release(targets);
     dt_tensor_release(x);

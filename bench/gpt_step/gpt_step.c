@@ -11,8 +11,8 @@
  * share of the step; one compute thread per rank, so that is all of it).
  * Rank 0 prints each step (the largest value of the ranks) and a
  * RESULT line that bench/gpt_step/run.sh turns into a table:
- *   RESULT impl=dtensor alloc=A precision=P world=W step_ms=median(steps 2..N) cpu_ms=.. faults_first=..
- *          faults_per_step=mean(steps 2..N) peak_mib=max live bytes of a rank
+ *   RESULT impl=dtensor alloc=A precision=P world=W step_ms=median(steps 2..N) cpu_ms=..
+ * faults_first=.. faults_per_step=mean(steps 2..N) peak_mib=max live bytes of a rank
  *          gemm_ms=median(steps 2..N) gemm_pct=100 gemm_ms / cpu_ms loss=last
  *
  *   dtrun -n W gpt_step --data tokens.bin [--config small] [--batch 8] [--seq 256]
@@ -29,13 +29,13 @@
 #include "../common/bench_util.h"
 #include "kernels/cpu/onednn.h"
 
-#define CHECK(call)                                                                     \
-    do {                                                                                \
-        dt_status ck_s_ = (call);                                                       \
-        if (ck_s_ != DT_OK) {                                                           \
-            fprintf(stderr, "gpt_step: %s: %s\n", dt_status_str(ck_s_), dt_last_error()); \
-            exit(1);                                                                    \
-        }                                                                               \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        dt_status ck_s_ = (call);                                                                  \
+        if (ck_s_ != DT_OK) {                                                                      \
+            fprintf(stderr, "gpt_step: %s: %s\n", dt_status_str(ck_s_), dt_last_error());          \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* per step and rank: wall seconds, faults, CPU seconds, CPU seconds in GEMMs */
@@ -59,14 +59,22 @@ static int parse_args(int argc, char **argv, bench_args *a)
     *a = (bench_args){.config = "small", .precision = "f32", .batch = 8, .steps = 5, .lr = 0.01};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
-        if (strcmp(k, "--config") == 0) a->config = v;
-        else if (strcmp(k, "--data") == 0) a->data = v;
-        else if (strcmp(k, "--batch") == 0) a->batch = atoll(v);
-        else if (strcmp(k, "--seq") == 0) a->seq = atoll(v);
-        else if (strcmp(k, "--steps") == 0) a->steps = atoll(v);
-        else if (strcmp(k, "--lr") == 0) a->lr = atof(v);
-        else if (strcmp(k, "--precision") == 0) a->precision = v;
-        else return -1;
+        if (strcmp(k, "--config") == 0)
+            a->config = v;
+        else if (strcmp(k, "--data") == 0)
+            a->data = v;
+        else if (strcmp(k, "--batch") == 0)
+            a->batch = atoll(v);
+        else if (strcmp(k, "--seq") == 0)
+            a->seq = atoll(v);
+        else if (strcmp(k, "--steps") == 0)
+            a->steps = atoll(v);
+        else if (strcmp(k, "--lr") == 0)
+            a->lr = atof(v);
+        else if (strcmp(k, "--precision") == 0)
+            a->precision = v;
+        else
+            return -1;
     }
     if (argc % 2 == 0 || a->data == NULL || a->batch < 1 || a->seq < 0 || a->steps < 2 ||
         a->steps > MAX_STEPS ||
@@ -112,18 +120,22 @@ static void print_report(const char *alloc, const char *precision, int world, in
             g = v[3] > g ? v[3] : g;
         }
         printf("step %lld: %.1f ms, cpu %.1f ms (gemm %.1f), %.0f minor faults (largest of the "
-               "ranks), loss %.6f\n", (long long)s + 1, 1e3 * t, 1e3 * c, 1e3 * g, f, losses[s]);
+               "ranks), loss %.6f\n",
+               (long long)s + 1, 1e3 * t, 1e3 * c, 1e3 * g, f, losses[s]);
         all_steps[s] = t;
         all_cpu[s] = c;
         all_gemm[s] = g;
-        if (s == 0) faults_first = f;
-        else faults_rest += f;
+        if (s == 0)
+            faults_first = f;
+        else
+            faults_rest += f;
     }
     double cpu = median_after_first(all_cpu, steps), gemm = median_after_first(all_gemm, steps);
-    printf("RESULT impl=dtensor alloc=%s precision=%s world=%d step_ms=%.1f cpu_ms=%.1f faults_first=%.0f "
-           "faults_per_step=%.1f peak_mib=%.1f gemm_ms=%.1f gemm_pct=%.1f loss=%.6f\n", alloc,
-           precision, world, 1e3 * median_after_first(all_steps, steps), 1e3 * cpu, faults_first,
-           faults_rest / (double)(steps - 1), peak_bytes / 1048576.0, 1e3 * gemm,
+    printf("RESULT impl=dtensor alloc=%s precision=%s world=%d step_ms=%.1f cpu_ms=%.1f "
+           "faults_first=%.0f "
+           "faults_per_step=%.1f peak_mib=%.1f gemm_ms=%.1f gemm_pct=%.1f loss=%.6f\n",
+           alloc, precision, world, 1e3 * median_after_first(all_steps, steps), 1e3 * cpu,
+           faults_first, faults_rest / (double)(steps - 1), peak_bytes / 1048576.0, 1e3 * gemm,
            cpu > 0.0 ? 100.0 * gemm / cpu : 0.0, losses[steps - 1]);
     fflush(stdout);
 }
@@ -132,8 +144,10 @@ int main(int argc, char **argv)
 {
     bench_args a;
     if (parse_args(argc, argv, &a) != 0) {
-        fprintf(stderr, "usage: %s --data TOKENS.bin [--config tiny|small] [--batch B] [--seq T] "
-                        "[--steps 2..%d] [--lr LR] [--precision f32|bf16]\n", argv[0], MAX_STEPS);
+        fprintf(stderr,
+                "usage: %s --data TOKENS.bin [--config tiny|small] [--batch B] [--seq T] "
+                "[--steps 2..%d] [--lr LR] [--precision f32|bf16]\n",
+                argv[0], MAX_STEPS);
         return 2;
     }
     dt_runtime *rt = NULL;
@@ -166,14 +180,15 @@ int main(int argc, char **argv)
     CHECK(dt_runtime_info_get(&info));
     if (rank == 0)
         printf("dtensor gpt %s: tp=%d, batch %lld x seq %lld, sgd lr %g, alloc %s, precision %s, "
-               "gemm %s %s (bf16 %s), %d thread(s) per rank\n", a.config, world, (long long)a.batch,
-               (long long)seq, a.lr, alloc, a.precision, info.gemm_engine, info.gemm_kernel,
-               info.gemm_kernel_bf16, info.num_threads);
+               "gemm %s %s (bf16 %s), %d thread(s) per rank\n",
+               a.config, world, (long long)a.batch, (long long)seq, a.lr, alloc, a.precision,
+               info.gemm_engine, info.gemm_kernel, info.gemm_kernel_bf16, info.num_threads);
 
     dt_comm *wc = dt_runtime_world(rt);
     double mine[MAX_STEPS][NF], losses[MAX_STEPS];
     double *gathered = malloc(sizeof(double) * NF * MAX_STEPS * (size_t)world);
-    if (gathered == NULL) return 1;
+    if (gathered == NULL)
+        return 1;
     dt__onednn_time_gemms(true);
     for (int64_t s = 0; s < a.steps; s++) {
         CHECK(dt_comm_barrier(wc, NULL)); /* every rank starts the step together */
@@ -189,7 +204,8 @@ int main(int argc, char **argv)
     CHECK(dt_memory_stats_get(dt_device_cpu(), &ms));
     double peak = (double)ms.total_peak, peaks_max = 0.0;
     double *peaks = malloc(sizeof(double) * (size_t)world);
-    if (peaks == NULL) return 1;
+    if (peaks == NULL)
+        return 1;
     CHECK(dt_comm_allgather(wc, &peak, peaks, 1, DT_DTYPE_F64, NULL));
     for (int r = 0; r < world; r++)
         peaks_max = peaks[r] > peaks_max ? peaks[r] : peaks_max;

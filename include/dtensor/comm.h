@@ -142,23 +142,22 @@ DT_API dt_status dt_comm_allgather(dt_comm *comm, const void *send, void *recv, 
  * order). Elements of recv outside the blocks are left untouched.
  */
 DT_API dt_status dt_comm_allgatherv(dt_comm *comm, const void *send, void *recv,
-                                    const size_t *recv_counts, const size_t *displs,
-                                    dt_dtype dtype, dt_work **work);
+                                    const size_t *recv_counts, const size_t *displs, dt_dtype dtype,
+                                    dt_work **work);
 /**
  * recv (count elements) = the reduction over all ranks of block r = send +
  * r*count elements, on rank r. send holds size*count elements. In-place:
  * recv == send + rank*count.
  */
-DT_API dt_status dt_comm_reduce_scatter(dt_comm *comm, const void *send, void *recv,
-                                        size_t count, dt_dtype dtype, dt_reduce_op op,
-                                        dt_work **work);
+DT_API dt_status dt_comm_reduce_scatter(dt_comm *comm, const void *send, void *recv, size_t count,
+                                        dt_dtype dtype, dt_reduce_op op, dt_work **work);
 /**
  * Block r has recv_counts[r] elements (equal arrays on every rank), blocks
  * packed in send in rank order; rank r receives the reduction of block r.
  */
 DT_API dt_status dt_comm_reduce_scatterv(dt_comm *comm, const void *send, void *recv,
-                                         const size_t *recv_counts, dt_dtype dtype,
-                                         dt_reduce_op op, dt_work **work);
+                                         const size_t *recv_counts, dt_dtype dtype, dt_reduce_op op,
+                                         dt_work **work);
 /**
  * Block p (count elements at send + p*count) goes to rank p, landing at
  * recv + me*count there. send and recv hold size*count elements and must not
@@ -173,9 +172,8 @@ DT_API dt_status dt_comm_alltoall(dt_comm *comm, const void *send, void *recv, s
  * recv_counts[me].
  */
 DT_API dt_status dt_comm_alltoallv(dt_comm *comm, const void *send, const size_t *send_counts,
-                                   const size_t *send_displs, void *recv,
-                                   const size_t *recv_counts, const size_t *recv_displs,
-                                   dt_dtype dtype, dt_work **work);
+                                   const size_t *send_displs, void *recv, const size_t *recv_counts,
+                                   const size_t *recv_displs, dt_dtype dtype, dt_work **work);
 /**
  * A 2-D block of a buffer, in elements of the collective's dtype: @p rows rows
  * of @p row_count elements, row i starting at offset + i * stride. A block of
@@ -208,8 +206,8 @@ DT_API dt_status dt_comm_alltoallw(dt_comm *comm, const void *send,
                                    const dt_comm_block *recv_blocks, dt_dtype dtype,
                                    dt_work **work);
 /** Copy @p root's buf (count elements) to every rank's buf. Collective. */
-DT_API dt_status dt_comm_broadcast(dt_comm *comm, void *buf, size_t count, dt_dtype dtype,
-                                   int root, dt_work **work);
+DT_API dt_status dt_comm_broadcast(dt_comm *comm, void *buf, size_t count, dt_dtype dtype, int root,
+                                   dt_work **work);
 /**
  * Point-to-point (not collective): @p tag in [0, 2^23); messages with the same
  * (peer, tag) match in posting order; the receive must name the exact count

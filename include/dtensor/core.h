@@ -34,18 +34,18 @@ DT_API int dt_version(void);
 /* ---------------------------------------------------------------- status */
 
 /* X-macro: code, value, text. Only append: the numeric values are ABI. */
-#define DT_STATUS_MAP(X)                                                             \
-    X(DT_OK, 0, "success")                                                           \
-    X(DT_IN_PROGRESS, 1, "operation in progress")                                    \
-    X(DT_ERR_INVALID_ARG, -1, "invalid argument")                                    \
-    X(DT_ERR_UNSUPPORTED, -2, "unsupported")                                         \
-    X(DT_ERR_NO_MEMORY, -3, "out of memory")                                         \
-    X(DT_ERR_SYSTEM, -4, "system error")                                             \
-    X(DT_ERR_BACKEND, -5, "backend error")                                           \
-    X(DT_ERR_TIMEOUT, -6, "timed out")                                               \
-    X(DT_ERR_PEER_LOST, -7, "peer lost")                                             \
-    X(DT_ERR_FORMAT, -8, "malformed data")                                           \
-    X(DT_ERR_NOT_FOUND, -9, "not found")                                             \
+#define DT_STATUS_MAP(X)                                                                           \
+    X(DT_OK, 0, "success")                                                                         \
+    X(DT_IN_PROGRESS, 1, "operation in progress")                                                  \
+    X(DT_ERR_INVALID_ARG, -1, "invalid argument")                                                  \
+    X(DT_ERR_UNSUPPORTED, -2, "unsupported")                                                       \
+    X(DT_ERR_NO_MEMORY, -3, "out of memory")                                                       \
+    X(DT_ERR_SYSTEM, -4, "system error")                                                           \
+    X(DT_ERR_BACKEND, -5, "backend error")                                                         \
+    X(DT_ERR_TIMEOUT, -6, "timed out")                                                             \
+    X(DT_ERR_PEER_LOST, -7, "peer lost")                                                           \
+    X(DT_ERR_FORMAT, -8, "malformed data")                                                         \
+    X(DT_ERR_NOT_FOUND, -9, "not found")                                                           \
     X(DT_ERR_INTERNAL, -10, "internal error")
 
 typedef enum dt_status {
@@ -101,7 +101,7 @@ DT_API void dt_log_set_level(dt_log_level level);
 typedef enum dt_dtype {
     DT_DTYPE_F32 = 0, /* compute type */
     DT_DTYPE_F64,
-    DT_DTYPE_F16, /* storage: IEEE half, round-to-nearest-even */
+    DT_DTYPE_F16,  /* storage: IEEE half, round-to-nearest-even */
     DT_DTYPE_BF16, /* storage: bfloat16, round-to-nearest-even */
     DT_DTYPE_I32,
     DT_DTYPE_I64,
@@ -179,7 +179,7 @@ DT_API dt_status dt_device_synchronize(dt_device device);
  * Parameter structs lead with `uint64_t field_mask`; a field is read only when
  * its bit is set, otherwise its documented default applies. NULL = all defaults.
  */
-#define DT_PARAM_VALUE(p, name, flag, dflt)                                          \
+#define DT_PARAM_VALUE(p, name, flag, dflt)                                                        \
     ((((p) != NULL) && ((p)->field_mask & (flag))) ? (p)->name : (dflt))
 
 /* ---------------------------------------------------------------- reduce ops */

@@ -52,9 +52,8 @@ DT_API dt_status dt_mesh_create(dt_runtime *rt, int ndim, const int *shape,
  * (plus my_rank in range). dt_mesh_dim_comm() returns NULL on it, so it cannot
  * run collectives: use it to plan, explain and print.
  */
-DT_API dt_status dt_mesh_create_virtual(int ndim, const int *shape,
-                                        const char *const *dim_names, int my_rank,
-                                        dt_mesh **out);
+DT_API dt_status dt_mesh_create_virtual(int ndim, const int *shape, const char *const *dim_names,
+                                        int my_rank, dt_mesh **out);
 
 /** Add a reference; returns @p m (NULL-safe). */
 DT_API dt_mesh *dt_mesh_retain(dt_mesh *m);

@@ -41,8 +41,8 @@ typedef struct dt_init_params {
  * through the store, then a barrier), plus the NCCL world when the device is
  * CUDA (see dt_runtime_world). A world of one has no store and a "self" world
  * comm. Loads BLAS and reports its library, version, kernel and threads
- * (DT_LOG=info; a warning when the kernel is a generic fallback). Caller destroys with dt_runtime_destroy().
- * Before anything else it checks every DT_* variable that is set against the
+ * (DT_LOG=info; a warning when the kernel is a generic fallback). Caller destroys with
+ * dt_runtime_destroy(). Before anything else it checks every DT_* variable that is set against the
  * registry (dt_config_print lists them): a value that is not a number where
  * one is expected, out of range, or not one of the allowed words fails with
  * DT_ERR_INVALID_ARG naming the variable and the value, e.g. "dt_init:
@@ -88,13 +88,14 @@ DT_API dt_comm *dt_runtime_host_world(dt_runtime *rt);
 /** The bootstrap store. Borrowed; NULL in a world of one process. */
 DT_API dt_store *dt_runtime_store(dt_runtime *rt);
 
-/** What the runtime found: BLAS library, version, kernel, threads; CPU features; the GEMM engine. */
+/** What the runtime found: BLAS library, version, kernel, threads; CPU features;
+ * the GEMM engine. */
 typedef struct dt_runtime_info {
     char blas_library[64];
     char blas_version[64];
-    char blas_kernel[64];    /* core name in use, e.g. "SkylakeX" */
+    char blas_kernel[64]; /* core name in use, e.g. "SkylakeX" */
     int blas_threads;
-    char cpu_features[128];  /* e.g. "avx2 fma avx512f avx512bw avx512vl avx512dq" */
+    char cpu_features[128];   /* e.g. "avx2 fma avx512f avx512bw avx512vl avx512dq" */
     bool blas_kernel_generic; /* a fallback kernel on a CPU that supports a better one */
     int num_threads;
     /* The engine every CPU matmul runs on (DT_GEMM=auto|onednn|openblas). */

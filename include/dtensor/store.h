@@ -74,8 +74,7 @@ DT_API dt_status dt_store_wait(dt_store *store, const char *const *keys, int n, 
  * decimal text, so dt_store_get returns e.g. "-2"); new value out (may be NULL).
  * A key holding something else, or overflow: DT_ERR_INVALID_ARG naming the key.
  */
-DT_API dt_status dt_store_add(dt_store *store, const char *key, int64_t delta,
-                              int64_t *new_value);
+DT_API dt_status dt_store_add(dt_store *store, const char *key, int64_t delta, int64_t *new_value);
 /** Delete every key that starts with @p prefix; count deleted out (may be NULL). */
 DT_API dt_status dt_store_delete_prefix(dt_store *store, const char *prefix, int64_t *deleted);
 

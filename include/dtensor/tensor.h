@@ -51,16 +51,16 @@ typedef struct dt_tensor dt_tensor;
  * data 64-byte aligned, storage tagged with the thread's default memory
  * category (dt_memory_set_default_category).
  */
-DT_API dt_status dt_tensor_empty(int ndim, const int64_t *shape, dt_dtype dtype,
-                                 dt_device device, dt_tensor **out);
+DT_API dt_status dt_tensor_empty(int ndim, const int64_t *shape, dt_dtype dtype, dt_device device,
+                                 dt_tensor **out);
 /** zeros / ones / full: on a non-CPU device the fill runs through that device's kernels. */
-DT_API dt_status dt_tensor_zeros(int ndim, const int64_t *shape, dt_dtype dtype,
-                                 dt_device device, dt_tensor **out);
-DT_API dt_status dt_tensor_ones(int ndim, const int64_t *shape, dt_dtype dtype,
-                                dt_device device, dt_tensor **out);
+DT_API dt_status dt_tensor_zeros(int ndim, const int64_t *shape, dt_dtype dtype, dt_device device,
+                                 dt_tensor **out);
+DT_API dt_status dt_tensor_ones(int ndim, const int64_t *shape, dt_dtype dtype, dt_device device,
+                                dt_tensor **out);
 /** Every element = @p value converted to @p dtype. */
-DT_API dt_status dt_tensor_full(int ndim, const int64_t *shape, dt_dtype dtype,
-                                dt_device device, double value, dt_tensor **out);
+DT_API dt_status dt_tensor_full(int ndim, const int64_t *shape, dt_dtype dtype, dt_device device,
+                                double value, dt_tensor **out);
 /** A contiguous CPU tensor holding a copy of @p data (numel * dtype size bytes;
  * @p data may be NULL only when that is 0). */
 DT_API dt_status dt_tensor_from_buffer(int ndim, const int64_t *shape, dt_dtype dtype,
@@ -89,12 +89,11 @@ DT_API dt_status dt_tensor_arange(int64_t n, dt_dtype dtype, dt_tensor **out);
  * (offset + t's size) outside @p global_shape -> DT_ERR_INVALID_ARG.
  */
 DT_API dt_status dt_tensor_fill_normal(dt_tensor *t, double mean, double std, uint64_t seed,
-                                       const int64_t *global_shape,
-                                       const int64_t *global_offset);
-/** Uniform [lo, hi) (lo <= hi, finite) with the same counter-based rule as dt_tensor_fill_normal. */
+                                       const int64_t *global_shape, const int64_t *global_offset);
+/** Uniform [lo, hi) (lo <= hi, finite), by the counter-based rule of
+ * dt_tensor_fill_normal. */
 DT_API dt_status dt_tensor_fill_uniform(dt_tensor *t, double lo, double hi, uint64_t seed,
-                                        const int64_t *global_shape,
-                                        const int64_t *global_offset);
+                                        const int64_t *global_shape, const int64_t *global_offset);
 /** Set every element of @p t (any layout, CPU) to @p value converted to t's dtype. */
 DT_API dt_status dt_tensor_fill(dt_tensor *t, double value);
 
@@ -151,8 +150,7 @@ DT_API void dt_tensor_print(const dt_tensor *t, FILE *f, int max_elems);
  */
 DT_API dt_status dt_tensor_view(dt_tensor *t, int ndim, const int64_t *shape, dt_tensor **out);
 /** A view when possible, else a contiguous copy. */
-DT_API dt_status dt_tensor_reshape(dt_tensor *t, int ndim, const int64_t *shape,
-                                   dt_tensor **out);
+DT_API dt_status dt_tensor_reshape(dt_tensor *t, int ndim, const int64_t *shape, dt_tensor **out);
 DT_API dt_status dt_tensor_permute(dt_tensor *t, const int *perm, dt_tensor **out);
 DT_API dt_status dt_tensor_transpose(dt_tensor *t, int d0, int d1, dt_tensor **out);
 /** Elements [start, start+length) of dim @p dim (0 <= start <= start+length <= size). */
@@ -160,8 +158,7 @@ DT_API dt_status dt_tensor_narrow(dt_tensor *t, int dim, int64_t start, int64_t 
                                   dt_tensor **out);
 /** Broadcast size-1 dims (stride 0) and prepend dims to reach @p shape;
  * -1 keeps an existing dim's size. */
-DT_API dt_status dt_tensor_expand(dt_tensor *t, int ndim, const int64_t *shape,
-                                  dt_tensor **out);
+DT_API dt_status dt_tensor_expand(dt_tensor *t, int ndim, const int64_t *shape, dt_tensor **out);
 /** Insert a size-1 dim at @p dim (in [-(ndim+1), ndim]). */
 DT_API dt_status dt_tensor_unsqueeze(dt_tensor *t, int dim, dt_tensor **out);
 /** Remove dim @p dim, which must have size 1 (unlike PyTorch, another size is an error). */

@@ -76,7 +76,7 @@ const char *dt__error_text(const char *msg);
     do {                                                                                           \
         const char *dt_dead_ = dt__handle_problem((const void *)(ptr), DT__HANDLE_MAGIC(ptr));     \
         if (dt_dead_ != NULL)                                                                      \
-            return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument '%s' is %s %s", __func__, #ptr,       \
+            return DT_ERR(DT_ERR_INVALID_ARG, "%s: argument '%s' is %s %s", __func__, #ptr,        \
                           dt_dead_, DT__HANDLE_NAME(ptr));                                         \
     } while (0)
 

@@ -24,8 +24,8 @@ static void check_group(dt_comm *g, const int *world_ranks, int n, const char *w
     CT_OK(dt_comm_allgather(g, &mine, all, 1, DT_DTYPE_I64, NULL));
     for (int i = 0; i < n; i++)
         if (all[i] != world_ranks[i])
-            fail_msg("%s: group rank %d is world rank %lld, want %d", what, i,
-                     (long long)all[i], world_ranks[i]);
+            fail_msg("%s: group rank %d is world rank %lld, want %d", what, i, (long long)all[i],
+                     world_ranks[i]);
     free(all);
 }
 
@@ -71,8 +71,8 @@ static void test_split_2d(void **state)
             for (int q = 0; q < b; q++)
                 want_r += (float)(i * b + q + k);
             for (int q = 0; q < a; q++)
-                want_c = (float)(2 * (q * b + j) - k) > want_c ? (float)(2 * (q * b + j) - k)
-                                                               : want_c;
+                want_c =
+                    (float)(2 * (q * b + j) - k) > want_c ? (float)(2 * (q * b + j) - k) : want_c;
             assert_true(xr[k] == want_r);
             assert_true(xc[k] == want_c);
         }

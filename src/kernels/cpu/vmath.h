@@ -35,7 +35,7 @@ typedef uint32_t dt__v16u __attribute__((vector_size(64)));
  * calls it when dt__v4_ok(), else keeps its scalar loop.
  */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
-#define DT_V4 1
+#define DT_V4    1
 #define DT_V4_FN __attribute__((target("arch=x86-64-v4"), noinline))
 DT_VINL bool dt__v4_ok(void)
 {
