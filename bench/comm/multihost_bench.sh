@@ -19,7 +19,8 @@
 # -M leaves Open MPI out. -U also runs flat and hierarchical with
 # DT_TCP_DIRECT=0 (UCX carries everything between the hosts), interleaved,
 # and adds their columns and hier(UCX)/hier(direct). -c: comm_bench's list
-# (default allreduce,reduce_scatter,allgather).
+# (default allreduce,reduce_scatter,allgather). MHB_WRAP=CMD runs each host's
+# dtrun under "CMD.NAME.hN" (e.g. a perf stat script that names its output).
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$HERE/../../build
@@ -51,7 +52,7 @@ export DT_DEVICE=cpu DT_JOB_TOKEN=bench-$id
 # dt NAME ALGO [DIRECT]: comm_bench on both hosts; rank 0's table in NAME
 dt() {
   for n in 0 1; do
-    DT_TCP_DIRECT=${3:-1} DT_ALGO=$2 inhost "$n" "$dtrun" --nnodes 2 --node-rank "$n" --master 198.18.0.1:29511 \
+    DT_TCP_DIRECT=${3:-1} DT_ALGO=$2 inhost "$n" ${MHB_WRAP:+$MHB_WRAP.$1.h$n} "$dtrun" --nnodes 2 --node-rank "$n" --master 198.18.0.1:29511 \
       -n 2 "$bench" $ARGS > "$work/$1.h$n" 2>&1 &
   done
   wait
