@@ -20,6 +20,8 @@ typedef struct cs_model {
     double bw_reduce, bw_copy;    /* local ops: bytes/s of a reduce (output bytes) and a copy */
     double o_msg;                 /* CPU time to post one send or receive */
     double o_round;               /* CPU time to wake up when a round's transfers end */
+    double o_tiny;                /* the tiny path (src/comm/comm_tiny.c): CPU time per send or
+                                     receive, in place of o_msg and o_round (no engine) */
     double o_switch;              /* more ranks than cores: a context switch per such wake-up */
     double eager_bytes;           /* up to this size a send completes when posted; larger
                                      ones pay a handshake (two more latencies) */
@@ -77,6 +79,7 @@ typedef struct cs_job {
     cs_shape *shapes;
     uint32_t nshapes, cap;
     uint32_t *shape_of; /* per rank: index into shapes */
+    bool tiny;          /* run by the tiny path: its costs, not the engine's */
 } cs_job;
 
 /* Collectives and algorithms commsim knows (NULL-terminated). */
@@ -90,6 +93,10 @@ bool cs_build(cs_job *job, const char *coll, const char *algo, int ranks, int pe
 void cs_job_free(cs_job *job);
 /* The algorithm dt_comm_* would pick for @p ranks ranks, @p per_host per host. */
 const char *cs_dispatch(const char *coll, int ranks, int per_host, uint64_t bytes);
+/* Whether dt_comm_* runs @p coll of @p bytes on the tiny path (comm_tiny.h):
+ * one host, few ranks, small messages; only the dispatcher's algorithm, and
+ * only when no algorithm is forced. */
+bool cs_tiny(const char *coll, int ranks, int per_host, uint64_t bytes);
 /* Whether the two-level algorithms apply (comm.c's hier_for_ring): more than
  * one host, hosts of one size, more than one rank each. */
 bool cs_hier_applies(int ranks, int per_host);

@@ -143,7 +143,7 @@ static double post_round(sim *s, int r, uint32_t i, double now)
         const cs_op *op = &sh->ops[k];
         if (op->kind == CS_LOCAL)
             continue;
-        now += s->m->o_msg * s->stretch;
+        now += (s->job->tiny ? s->m->o_tiny : s->m->o_msg) * s->stretch;
         s->rs[r].pend[i & 1]++;
         post_op(s, r, op, (int)(i & 1), now);
     }
@@ -187,7 +187,7 @@ static void advance(sim *s, int r, double now)
     const cs_model *m = s->m;
     double sw = xfers == 2 && m->o_switch_net > 0 ? m->o_switch_net : m->o_switch;
     if (xfers) /* woken up: by a context switch when ranks share cores */
-        now += m->o_round * s->stretch + (s->stretch > 1 ? sw : 0);
+        now += (s->job->tiny ? 0 : m->o_round) * s->stretch + (s->stretch > 1 ? sw : 0);
     uint32_t next = st->cur + 1;
     /* the local ops hold the CPU, so an early round's shared-memory copies
      * (done by this CPU) follow them; a NIC's transfers overlap them */
