@@ -26,6 +26,10 @@ typedef struct cs_model {
     double eager_bytes;           /* up to this size a send completes when posted; larger
                                      ones pay a handshake (two more latencies) */
     double bw_eager;              /* same host, eager messages: bytes/s (small ring slots) */
+    double chunk_shm;             /* same host, larger messages: the bulk path's chunk
+                                     (ucx_shm_bulk.c); the receiver copies a chunk out after the
+                                     sender copied it in, so the first chunk's copies run in
+                                     sequence (0: none) */
     double eager_net;             /* other host: up to this size a message flows once its send
                                      is posted, without the handshake (0: eager_bytes) */
     double bw_tcp;                /* other host: bytes/s one rank's CPU moves through kernel TCP,
