@@ -29,6 +29,7 @@ static int usage(FILE *f)
                "               [--collective allreduce|allgather|reduce_scatter|broadcast]\n"
                "               [--bytes SIZE (K/M/G)] [--model local|cluster|veth]\n"
                "               [--set key=value]... [--algo NAME] [--csv]\n"
+               "       commsim --batch  (such command lines on stdin, one a line)\n"
                "model keys (times in us, bandwidths in GB/s): ");
     cs_model m;
     cs_model_preset("local", &m);
