@@ -4,7 +4,7 @@
   commsim_validate.py COMMSIM [--ref results_2core.txt] [RUN.txt ...]
                       [--hosts MULTIHOST.txt ...] [--per-host K] [--algo flat|hier|NAME]
                       [--model PRESET] [--set key=value ...] [--fit key,key,...]
-                      [--min-bytes N]
+                      [--min-bytes N] [--spread]
 
 RUN.txt: comm_bench output (nccl-tests rows); repeated runs of one
 configuration keep their best (smallest) time. --ref reads the dtensor column
@@ -15,6 +15,8 @@ per host. --hosts reads the table bench/comm/multihost_bench.sh prints
 predicted with commsim --algo ring, its hier column with --algo hier (the
 algorithms the script forces with DT_ALGO). --algo forces one algorithm on
 every row (flat = ring); --model picks commsim's preset (default local).
+--spread compares the series (tables) of the --hosts files with each other
+instead (how far the measurement repeats).
 --fit adjusts the named model parameters (coordinate descent on a log scale)
 to minimise the mean squared log error and prints the --set flags found.
 Prints a markdown table and the largest error.
@@ -46,14 +48,17 @@ def read_runs(path, best):
             best[key] = min(best.get(key, 1e30), float(f[4]) * 1e-6)
 
 
-def read_hosts(path, best):
-    """multihost_bench.sh's table: flat (ring) and hier columns per row."""
+def read_hosts(path, best, series=None):
+    """multihost_bench.sh's table: flat (ring) and hier columns per row; each
+    table of the file is one series, also kept apart in @series if given."""
     ranks = per_host = None
     for line in open(path):
         m = re.match(r"# (\d+) hosts x (\d+) ranks", line)
         if m:
             per_host = int(m.group(2))
             ranks = int(m.group(1)) * per_host
+            if series is not None:
+                series.append({})
             continue
         f = line.split()
         if ranks and len(f) >= 4 and f[0] in COLLS and f[1].isdigit():
@@ -62,6 +67,22 @@ def read_hosts(path, best):
                     continue
                 key = (ranks, per_host, f[0], int(f[1]), algo)
                 best[key] = min(best.get(key, 1e30), float(f[col]) * 1e-6)
+                if series is not None:
+                    series[-1][key] = float(f[col]) * 1e-6
+
+
+def spread(series):
+    """How far the measurement itself repeats: per pair of series, the rows
+    whose times are within 25% of each other, and those further apart than
+    1.25^2, which no single prediction can bring within 25% of both."""
+    for i in range(len(series)):
+        for j in range(i + 1, len(series)):
+            a, b = series[i], series[j]
+            r = [max(a[k], b[k]) / min(a[k], b[k]) for k in sorted(set(a) & set(b))]
+            if r:
+                print(f"series {i + 1} vs {j + 1}: {len(r)} rows, {sum(x <= 1.25 for x in r)} "
+                      f"within 25%, {sum(x > 1.25 ** 2 for x in r)} over 1.56x apart, median "
+                      f"ratio {sorted(r)[len(r) // 2]:.2f}, largest {max(r):.2f}")
 
 
 # Times in results_2core.txt have one decimal (us): a row's true time lies
@@ -84,9 +105,9 @@ def read_ref(path, best):
             resolution[key] = REF_RESOLUTION
 
 
-def predict(sim, key, sets):
+def command(key, sets):
     ranks, per_host, coll, nbytes, algo = key
-    cmd = [sim, "--csv", "--ranks", str(ranks), "--per-host", str(per_host or ranks),
+    cmd = ["--csv", "--ranks", str(ranks), "--per-host", str(per_host or ranks),
            "--collective", coll, "--bytes", str(nbytes)]
     if OPTS["model"]:
         cmd += ["--model", OPTS["model"]]
@@ -94,7 +115,11 @@ def predict(sim, key, sets):
         cmd += ["--algo", algo]
     for s in sets:
         cmd += ["--set", s]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return " ".join(cmd)
+
+
+def pick(out, algo):
+    """The dispatcher's row of one commsim answer, or the forced algorithm's."""
     for row in out.splitlines():
         f = row.split(",")
         if f[-1] == "*" or (algo and f[4] == algo):
@@ -102,10 +127,27 @@ def predict(sim, key, sets):
     return None, None
 
 
+def predict_all(sim, keys, sets):
+    """Every row's prediction from one commsim --batch run (a process per
+    row spent ~0.1 s loading the library)."""
+    lines = "".join(command(k, sets) + "\n" for k in keys)
+    out = subprocess.run([sim, "--batch"], input=lines, capture_output=True, text=True,
+                         check=True).stdout
+    answers = re.split(r"^#end (\d+)\n", out, flags=re.M)
+    preds = []
+    for i, key in enumerate(keys):
+        text, rc = answers[2 * i], answers[2 * i + 1]
+        if rc != "0":
+            sys.exit(f"commsim failed on: {command(key, sets)}")
+        preds.append(pick(text, key[4]))
+    return preds
+
+
 def errors(sim, rows, sets):
     res = []
-    for key, meas in sorted(rows.items()):
-        algo, t = predict(sim, key, sets)
+    keys = sorted(rows)
+    for key, (algo, t) in zip(keys, predict_all(sim, keys, sets)):
+        meas = rows[key]
         if t is not None:
             # against the nearest time the rounded measurement allows
             r = resolution.get(key, 0.0)
@@ -118,8 +160,17 @@ def score(res):
     return sum(math.log(1 + r[4]) ** 2 for r in res) / len(res)
 
 
+def preset(sim, names):
+    """The starting values of @names: the preset's, as commsim prints them."""
+    cmd = [sim, "--ranks", "2", "--bytes", "8"] + (["--model", OPTS["model"]] if OPTS["model"] else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    line = next(l for l in out.splitlines() if l.startswith("model: "))
+    kv = dict(f.split("=") for f in line[len("model: "):].split())
+    return {k: float(kv[k]) for k in names}
+
+
 def fit(sim, rows, sets, names):
-    vals = {}
+    vals = preset(sim, names)
     for s in sets:
         k, v = s.split("=")
         vals[k] = float(v)
@@ -143,7 +194,7 @@ def fit(sim, rows, sets, names):
 
 
 def main(argv):
-    sim, rows, sets, names, min_bytes = argv[1], {}, [], [], 0
+    sim, rows, sets, names, min_bytes, series = argv[1], {}, [], [], 0, []
     i = 2
     while i < len(argv):
         a = argv[i]
@@ -154,7 +205,7 @@ def main(argv):
             if a == "--ref":
                 read_ref(v, rows)
             elif a == "--hosts":
-                read_hosts(v, rows)
+                read_hosts(v, rows, series)
             elif a == "--per-host":
                 OPTS["per_host"] = int(v)
             elif a == "--algo":
@@ -167,9 +218,14 @@ def main(argv):
                 names = v.split(",")
             else:
                 min_bytes = int(v)
+        elif a == "--spread":
+            i += 1
         else:
             read_runs(a, rows)
             i += 1
+    if "--spread" in argv:  # the --hosts series against each other, no predictions
+        spread(series)
+        return
     # a block of no float moves nothing (comm_bench times an empty call)
     rows = {k: v for k, v in rows.items() if k[3] // 4 >= k[0] and k[3] >= min_bytes}
     if names:

@@ -47,6 +47,29 @@ done
 t=$(time_of --ranks 16 --bytes 65536 --algo recursive_doubling --set lat_shm=1 --set bw_shm=2 --set bw_eager=2)
 expect "recursive doubling allreduce, 16 ranks" "$t" "$(awk 'BEGIN { printf "%.12g", 4 * (1e-6 + 65536 / 2e9) }')"
 
+# the tiny path (src/comm/comm_tiny.c): the dispatcher's one-round exchange of
+# up to 256 bytes pays o_tiny per send or receive and no engine round; a
+# forced algorithm (DT_ALGO) leaves it and pays o_msg and o_round (its
+# message has arrived by the time the receive is posted)
+TINY="--set o_tiny=1 --set o_msg=3 --set o_round=5 --set lat_shm=2 --set bw_eager=1"
+t=$("$SIM" --csv $FREE $TINY --ranks 2 --bytes 256 | awk -F, '$8 == "*" { print $6 }')
+expect "tiny allreduce, 2 ranks" "$t" "$(awk 'BEGIN { printf "%.12g", 1e-6 + 2e-6 + 256 / 1e9 }')"
+t=$(time_of $TINY --ranks 2 --bytes 256 --algo recursive_doubling)
+expect "forced recursive doubling, 2 ranks" "$t" "$(awk 'BEGIN { printf "%.12g", 2 * 3e-6 + 5e-6 }')"
+# the bulk path (ucx_shm_bulk.c): a message above eager_bytes pays the
+# handshake (3 latencies) and its first chunk's two copies in sequence
+for blk in 65536 1048576; do
+  t=$(time_of --ranks 2 --collective allgather --bytes $((2 * blk)) --algo ring --set lat_shm=2 \
+    --set bw_shm=1 --set eager_bytes=4080 --set chunk_shm=128K)
+  expect "bulk allgather, 2 ranks, $blk B blocks" "$t" \
+    "$(awk -v b=$blk 'BEGIN { c = b < 131072 ? b : 131072; printf "%.12g", 6e-6 + (b + c) / 1e9 }')"
+done
+# beyond the cache, per op: 2 ranks x 2 buffers of a 64 KiB (eager) message
+# are 4x a 64 KiB cache, so at mem_exp 1 the transfer takes 4x as long
+t=$(time_of --ranks 2 --collective allgather --bytes 131072 --algo ring --set lat_shm=2 \
+  --set bw_eager=1 --set mem_exp=1 --set mem_max=100 --set cache_bytes=64K)
+expect "allgather beyond the cache, 2 ranks" "$t" "$(awk 'BEGIN { printf "%.12g", 2e-6 + 4 * 65536 / 1e9 }')"
+
 # the dispatcher's choice (src/comm/comm_choose.c) on 8 ranks of one host,
 # and on 4096 (ring only from 256 bytes per rank on)
 for case in "8 1K direct" "8 8K recursive_doubling" "8 1M ring" "4096 1M recursive_doubling" \

@@ -4,6 +4,7 @@
  *
  *   commsim --ranks N [--per-host K] [--collective allreduce] [--bytes 1G]
  *           [--model local|cluster|veth] [--set key=value]... [--algo A] [--csv]
+ *   commsim --batch   (such command lines on stdin, one per line)
  *
  * --bytes counts as bench/comm/comm_bench does (float32, the largest
  * buffer); the model's keys are listed by --help and docs/COMMSIM.md.
@@ -28,6 +29,7 @@ static int usage(FILE *f)
                "               [--collective allreduce|allgather|reduce_scatter|broadcast]\n"
                "               [--bytes SIZE (K/M/G)] [--model local|cluster|veth]\n"
                "               [--set key=value]... [--algo NAME] [--csv]\n"
+               "       commsim --batch  (such command lines on stdin, one a line)\n"
                "model keys (times in us, bandwidths in GB/s): ");
     cs_model m;
     cs_model_preset("local", &m);
@@ -141,8 +143,11 @@ static bool row(const opts *o, const char *algo, const char *chosen)
         fprintf(stderr, "commsim: %s\n", err);
         return false;
     }
+    /* a forced algorithm (DT_ALGO) leaves the tiny path, as in comm.c */
+    job.tiny = o->algo == NULL && *mark && cs_tiny(o->coll, o->ranks, o->m.per_host, o->bytes);
     double t = cs_simulate(&job, &o->m, err, sizeof(err));
     uint32_t rounds = job.shapes[0].nrounds, shapes = job.nshapes;
+    bool tiny = job.tiny;
     cs_job_free(&job);
     if (t < 0) {
         fprintf(stderr, "commsim: %s %s: %s\n", o->coll, algo, err);
@@ -154,11 +159,14 @@ static bool row(const opts *o, const char *algo, const char *chosen)
                (unsigned long long)o->bytes, algo, t, busbw, mark);
     else
         printf("  %-20s %14.2f %12.3f %8u %7u %s\n", algo, t * 1e6, busbw, rounds, shapes,
-               *mark ? "<- dispatcher" : "");
+               !*mark ? ""
+               : tiny ? "<- dispatcher (tiny path)"
+                      : "<- dispatcher");
     return true;
 }
 
-int main(int argc, char **argv)
+/* One command line's predictions; its exit status. */
+static int run(int argc, char **argv)
 {
     opts o;
     int rc = parse(argc, argv, &o);
@@ -187,4 +195,30 @@ int main(int argc, char **argv)
                cs_algorithms(o.coll) && strcmp(chosen, "peer_copy") == 0 ? " (not simulated)" : "",
                link / 1e9);
     return 0;
+}
+
+/* --batch: one command line per line of stdin, each answer followed by a
+ * line "#end RC". A model fit predicts thousands of rows; as one process each
+ * the library's loading dominated (~0.1 s a row). */
+static int batch(void)
+{
+    char line[4096], *args[64];
+    while (fgets(line, sizeof(line), stdin) != NULL) {
+        int n = 0;
+        args[n++] = "commsim";
+        for (char *t = strtok(line, " \t\n"); t != NULL && n < 63; t = strtok(NULL, " \t\n"))
+            args[n++] = t;
+        args[n] = NULL;
+        int rc = run(n, args);
+        printf("#end %d\n", rc);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--batch") == 0)
+        return batch();
+    return run(argc, argv);
 }

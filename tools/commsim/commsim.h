@@ -20,10 +20,16 @@ typedef struct cs_model {
     double bw_reduce, bw_copy;    /* local ops: bytes/s of a reduce (output bytes) and a copy */
     double o_msg;                 /* CPU time to post one send or receive */
     double o_round;               /* CPU time to wake up when a round's transfers end */
+    double o_tiny;                /* the tiny path (src/comm/comm_tiny.c): CPU time per send or
+                                     receive, in place of o_msg and o_round (no engine) */
     double o_switch;              /* more ranks than cores: a context switch per such wake-up */
     double eager_bytes;           /* up to this size a send completes when posted; larger
                                      ones pay a handshake (two more latencies) */
     double bw_eager;              /* same host, eager messages: bytes/s (small ring slots) */
+    double chunk_shm;             /* same host, larger messages: the bulk path's chunk
+                                     (ucx_shm_bulk.c); the receiver copies a chunk out after the
+                                     sender copied it in, so the first chunk's copies run in
+                                     sequence (0: none) */
     double eager_net;             /* other host: up to this size a message flows once its send
                                      is posted, without the handshake (0: eager_bytes) */
     double bw_tcp;                /* other host: bytes/s one rank's CPU moves through kernel TCP,
@@ -77,6 +83,7 @@ typedef struct cs_job {
     cs_shape *shapes;
     uint32_t nshapes, cap;
     uint32_t *shape_of; /* per rank: index into shapes */
+    bool tiny;          /* run by the tiny path: its costs, not the engine's */
 } cs_job;
 
 /* Collectives and algorithms commsim knows (NULL-terminated). */
@@ -90,6 +97,10 @@ bool cs_build(cs_job *job, const char *coll, const char *algo, int ranks, int pe
 void cs_job_free(cs_job *job);
 /* The algorithm dt_comm_* would pick for @p ranks ranks, @p per_host per host. */
 const char *cs_dispatch(const char *coll, int ranks, int per_host, uint64_t bytes);
+/* Whether dt_comm_* runs @p coll of @p bytes on the tiny path (comm_tiny.h):
+ * one host, few ranks, small messages; only the dispatcher's algorithm, and
+ * only when no algorithm is forced. */
+bool cs_tiny(const char *coll, int ranks, int per_host, uint64_t bytes);
 /* Whether the two-level algorithms apply (comm.c's hier_for_ring): more than
  * one host, hosts of one size, more than one rank each. */
 bool cs_hier_applies(int ranks, int per_host);

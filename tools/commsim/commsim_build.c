@@ -15,6 +15,7 @@
 
 #include "comm/comm_choose.h"
 #include "comm/comm_impl.h"
+#include "comm/comm_tiny.h"
 #include "comm/sched.h"
 
 #define FAKE_SEND    ((void *)(uintptr_t)(1ull << 44))
@@ -70,6 +71,16 @@ const char *cs_dispatch(const char *coll, int ranks, int per_host, uint64_t byte
         return dt__choose_broadcast(&sh, b);
     /* as comm.c's hier_for_ring: across hosts the ring becomes two-level */
     return strcmp(algo, "ring") == 0 && cs_hier_applies(ranks, per_host) ? "hier" : algo;
+}
+
+bool cs_tiny(const char *coll, int ranks, int per_host, uint64_t bytes)
+{
+    /* the largest message: the whole vector, or one rank's block */
+    uint64_t msg = strcmp(coll, "allgather") == 0 || strcmp(coll, "reduce_scatter") == 0
+                       ? bytes / 4 / (uint64_t)ranks * 4
+                       : bytes;
+    return ranks >= 2 && ranks <= DT_TINY_MAX_RANKS && ranks <= per_host && msg >= 1 &&
+           msg <= DT_TINY_BYTES;
 }
 
 /* The stand-in comm's hosts: ranks 0..per_host-1 on host 0, and so on

@@ -28,8 +28,9 @@ typedef struct rstate {
 typedef struct sim {
     const cs_job *job;
     const cs_model *m;
-    double stretch; /* ranks per host over cores, at least 1 */
-    double mem;     /* 1, or more when the buffers outgrow the cache */
+    double stretch;  /* ranks per host over cores, at least 1 */
+    int local;       /* ranks on a host */
+    double coreless; /* the share of a host's ranks without a core: (ranks - cores) / ranks */
     int hosts, switches;
     rstate *rs;
     cs_busy *port_out, *port_in; /* a rank's sends and receives */
@@ -41,6 +42,19 @@ typedef struct sim {
     double end, now; /* the last event's time, and the current one's */
     bool nomem;
 } sim;
+
+/* The memory stretch of an op on @p bytes: 1 while the host's ranks' ops of
+ * this size (2 buffers each) fit the cache, more when their operands come
+ * from memory. Per op, not per call: the fold's small pieces stay in the
+ * cache where the ring's large blocks do not. */
+static double mem(const sim *s, double bytes)
+{
+    const cs_model *m = s->m;
+    double over = 2.0 * bytes * s->local / m->cache_bytes;
+    double f = over > 1 ? pow(over, m->mem_exp) : 1.0;
+    f = f > m->mem_max ? m->mem_max : f;
+    return f < 1 ? 1 : f; /* mem_max below 1 would speed memory up */
+}
 
 static const cs_shape *shape(const sim *s, int r)
 {
@@ -80,11 +94,13 @@ static double transfer(sim *s, int src, int dst, double bytes, double start)
     const bool rndv = !eager_path(m, src, dst, bytes);
     const double hops = rndv ? 3 : 1;
     if (hs == hd) { /* shared memory: copies by both ranks' CPUs */
-        double dur = bytes / (rndv ? m->bw_shm : m->bw_eager) * s->stretch * s->mem;
+        /* the bulk path's pipeline fills with one chunk: copied in, then out */
+        double fill = rndv ? (bytes < m->chunk_shm ? bytes : m->chunk_shm) : 0;
+        double dur = (bytes + fill) / (rndv ? m->bw_shm : m->bw_eager) * s->stretch * mem(s, bytes);
         cs_claim c[2] = {{&s->port_out[src], dur}, {&s->port_in[dst], dur}};
         double t0 = reserve(s, c, 2, maxd(start, maxd(s->cpu[src], s->cpu[dst])));
         /* sharing cores, the handshake waits for the peer to be scheduled */
-        double wake = rndv && s->stretch > 1 ? m->o_switch : 0;
+        double wake = rndv ? m->o_switch * s->coreless : 0;
         return t0 + hops * m->lat_shm * s->stretch + wake + dur;
     }
     int ws = hs / m->hosts_per_switch, wd = hd / m->hosts_per_switch;
@@ -92,7 +108,7 @@ static double transfer(sim *s, int src, int dst, double bytes, double start)
     double rate = cross && m->bw_uplink < m->bw_net ? m->bw_uplink : m->bw_net;
     double dur = bytes / rate;
     if (m->bw_tcp > 0) /* kernel TCP: the CPUs copy, and may be slower than the link */
-        dur = maxd(dur, bytes / m->bw_tcp * s->stretch * s->mem);
+        dur = maxd(dur, bytes / m->bw_tcp * s->stretch * mem(s, bytes));
     cs_claim c[6] = {{&s->port_out[src], dur},
                      {&s->port_in[dst], dur},
                      {&s->nic_out[hs], bytes / m->bw_net},
@@ -143,7 +159,7 @@ static double post_round(sim *s, int r, uint32_t i, double now)
         const cs_op *op = &sh->ops[k];
         if (op->kind == CS_LOCAL)
             continue;
-        now += s->m->o_msg * s->stretch;
+        now += (s->job->tiny ? s->m->o_tiny : s->m->o_msg) * s->stretch;
         s->rs[r].pend[i & 1]++;
         post_op(s, r, op, (int)(i & 1), now);
     }
@@ -164,9 +180,10 @@ static double local_cost(const sim *s, int r, const cs_shape *sh, uint32_t i, in
             *xfers =
                 *xfers == 2 || (r + op->peer) % s->job->ranks / per_host != r / per_host ? 2 : 1;
         else
-            t += (double)op->bytes / (op->copy ? s->m->bw_copy : s->m->bw_reduce);
+            t += (double)op->bytes / (op->copy ? s->m->bw_copy : s->m->bw_reduce) *
+                 mem(s, (double)op->bytes);
     }
-    return t * s->stretch * s->mem;
+    return t * s->stretch;
 }
 
 /* Run rank @p r from @p now until it waits for a transfer or its CPU is busy. */
@@ -187,7 +204,7 @@ static void advance(sim *s, int r, double now)
     const cs_model *m = s->m;
     double sw = xfers == 2 && m->o_switch_net > 0 ? m->o_switch_net : m->o_switch;
     if (xfers) /* woken up: by a context switch when ranks share cores */
-        now += m->o_round * s->stretch + (s->stretch > 1 ? sw : 0);
+        now += (s->job->tiny ? 0 : m->o_round) * s->stretch + sw * s->coreless;
     uint32_t next = st->cur + 1;
     /* the local ops hold the CPU, so an early round's shared-memory copies
      * (done by this CPU) follow them; a NIC's transfers overlap them */
@@ -207,10 +224,9 @@ static bool setup(sim *s, const cs_job *job, const cs_model *m)
     s->job = job, s->m = m;
     int p = job->ranks, local = m->per_host < p ? m->per_host : p;
     s->stretch = local > m->cores ? (double)local / m->cores : 1.0;
-    double over = 2.0 * (double)job->bytes * local / m->cache_bytes;
-    s->mem = over > 1 ? pow(over, m->mem_exp) : 1.0;
-    s->mem = s->mem > m->mem_max ? m->mem_max : s->mem;
-    s->mem = s->mem < 1 ? 1 : s->mem; /* mem_max below 1 would speed memory up */
+    s->local = local;
+    /* a woken rank waits for a core as often as the host's ranks outnumber them */
+    s->coreless = local > m->cores ? (double)(local - m->cores) / local : 0.0;
     s->hosts = (p + m->per_host - 1) / m->per_host;
     s->switches = (s->hosts + m->hosts_per_switch - 1) / m->hosts_per_switch;
     s->rs = calloc((size_t)p, sizeof(*s->rs));
