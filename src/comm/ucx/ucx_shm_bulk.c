@@ -84,26 +84,34 @@ static void copy_out(void *dst, const void *src, size_t len, size_t total)
 }
 
 /*
- * Two ranks on a host have 8 slots, where a send gathered from rows runs 8
- * chunks ahead (plain sends keep 4, their best). Such a send carries its own
- * stripe along (the ride), so each chunk costs its sender two copies and its
- * receiver one, and every copy waits on the one peer: with 4 the two ranks
- * stalled each other, S(0) -> S(1) ran at 87-89% of the bare all-to-all
- * (quiet). More ranks keep 4: the windows of 3 peers each outgrow the
- * caches (4 ranks: 90.6 -> 68.1% with 8), and 8 ranks' segments would not
- * fit a 64 MiB /dev/shm.
+ * Hosts of up to 4 ranks have 8 slots per window while plain sends keep 4
+ * chunks in flight: each chunk then lands in a slot its receiver left 4
+ * chunks ago rather than the one it just copied out. Measured (comm_bench,
+ * quiet, builds alternating, medians of 10 runs), 2 ranks, all-gather,
+ * all-reduce, reduce-scatter and all-to-all of 256 KiB - 64 MiB: 1.05-2.3x
+ * faster but for the 16 MiB reduce-scatter (0.93x); 3 ranks 1.0-1.3x, 4
+ * ranks 0.86-1.27x (median 1.02). 8 ranks keep 4 slots: their segments
+ * must fit a 64 MiB /dev/shm.
+ *
+ * On 2 ranks a send gathered from rows fills all 8. It carries its own
+ * stripe along (the ride), so each chunk costs its sender two copies and
+ * its receiver one, and every copy waits on the one peer: with 4 in flight
+ * the two ranks stalled each other whenever one was held up (S(0) -> S(1)
+ * with a third process on the 2 cores: 17.2 ms median, 9.0 with 8). On
+ * more ranks it keeps 4: the windows of 3 peers outgrow the caches (4
+ * ranks: 90.6 -> 68.1% of the bare all-to-all with 8).
  */
 int dt__shm_window_slots(int nlocal)
 {
-    return nlocal == 2 ? SHM_BULK_PAIR_SLOTS : SHM_BULK_CHUNKS;
+    return nlocal <= 4 ? SHM_BULK_WIDE_SLOTS : SHM_BULK_CHUNKS;
 }
 
 /* Whether @p p's window has room for one more chunk of its head stream. */
 static bool window_room(const dt_ucx_shm *shm, shm_peer *p)
 {
-    const uint64_t limit = p->streams != NULL && p->streams->src2d != NULL
-                               ? (uint64_t)shm->bulk_slots
-                               : SHM_BULK_CHUNKS;
+    const bool gathered = p->streams != NULL && p->streams->src2d != NULL;
+    const uint64_t limit =
+        shm->nlocal == 2 && gathered ? (uint64_t)shm->bulk_slots : SHM_BULK_CHUNKS;
     if (p->written - p->read_seen < limit)
         return true;
     p->read_seen = atomic_load_explicit(&p->out->bulk.read, memory_order_acquire);

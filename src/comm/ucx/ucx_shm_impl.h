@@ -27,15 +27,14 @@
  * receiver's segment behind the pair's ring. A plain send keeps at most
  * SHM_BULK_CHUNKS in flight: 4 x 128 KiB measured best of 2-8 chunks of
  * 16-256 KiB (2 ranks, 256 KiB - 4 MiB blocks): smaller chunks make the two
- * cores trade the same lines, fewer stall the sender. A host of two ranks
- * has SHM_BULK_PAIR_SLOTS, which a send gathered from rows (with its own
- * stripe riding along) fills: there the window is the only slack between
- * the two ranks, and each of their chunks costs the sender twice what it
- * costs the receiver (see dt__shm_window_slots).
+ * cores trade the same lines, fewer stall the sender. On hosts of up to 4
+ * ranks the window has SHM_BULK_WIDE_SLOTS slots all the same, so a sender
+ * writes the slot its receiver released 4 chunks ago, not the one it has
+ * just read (see dt__shm_window_slots).
  */
 #define SHM_BULK_CHUNK      (128 * 1024)
 #define SHM_BULK_CHUNKS     4
-#define SHM_BULK_PAIR_SLOTS 8
+#define SHM_BULK_WIDE_SLOTS 8
 
 typedef struct shm_slot {
     _Atomic uint64_t seq; /* the message's first absolute slot index + 1 */
