@@ -90,7 +90,7 @@ static void copy_out(void *dst, const void *src, size_t len, size_t total)
  * quiet, builds alternating, medians of 10 runs), 2 ranks, all-gather,
  * all-reduce, reduce-scatter and all-to-all of 256 KiB - 64 MiB: 1.05-2.3x
  * faster but for the 16 MiB reduce-scatter (0.93x); 3 ranks 1.0-1.3x, 4
- * ranks 0.86-1.27x (median 1.02). 8 ranks keep 4 slots: their segments
+ * ranks 0.86-1.27x (median 1.0). 8 ranks keep 4 slots: their segments
  * must fit a 64 MiB /dev/shm.
  *
  * On 2 ranks a send gathered from rows fills all 8. It carries its own
