@@ -1,6 +1,6 @@
 #!/bin/sh
-# multihost_bench.sh [BUILD_DIR] [-r RATE] [-b MINBYTES] [-e MAXBYTES] [-n ITERS] [-k REPEAT] [-M]
-#                    [-U] [-c COLLECTIVES]
+# multihost_bench.sh [BUILD_DIR] [-r RATE] [-B BURST] [-b MINBYTES] [-e MAXBYTES] [-n ITERS]
+#                    [-k REPEAT] [-M] [-U] [-c COLLECTIVES]
 #
 # Flat vs hierarchical collectives (and Open MPI) on 2 "hosts" x 2 ranks:
 # two network namespaces joined by a veth pair, each with its own hostname,
@@ -16,10 +16,12 @@
 # time per call (us, the slowest rank's mean) and the speed-ups. With -k N
 # the three run N times, interleaved, and each row keeps its best time (on a
 # shared, loaded machine that compares the algorithms, not the neighbours).
-# -M leaves Open MPI out. -U also runs flat and hierarchical with
-# DT_TCP_DIRECT=0 (UCX carries everything between the hosts), interleaved,
-# and adds their columns and hier(UCX)/hier(direct). -c: comm_bench's list
-# (default allreduce,reduce_scatter,allgather). MHB_WRAP=CMD runs each host's
+# -B sets tbf's bucket (default 64kb; 256kb spares the host the software
+# segmentation a 64 KiB bucket forces, see netns_hosts.sh). -M leaves Open
+# MPI out. -U also runs flat and hierarchical with DT_TCP_DIRECT=0 (UCX
+# carries everything between the hosts), interleaved, and adds their columns
+# and hier(UCX)/hier(direct). -c: comm_bench's list (default
+# allreduce,reduce_scatter,allgather). MHB_WRAP=CMD runs each host's
 # dtrun under "CMD.NAME.hN" (e.g. a perf stat script that names its output).
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -29,6 +31,7 @@ RATE=10gbit MINB=64K MAXB=16M ITERS=20 REPEAT=1 NOMPI= UCXTOO= COLLS=allreduce,r
 while [ $# -gt 0 ]; do
   case "$1" in
     -r) RATE=$2; shift 2 ;;
+    -B) NETNS_BURST=$2; export NETNS_BURST; shift 2 ;;
     -b) MINB=$2; shift 2 ;;
     -e) MAXB=$2; shift 2 ;;
     -n) ITERS=$2; shift 2 ;;

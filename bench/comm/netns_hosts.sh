@@ -4,9 +4,12 @@
 #
 # hosts_up TAG NET RATE: two network namespaces (h0 at NET.1, h1 at NET.2)
 # joined by a veth pair, named after TAG and this shell's pid; the link
-# shaped to RATE each way with tbf (a 64 KiB bucket: bursts of one GSO
-# packet, not of whole messages; RATE none: unshaped) plus netem's 20 us where
-# the kernel has sch_netem. Sets $work (a scratch directory, kept when KEEP
+# shaped to RATE each way with tbf (a bucket of NETNS_BURST, default 64kb:
+# bursts of about one GSO packet, not of whole messages; RATE none: unshaped)
+# plus netem's 20 us where the kernel has sch_netem. A GSO packet with its
+# headers exceeds 64 KiB, so tbf splits it into MSS-sized ones in software,
+# CPU time a NIC's segmentation offload would not cost the host; 256kb avoids
+# that (bench/comm/README.md, "The tbf bucket"). Sets $work (a scratch directory, kept when KEEP
 # is set), $model (the link model in words), and removes it all on exit.
 # inhost N CMD...: CMD as host hN (its network namespace, a hostname, its own
 # /dev/shm, IPC and pid namespaces, /etc/hosts naming h0 and h1); $uns is
@@ -38,20 +41,20 @@ hosts_up() {
   ip link set "$v1" netns "$ns1"
   ip -n "$ns0" addr add "$2.1/24" dev "$v0"
   ip -n "$ns1" addr add "$2.2/24" dev "$v1"
-  model="tbf $3"
+  model="tbf $3 (bucket ${NETNS_BURST:-64kb})"
   [ "$3" = none ] && model="veth unshaped"
   for n in 0 1; do
     eval "h_ns=\$ns$n h_v=\$v$n"
     ip -n "$h_ns" link set lo up
     ip -n "$h_ns" link set "$h_v" up
     [ "$3" = none ] && continue
-    ip netns exec "$h_ns" tc qdisc add dev "$h_v" root handle 1: tbf rate "$3" burst 64kb latency 10ms
+    ip netns exec "$h_ns" tc qdisc add dev "$h_v" root handle 1: tbf rate "$3" burst "${NETNS_BURST:-64kb}" latency 10ms
     if ip netns exec "$h_ns" tc qdisc add dev "$h_v" parent 1:1 handle 10: \
       netem delay 20us 2> /dev/null; then
-      model="tbf $3 + netem 20us"
+      model="tbf $3 (bucket ${NETNS_BURST:-64kb}) + netem 20us"
     fi
   done
-  [ "$model" = "tbf $3" ] && model="$model (no sch_netem in this kernel: no added latency)"
+  case "$model" in *netem*) ;; tbf*) model="$model (no sch_netem in this kernel: no added latency)" ;; esac
   printf '%s.1 h0\n%s.2 h1\n127.0.0.1 localhost\n' "$2" "$2" > "$work/hosts"
 }
 
