@@ -25,12 +25,18 @@
  * member (the same answer on every member). */
 bool dt__comm_tiny_ready(dt_comm *comm);
 
+/* Whether a collective of @p ranks ranks whose largest message is @p bytes
+ * is small enough for the tiny path (what tools/commsim asks too). */
+static inline bool dt__tiny_fits(int ranks, size_t bytes)
+{
+    return bytes - 1 < DT_TINY_BYTES && ranks >= 2 && ranks <= DT_TINY_MAX_RANKS;
+}
+
 /* Whether a collective whose largest message is @p bytes (> 0) takes the
  * tiny path: blocking (@p work NULL), small, on a comm that is ready. */
 static inline bool dt__comm_tiny(dt_comm *comm, size_t bytes, dt_work **work)
 {
-    return work == NULL && bytes - 1 < DT_TINY_BYTES && comm->size >= 2 &&
-           comm->size <= DT_TINY_MAX_RANKS && dt__comm_tiny_ready(comm);
+    return work == NULL && dt__tiny_fits(comm->size, bytes) && dt__comm_tiny_ready(comm);
 }
 
 /* The public collectives' semantics, arguments validated, DT__COMM_BEGIN done. */

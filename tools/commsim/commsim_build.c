@@ -79,8 +79,7 @@ bool cs_tiny(const char *coll, int ranks, int per_host, uint64_t bytes)
     uint64_t msg = strcmp(coll, "allgather") == 0 || strcmp(coll, "reduce_scatter") == 0
                        ? bytes / 4 / (uint64_t)ranks * 4
                        : bytes;
-    return ranks >= 2 && ranks <= DT_TINY_MAX_RANKS && ranks <= per_host && msg >= 1 &&
-           msg <= DT_TINY_BYTES;
+    return ranks <= per_host && dt__tiny_fits(ranks, msg);
 }
 
 /* The stand-in comm's hosts: ranks 0..per_host-1 on host 0, and so on
