@@ -110,22 +110,57 @@ static uint64_t share(uint64_t a, uint64_t b, uint64_t c)
     return (uint64_t)((u128)a * b / c);
 }
 
-/* The ride's bytes up to its share of @p at of the gathered stream's @p total. */
-static void ride_to(const dt__block2d ride[2], uint64_t *ride_done, uint64_t at, uint64_t total,
-                    bool stream)
+/*
+ * A ride's copy {dst, src} in step with a gather: its two cursors are kept
+ * from step to step, so a step of one short row costs no division (placing
+ * both afresh per 2 KiB row of S(0) -> S(1) took four).
+ */
+typedef struct ride_cursor {
+    dt__run_cursor d, s;
+    uint64_t *done;
+    bool stream;
+} ride_cursor;
+
+static ride_cursor ride_begin(const dt__block2d ride[2], uint64_t *done)
 {
-    uint64_t to = share(block_bytes(&ride[1]), at, total);
-    if (to > *ride_done) {
-        copy_runs(&ride[0], &ride[1], *ride_done, to - *ride_done, stream);
-        *ride_done = to;
+    ride_cursor c = {dt__run_cursor_at(&ride[0], *done), dt__run_cursor_at(&ride[1], *done), done,
+                     block_bytes(&ride[1]) >= DT_BLOCK2D_STREAM_BYTES};
+    c.stream = c.stream && !(c.d.rows == 1 && c.s.rows == 1); /* one run: glibc's stores */
+    return c;
+}
+
+/* The ride's next @p bytes. */
+static void ride_copy(ride_cursor *c, uint64_t bytes)
+{
+    *c->done += bytes;
+    while (bytes > 0) {
+        uint64_t n =
+            dt__run_left(&c->s) < dt__run_left(&c->d) ? dt__run_left(&c->s) : dt__run_left(&c->d);
+        n = n < bytes ? n : bytes;
+        if (c->stream)
+            dt__copy_stream(dt__run_ptr(&c->d), dt__run_ptr(&c->s), n);
+        else
+            dt__copy_bytes(dt__run_ptr(&c->d), dt__run_ptr(&c->s), n);
+        dt__run_skip(&c->d, n);
+        dt__run_skip(&c->s, n);
+        bytes -= n;
     }
+}
+
+/* The ride's bytes up to its share of @p at of the gathered stream's @p total
+ * (its own bytes when the two are as long, S(0) -> S(1)'s stripes). */
+static void ride_to(ride_cursor *c, uint64_t ride_total, uint64_t at, uint64_t total)
+{
+    uint64_t to = ride_total == total ? at : share(ride_total, at, total);
+    if (to > *c->done)
+        ride_copy(c, to - *c->done);
 }
 
 void dt__block2d_gather_ride(void *dst, const dt__block2d *src, uint64_t offset, uint64_t bytes,
                              const dt__block2d ride[2], uint64_t *ride_done)
 {
-    const uint64_t total = block_bytes(src);
-    const bool stream = block_bytes(&ride[1]) >= DT_BLOCK2D_STREAM_BYTES;
+    const uint64_t total = block_bytes(src), ride_total = block_bytes(&ride[1]);
+    ride_cursor rc = ride_begin(ride, ride_done);
     /* Each row in address order: the stripe that lies first in it is copied
      * first. Backwards (the higher stripe, then the lower of the same row),
      * the hardware prefetcher loses the stream: one rank's copies of 2-KiB
@@ -138,16 +173,16 @@ void dt__block2d_gather_ride(void *dst, const dt__block2d *src, uint64_t offset,
         uint64_t n = dt__run_left(&s) < end - at ? dt__run_left(&s) : end - at;
         bool step = at + n - stepped >= DT_RIDE_STEP_BYTES || at + n == end;
         if (step && ride_first) /* the ride's share up to this run's end */
-            ride_to(ride, ride_done, at + n, total, stream);
+            ride_to(&rc, ride_total, at + n, total);
         dt__copy_row(d, dt__run_ptr(&s), n);
         if (step && !ride_first)
-            ride_to(ride, ride_done, at + n, total, stream);
+            ride_to(&rc, ride_total, at + n, total);
         stepped = step ? at + n : stepped;
         dt__run_skip(&s, n);
         d += n;
         at += n;
     }
-    if (stream)
+    if (rc.stream)
         dt__copy_stream_fence();
 }
 
@@ -173,7 +208,11 @@ void dt__block2d_gather_rows(const dt__gather_part *part, int n, uint64_t offset
             ord[j] = ord[j - 1];
         ord[j] = g;
     }
-    const bool stream = ride != NULL && block_bytes(&ride[1]) >= DT_BLOCK2D_STREAM_BYTES;
+    ride_cursor rc = {.stream = false};
+    if (ride != NULL) { /* the ride's bytes go as far as the stripes' */
+        *ride_done = offset;
+        rc = ride_begin(ride, ride_done);
+    }
     dt__run_cursor s = dt__run_cursor_at(ord[0].src, offset);
     for (uint64_t at = offset, end = offset + bytes; at < end;) {
         uint64_t len = dt__run_left(&s) < end - at ? dt__run_left(&s) : end - at;
@@ -183,14 +222,12 @@ void dt__block2d_gather_rows(const dt__gather_part *part, int n, uint64_t offset
             if (ord[i].dst != NULL)
                 dt__copy_row((char *)ord[i].dst + (at - offset), from, len);
             else
-                copy_runs(&ride[0], &ride[1], at, len, stream);
+                ride_copy(&rc, len);
         }
         dt__run_skip(&s, len);
         at += len;
     }
-    if (ride != NULL)
-        *ride_done = offset + bytes;
-    if (stream)
+    if (rc.stream)
         dt__copy_stream_fence();
 }
 
