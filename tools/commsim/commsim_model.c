@@ -38,6 +38,8 @@ static const struct {
     {"mem_max", offsetof(cs_model, mem_max), K_NUM},
     {"bw_eager", offsetof(cs_model, bw_eager), K_BW},
     {"chunk_shm", offsetof(cs_model, chunk_shm), K_BYTES},
+    {"flight_shm", offsetof(cs_model, flight_shm), K_INT},
+    {"slots_shm", offsetof(cs_model, slots_shm), K_INT},
     {"eager_net", offsetof(cs_model, eager_net), K_BYTES},
     {"bw_tcp", offsetof(cs_model, bw_tcp), K_BW0},
     {"o_switch_net", offsetof(cs_model, o_switch_net), K_TIME},
@@ -67,6 +69,8 @@ static const cs_model local_model = {
     .mem_max = 3.3,
     .bw_eager = 5.75e9,
     .chunk_shm = 128 << 10, /* SHM_BULK_CHUNK, not fitted */
+    .flight_shm = 4,        /* SHM_BULK_CHUNKS, not fitted */
+    .slots_shm = 8,         /* SHM_BULK_WIDE_SLOTS, not fitted */
     .per_host = 1 << 30,
     .hosts_per_switch = 32,
     .cores = 2,
