@@ -49,7 +49,10 @@ static const struct {
 };
 
 /* Fitted (commsim_validate.py --fit, docs/COMMSIM.md) to the quiet comm_bench
- * runs of 2026-11-28 11:29-11:45 UTC on 2 and 4 ranks, 8 B - 128 MiB. */
+ * runs of 2026-11-28 11:29-11:45 UTC on 2 and 4 ranks, 8 B - 128 MiB. The
+ * window's slots (flight_shm, slots_shm) came later, with the library's 8-slot
+ * windows; a refit with them to that library's runs (14:16-14:31) gained in
+ * sample and lost on 3 ranks, so these values stay. */
 static const cs_model local_model = {
     .lat_shm = 0.083e-6,
     .bw_shm = 13.5e9,
