@@ -101,7 +101,7 @@ bool cs_model_preset(const char *name, cs_model *m)
         /* bench/comm/multihost_bench.sh's namespace "hosts" on this machine: 2
          * ranks per host, the 2 cores shared by both hosts, a veth pair shaped
          * by tbf 10gbit, kernel TCP (DT_TCP_DIRECT=1). Each value is measured
-         * by tools/commsim/veth_link.sh (2 hosts x 1 rank), docs/COMMSIM.md. */
+         * by tools/commsim/veth_link.sh (2 hosts x 1 rank), docs/COMMSIM_VETH.md. */
         *m = local_model;
         m->per_host = 2;
         m->cores = 1;             /* 2 vCPUs for 2 hosts */
