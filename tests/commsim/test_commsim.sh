@@ -57,13 +57,36 @@ expect "tiny allreduce, 2 ranks" "$t" "$(awk 'BEGIN { printf "%.12g", 1e-6 + 2e-
 t=$(time_of $TINY --ranks 2 --bytes 256 --algo recursive_doubling)
 expect "forced recursive doubling, 2 ranks" "$t" "$(awk 'BEGIN { printf "%.12g", 2 * 3e-6 + 5e-6 }')"
 # the bulk path (ucx_shm_bulk.c): a message above eager_bytes pays the
-# handshake (3 latencies) and its first chunk's two copies in sequence
-for blk in 65536 1048576; do
-  t=$(time_of --ranks 2 --collective allgather --bytes $((2 * blk)) --algo ring --set lat_shm=2 \
-    --set bw_shm=1 --set eager_bytes=4080 --set chunk_shm=128K)
-  expect "bulk allgather, 2 ranks, $blk B blocks" "$t" \
-    "$(awk -v b=$blk 'BEGIN { c = b < 131072 ? b : 131072; printf "%.12g", 6e-6 + (b + c) / 1e9 }')"
+# handshake (3 latencies); one of one chunk its two copies in sequence; a
+# longer one pays its first chunk's copies in sequence only when the window
+# has no more slots than a send keeps chunks in flight (slots_shm 4 here,
+# or more than 4 ranks on the host), none with 8
+BULK="--set lat_shm=2 --set bw_shm=1 --set eager_bytes=4080 --set chunk_shm=128K --set flight_shm=4"
+for case in "65536 8 65536" "65536 4 65536" "1048576 8 0" "1048576 4 131072"; do
+  set -- $case
+  t=$(time_of --ranks 2 --collective allgather --bytes $((2 * $1)) --algo ring $BULK --set slots_shm=$2)
+  expect "bulk allgather, 2 ranks, $1 B blocks, $2 slots" "$t" \
+    "$(awk -v b=$1 -v f=$3 'BEGIN { printf "%.12g", 6e-6 + (b + f) / 1e9 }')"
 done
+# 8 ranks on a host: the window keeps flight_shm slots, so even with
+# slots_shm 8 each of the ring's 7 steps pays the first chunk's copies
+t=$(time_of --ranks 8 --collective allgather --bytes $((8 * 1048576)) --algo ring $BULK --set slots_shm=8)
+expect "bulk allgather, 8 ranks, 1 MiB blocks" "$t" \
+  "$(awk 'BEGIN { printf "%.12g", 7 * (6e-6 + (1048576 + 131072) / 1e9) }')"
+# ranks sharing cores (4 on 2: stretch 2, no context switch cost) stretch
+# the latencies and the copies, not the fill of a one-chunk message: it is
+# a wait, in which the other ranks run
+t=$(time_of --ranks 4 --collective allgather --bytes $((4 * 65536)) --algo ring $BULK --set cores=2 \
+  --set o_switch=0)
+expect "bulk allgather, 4 ranks on 2 cores, 64 KiB blocks" "$t" \
+  "$(awk 'BEGIN { printf "%.12g", 3 * (2 * 6e-6 + (2 * 65536 + 65536) / 1e9) }')"
+# and a longer message pays its first chunk's copies in sequence even with
+# 8 slots: a rank without a core copies out when it is scheduled (2 ranks
+# on 1 core)
+t=$(time_of --ranks 2 --collective allgather --bytes $((2 * 1048576)) --algo ring $BULK --set cores=1 \
+  --set o_switch=0 --set slots_shm=8)
+expect "bulk allgather, 2 ranks on 1 core, 1 MiB blocks" "$t" \
+  "$(awk 'BEGIN { printf "%.12g", 2 * 6e-6 + (2 * 1048576 + 131072) / 1e9 }')"
 # beyond the cache, per op: 2 ranks x 2 buffers of a 64 KiB (eager) message
 # are 4x a 64 KiB cache, so at mem_exp 1 the transfer takes 4x as long
 t=$(time_of --ranks 2 --collective allgather --bytes 131072 --algo ring --set lat_shm=2 \

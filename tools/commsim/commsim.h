@@ -30,6 +30,12 @@ typedef struct cs_model {
                                      (ucx_shm_bulk.c); the receiver copies a chunk out after the
                                      sender copied it in, so the first chunk's copies run in
                                      sequence (0: none) */
+    int flight_shm;               /* chunks a send keeps in flight (SHM_BULK_CHUNKS), and the
+                                     window's slots on hosts of more than 4 ranks */
+    int slots_shm;                /* the window's slots on hosts of up to 4 ranks
+                                     (dt__shm_window_slots); more than flight_shm, with a core
+                                     per rank: a message of several chunks overlaps its copies
+                                     from the first chunk (no fill) */
     double eager_net;             /* other host: up to this size a message flows once its send
                                      is posted, without the handshake (0: eager_bytes) */
     double bw_tcp;                /* other host: bytes/s one rank's CPU moves through kernel TCP,

@@ -3,7 +3,7 @@
 #              [-P CPUS]
 #
 # Measures the namespace "hosts" link alone, for commsim's `veth` preset
-# (docs/COMMSIM.md): two network namespaces joined by a veth pair, the link
+# (docs/COMMSIM_VETH.md): two network namespaces joined by a veth pair, the link
 # shaped to RATE (default 10gbit; none: unshaped) each way with tbf, set up as
 # bench/comm/multihost_bench.sh does, and ONE rank per host (dtrun --nnodes 2
 # -n 1), so every transfer crosses the link and no two ranks share a host.
