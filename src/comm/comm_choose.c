@@ -27,6 +27,18 @@
 #define DT_FOLD_REDUCE_SCATTER_BYTES (16 * 1024 * 1024)
 #define DT_FOLD_MAX_RANKS            4
 #define DT_SMALL_BROADCAST_BYTES     (256 * 1024)
+/* ... and below this many bytes per rank beyond the first (the chain from
+ * 512 KiB on 2 ranks, 1 MiB on 3, 1.5 on 4, 31.5 on 64): the pipelined chain
+ * pays p - 1 hops before its last rank has a segment, the binomial tree
+ * log2(p) whole-message ones. Measured (comm_bench, bench/comm/README.md):
+ * one host, the chain faster from 512 KiB on 2 and 3 ranks (~10% on 3 at
+ * 512 KiB, where this keeps the tree), 8 MiB on 4 (the tree 1.1-1.4x
+ * faster at 512 KiB-1 MiB, the chain 6-9% slower at 2-4 MiB); 2 namespace
+ * hosts x 2 ranks at 10 Gbit/s, the tree 1.18x faster at 1 MiB, the chain
+ * from 4 MiB; commsim's cluster model puts the crossover at 4-16
+ * MiB on 16 ranks, 16-64 MiB on 64, 64-256 MiB on 256, 256 MiB-1 GiB on 1024
+ * (a 1 MiB broadcast on 64 ranks: 5.6 ms down the chain, 1.0 by the tree). */
+#define DT_PIPELINE_BROADCAST_PER_RANK (512 * 1024)
 /* Broadcasts up to this size on at most DT_DIRECT_MAX_RANKS go root-to-all. */
 #define DT_DIRECT_BROADCAST_BYTES (32 * 1024)
 /* All-to-alls and all-gathers whose blocks all have at least this many
@@ -98,7 +110,10 @@ const char *dt__choose_broadcast(const dt__comm_shape *sh, size_t bytes)
         return "peer_copy";
     if (bytes <= DT_DIRECT_BROADCAST_BYTES && sh->ranks <= DT_DIRECT_MAX_RANKS)
         return "direct";
-    return bytes <= DT_SMALL_BROADCAST_BYTES ? "binomial" : "pipeline";
+    return bytes <= DT_SMALL_BROADCAST_BYTES ||
+                   bytes < (size_t)(sh->ranks - 1) * DT_PIPELINE_BROADCAST_PER_RANK
+               ? "binomial"
+               : "pipeline";
 }
 
 bool dt__choose_alltoall_peer_copy(const dt__comm_shape *sh, size_t block_bytes)

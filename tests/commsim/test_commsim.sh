@@ -105,13 +105,19 @@ done
 
 # across hosts of one size the runtime runs the two-level algorithm where
 # the ring would run (comm.c's hier_for_ring); on one host of 3-4 ranks a
-# reduce-scatter of 16 MiB or more folds in one pass instead
+# reduce-scatter of 16 MiB or more folds in one pass instead; a broadcast
+# goes down the pipelined chain only from 512 KiB per rank beyond the first
 for case in "4 2 allreduce 1M hier" "16 8 allreduce 64M hier" "16 8 allreduce 8K recursive_doubling" \
   "8 4 allgather 4M hier" "8 4 reduce_scatter 4M hier" "12 4 allreduce 64M hier" "6 4 allreduce 64M ring" \
   "4 4 reduce_scatter 64M fold" "3 3 reduce_scatter 24M fold" "4 4 reduce_scatter 4M ring" \
-  "2 2 reduce_scatter 64M ring" "8 8 reduce_scatter 64M ring" "8 4 reduce_scatter 64M hier"; do
+  "2 2 reduce_scatter 64M ring" "8 8 reduce_scatter 64M ring" "8 4 reduce_scatter 64M hier" \
+  "2 1 broadcast 256K binomial" "2 1 broadcast 512K pipeline" "3 3 broadcast 512K binomial" \
+  "3 3 broadcast 1M pipeline" "4 2 broadcast 1M binomial" "4 2 broadcast 4M pipeline" \
+  "64 8 broadcast 16M binomial" "64 8 broadcast 64M pipeline"; do
   set -- $case
-  got=$("$SIM" --ranks $1 --per-host $2 --collective $3 --bytes "$4" --algo ring | sed -n 's/^dispatcher: //p')
+  forced=ring
+  [ "$3" = broadcast ] && forced=binomial
+  got=$("$SIM" --ranks $1 --per-host $2 --collective $3 --bytes "$4" --algo $forced | sed -n 's/^dispatcher: //p')
   if [ "$got" = "$5" ]; then echo "ok   dispatcher, $1 ranks of $2 per host, $3 $4: $got"; else
     echo "FAIL dispatcher, $1 ranks of $2 per host, $3 $4: got '$got', want '$5'"; FAIL=1; fi
 done
