@@ -56,26 +56,44 @@ void dt__block2d_part(const dt__block2d *b, uint32_t part, uint32_t nparts, uint
     *len = (u1 - u0) * unit;
 }
 
+/* A copy between two blocks' byte streams, at a position kept between calls
+ * (a ride's steps of one short row then cost no division). */
+typedef struct copy_cursor {
+    dt__run_cursor d, s;
+    bool stream; /* streaming stores */
+} copy_cursor;
+
+static copy_cursor copy_at(const dt__block2d *dst, const dt__block2d *src, uint64_t offset,
+                           bool stream)
+{
+    copy_cursor c = {dt__run_cursor_at(dst, offset), dt__run_cursor_at(src, offset), stream};
+    c.stream = stream && !(c.d.rows == 1 && c.s.rows == 1); /* one run: glibc's own stores */
+    return c;
+}
+
+/* The next @p bytes: the overlap of the current runs at a time. */
+static void copy_next(copy_cursor *c, uint64_t bytes)
+{
+    while (bytes > 0) {
+        uint64_t n =
+            dt__run_left(&c->s) < dt__run_left(&c->d) ? dt__run_left(&c->s) : dt__run_left(&c->d);
+        n = n < bytes ? n : bytes;
+        if (c->stream)
+            dt__copy_stream(dt__run_ptr(&c->d), dt__run_ptr(&c->s), n);
+        else /* rows at any relative alignment: see core/copy.h */
+            dt__copy_bytes(dt__run_ptr(&c->d), dt__run_ptr(&c->s), n);
+        dt__run_skip(&c->d, n);
+        dt__run_skip(&c->s, n);
+        bytes -= n;
+    }
+}
+
 /* dt__block2d_copy without the fence after streaming stores. */
 static void copy_runs(const dt__block2d *dst, const dt__block2d *src, uint64_t offset,
                       uint64_t bytes, bool stream)
 {
-    dt__run_cursor d = dt__run_cursor_at(dst, offset), s = dt__run_cursor_at(src, offset);
-    if (d.rows == 1 && s.rows == 1) { /* one run: glibc picks its own stores */
-        dt__copy_bytes(dt__run_ptr(&d), dt__run_ptr(&s), bytes);
-        return;
-    }
-    while (bytes > 0) { /* copy the overlap of the current runs */
-        uint64_t n = dt__run_left(&s) < dt__run_left(&d) ? dt__run_left(&s) : dt__run_left(&d);
-        n = n < bytes ? n : bytes;
-        if (stream)
-            dt__copy_stream(dt__run_ptr(&d), dt__run_ptr(&s), n);
-        else /* rows at any relative alignment: see core/copy.h */
-            dt__copy_bytes(dt__run_ptr(&d), dt__run_ptr(&s), n);
-        dt__run_skip(&d, n);
-        dt__run_skip(&s, n);
-        bytes -= n;
-    }
+    copy_cursor c = copy_at(dst, src, offset, stream);
+    copy_next(&c, bytes);
 }
 
 void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src, uint64_t offset,
@@ -110,41 +128,25 @@ static uint64_t share(uint64_t a, uint64_t b, uint64_t c)
     return (uint64_t)((u128)a * b / c);
 }
 
-/*
- * A ride's copy {dst, src} in step with a gather: its two cursors are kept
- * from step to step, so a step of one short row costs no division (placing
- * both afresh per 2 KiB row of S(0) -> S(1) took four).
- */
+/* A ride's copy {dst, src} in step with a gather, *done bytes of it so far:
+ * one copy cursor for all its steps (placing both run cursors afresh per
+ * 2 KiB row of S(0) -> S(1) took four divisions). */
 typedef struct ride_cursor {
-    dt__run_cursor d, s;
+    copy_cursor c;
     uint64_t *done;
-    bool stream;
 } ride_cursor;
 
 static ride_cursor ride_begin(const dt__block2d ride[2], uint64_t *done)
 {
-    ride_cursor c = {dt__run_cursor_at(&ride[0], *done), dt__run_cursor_at(&ride[1], *done), done,
-                     block_bytes(&ride[1]) >= DT_BLOCK2D_STREAM_BYTES};
-    c.stream = c.stream && !(c.d.rows == 1 && c.s.rows == 1); /* one run: glibc's stores */
-    return c;
+    return (ride_cursor){
+        copy_at(&ride[0], &ride[1], *done, block_bytes(&ride[1]) >= DT_BLOCK2D_STREAM_BYTES), done};
 }
 
 /* The ride's next @p bytes. */
 static void ride_copy(ride_cursor *c, uint64_t bytes)
 {
     *c->done += bytes;
-    while (bytes > 0) {
-        uint64_t n =
-            dt__run_left(&c->s) < dt__run_left(&c->d) ? dt__run_left(&c->s) : dt__run_left(&c->d);
-        n = n < bytes ? n : bytes;
-        if (c->stream)
-            dt__copy_stream(dt__run_ptr(&c->d), dt__run_ptr(&c->s), n);
-        else
-            dt__copy_bytes(dt__run_ptr(&c->d), dt__run_ptr(&c->s), n);
-        dt__run_skip(&c->d, n);
-        dt__run_skip(&c->s, n);
-        bytes -= n;
-    }
+    copy_next(&c->c, bytes);
 }
 
 /* The ride's bytes up to its share of @p at of the gathered stream's @p total
@@ -182,7 +184,7 @@ void dt__block2d_gather_ride(void *dst, const dt__block2d *src, uint64_t offset,
         d += n;
         at += n;
     }
-    if (rc.stream)
+    if (rc.c.stream)
         dt__copy_stream_fence();
 }
 
@@ -208,7 +210,7 @@ void dt__block2d_gather_rows(const dt__gather_part *part, int n, uint64_t offset
             ord[j] = ord[j - 1];
         ord[j] = g;
     }
-    ride_cursor rc = {.stream = false};
+    ride_cursor rc = {.c.stream = false};
     if (ride != NULL) { /* the ride's bytes go as far as the stripes' */
         *ride_done = offset;
         rc = ride_begin(ride, ride_done);
@@ -227,7 +229,7 @@ void dt__block2d_gather_rows(const dt__gather_part *part, int n, uint64_t offset
         dt__run_skip(&s, len);
         at += len;
     }
-    if (rc.stream)
+    if (rc.c.stream)
         dt__copy_stream_fence();
 }
 
