@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/ucx/ucx_shm_impl.h" /* dt__shm_window_slots, SHM_BULK_CHUNKS */
+
 typedef struct rstate {
     uint32_t cur, posted; /* round being waited on; rounds posted */
     int pend[2];          /* unfinished transfers of rounds of each parity */
@@ -243,8 +245,8 @@ static bool setup(sim *s, const cs_job *job, const cs_model *m)
     int p = job->ranks, local = m->per_host < p ? m->per_host : p;
     s->stretch = local > m->cores ? (double)local / m->cores : 1.0;
     s->local = local;
-    /* dt__shm_window_slots: the wide window on hosts of up to 4 ranks */
-    s->slots = local <= 4 ? m->slots_shm : m->flight_shm;
+    /* the wide window where the library gives one (hosts of few ranks) */
+    s->slots = dt__shm_window_slots(local) > SHM_BULK_CHUNKS ? m->slots_shm : m->flight_shm;
     /* a woken rank waits for a core as often as the host's ranks outnumber them */
     s->coreless = local > m->cores ? (double)(local - m->cores) / local : 0.0;
     s->hosts = (p + m->per_host - 1) / m->per_host;
