@@ -9,7 +9,7 @@
 # plus netem's 20 us where the kernel has sch_netem. A GSO packet with its
 # headers exceeds 64 KiB, so tbf splits it into MSS-sized ones in software,
 # CPU time a NIC's segmentation offload would not cost the host; 256kb avoids
-# that (bench/comm/README.md, "The tbf bucket"). Sets $work (a scratch directory, kept when KEEP
+# that (bench/comm/results_hosts_tcp.md, "The tbf bucket"). Sets $work (a scratch directory, kept when KEEP
 # is set), $model (the link model in words), and removes it all on exit.
 # inhost N CMD...: CMD as host hN (its network namespace, a hostname, its own
 # /dev/shm, IPC and pid namespaces, /etc/hosts naming h0 and h1); $uns is

@@ -23,14 +23,14 @@
 /* Reduce-scatters of at least this many input bytes on 3 to this many ranks,
  * all through shared memory, fold each block in one pass: rs/ar 0.3-0.5
  * against the ring's 0.5-0.65 from 16 MiB; at 1-4 MiB on 4 ranks the p-1
- * messages per round cost more than the passes they save (bench/comm/README.md). */
+ * messages per round cost more than the passes they save (bench/comm/results_onehost.md). */
 #define DT_FOLD_REDUCE_SCATTER_BYTES (16 * 1024 * 1024)
 #define DT_FOLD_MAX_RANKS            4
 #define DT_SMALL_BROADCAST_BYTES     (256 * 1024)
 /* ... and below this many bytes per rank beyond the first (the chain from
  * 512 KiB on 2 ranks, 1 MiB on 3, 1.5 on 4, 31.5 on 64): the pipelined chain
  * pays p - 1 hops before its last rank has a segment, the binomial tree
- * log2(p) whole-message ones. Measured (comm_bench, bench/comm/README.md):
+ * log2(p) whole-message ones. Measured (comm_bench, bench/comm/results_onehost.md):
  * one host, the chain faster from 512 KiB on 2 and 3 ranks (~10% on 3 at
  * 512 KiB, where this keeps the tree), 8 MiB on 4 (the tree 1.1-1.4x
  * faster at 512 KiB-1 MiB, the chain 6-9% slower at 2-4 MiB); 2 namespace

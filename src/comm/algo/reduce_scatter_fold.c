@@ -5,7 +5,7 @@
  * its input from memory once and writes its block once; the ring instead
  * makes p-1 passes over a block-sized partial, each reading two blocks and
  * writing one, which on 3-4 ranks is what bounds it at ~0.6x the all-reduce
- * (bench/comm/README.md). Pieces are small enough that the p-1 received ones
+ * (bench/comm/results_onehost.md). Pieces are small enough that the p-1 received ones
  * stay in L2; round j+1's transfers run while round j folds (two sets of
  * slots). Every block is folded by its owner alone, in a fixed order (the
  * piece of rank r-1 first, then r-2, ...), so the result is deterministic.

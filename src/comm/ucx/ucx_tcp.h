@@ -17,7 +17,7 @@
  * other messages of that tag, so a straddling pair meets a marker where it
  * expected bytes or bytes where it expected a marker. Opt-in
  * (DT_TCP_DIRECT=1; the world agrees on it): measured faster than UCX over a
- * 1 Gbit/s link, slower at 10 Gbit/s (bench/comm/README.md).
+ * 1 Gbit/s link, slower at 10 Gbit/s (bench/comm/results_hosts.md).
  */
 #ifndef DT_COMM_UCX_TCP_H
 #define DT_COMM_UCX_TCP_H

@@ -51,8 +51,8 @@ static const struct {
      * rendezvous adds two one-way trips (RTS, RTR) before the data, each
      * needing the peer scheduled to answer: a 2 x 2-rank 256 KiB hierarchical
      * all-reduce (128 KiB messages) made 48 syscalls and slept 1.8 times per
-     * call and rank with it, 32 and 0.8 eager (bench/comm/README.md "Two
-     * hosts"). From 512 KiB on the eager path cost more CPU (UCX's 64 KiB
+     * call and rank with it, 32 and 0.8 eager (bench/comm/results_hosts.md
+     * "Two hosts"). From 512 KiB on the eager path cost more CPU (UCX's 64 KiB
      * fragments, copied once more out of its receive buffers; 1 MiB
      * all-reduce: 2.5 against 1.75 ms per rank), where the rendezvous'
      * put lands in the user's buffer. */
