@@ -34,6 +34,7 @@ typedef struct sim {
     int local;       /* ranks on a host */
     int slots;       /* the bulk window's slots on such a host */
     double coreless; /* the share of a host's ranks without a core: (ranks - cores) / ranks */
+    double mem_call; /* the memory stretch of a copy from or into the caller's buffers */
     int hosts, switches;
     rstate *rs;
     cs_busy *port_out, *port_in; /* a rank's sends and receives */
@@ -57,6 +58,37 @@ static double mem(const sim *s, double bytes)
     double f = over > 1 ? pow(over, m->mem_exp) : 1.0;
     f = f > m->mem_max ? m->mem_max : f;
     return f < 1 ? 1 : f; /* mem_max below 1 would speed memory up */
+}
+
+/* The memory stretch of a call's own buffers (the caller's send and
+ * receive buffers): 1 while those of all the host's ranks fit `cache_call`
+ * (comm_bench, like a training step, calls again on the same buffers, so
+ * they stay cached from one call to the next), more as they spill, with
+ * mem_exp and mem_max as mem(). Whatever piece of them an op moves: a
+ * segment of a large buffer streams from memory as the whole buffer does. */
+static double mem_call(const sim *s)
+{
+    const cs_model *m = s->m;
+    if (m->cache_call <= 0)
+        return -1; /* per op */
+    double over = s->job->foot * s->local / m->cache_call;
+    double f = over > 1 ? pow(over, m->mem_exp) : 1.0;
+    f = f > m->mem_max ? m->mem_max : f;
+    return f < 1 ? 1 : f;
+}
+
+/* The memory stretch of a shared-memory transfer of @p bytes: the mean of
+ * its two copies', the sender's into the window and the receiver's out of
+ * it. The window stays in the cache, so each copy streams one buffer: the
+ * sender's or the receiver's, which is the caller's (mem_call) or the
+ * schedule's scratch (per op: the fold's slots, a few pieces reused every
+ * round, stay in the cache). */
+static double mem_shm(const sim *s, double bytes, bool snd_scratch, bool rcv_scratch)
+{
+    double op = mem(s, bytes);
+    if (s->mem_call < 0)
+        return op;
+    return ((snd_scratch ? op : s->mem_call) + (rcv_scratch ? op : s->mem_call)) / 2;
 }
 
 static const cs_shape *shape(const sim *s, int r)
@@ -104,8 +136,9 @@ static double reserve(sim *s, const cs_claim *c, int n, double from)
     return t0;
 }
 
-/* Reserve the path src -> dst for @p bytes from @p start: when the last byte arrives. */
-static double transfer(sim *s, int src, int dst, double bytes, double start)
+/* Reserve the path src -> dst for @p bytes from @p start: when the last byte
+ * arrives. @p ss, @p rs: the sender's, the receiver's buffer is scratch. */
+static double transfer(sim *s, int src, int dst, double bytes, double start, bool ss, bool rs)
 {
     const cs_model *m = s->m;
     int hs = src / m->per_host, hd = dst / m->per_host;
@@ -116,7 +149,8 @@ static double transfer(sim *s, int src, int dst, double bytes, double start)
         /* the copies are CPU work, stretched when ranks share cores; the
          * fill is a wait, in which the ranks sharing the core run */
         double fill = rndv ? bulk_fill(s, bytes) : 0;
-        double dur = (bytes * s->stretch * mem(s, bytes) + fill) / (rndv ? m->bw_shm : m->bw_eager);
+        double dur = (bytes * s->stretch * mem_shm(s, bytes, ss, rs) + fill) /
+                     (rndv ? m->bw_shm : m->bw_eager);
         cs_claim c[2] = {{&s->port_out[src], dur}, {&s->port_in[dst], dur}};
         double t0 = reserve(s, c, 2, maxd(start, maxd(s->cpu[src], s->cpu[dst])));
         /* sharing cores, the handshake waits for the peer to be scheduled */
@@ -152,7 +186,7 @@ static void post_op(sim *s, int r, const cs_op *op, int par, double t)
     const int peer = (r + op->peer) % p;
     const bool is_send = op->kind == CS_SEND;
     const bool eager = is_send && (double)op->bytes <= s->m->eager_bytes;
-    cs_half h = {t, r, (int8_t)par, eager}, o;
+    cs_half h = {t, r, (int8_t)par, eager, op->scratch}, o;
     if (eager)
         push(s, t, r, par); /* an eager send is done once posted */
     int got = cs_match_post(&s->match, is_send ? r : peer, is_send ? peer : r, is_send, &h, &o);
@@ -164,7 +198,8 @@ static void post_op(sim *s, int r, const cs_op *op, int par, double t)
     /* an eager message flows once sent; a larger one once both sides posted */
     bool flows = snd->done || eager_path(s->m, snd->rank, rcv->rank, (double)op->bytes);
     double start = flows ? snd->t : maxd(snd->t, rcv->t);
-    double end = transfer(s, snd->rank, rcv->rank, (double)op->bytes, start);
+    double end =
+        transfer(s, snd->rank, rcv->rank, (double)op->bytes, start, snd->scratch, rcv->scratch);
     if (!snd->done)
         push(s, end, snd->rank, snd->par);
     push(s, maxd(end, rcv->t), rcv->rank, rcv->par);
@@ -249,6 +284,7 @@ static bool setup(sim *s, const cs_job *job, const cs_model *m)
     s->slots = dt__shm_window_slots(local) > SHM_BULK_CHUNKS ? m->slots_shm : m->flight_shm;
     /* a woken rank waits for a core as often as the host's ranks outnumber them */
     s->coreless = local > m->cores ? (double)(local - m->cores) / local : 0.0;
+    s->mem_call = mem_call(s);
     s->hosts = (p + m->per_host - 1) / m->per_host;
     s->switches = (s->hosts + m->hosts_per_switch - 1) / m->hosts_per_switch;
     s->rs = calloc((size_t)p, sizeof(*s->rs));
