@@ -80,6 +80,18 @@ t=$(time_of --ranks 4 --collective allgather --bytes $((4 * 65536)) --algo ring 
   --set o_switch=0)
 expect "bulk allgather, 4 ranks on 2 cores, 64 KiB blocks" "$t" \
   "$(awk 'BEGIN { printf "%.12g", 3 * (2 * 6e-6 + (2 * 65536 + 65536) / 1e9) }')"
+# ranks sharing cores sleep while they wait: a rank whose host has no more
+# ranks awake than cores runs as if it had a core of its own. Recursive
+# doubling on 3 ranks on 2 cores is serial: rank 0 hands its 32 KiB to
+# rank 1, which exchanges with rank 2 and hands the result back. The two
+# hand-offs run while all three are awake (all enter the call; by the last
+# one rank 2 has returned to the caller): stretched by 3/2, a third of a
+# context switch for the handshake, the fill (one chunk: bytes) not
+# stretched; the exchange runs while rank 0 sleeps: unstretched, no switch;
+# every wake-up finds a core but rank 0's last (a third of a switch)
+t=$(time_of --ranks 3 --bytes 32K --algo recursive_doubling $BULK --set cores=2 --set o_switch=5)
+expect "recursive doubling, 3 ranks on 2 cores, a rank asleep" "$t" \
+  "$(awk 'BEGIN { b = 32768e-9; printf "%.12g", 2 * (9e-6 + 5e-6 / 3 + 2.5 * b) + 6e-6 + 2 * b + 5e-6 / 3 }')"
 # and a longer message pays its first chunk's copies in sequence even with
 # 8 slots: a rank without a core copies out when it is scheduled (2 ranks
 # on 1 core)

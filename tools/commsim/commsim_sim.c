@@ -39,8 +39,9 @@ typedef struct sim {
     rstate *rs;
     cs_busy *port_out, *port_in; /* a rank's sends and receives */
     cs_busy *nic_out, *nic_in, *up, *down;
-    int nbusy;   /* the cs_busy at port_out */
-    double *cpu; /* a rank's CPU: its local ops, and its shared-memory copies */
+    int nbusy;        /* the cs_busy at port_out */
+    double *cpu;      /* a rank's CPU: its local ops, and its shared-memory copies */
+    double *xfer_end; /* when a rank's last transfer reserved so far ends */
     cs_heap heap;
     cs_match match;
     double end, now; /* the last event's time, and the current one's */
@@ -101,6 +102,26 @@ static double maxd(double a, double b)
     return a > b ? a : b;
 }
 
+/* Whether ranks @p a and @p b (and every other rank awake on their host at
+ * @p t) have a core each: the host's ranks awake are at most its cores.
+ * A rank is asleep while it waits with nothing of its own in progress (an
+ * oversubscribed rank yields its core and then sleeps in poll():
+ * dt__ucx_progress), awake while it runs, copies or reduces (one that has
+ * returned is back in the caller: awake). All or
+ * nothing: otherwise the host's ranks share its cores as if all were awake
+ * (a share by the ranks awake at one moment would give the transfers of one
+ * all-to-all round unequal lengths, fixed when reserved, and leave gaps). */
+static bool has_core(const sim *s, int a, int b, double t)
+{
+    if (s->stretch == 1)
+        return true;
+    const int lo = a / s->m->per_host * s->m->per_host, hi = lo + s->local;
+    int n = 0;
+    for (int r = lo; r < hi && r < s->job->ranks && n <= s->m->cores; r++)
+        n += r == a || r == b || !s->rs[r].waiting || s->xfer_end[r] > t || s->cpu[r] > t;
+    return n <= s->m->cores;
+}
+
 /* Whether a message of @p bytes from @p src to @p dst flows without a handshake. */
 static bool eager_path(const cs_model *m, int src, int dst, double bytes)
 {
@@ -146,16 +167,22 @@ static double transfer(sim *s, int src, int dst, double bytes, double start, boo
     const bool rndv = !eager_path(m, src, dst, bytes);
     const double hops = rndv ? 3 : 1;
     if (hs == hd) { /* shared memory: copies by both ranks' CPUs */
-        /* the copies are CPU work, stretched when ranks share cores; the
-         * fill is a wait, in which the ranks sharing the core run */
+        /* the copies are CPU work, stretched when ranks share cores (but
+         * for the ranks awake, has_core); the fill is a wait, in which the
+         * ranks sharing the core run */
         double fill = rndv ? bulk_fill(s, bytes) : 0;
-        double dur = (bytes * s->stretch * mem_shm(s, bytes, ss, rs) + fill) /
-                     (rndv ? m->bw_shm : m->bw_eager);
+        const bool own = has_core(s, src, dst, start);
+        const double stretch = own ? 1 : s->stretch;
+        double dur =
+            (bytes * stretch * mem_shm(s, bytes, ss, rs) + fill) / (rndv ? m->bw_shm : m->bw_eager);
         cs_claim c[2] = {{&s->port_out[src], dur}, {&s->port_in[dst], dur}};
         double t0 = reserve(s, c, 2, maxd(start, maxd(s->cpu[src], s->cpu[dst])));
         /* sharing cores, the handshake waits for the peer to be scheduled */
-        double wake = rndv ? m->o_switch * s->coreless : 0;
-        return t0 + hops * m->lat_shm * s->stretch + wake + dur;
+        double wake = rndv && !own ? m->o_switch * s->coreless : 0;
+        double end = t0 + hops * m->lat_shm * stretch + wake + dur;
+        s->xfer_end[src] = maxd(s->xfer_end[src], end);
+        s->xfer_end[dst] = maxd(s->xfer_end[dst], end);
+        return end;
     }
     int ws = hs / m->hosts_per_switch, wd = hd / m->hosts_per_switch;
     bool cross = ws != wd;
@@ -221,9 +248,10 @@ static double post_round(sim *s, int r, uint32_t i, double now)
     return now;
 }
 
-/* CPU time of rank @p r's round @p i's local ops, and whether it has
- * transfers (1), some to other hosts (2). */
-static double local_cost(const sim *s, int r, const cs_shape *sh, uint32_t i, int *xfers)
+/* CPU time of rank @p r's round @p i's local ops at @p now, and whether it
+ * has transfers (1), some to other hosts (2). */
+static double local_cost(const sim *s, int r, const cs_shape *sh, uint32_t i, double now,
+                         int *xfers)
 {
     const cs_round *rd = &sh->rounds[i];
     const int per_host = s->m->per_host;
@@ -238,7 +266,7 @@ static double local_cost(const sim *s, int r, const cs_shape *sh, uint32_t i, in
             t += (double)op->bytes / (op->copy ? s->m->bw_copy : s->m->bw_reduce) *
                  mem(s, (double)op->bytes);
     }
-    return t * s->stretch;
+    return has_core(s, r, r, now) ? t : t * s->stretch;
 }
 
 /* Run rank @p r from @p now until it waits for a transfer or its CPU is busy. */
@@ -255,10 +283,14 @@ static void advance(sim *s, int r, double now)
         return;
     }
     int xfers;
-    double local = local_cost(s, r, sh, st->cur, &xfers);
+    double local = local_cost(s, r, sh, st->cur, now, &xfers);
     const cs_model *m = s->m;
     double sw = xfers == 2 && m->o_switch_net > 0 ? m->o_switch_net : m->o_switch;
-    if (xfers) /* woken up: by a context switch when ranks share cores */
+    /* woken up with a core free; after transfers to other hosts a socket's
+     * wake-up (o_switch_net, measured with the ranks competing) keeps its cost */
+    if (xfers == 1 && has_core(s, r, r, now))
+        now += s->job->tiny ? 0 : m->o_round;
+    else if (xfers) /* woken up: by a context switch when ranks share cores */
         now += (s->job->tiny ? 0 : m->o_round) * s->stretch + sw * s->coreless;
     uint32_t next = st->cur + 1;
     /* the local ops hold the CPU, so an early round's shared-memory copies
@@ -291,7 +323,8 @@ static bool setup(sim *s, const cs_job *job, const cs_model *m)
     s->nbusy = 2 * p + 2 * s->hosts + 2 * s->switches;
     s->port_out = calloc((size_t)s->nbusy, sizeof(cs_busy));
     s->cpu = calloc((size_t)p, sizeof(double));
-    if (s->rs == NULL || s->port_out == NULL || s->cpu == NULL)
+    s->xfer_end = calloc((size_t)p, sizeof(double));
+    if (s->rs == NULL || s->port_out == NULL || s->cpu == NULL || s->xfer_end == NULL)
         return false;
     s->port_in = s->port_out + p;
     s->nic_out = s->port_in + p;
@@ -347,6 +380,7 @@ out:
         cs_busy_free(&s.port_out[i]);
     free(s.port_out);
     free(s.cpu);
+    free(s.xfer_end);
     free(s.heap.e);
     cs_match_free(&s.match);
     return result;
