@@ -4,7 +4,7 @@
   commsim_validate.py COMMSIM [--ref results_2core.txt] [RUN.txt ...]
                       [--hosts MULTIHOST.txt ...] [--per-host K] [--algo flat|hier|NAME]
                       [--model PRESET] [--set key=value ...] [--fit key,key,...]
-                      [--min-bytes N] [--spread]
+                      [--min-bytes N] [--spread] [--median]
 
 RUN.txt: comm_bench output (nccl-tests rows); repeated runs of one
 configuration keep their best (smallest) time. --ref reads the dtensor column
@@ -17,6 +17,10 @@ algorithms the script forces with DT_ALGO). --algo forces one algorithm on
 every row (flat = ring); --model picks commsim's preset (default local).
 --spread compares the series (tables) of the --hosts files with each other
 instead (how far the measurement repeats).
+--median compares each row with the median over the RUN.txt files of the
+times they hold for it (each file's best run): give several series of the
+same configurations together (the measurement varies up to 1.5x between
+series, so the median is a fairer target than any one series).
 --fit adjusts the named model parameters (coordinate descent on a log scale)
 to minimise the mean squared log error and prints the --set flags found.
 Prints a markdown table and the largest error.
@@ -195,6 +199,7 @@ def fit(sim, rows, sets, names):
 
 def main(argv):
     sim, rows, sets, names, min_bytes, series = argv[1], {}, [], [], 0, []
+    per_file = []  # --median: each RUN.txt's rows apart
     i = 2
     while i < len(argv):
         a = argv[i]
@@ -218,11 +223,18 @@ def main(argv):
                 names = v.split(",")
             else:
                 min_bytes = int(v)
-        elif a == "--spread":
+        elif a in ("--spread", "--median"):
+            i += 1
+        elif "--median" in argv:
+            per_file.append({})
+            read_runs(a, per_file[-1])
             i += 1
         else:
             read_runs(a, rows)
             i += 1
+    for key in {k for f in per_file for k in f}:
+        t = sorted(f[key] for f in per_file if key in f)
+        rows[key] = (t[(len(t) - 1) // 2] + t[len(t) // 2]) / 2
     if "--spread" in argv:  # the --hosts series against each other, no predictions
         spread(series)
         return

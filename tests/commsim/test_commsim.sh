@@ -80,6 +80,18 @@ t=$(time_of --ranks 4 --collective allgather --bytes $((4 * 65536)) --algo ring 
   --set o_switch=0)
 expect "bulk allgather, 4 ranks on 2 cores, 64 KiB blocks" "$t" \
   "$(awk 'BEGIN { printf "%.12g", 3 * (2 * 6e-6 + (2 * 65536 + 65536) / 1e9) }')"
+# ranks sharing cores sleep while they wait: a rank whose host has no more
+# ranks awake than cores runs as if it had a core of its own. Recursive
+# doubling on 3 ranks on 2 cores is serial: rank 0 hands its 32 KiB to
+# rank 1, which exchanges with rank 2 and hands the result back. The two
+# hand-offs run while all three are awake (all enter the call; by the last
+# one rank 2 has returned to the caller): stretched by 3/2, a third of a
+# context switch for the handshake, the fill (one chunk: bytes) not
+# stretched; the exchange runs while rank 0 sleeps: unstretched, no switch;
+# every wake-up finds a core but rank 0's last (a third of a switch)
+t=$(time_of --ranks 3 --bytes 32K --algo recursive_doubling $BULK --set cores=2 --set o_switch=5)
+expect "recursive doubling, 3 ranks on 2 cores, a rank asleep" "$t" \
+  "$(awk 'BEGIN { b = 32768e-9; printf "%.12g", 2 * (9e-6 + 5e-6 / 3 + 2.5 * b) + 6e-6 + 2 * b + 5e-6 / 3 }')"
 # and a longer message pays its first chunk's copies in sequence even with
 # 8 slots: a rank without a core copies out when it is scheduled (2 ranks
 # on 1 core)
@@ -87,11 +99,26 @@ t=$(time_of --ranks 2 --collective allgather --bytes $((2 * 1048576)) --algo rin
   --set o_switch=0 --set slots_shm=8)
 expect "bulk allgather, 2 ranks on 1 core, 1 MiB blocks" "$t" \
   "$(awk 'BEGIN { printf "%.12g", 2 * 6e-6 + (2 * 1048576 + 131072) / 1e9 }')"
-# beyond the cache, per op: 2 ranks x 2 buffers of a 64 KiB (eager) message
-# are 4x a 64 KiB cache, so at mem_exp 1 the transfer takes 4x as long
+# beyond the cache, per op (cache_call 0: every buffer as the scratch's):
+# 2 ranks x 2 buffers of a 64 KiB (eager) message are 4x a 64 KiB cache,
+# so at mem_exp 1 the transfer takes 4x as long
 t=$(time_of --ranks 2 --collective allgather --bytes 131072 --algo ring --set lat_shm=2 \
-  --set bw_eager=1 --set mem_exp=1 --set mem_max=100 --set cache_bytes=64K)
+  --set bw_eager=1 --set mem_exp=1 --set mem_max=100 --set cache_bytes=64K --set cache_call=0)
 expect "allgather beyond the cache, 2 ranks" "$t" "$(awk 'BEGIN { printf "%.12g", 2e-6 + 4 * 65536 / 1e9 }')"
+# the caller's buffers by the call's footprint (cache_call): a 2-rank
+# all-gather of 1 MiB holds 1.5 MiB per rank (its 512 KiB input and the
+# output), 3 MiB on the host, 4x a 768 KiB cache_call, so its one 512 KiB
+# transfer takes 4x as long (the per-op cache is out of reach: 1G)
+CALL="--set lat_shm=2 --set bw_eager=1 --set mem_exp=1 --set mem_max=100 --set cache_bytes=1G"
+t=$(time_of --ranks 2 --collective allgather --bytes 1M --algo ring $CALL --set cache_call=768K)
+expect "allgather beyond cache_call, 2 ranks" "$t" "$(awk 'BEGIN { printf "%.12g", 2e-6 + 4 * 524288 / 1e9 }')"
+# a transfer's two copies each stream one side: recursive doubling on 2
+# ranks sends 64 KiB out of the caller's buffer (2 x 64 KiB per rank, 256 KiB
+# on the host: 4x a 64 KiB cache_call) into its scratch (per op: 2 ranks x 2
+# x 64 KiB, 2x a 128 KiB cache_bytes): the mean, 3x
+t=$(time_of --ranks 2 --bytes 64K --algo recursive_doubling $CALL --set cache_call=64K --set cache_bytes=128K)
+expect "recursive doubling, caller's buffer into scratch" "$t" \
+  "$(awk 'BEGIN { printf "%.12g", 2e-6 + 3 * 65536 / 1e9 }')"
 
 # the dispatcher's choice (src/comm/comm_choose.c) on 8 ranks of one host,
 # and on 4096 (ring only from 256 bytes per rank on)

@@ -45,6 +45,9 @@ typedef struct cs_model {
     /* buffers of more than cache_bytes per host (2 per rank): bandwidths on
      * the host divided by (bytes / cache_bytes)^mem_exp, at most mem_max */
     double cache_bytes, mem_exp, mem_max;
+    double cache_call; /* the caller's buffers of a call on the host beyond this (bytes): the
+                          side of a shared-memory transfer in them streams from memory, as above
+                          with cache_call for cache_bytes (0: per op, as the scratch's) */
     int per_host, hosts_per_switch;
     int cores; /* per host: more ranks than cores stretch every CPU cost */
 } cs_model;
@@ -65,7 +68,9 @@ enum { CS_SEND, CS_RECV, CS_LOCAL };
  * `peer` places to the right (mod p), or local work on `bytes` bytes. */
 typedef struct cs_op {
     uint8_t kind;
-    uint8_t copy; /* CS_LOCAL: a copy (else a reduce or scale) */
+    uint8_t copy;    /* CS_LOCAL: a copy (else a reduce or scale) */
+    uint8_t scratch; /* CS_SEND, CS_RECV: the rank's buffer is the schedule's scratch (else
+                        the caller's send or receive buffer) */
     int32_t peer;
     uint64_t bytes;
 } cs_op;
@@ -86,6 +91,7 @@ typedef struct cs_shape {
 typedef struct cs_job {
     int ranks;
     uint64_t bytes;
+    double foot; /* bytes of a rank's send and receive buffers (the caller's) */
     cs_shape *shapes;
     uint32_t nshapes, cap;
     uint32_t *shape_of; /* per rank: index into shapes */

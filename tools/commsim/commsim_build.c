@@ -145,6 +145,8 @@ static bool shape_of(const dt__sched *s, int r, int p, cs_shape *sh)
         if (o->kind == DT__OP_SEND || o->kind == DT__OP_RECV) {
             d->kind = o->kind == DT__OP_SEND ? CS_SEND : CS_RECV;
             d->peer = (int32_t)(((o->peer - r) % p + p) % p);
+            d->scratch =
+                (uintptr_t)(o->kind == DT__OP_SEND ? o->src : o->dst) >= (uintptr_t)FAKE_SCRATCH;
         } else if (o->kind == DT__OP_COPY) {
             d->copy = 1;
         } else {
@@ -204,6 +206,11 @@ bool cs_build(cs_job *job, const char *coll, const char *algo, int ranks, int pe
               uint64_t bytes, char *err, size_t cap)
 {
     *job = (cs_job){.ranks = ranks, .bytes = bytes};
+    /* the caller's buffers: the largest, and the other (a block of it, the
+     * same size for the all-reduce, none for the broadcast: in place) */
+    job->foot = (double)bytes * (strcmp(coll, "allreduce") == 0   ? 2.0
+                                 : strcmp(coll, "broadcast") == 0 ? 1.0
+                                                                  : 1.0 + 1.0 / ranks);
     if (!known(coll, algo)) {
         snprintf(err, cap, "unknown %s algorithm '%s'", coll, algo);
         return false;

@@ -12,7 +12,8 @@ typedef struct cs_half {
     double t; /* when it was posted */
     int rank; /* who posted it */
     int8_t par;
-    bool done; /* an eager send: complete already */
+    bool done;    /* an eager send: complete already */
+    bool scratch; /* its buffer is the schedule's scratch (cs_op.scratch) */
 } cs_half;
 
 typedef struct cs_pairq {

@@ -34,12 +34,14 @@ typedef struct sim {
     int local;       /* ranks on a host */
     int slots;       /* the bulk window's slots on such a host */
     double coreless; /* the share of a host's ranks without a core: (ranks - cores) / ranks */
+    double mem_call; /* the memory stretch of a copy from or into the caller's buffers */
     int hosts, switches;
     rstate *rs;
     cs_busy *port_out, *port_in; /* a rank's sends and receives */
     cs_busy *nic_out, *nic_in, *up, *down;
-    int nbusy;   /* the cs_busy at port_out */
-    double *cpu; /* a rank's CPU: its local ops, and its shared-memory copies */
+    int nbusy;        /* the cs_busy at port_out */
+    double *cpu;      /* a rank's CPU: its local ops, and its shared-memory copies */
+    double *xfer_end; /* when a rank's last transfer reserved so far ends */
     cs_heap heap;
     cs_match match;
     double end, now; /* the last event's time, and the current one's */
@@ -59,6 +61,37 @@ static double mem(const sim *s, double bytes)
     return f < 1 ? 1 : f; /* mem_max below 1 would speed memory up */
 }
 
+/* The memory stretch of a call's own buffers (the caller's send and
+ * receive buffers): 1 while those of all the host's ranks fit `cache_call`
+ * (comm_bench, like a training step, calls again on the same buffers, so
+ * they stay cached from one call to the next), more as they spill, with
+ * mem_exp and mem_max as mem(). Whatever piece of them an op moves: a
+ * segment of a large buffer streams from memory as the whole buffer does. */
+static double mem_call(const sim *s)
+{
+    const cs_model *m = s->m;
+    if (m->cache_call <= 0)
+        return -1; /* per op */
+    double over = s->job->foot * s->local / m->cache_call;
+    double f = over > 1 ? pow(over, m->mem_exp) : 1.0;
+    f = f > m->mem_max ? m->mem_max : f;
+    return f < 1 ? 1 : f;
+}
+
+/* The memory stretch of a shared-memory transfer of @p bytes: the mean of
+ * its two copies', the sender's into the window and the receiver's out of
+ * it. The window stays in the cache, so each copy streams one buffer: the
+ * sender's or the receiver's, which is the caller's (mem_call) or the
+ * schedule's scratch (per op: the fold's slots, a few pieces reused every
+ * round, stay in the cache). */
+static double mem_shm(const sim *s, double bytes, bool snd_scratch, bool rcv_scratch)
+{
+    double op = mem(s, bytes);
+    if (s->mem_call < 0)
+        return op;
+    return ((snd_scratch ? op : s->mem_call) + (rcv_scratch ? op : s->mem_call)) / 2;
+}
+
 static const cs_shape *shape(const sim *s, int r)
 {
     return &s->job->shapes[s->job->shape_of[r]];
@@ -67,6 +100,26 @@ static const cs_shape *shape(const sim *s, int r)
 static double maxd(double a, double b)
 {
     return a > b ? a : b;
+}
+
+/* Whether ranks @p a and @p b (and every other rank awake on their host at
+ * @p t) have a core each: the host's ranks awake are at most its cores.
+ * A rank is asleep while it waits with nothing of its own in progress (an
+ * oversubscribed rank yields its core and then sleeps in poll():
+ * dt__ucx_progress), awake while it runs, copies or reduces (one that has
+ * returned is back in the caller: awake). All or
+ * nothing: otherwise the host's ranks share its cores as if all were awake
+ * (a share by the ranks awake at one moment would give the transfers of one
+ * all-to-all round unequal lengths, fixed when reserved, and leave gaps). */
+static bool has_core(const sim *s, int a, int b, double t)
+{
+    if (s->stretch == 1)
+        return true;
+    const int lo = a / s->m->per_host * s->m->per_host, hi = lo + s->local;
+    int n = 0;
+    for (int r = lo; r < hi && r < s->job->ranks && n <= s->m->cores; r++)
+        n += r == a || r == b || !s->rs[r].waiting || s->xfer_end[r] > t || s->cpu[r] > t;
+    return n <= s->m->cores;
 }
 
 /* Whether a message of @p bytes from @p src to @p dst flows without a handshake. */
@@ -104,8 +157,9 @@ static double reserve(sim *s, const cs_claim *c, int n, double from)
     return t0;
 }
 
-/* Reserve the path src -> dst for @p bytes from @p start: when the last byte arrives. */
-static double transfer(sim *s, int src, int dst, double bytes, double start)
+/* Reserve the path src -> dst for @p bytes from @p start: when the last byte
+ * arrives. @p ss, @p rs: the sender's, the receiver's buffer is scratch. */
+static double transfer(sim *s, int src, int dst, double bytes, double start, bool ss, bool rs)
 {
     const cs_model *m = s->m;
     int hs = src / m->per_host, hd = dst / m->per_host;
@@ -113,15 +167,22 @@ static double transfer(sim *s, int src, int dst, double bytes, double start)
     const bool rndv = !eager_path(m, src, dst, bytes);
     const double hops = rndv ? 3 : 1;
     if (hs == hd) { /* shared memory: copies by both ranks' CPUs */
-        /* the copies are CPU work, stretched when ranks share cores; the
-         * fill is a wait, in which the ranks sharing the core run */
+        /* the copies are CPU work, stretched when ranks share cores (but
+         * for the ranks awake, has_core); the fill is a wait, in which the
+         * ranks sharing the core run */
         double fill = rndv ? bulk_fill(s, bytes) : 0;
-        double dur = (bytes * s->stretch * mem(s, bytes) + fill) / (rndv ? m->bw_shm : m->bw_eager);
+        const bool own = has_core(s, src, dst, start);
+        const double stretch = own ? 1 : s->stretch;
+        double dur =
+            (bytes * stretch * mem_shm(s, bytes, ss, rs) + fill) / (rndv ? m->bw_shm : m->bw_eager);
         cs_claim c[2] = {{&s->port_out[src], dur}, {&s->port_in[dst], dur}};
         double t0 = reserve(s, c, 2, maxd(start, maxd(s->cpu[src], s->cpu[dst])));
         /* sharing cores, the handshake waits for the peer to be scheduled */
-        double wake = rndv ? m->o_switch * s->coreless : 0;
-        return t0 + hops * m->lat_shm * s->stretch + wake + dur;
+        double wake = rndv && !own ? m->o_switch * s->coreless : 0;
+        double end = t0 + hops * m->lat_shm * stretch + wake + dur;
+        s->xfer_end[src] = maxd(s->xfer_end[src], end);
+        s->xfer_end[dst] = maxd(s->xfer_end[dst], end);
+        return end;
     }
     int ws = hs / m->hosts_per_switch, wd = hd / m->hosts_per_switch;
     bool cross = ws != wd;
@@ -152,7 +213,7 @@ static void post_op(sim *s, int r, const cs_op *op, int par, double t)
     const int peer = (r + op->peer) % p;
     const bool is_send = op->kind == CS_SEND;
     const bool eager = is_send && (double)op->bytes <= s->m->eager_bytes;
-    cs_half h = {t, r, (int8_t)par, eager}, o;
+    cs_half h = {t, r, (int8_t)par, eager, op->scratch}, o;
     if (eager)
         push(s, t, r, par); /* an eager send is done once posted */
     int got = cs_match_post(&s->match, is_send ? r : peer, is_send ? peer : r, is_send, &h, &o);
@@ -164,7 +225,8 @@ static void post_op(sim *s, int r, const cs_op *op, int par, double t)
     /* an eager message flows once sent; a larger one once both sides posted */
     bool flows = snd->done || eager_path(s->m, snd->rank, rcv->rank, (double)op->bytes);
     double start = flows ? snd->t : maxd(snd->t, rcv->t);
-    double end = transfer(s, snd->rank, rcv->rank, (double)op->bytes, start);
+    double end =
+        transfer(s, snd->rank, rcv->rank, (double)op->bytes, start, snd->scratch, rcv->scratch);
     if (!snd->done)
         push(s, end, snd->rank, snd->par);
     push(s, maxd(end, rcv->t), rcv->rank, rcv->par);
@@ -186,9 +248,10 @@ static double post_round(sim *s, int r, uint32_t i, double now)
     return now;
 }
 
-/* CPU time of rank @p r's round @p i's local ops, and whether it has
- * transfers (1), some to other hosts (2). */
-static double local_cost(const sim *s, int r, const cs_shape *sh, uint32_t i, int *xfers)
+/* CPU time of rank @p r's round @p i's local ops at @p now, and whether it
+ * has transfers (1), some to other hosts (2). */
+static double local_cost(const sim *s, int r, const cs_shape *sh, uint32_t i, double now,
+                         int *xfers)
 {
     const cs_round *rd = &sh->rounds[i];
     const int per_host = s->m->per_host;
@@ -203,7 +266,7 @@ static double local_cost(const sim *s, int r, const cs_shape *sh, uint32_t i, in
             t += (double)op->bytes / (op->copy ? s->m->bw_copy : s->m->bw_reduce) *
                  mem(s, (double)op->bytes);
     }
-    return t * s->stretch;
+    return has_core(s, r, r, now) ? t : t * s->stretch;
 }
 
 /* Run rank @p r from @p now until it waits for a transfer or its CPU is busy. */
@@ -220,10 +283,14 @@ static void advance(sim *s, int r, double now)
         return;
     }
     int xfers;
-    double local = local_cost(s, r, sh, st->cur, &xfers);
+    double local = local_cost(s, r, sh, st->cur, now, &xfers);
     const cs_model *m = s->m;
     double sw = xfers == 2 && m->o_switch_net > 0 ? m->o_switch_net : m->o_switch;
-    if (xfers) /* woken up: by a context switch when ranks share cores */
+    /* woken up with a core free; after transfers to other hosts a socket's
+     * wake-up (o_switch_net, measured with the ranks competing) keeps its cost */
+    if (xfers == 1 && has_core(s, r, r, now))
+        now += s->job->tiny ? 0 : m->o_round;
+    else if (xfers) /* woken up: by a context switch when ranks share cores */
         now += (s->job->tiny ? 0 : m->o_round) * s->stretch + sw * s->coreless;
     uint32_t next = st->cur + 1;
     /* the local ops hold the CPU, so an early round's shared-memory copies
@@ -249,13 +316,15 @@ static bool setup(sim *s, const cs_job *job, const cs_model *m)
     s->slots = dt__shm_window_slots(local) > SHM_BULK_CHUNKS ? m->slots_shm : m->flight_shm;
     /* a woken rank waits for a core as often as the host's ranks outnumber them */
     s->coreless = local > m->cores ? (double)(local - m->cores) / local : 0.0;
+    s->mem_call = mem_call(s);
     s->hosts = (p + m->per_host - 1) / m->per_host;
     s->switches = (s->hosts + m->hosts_per_switch - 1) / m->hosts_per_switch;
     s->rs = calloc((size_t)p, sizeof(*s->rs));
     s->nbusy = 2 * p + 2 * s->hosts + 2 * s->switches;
     s->port_out = calloc((size_t)s->nbusy, sizeof(cs_busy));
     s->cpu = calloc((size_t)p, sizeof(double));
-    if (s->rs == NULL || s->port_out == NULL || s->cpu == NULL)
+    s->xfer_end = calloc((size_t)p, sizeof(double));
+    if (s->rs == NULL || s->port_out == NULL || s->cpu == NULL || s->xfer_end == NULL)
         return false;
     s->port_in = s->port_out + p;
     s->nic_out = s->port_in + p;
@@ -311,6 +380,7 @@ out:
         cs_busy_free(&s.port_out[i]);
     free(s.port_out);
     free(s.cpu);
+    free(s.xfer_end);
     free(s.heap.e);
     cs_match_free(&s.match);
     return result;
