@@ -113,7 +113,7 @@ bool cs_model_preset(const char *name, cs_model *m)
                                      by half the wake-ups (1 core, 2 ranks) */
         m->eager_net = 1 << 30;   /* direct sockets and UCX's TCP: no handshake */
         m->bw_net_cpu = 0.546e9;  /* the 10gbit rate is the CPUs': a 2 x 1 exchange pinned to
-                                     one core takes 2.2-2.6x as long, both cores are busy */
+                                     one core takes 1.8-2.6x as long, both cores are busy */
         return true;
     }
     return false;
