@@ -120,6 +120,26 @@ t=$(time_of --ranks 2 --bytes 64K --algo recursive_doubling $CALL --set cache_ca
 expect "recursive doubling, caller's buffer into scratch" "$t" \
   "$(awk 'BEGIN { printf "%.12g", 2e-6 + 3 * 65536 / 1e9 }')"
 
+# kernel TCP (bw_net_cpu): a network transfer holds both ranks' CPUs for
+# bytes / bw_net_cpu, so a shared-memory copy of either waits behind it. A
+# ring all-gather on 2 hosts x 2 ranks of 1 MiB blocks (rendezvous copies,
+# no fill, the link 0.5 GB/s, copies 0.5 GB/s): each step's copy starts when
+# the hold ends, B / bw_net_cpu after the network transfer; 0 (a NIC) lets
+# it overlap. A 2 x 1 exchange holds each CPU in both directions at once:
+# its time stays bytes / bw_net.
+NETCPU="--set eager_bytes=4080 --set eager_net=1G --set lat_shm=0 --set lat_net=0 --set bw_shm=0.5
+  --set chunk_shm=0 --set bw_net=0.5"
+for c in 0 0.5 1 2; do
+  t=$(time_of --ranks 4 --per-host 2 --collective allgather --bytes 4M --algo ring $NETCPU \
+    --set bw_net_cpu=$c)
+  expect "ring allgather, 2 hosts x 2, bw_net_cpu=$c" "$t" \
+    "$(awk -v c=$c 'BEGIN { b = 1048576; d = c > 0 ? b / (c * 1e9) : 0
+      if (d > b / 0.5e9) d = b / 0.5e9
+      s = d + b / 0.5e9; if (s < b / 0.5e9) s = b / 0.5e9; printf "%.12g", 3 * s }')"
+done
+t=$(time_of --ranks 2 --per-host 1 --collective allgather --bytes 2M --algo ring $NETCPU --set bw_net_cpu=0.5)
+expect "2 x 1 exchange, bw_net_cpu=0.5" "$t" "$(awk 'BEGIN { printf "%.12g", 1048576 / 0.5e9 }')"
+
 # the dispatcher's choice (src/comm/comm_choose.c) on 8 ranks of one host,
 # and on 4096 (ring only from 256 bytes per rank on)
 for case in "8 1K direct" "8 8K recursive_doubling" "8 1M ring" "4096 1M recursive_doubling" \

@@ -42,6 +42,11 @@ typedef struct cs_model {
                                      stretched as CPU costs are (0: the NIC is the only limit) */
     double o_switch_net;          /* more ranks than cores: the wake-up after a round with
                                      transfers to other hosts (0: o_switch) */
+    double bw_net_cpu;            /* other host: bytes/s the ranks' CPUs move through kernel
+                                     TCP on the link; a transfer holds the sending and receiving
+                                     ranks' CPUs for bytes / it (or its bw_tcp time, at most its
+                                     own time), so their shared-memory copies and local ops wait
+                                     behind it (0: the NIC moves the bytes, they overlap it) */
     /* buffers of more than cache_bytes per host (2 per rank): bandwidths on
      * the host divided by (bytes / cache_bytes)^mem_exp, at most mem_max */
     double cache_bytes, mem_exp, mem_max;

@@ -122,6 +122,11 @@ static bool has_core(const sim *s, int a, int b, double t)
     return n <= s->m->cores;
 }
 
+static double mind(double a, double b)
+{
+    return a < b ? a : b;
+}
+
 /* Whether a message of @p bytes from @p src to @p dst flows without a handshake. */
 static bool eager_path(const cs_model *m, int src, int dst, double bytes)
 {
@@ -187,9 +192,9 @@ static double transfer(sim *s, int src, int dst, double bytes, double start, boo
     int ws = hs / m->hosts_per_switch, wd = hd / m->hosts_per_switch;
     bool cross = ws != wd;
     double rate = cross && m->bw_uplink < m->bw_net ? m->bw_uplink : m->bw_net;
-    double dur = bytes / rate;
-    if (m->bw_tcp > 0) /* kernel TCP: the CPUs copy, and may be slower than the link */
-        dur = maxd(dur, bytes / m->bw_tcp * s->stretch * mem(s, bytes));
+    /* kernel TCP: the CPUs copy, and may be slower than the link */
+    double tcp = m->bw_tcp > 0 ? bytes / m->bw_tcp * s->stretch * mem(s, bytes) : 0;
+    double dur = maxd(bytes / rate, tcp);
     cs_claim c[6] = {{&s->port_out[src], dur},
                      {&s->port_in[dst], dur},
                      {&s->nic_out[hs], bytes / m->bw_net},
@@ -197,6 +202,11 @@ static double transfer(sim *s, int src, int dst, double bytes, double start, boo
                      {&s->up[ws], bytes / m->bw_uplink},
                      {&s->down[wd], bytes / m->bw_uplink}};
     double t0 = reserve(s, c, cross ? 6 : 4, start);
+    if (m->bw_net_cpu > 0) { /* the CPUs move the bytes: both ranks' copies and ops wait */
+        double cpu = t0 + mind(dur, maxd(bytes / m->bw_net_cpu, tcp));
+        s->cpu[src] = maxd(s->cpu[src], cpu);
+        s->cpu[dst] = maxd(s->cpu[dst], cpu);
+    }
     return t0 + hops * (m->lat_net + (cross ? m->lat_switch : 0)) + dur;
 }
 
