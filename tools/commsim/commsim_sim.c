@@ -48,17 +48,21 @@ typedef struct sim {
     bool nomem;
 } sim;
 
+/* The stretch of bytes @p over times what the cache holds. */
+static double spill(const cs_model *m, double over)
+{
+    double f = over > 1 ? pow(over, m->mem_exp) : 1.0;
+    f = f > m->mem_max ? m->mem_max : f;
+    return f < 1 ? 1 : f; /* mem_max below 1 would speed memory up */
+}
+
 /* The memory stretch of an op on @p bytes: 1 while the host's ranks' ops of
  * this size (2 buffers each) fit the cache, more when their operands come
  * from memory. Per op, not per call: the fold's small pieces stay in the
  * cache where the ring's large blocks do not. */
 static double mem(const sim *s, double bytes)
 {
-    const cs_model *m = s->m;
-    double over = 2.0 * bytes * s->local / m->cache_bytes;
-    double f = over > 1 ? pow(over, m->mem_exp) : 1.0;
-    f = f > m->mem_max ? m->mem_max : f;
-    return f < 1 ? 1 : f; /* mem_max below 1 would speed memory up */
+    return spill(s->m, 2.0 * bytes * s->local / s->m->cache_bytes);
 }
 
 /* The memory stretch of a call's own buffers (the caller's send and
@@ -72,10 +76,7 @@ static double mem_call(const sim *s)
     const cs_model *m = s->m;
     if (m->cache_call <= 0)
         return -1; /* per op */
-    double over = s->job->foot * s->local / m->cache_call;
-    double f = over > 1 ? pow(over, m->mem_exp) : 1.0;
-    f = f > m->mem_max ? m->mem_max : f;
-    return f < 1 ? 1 : f;
+    return spill(m, s->job->foot * s->local / m->cache_call);
 }
 
 /* The memory stretch of a shared-memory transfer of @p bytes: the mean of
