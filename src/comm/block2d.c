@@ -63,11 +63,12 @@ typedef struct copy_cursor {
     bool stream; /* streaming stores */
 } copy_cursor;
 
-static copy_cursor copy_at(const dt__block2d *dst, const dt__block2d *src, uint64_t offset,
-                           bool stream)
+/* Streaming stores for a large source (DT_BLOCK2D_STREAM_BYTES) copied in
+ * more than one run; one run: glibc's own stores. */
+static copy_cursor copy_at(const dt__block2d *dst, const dt__block2d *src, uint64_t offset)
 {
-    copy_cursor c = {dt__run_cursor_at(dst, offset), dt__run_cursor_at(src, offset), stream};
-    c.stream = stream && !(c.d.rows == 1 && c.s.rows == 1); /* one run: glibc's own stores */
+    copy_cursor c = {dt__run_cursor_at(dst, offset), dt__run_cursor_at(src, offset), false};
+    c.stream = block_bytes(src) >= DT_BLOCK2D_STREAM_BYTES && !(c.d.rows == 1 && c.s.rows == 1);
     return c;
 }
 
@@ -88,20 +89,12 @@ static void copy_next(copy_cursor *c, uint64_t bytes)
     }
 }
 
-/* dt__block2d_copy without the fence after streaming stores. */
-static void copy_runs(const dt__block2d *dst, const dt__block2d *src, uint64_t offset,
-                      uint64_t bytes, bool stream)
-{
-    copy_cursor c = copy_at(dst, src, offset, stream);
-    copy_next(&c, bytes);
-}
-
 void dt__block2d_copy(const dt__block2d *dst, const dt__block2d *src, uint64_t offset,
                       uint64_t bytes)
 {
-    bool stream = block_bytes(src) >= DT_BLOCK2D_STREAM_BYTES;
-    copy_runs(dst, src, offset, bytes, stream);
-    if (stream)
+    copy_cursor c = copy_at(dst, src, offset);
+    copy_next(&c, bytes);
+    if (c.stream) /* glibc's own streaming stores fence themselves */
         dt__copy_stream_fence();
 }
 
@@ -138,8 +131,7 @@ typedef struct ride_cursor {
 
 static ride_cursor ride_begin(const dt__block2d ride[2], uint64_t *done)
 {
-    return (ride_cursor){
-        copy_at(&ride[0], &ride[1], *done, block_bytes(&ride[1]) >= DT_BLOCK2D_STREAM_BYTES), done};
+    return (ride_cursor){copy_at(&ride[0], &ride[1], *done), done};
 }
 
 /* The ride's next @p bytes. */

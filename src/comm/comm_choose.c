@@ -26,8 +26,8 @@
  * messages per round cost more than the passes they save (bench/comm/results_onehost.md). */
 #define DT_FOLD_REDUCE_SCATTER_BYTES (16 * 1024 * 1024)
 #define DT_FOLD_MAX_RANKS            4
-#define DT_SMALL_BROADCAST_BYTES     (256 * 1024)
-/* ... and below this many bytes per rank beyond the first (the chain from
+/* Broadcasts go down the binomial tree below this many bytes per rank
+ * beyond the first, down the pipelined chain from it (the chain from
  * 512 KiB on 2 ranks, 1 MiB on 3, 1.5 on 4, 31.5 on 64): the pipelined chain
  * pays p - 1 hops before its last rank has a segment, the binomial tree
  * log2(p) whole-message ones. Measured (comm_bench, bench/comm/results_onehost.md):
@@ -110,10 +110,9 @@ const char *dt__choose_broadcast(const dt__comm_shape *sh, size_t bytes)
         return "peer_copy";
     if (bytes <= DT_DIRECT_BROADCAST_BYTES && sh->ranks <= DT_DIRECT_MAX_RANKS)
         return "direct";
-    return bytes <= DT_SMALL_BROADCAST_BYTES ||
-                   bytes < (size_t)(sh->ranks - 1) * DT_PIPELINE_BROADCAST_PER_RANK
-               ? "binomial"
-               : "pipeline";
+    /* one rank never gets here (comm.c), so the rule needs no floor */
+    return bytes < (size_t)(sh->ranks - 1) * DT_PIPELINE_BROADCAST_PER_RANK ? "binomial"
+                                                                            : "pipeline";
 }
 
 bool dt__choose_alltoall_peer_copy(const dt__comm_shape *sh, size_t block_bytes)
